@@ -1,0 +1,125 @@
+"""`python -m agents`: the command line and the main loop. See `python -m agents --help`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+
+from agents import __version__
+from agents.agent import Agent
+from agents.collector import Collector, rfc3339
+from agents.config import Config, ConfigError, load_config
+from agents.device import DeviceClient, DeviceUnavailable, NvmlDeviceClient
+from agents.push import Backoff, Deliverer, Sender
+from agents.simulate import SimulatedDeviceClient, parse_scenarios
+from agents.spool import Spool
+
+log = logging.getLogger("agents")
+
+EXIT_CONFIG = 2
+EXIT_NO_DEVICE = 3
+
+
+def open_device(config: Config) -> DeviceClient:
+    if config.simulate:
+        return SimulatedDeviceClient(count=config.simulate, scenarios=parse_scenarios(config.scenario),
+                                     hostname=config.hostname, speed=config.speed)
+    return NvmlDeviceClient()
+
+
+def run(config: Config, stop: threading.Event) -> int:
+    try:
+        device = open_device(config)
+    except (DeviceUnavailable, ValueError) as exc:
+        log.error("%s (no GPU here? try --simulate N)", exc)
+        return EXIT_NO_DEVICE
+    try:
+        collector = Collector(device, inventory_refresh_s=config.inventory_refresh)
+        if config.stdout:
+            return print_batches(config, collector, stop)
+        return push_batches(config, collector, stop)
+    finally:
+        device.close()
+
+
+def print_batches(config: Config, collector: Collector, stop: threading.Event) -> int:
+    """No spool, no network: one JSON batch per line (pretty-printed for --once, e.g. a fixture)."""
+    agent = Agent(collector=collector, hostname=config.hostname, spool=None, batch_interval_s=0,
+                  max_batch_readings=config.max_batch_readings)
+    while True:
+        for batch in agent.collect():
+            batch["sent_at"] = rfc3339(time.time())
+            json.dump(batch, sys.stdout, indent=2 if config.once else None)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        if config.once or stop.wait(config.interval):
+            return 0
+
+
+def push_batches(config: Config, collector: Collector, stop: threading.Event) -> int:
+    spool = Spool(config.spool_dir, max_bytes=int(config.spool_max_mb * 1024 * 1024),
+                  max_age_s=config.spool_max_age_hours * 3600)
+    agent = Agent(collector=collector, hostname=config.hostname, spool=spool,
+                  batch_interval_s=config.batch_interval, max_batch_readings=config.max_batch_readings)
+    deliverer = Deliverer(
+        spool=spool,
+        sender=Sender(url=config.url, token=config.token, timeout_s=config.timeout, ca_file=config.ca_file),
+        backoff=Backoff(initial_s=config.backoff_initial, max_s=config.backoff_max),
+        on_reject=agent.inventory_lost,
+    )
+    log.info("agent %s on %s: every %.1f s to %s, spool %s", __version__, config.hostname, config.interval,
+             deliverer._sender.url, spool.path)
+    try:
+        if config.once:
+            agent.collect()
+            return 0 if deliverer.drain(stop, max_seconds=max(30.0, config.timeout * 3)) else 1
+        # Whatever waited in the spool from before a restart leaves first: the sender works
+        # strictly oldest first, and new batches queue up behind it.
+        sender_thread = threading.Thread(target=deliverer.run, args=(stop,), name="sender", daemon=True)
+        sender_thread.start()
+        next_at = time.monotonic()
+        while not stop.is_set():
+            try:
+                if agent.collect():
+                    deliverer.wake.set()
+            except Exception:
+                log.exception("collection failed; trying again next interval")
+            # A fixed cadence rather than sleep(interval): slow NVML calls must not make readings drift.
+            next_at += config.interval
+            now = time.monotonic()
+            if next_at < now:
+                next_at = now + config.interval
+            stop.wait(next_at - now)
+        agent.flush()
+        deliverer.wake.set()
+        sender_thread.join(timeout=config.timeout + 2)
+        return 0
+    finally:
+        spool.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        config = load_config(argv)
+    except ConfigError as exc:
+        print(f"gpu agent: configuration error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: object) -> None:
+        log.info("signal %d: finishing the current step and stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    return run(config, stop)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""One agent: collects on a fixed cadence, groups readings into batches, spools them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from agents import __version__
+from agents.collector import Collector
+from agents.spool import Spool
+
+log = logging.getLogger(__name__)
+
+
+class Agent:
+    def __init__(self, *, collector: Collector, hostname: str, spool: Spool | None,
+                 batch_interval_s: float, max_batch_readings: int = 500,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._collector = collector
+        self._hostname = hostname
+        self._spool = spool
+        self._batch_interval_s = batch_interval_s
+        self._max_batch_readings = max_batch_readings
+        self._clock = clock
+        self._system_info = collector.system_info()
+        self._pending: list[dict[str, Any]] = []
+        self._pending_since: float | None = None
+        self._inventory: list[dict[str, Any]] = []
+        # The first batch after a start always carries the inventory (protocol rule).
+        self._send_inventory = True
+
+    def inventory_lost(self, batch_id: str = "") -> None:
+        """A rejected batch may have been the one carrying the inventory: send it again."""
+        self._send_inventory = True
+
+    def collect(self) -> list[dict[str, Any]]:
+        """Collect once; returns the batches this produced (already spooled if there is a spool)."""
+        collection = self._collector.collect()
+        self._inventory = collection.inventory
+        if collection.inventory_changed:
+            self._send_inventory = True
+            self._system_info = self._collector.system_info()
+        if collection.readings and self._pending_since is None:
+            self._pending_since = self._clock()
+        self._pending.extend(collection.readings)
+        due = self._pending_since is not None and (
+            self._clock() - self._pending_since >= self._batch_interval_s * 0.95
+            or len(self._pending) >= self._max_batch_readings)
+        # An inventory change goes out at once even without readings (e.g. every GPU lost).
+        return self.flush() if due or (self._send_inventory and self._inventory and self._spool) else []
+
+    def flush(self) -> list[dict[str, Any]]:
+        readings, self._pending, self._pending_since = self._pending, [], None
+        if not readings and not self._send_inventory:
+            return []
+        batches = []
+        dropped = self._spool.counter("dropped_batches") if self._spool else 0
+        rejected = self._spool.counter("rejected_batches") if self._spool else 0
+        chunks = [readings[i:i + self._max_batch_readings]
+                  for i in range(0, len(readings), self._max_batch_readings)] or [[]]
+        for chunk in chunks:
+            batch: dict[str, Any] = {
+                "batch_id": str(uuid.uuid4()),
+                "host": {
+                    "hostname": self._hostname,
+                    "agent_version": __version__,
+                    **self._system_info,
+                    # Totals since the spool was created, never reset: a count carried by a
+                    # batch that is itself lost would otherwise be lost with it.
+                    "dropped_batches": dropped,
+                    "rejected_batches": rejected,
+                },
+            }
+            if self._send_inventory:
+                # In every chunk of this flush: each chunk must stand on its own at the portal.
+                batch["gpus"] = self._inventory
+            batch["readings"] = chunk
+            batches.append(batch)
+        self._send_inventory = False
+        if self._spool is not None:
+            for batch in batches:
+                dropped_now = self._spool.add(batch["batch_id"], encode(batch))
+                if dropped_now:
+                    log.error("spool full: %d old batch(es) dropped; the portal hears of it in the next batch",
+                              dropped_now)
+        return batches
+
+
+def encode(batch: dict[str, Any]) -> bytes:
+    return json.dumps(batch, separators=(",", ":")).encode()

@@ -1,0 +1,89 @@
+"""Turns a DeviceClient into protocol readings and inventory, one GPU at a time."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from agents.device import DeviceClient, GpuLost, XidEvent
+
+log = logging.getLogger(__name__)
+
+# XIDs for a GPU that produces no reading (lost, silent) wait for its next one; past this
+# many the oldest go, so a GPU that never comes back cannot grow memory without end.
+MAX_PENDING_XID_PER_GPU = 100
+
+
+def rfc3339(ts: float) -> str:
+    """'2026-12-02T10:00:05.120Z': millisecond precision, UTC, as in the protocol's examples."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class Collection:
+    readings: list[dict[str, Any]]
+    inventory: list[dict[str, Any]]
+    inventory_changed: bool
+
+
+class Collector:
+    def __init__(self, device: DeviceClient, *, inventory_refresh_s: float = 300.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._device = device
+        self._clock = clock
+        self._inventory_refresh_s = inventory_refresh_s
+        self._inventory: dict[int, dict[str, Any]] = {}
+        self._inventory_read_at = float("-inf")
+        self._last_inventory: list[dict[str, Any]] | None = None
+        self._lost: set[int] = set()
+        self._pending_xid: dict[str, list[XidEvent]] = {}
+
+    def system_info(self) -> dict[str, str | None]:
+        return self._device.system_info()
+
+    def collect(self) -> Collection:
+        now = self._clock()
+        # Inventory rarely changes but a driver update, a GPU swap or a VBIOS flash must show;
+        # re-reading it every few minutes keeps the per-interval cost low.
+        refresh = now - self._inventory_read_at >= self._inventory_refresh_s
+        if refresh:
+            self._inventory_read_at = now
+        for event in self._device.take_xid_events():
+            pending = self._pending_xid.setdefault(event.gpu_uuid, [])
+            pending.append(event)
+            del pending[:-MAX_PENDING_XID_PER_GPU]
+
+        readings = []
+        for index in self._device.gpu_indices():
+            try:
+                if refresh or index not in self._inventory:
+                    self._inventory[index] = self._device.inventory(index)
+                metrics = self._device.metrics(index)
+            except GpuLost as exc:
+                if index not in self._lost:
+                    self._lost.add(index)
+                    log.error("GPU %d is lost (%s); skipping it, the other GPUs go on", index, exc)
+                continue
+            except Exception:
+                # A bug or an unexpected library error on one GPU must not silence the others.
+                log.exception("reading GPU %d failed; skipping it this interval", index)
+                continue
+            if index in self._lost:
+                self._lost.discard(index)
+                log.warning("GPU %d answers again", index)
+            uuid = self._inventory[index]["uuid"]
+            reading = {"gpu_uuid": uuid, "ts": rfc3339(self._clock())}
+            reading.update(metrics)
+            events = self._pending_xid.pop(uuid, ())
+            reading["xid_events"] = [{"ts": rfc3339(e.ts), "code": e.code} for e in events]
+            readings.append(reading)
+
+        inventory = [self._inventory[i] for i in sorted(self._inventory)]
+        changed = inventory != self._last_inventory
+        if changed:
+            self._last_inventory = [dict(gpu) for gpu in inventory]
+        return Collection(readings=readings, inventory=inventory, inventory_changed=changed)

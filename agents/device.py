@@ -1,0 +1,313 @@
+"""The device-client interface and its real backend, NVML through nvidia-ml-py.
+
+Everything the collector knows about GPUs comes through `DeviceClient`; the simulator
+(`agents.simulate`) implements the same interface. Values leave a device client already in
+protocol units (W, MiB, MHz, °C, %), keyed by protocol field names, `None` for unsupported.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+
+# Protocol names of NVML's clock event (a.k.a. throttle) reasons, in bit order. Bits without a
+# protocol name (board limit, reliability, ...) are left out: an unknown name would get the
+# whole batch rejected.
+THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = (
+    (0x001, "gpu_idle"),
+    (0x002, "applications_clocks_setting"),
+    (0x004, "sw_power_cap"),
+    (0x008, "hw_slowdown"),
+    (0x010, "sync_boost"),
+    (0x020, "sw_thermal"),
+    (0x040, "hw_thermal"),
+    (0x080, "hw_power_brake"),
+    (0x100, "display_clocks_setting"),
+)
+
+INVENTORY_FIELDS = (
+    "uuid", "index", "name", "serial", "pci_bus_id", "vbios_version", "memory_total_mib",
+    "power_limit_default_w", "temp_slowdown_c", "temp_shutdown_c", "pcie_link_gen_max", "pcie_link_width_max",
+)
+METRIC_FIELDS = (
+    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "energy_mj",
+    "utilization_gpu_pct", "utilization_memory_pct", "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz",
+    "pstate", "throttle_reasons", "ecc_corrected_volatile", "ecc_uncorrected_volatile",
+    "ecc_uncorrected_aggregate", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure",
+    "pcie_link_gen", "pcie_link_width", "pcie_replay_count",
+)
+
+
+class GpuLost(Exception):
+    """The GPU stopped answering (fell off the bus); skip it, keep the others going."""
+
+
+class DeviceUnavailable(Exception):
+    """The device backend cannot start at all (no driver, no library)."""
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    gpu_uuid: str
+    ts: float
+    code: int
+
+
+class DeviceClient(Protocol):
+    def system_info(self) -> dict[str, str | None]:
+        """driver_version, cuda_driver_version, nvml_version."""
+
+    def gpu_indices(self) -> list[int]: ...
+
+    def inventory(self, index: int) -> dict[str, Any]:
+        """INVENTORY_FIELDS of one GPU; raises GpuLost."""
+
+    def metrics(self, index: int) -> dict[str, Any]:
+        """METRIC_FIELDS of one GPU; raises GpuLost."""
+
+    def take_xid_events(self) -> list[XidEvent]:
+        """XID errors seen since the previous call."""
+
+    def close(self) -> None: ...
+
+
+def throttle_reason_names(mask: int) -> list[str]:
+    return [name for bit, name in THROTTLE_REASON_BITS if mask & bit]
+
+
+def cuda_version_text(version: int) -> str:
+    # NVML encodes CUDA 13.0 as 13000.
+    return f"{version // 1000}.{(version % 1000) // 10}"
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _watts(milliwatts: int) -> float:
+    return round(milliwatts / 1000.0, 3)
+
+
+class NvmlDeviceClient:
+    """DeviceClient over nvidia-ml-py. One nvmlInit per process; XID events in a thread."""
+
+    def __init__(self, *, xid_poll_ms: int = 1000, nvml: Any = None) -> None:
+        if nvml is None:
+            try:
+                import pynvml as nvml
+            except ImportError as exc:
+                raise DeviceUnavailable(f"nvidia-ml-py is not installed: {exc}") from exc
+        self._nvml = nvml
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as exc:
+            raise DeviceUnavailable(f"NVML could not start: {exc}") from exc
+        self._handles: dict[int, Any] = {}
+        self._uuid_by_index: dict[int, str] = {}
+        self._reported_errors: set[tuple[str, str]] = set()
+        self._xid_lock = threading.Lock()
+        self._xid_events: list[XidEvent] = []
+        self._stop = threading.Event()
+        self._xid_poll_ms = xid_poll_ms
+        self._xid_thread: threading.Thread | None = None
+        self._event_set: Any = None
+        count = self._query("nvmlDeviceGetCount", nvml.nvmlDeviceGetCount) or 0
+        self._indices = list(range(count))
+        self._start_xid_watch()
+
+    # One wrapper for every NVML call (nvitop's nvmlQuery idea): any NVML error but a lost GPU
+    # becomes None for that field, logged once per (call, error) so a quiet failure is visible.
+    def _query(self, name: str, func: Callable[..., Any], *args: Any) -> Any:
+        nvml = self._nvml
+        try:
+            return func(*args)
+        except nvml.NVMLError as exc:
+            if exc.value == nvml.NVML_ERROR_GPU_IS_LOST:
+                raise GpuLost(str(exc)) from exc
+            key = (name, type(exc).__name__)
+            if key not in self._reported_errors:
+                self._reported_errors.add(key)
+                level = logging.DEBUG if exc.value == nvml.NVML_ERROR_NOT_SUPPORTED else logging.WARNING
+                log.log(level, "%s: %s; reporting null", name, exc)
+            return None
+
+    def _handle(self, index: int) -> Any:
+        handle = self._handles.get(index)
+        if handle is None:
+            handle = self._query("nvmlDeviceGetHandleByIndex", self._nvml.nvmlDeviceGetHandleByIndex, index)
+            if handle is None:
+                raise GpuLost(f"no NVML handle for GPU {index}")
+            self._handles[index] = handle
+        return handle
+
+    def system_info(self) -> dict[str, str | None]:
+        nvml = self._nvml
+        driver = self._query("nvmlSystemGetDriverVersion", nvml.nvmlSystemGetDriverVersion)
+        cuda = self._query("nvmlSystemGetCudaDriverVersion", nvml.nvmlSystemGetCudaDriverVersion)
+        nvml_version = self._query("nvmlSystemGetNVMLVersion", nvml.nvmlSystemGetNVMLVersion)
+        return {
+            "driver_version": None if driver is None else _text(driver),
+            "cuda_driver_version": None if cuda is None else cuda_version_text(cuda),
+            "nvml_version": None if nvml_version is None else _text(nvml_version),
+        }
+
+    def gpu_indices(self) -> list[int]:
+        return list(self._indices)
+
+    def inventory(self, index: int) -> dict[str, Any]:
+        nvml, q, h = self._nvml, self._query, self._handle(index)
+        uuid = q("nvmlDeviceGetUUID", nvml.nvmlDeviceGetUUID, h)
+        if uuid is None:
+            # Without a uuid the portal cannot place the readings; treat it like a lost GPU.
+            raise GpuLost(f"GPU {index} has no readable uuid")
+        uuid = _text(uuid)
+        self._uuid_by_index[index] = uuid
+        name = q("nvmlDeviceGetName", nvml.nvmlDeviceGetName, h)
+        serial = q("nvmlDeviceGetSerial", nvml.nvmlDeviceGetSerial, h)
+        pci = q("nvmlDeviceGetPciInfo", nvml.nvmlDeviceGetPciInfo, h)
+        vbios = q("nvmlDeviceGetVbiosVersion", nvml.nvmlDeviceGetVbiosVersion, h)
+        memory = q("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h)
+        power_default = q("nvmlDeviceGetPowerManagementDefaultLimit", nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)
+        threshold = nvml.nvmlDeviceGetTemperatureThreshold
+        return {
+            "uuid": uuid,
+            "index": index,
+            "name": None if name is None else _text(name),
+            "serial": None if serial is None else _text(serial),
+            "pci_bus_id": None if pci is None else _text(pci.busId),
+            "vbios_version": None if vbios is None else _text(vbios),
+            "memory_total_mib": None if memory is None else memory.total // MIB,
+            "power_limit_default_w": None if power_default is None else _watts(power_default),
+            "temp_slowdown_c": q("nvmlDeviceGetTemperatureThreshold(slowdown)", threshold, h,
+                                 nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+            "temp_shutdown_c": q("nvmlDeviceGetTemperatureThreshold(shutdown)", threshold, h,
+                                 nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+            "pcie_link_gen_max": q("nvmlDeviceGetMaxPcieLinkGeneration", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+            "pcie_link_width_max": q("nvmlDeviceGetMaxPcieLinkWidth", nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+        }
+
+    def metrics(self, index: int) -> dict[str, Any]:
+        nvml, q, h = self._nvml, self._query, self._handle(index)
+        fan = q("nvmlDeviceGetFanSpeed", nvml.nvmlDeviceGetFanSpeed, h)
+        power = q("nvmlDeviceGetPowerUsage", nvml.nvmlDeviceGetPowerUsage, h)
+        power_limit = q("nvmlDeviceGetEnforcedPowerLimit", nvml.nvmlDeviceGetEnforcedPowerLimit, h)
+        energy = q("nvmlDeviceGetTotalEnergyConsumption", nvml.nvmlDeviceGetTotalEnergyConsumption, h)
+        utilization = q("nvmlDeviceGetUtilizationRates", nvml.nvmlDeviceGetUtilizationRates, h)
+        memory = q("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h)
+        pstate = q("nvmlDeviceGetPerformanceState", nvml.nvmlDeviceGetPerformanceState, h)
+        reasons = self._clock_event_reasons(h)
+        ecc = nvml.nvmlDeviceGetTotalEccErrors
+        retired = q("nvmlDeviceGetRetiredPagesPendingStatus", nvml.nvmlDeviceGetRetiredPagesPendingStatus, h)
+        remapped = q("nvmlDeviceGetRemappedRows", nvml.nvmlDeviceGetRemappedRows, h)
+        return {
+            "temperature_c": q("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU),
+            # Some boards report a fan target above 100 %; the protocol's range is 0-100 and an
+            # out-of-range value would get the whole batch rejected.
+            "fan_speed_pct": None if fan is None else min(fan, 100),
+            "power_w": None if power is None else _watts(power),
+            "power_limit_w": None if power_limit is None else _watts(power_limit),
+            "energy_mj": None if energy is None else float(energy),
+            "utilization_gpu_pct": None if utilization is None else utilization.gpu,
+            "utilization_memory_pct": None if utilization is None else utilization.memory,
+            "memory_used_mib": None if memory is None else memory.used // MIB,
+            "sm_clock_mhz": q("nvmlDeviceGetClockInfo(sm)", nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": q("nvmlDeviceGetClockInfo(mem)", nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM),
+            # NVML_PSTATE_UNKNOWN (32) is "not known", which the protocol spells null.
+            "pstate": pstate if pstate is not None and 0 <= pstate <= 15 else None,
+            "throttle_reasons": None if reasons is None else throttle_reason_names(reasons),
+            "ecc_corrected_volatile": q("nvmlDeviceGetTotalEccErrors(corrected,volatile)", ecc, h,
+                                        nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC),
+            "ecc_uncorrected_volatile": q("nvmlDeviceGetTotalEccErrors(uncorrected,volatile)", ecc, h,
+                                          nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
+            "ecc_uncorrected_aggregate": q("nvmlDeviceGetTotalEccErrors(uncorrected,aggregate)", ecc, h,
+                                           nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC),
+            "retired_pages_pending": None if retired is None else retired == nvml.NVML_FEATURE_ENABLED,
+            "remapped_rows_pending": None if remapped is None else bool(remapped[2]),
+            "remapped_rows_failure": None if remapped is None else bool(remapped[3]),
+            "pcie_link_gen": q("nvmlDeviceGetCurrPcieLinkGeneration", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+            "pcie_link_width": q("nvmlDeviceGetCurrPcieLinkWidth", nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+            "pcie_replay_count": q("nvmlDeviceGetPcieReplayCounter", nvml.nvmlDeviceGetPcieReplayCounter, h),
+        }
+
+    def _clock_event_reasons(self, handle: Any) -> int | None:
+        # "Clock event reasons" is the name since driver 535; older drivers only know the
+        # deprecated "throttle reasons" call, which returns the same bitmask.
+        nvml = self._nvml
+        reasons = self._query("nvmlDeviceGetCurrentClocksEventReasons",
+                              nvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
+        if reasons is None:
+            reasons = self._query("nvmlDeviceGetCurrentClocksThrottleReasons",
+                                  nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
+        return reasons
+
+    # XID errors ---------------------------------------------------------------------------
+
+    def _start_xid_watch(self) -> None:
+        nvml = self._nvml
+        event_set = self._query("nvmlEventSetCreate", nvml.nvmlEventSetCreate)
+        if event_set is None:
+            return
+        registered = 0
+        for index in self._indices:
+            try:
+                handle = self._handle(index)
+                supported = self._query("nvmlDeviceGetSupportedEventTypes",
+                                        nvml.nvmlDeviceGetSupportedEventTypes, handle)
+                if not supported or not supported & nvml.nvmlEventTypeXidCriticalError:
+                    continue
+                self._query("nvmlDeviceRegisterEvents", nvml.nvmlDeviceRegisterEvents, handle,
+                            nvml.nvmlEventTypeXidCriticalError, event_set)
+                registered += 1
+            except GpuLost:
+                log.warning("GPU %d is lost; not watching it for XID errors", index)
+        if not registered:
+            log.info("no GPU supports XID events; xid_events will stay empty")
+            self._query("nvmlEventSetFree", nvml.nvmlEventSetFree, event_set)
+            return
+        self._event_set = event_set
+        self._xid_thread = threading.Thread(target=self._watch_xid, name="xid-watch", daemon=True)
+        self._xid_thread.start()
+
+    def _watch_xid(self) -> None:
+        nvml = self._nvml
+        while not self._stop.is_set():
+            try:
+                data = nvml.nvmlEventSetWait(self._event_set, self._xid_poll_ms)
+            except nvml.NVMLError as exc:
+                if exc.value != nvml.NVML_ERROR_TIMEOUT:
+                    log.warning("waiting for NVML events failed: %s", exc)
+                    self._stop.wait(1.0)
+                continue
+            if not data.eventType & nvml.nvmlEventTypeXidCriticalError:
+                continue
+            received = time.time()
+            try:
+                uuid = _text(nvml.nvmlDeviceGetUUID(data.device))
+            except nvml.NVMLError as exc:
+                log.error("XID %d on a GPU whose uuid cannot be read (%s); dropped", data.eventData, exc)
+                continue
+            log.warning("XID %d on %s", data.eventData, uuid)
+            with self._xid_lock:
+                self._xid_events.append(XidEvent(gpu_uuid=uuid, ts=received, code=int(data.eventData)))
+
+    def take_xid_events(self) -> list[XidEvent]:
+        with self._xid_lock:
+            events, self._xid_events = self._xid_events, []
+        return events
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._xid_thread is not None:
+            self._xid_thread.join(timeout=self._xid_poll_ms / 1000 + 2)
+        nvml = self._nvml
+        if self._event_set is not None:
+            self._query("nvmlEventSetFree", nvml.nvmlEventSetFree, self._event_set)
+        self._query("nvmlShutdown", nvml.nvmlShutdown)
