@@ -1,0 +1,54 @@
+# The two commands: `make demo` and `make test`. Everything else is for developers.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-fast lint serve worker beat bench bench-agent install browser clean
+
+$(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's Chromium for the browser tests (never a downloaded browser build).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium missing: 'sudo apt-get install chromium' (browser tests skip without it)"; fi; }
+
+demo: $(STAMP)
+	$(PY) manage.py demo
+
+test: $(STAMP) browser
+	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not browser" -x -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) manage.py check
+	$(PY) manage.py makemigrations --check --dry-run
+
+serve: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(VENV)/bin/daphne -b 127.0.0.1 -p 8000 portal.asgi:application
+
+worker: $(STAMP)
+	$(VENV)/bin/celery -A portal worker -l info
+
+beat: $(STAMP)
+	$(VENV)/bin/celery -A portal beat -l info
+
+bench: bench-agent
+
+bench-agent: $(STAMP)
+	$(PY) bench/agent.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache test-artifacts

@@ -1,0 +1,55 @@
+"""The three roles of the portal, kept as Django groups (created by a migration).
+
+admin: everything, Django admin included. technician: adds and edits maintenance records and
+works tickets. viewer: reads everything, writes nothing.
+"""
+
+ROLE_ADMIN = "admin"
+ROLE_TECHNICIAN = "technician"
+ROLE_VIEWER = "viewer"
+ROLES = (ROLE_ADMIN, ROLE_TECHNICIAN, ROLE_VIEWER)
+
+# Model permissions each role gets, as "app_label.codename" patterns; "*" means every action.
+ROLE_PERMISSIONS = {
+    ROLE_ADMIN: {
+        "fleet": ["*"],
+        "accounts": ["*"],
+        "telemetry": ["*"],
+        "maintenance": ["*"],
+        "auditlog": ["view"],
+        "auth": ["*"],
+    },
+    ROLE_TECHNICIAN: {
+        "fleet": ["view"],
+        "fleet.maintenancerecord": ["add", "change", "view"],
+        "fleet.attachment": ["add", "change", "view"],
+        "telemetry": ["view"],
+        "maintenance": ["view", "change"],
+        "auditlog": ["view"],
+    },
+    ROLE_VIEWER: {
+        "fleet": ["view"],
+        "telemetry": ["view"],
+        "maintenance": ["view"],
+        "auditlog": ["view"],
+    },
+}
+
+
+def user_has_role(user, role: str) -> bool:
+    if not user.is_authenticated:
+        return False
+    cache = getattr(user, "_portal_roles", None)
+    if cache is None:
+        cache = set(user.groups.values_list("name", flat=True))
+        user._portal_roles = cache
+    return role in cache
+
+
+def role_flags(user) -> dict:
+    """What the templates need to decide which buttons to show (the views enforce it again)."""
+    is_super = getattr(user, "is_superuser", False)
+    return {
+        "admin": is_super or user_has_role(user, ROLE_ADMIN),
+        "technician": is_super or user_has_role(user, ROLE_ADMIN) or user_has_role(user, ROLE_TECHNICIAN),
+    }

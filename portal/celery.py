@@ -1,0 +1,10 @@
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("portal")
+# Every Celery option lives in Django settings under the CELERY_ prefix.
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,177 @@
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class Host(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        RETIRED = "retired", "Retired"
+
+    hostname = models.CharField(max_length=253, unique=True)
+    location = models.CharField(max_length=200, blank=True)
+    rack = models.CharField(max_length=100, blank=True)
+    owner = models.CharField(max_length=200, blank=True)
+    contact = models.CharField(max_length=200, blank=True, help_text="Email or phone of whoever to call.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    notes = models.TextField(blank=True)
+    # Reported by the host's agent with every batch; shown on the host page.
+    agent_version = models.CharField(max_length=64, blank=True)
+    driver_version = models.CharField(max_length=64, blank=True)
+    cuda_driver_version = models.CharField(max_length=64, blank=True)
+    nvml_version = models.CharField(max_length=64, blank=True)
+    dropped_batches = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["hostname"]
+
+    def __str__(self):
+        return self.hostname
+
+    def get_absolute_url(self):
+        return reverse("fleet:host", kwargs={"hostname": self.hostname})
+
+
+class Gpu(models.Model):
+    class Status(models.TextChoices):
+        IN_SERVICE = "in_service", "In service"
+        OUT_FOR_REPAIR = "out_for_repair", "Out for repair"
+        RETIRED = "retired", "Retired"
+
+    uuid = models.CharField("NVML UUID", max_length=96, unique=True)
+    serial = models.CharField(max_length=64, blank=True, db_index=True)
+    model_name = models.CharField(max_length=128, blank=True)
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="gpus")
+    index = models.PositiveSmallIntegerField(default=0)
+    pci_bus_id = models.CharField("PCI bus id", max_length=32, blank=True)
+    vbios_version = models.CharField("VBIOS", max_length=64, blank=True)
+    memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
+    power_limit_default_w = models.FloatField(null=True, blank=True)
+    temp_slowdown_c = models.SmallIntegerField(null=True, blank=True)
+    temp_shutdown_c = models.SmallIntegerField(null=True, blank=True)
+    pcie_link_gen_max = models.PositiveSmallIntegerField(null=True, blank=True)
+    pcie_link_width_max = models.PositiveSmallIntegerField(null=True, blank=True)
+    install_date = models.DateField(null=True, blank=True)
+    warranty_end = models.DateField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.IN_SERVICE)
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["host__hostname", "index"]
+        verbose_name = "GPU"
+
+    def __str__(self):
+        return f"{self.host.hostname} #{self.index} {self.model_name}".strip()
+
+    def get_absolute_url(self):
+        return reverse("fleet:gpu", kwargs={"uuid": self.uuid})
+
+
+class MaintenanceRecord(models.Model):
+    """One thing done to a GPU or to a whole host. Which fields apply depends on the kind
+    (see portal.fleet.record_kinds); the services enforce it."""
+
+    class Kind(models.TextChoices):
+        CLEANING = "cleaning", "Cleaning (dust, airflow)"
+        THERMAL_PASTE = "thermal_paste", "Thermal paste"
+        FAN_REPLACEMENT = "fan_replacement", "Fan replacement"
+        DRIVER_UPDATE = "driver_update", "Driver update"
+        FIRMWARE_UPDATE = "firmware_update", "Firmware / VBIOS update"
+        CONNECTION_CHECK = "connection_check", "Connection check"
+        INSPECTION = "inspection", "Inspection"
+        REPAIR = "repair", "Repair"
+        BACKUP = "backup", "Backup"
+        OTHER = "other", "Other"
+
+    class DustLevel(models.TextChoices):
+        NONE = "none", "None"
+        LIGHT = "light", "Light"
+        MODERATE = "moderate", "Moderate"
+        HEAVY = "heavy", "Heavy"
+
+    class RepairOutcome(models.TextChoices):
+        PENDING = "pending", "Pending"
+        FIXED = "fixed", "Fixed"
+        REPLACED = "replaced", "Replaced"
+        UNREPAIRABLE = "unrepairable", "Unrepairable"
+
+    class BackupContent(models.TextChoices):
+        TRAINING_DATA = "training_data", "Training data"
+        CHECKPOINTS = "checkpoints", "Model checkpoints"
+        BOTH = "both", "Training data and checkpoints"
+        OTHER = "other", "Other"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="records")
+    # Empty for a record on the whole host (a host-wide cleaning counts for each of its GPUs).
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="records", null=True, blank=True)
+    performed_at = models.DateTimeField(db_index=True)
+    performed_by = models.CharField(max_length=150, help_text="Who did the work (a person, a vendor, or 'agent').")
+    recorded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    notes = models.TextField(blank=True)
+
+    # cleaning
+    dust_level = models.CharField(max_length=16, choices=DustLevel.choices, blank=True)
+    airflow_ok = models.BooleanField("Airflow good", null=True, blank=True)
+    # thermal paste / fan replacement
+    part_used = models.CharField(max_length=200, blank=True)
+    # driver / firmware update
+    from_version = models.CharField(max_length=64, blank=True)
+    to_version = models.CharField(max_length=64, blank=True)
+    # connection check
+    cables_ok = models.BooleanField("Cables good", null=True, blank=True)
+    risers_ok = models.BooleanField("Risers good", null=True, blank=True)
+    power_ok = models.BooleanField("Power connectors good", null=True, blank=True)
+    # inspection
+    passed = models.BooleanField(null=True, blank=True)
+    # repair
+    vendor = models.CharField(max_length=200, blank=True)
+    rma_number = models.CharField("RMA number", max_length=100, blank=True)
+    parts = models.CharField(max_length=500, blank=True)
+    cost = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    downtime_hours = models.DecimalField(max_digits=8, decimal_places=1, null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=RepairOutcome.choices, blank=True)
+    # backup
+    backup_content = models.CharField("What was backed up", max_length=16, choices=BackupContent.choices, blank=True)
+    destination = models.CharField(max_length=500, blank=True)
+    size_gb = models.DecimalField("Size (GB)", max_digits=12, decimal_places=2, null=True, blank=True)
+    verified = models.BooleanField(null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-performed_at", "-id"]
+        indexes = [
+            models.Index(fields=["gpu", "kind", "-performed_at"]),
+            models.Index(fields=["host", "kind", "-performed_at"]),
+        ]
+
+    def __str__(self):
+        subject = f"GPU {self.gpu.index} of {self.host}" if self.gpu_id else f"host {self.host}"
+        return f"{self.get_kind_display()} on {subject} at {self.performed_at:%Y-%m-%d %H:%M}"
+
+    def get_absolute_url(self):
+        return reverse("fleet:record", kwargs={"pk": self.pk})
+
+
+def attachment_path(instance, filename):
+    return f"attachments/{instance.record_id}/{filename}"
+
+
+class Attachment(models.Model):
+    record = models.ForeignKey(MaintenanceRecord, on_delete=models.CASCADE, related_name="attachments")
+    file = models.FileField(upload_to=attachment_path)
+    original_name = models.CharField(max_length=255)
+    content_type = models.CharField(max_length=100)
+    size_bytes = models.PositiveBigIntegerField()
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    uploaded_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.original_name

@@ -1,0 +1,236 @@
+"""Functions that write fleet records: hosts, GPUs, maintenance records and their attachments.
+
+Every function validates everything before it writes anything, and writes in one transaction,
+so a bad input never leaves half a record behind. Errors are django ValidationErrors keyed by
+field name, which forms show beside the field and the API returns as JSON.
+"""
+
+import datetime as dt
+from collections.abc import Iterable
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.utils import timezone
+
+from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
+from portal.fleet.record_kinds import ALL_KIND_FIELDS, HOST_ONLY_KINDS, KIND_SPECS
+
+# A clock a few minutes fast on a technician's phone is not an error; a record dated next week is.
+FUTURE_TOLERANCE = dt.timedelta(minutes=10)
+
+HOST_FIELDS = ("hostname", "location", "rack", "owner", "contact", "status", "notes")
+GPU_FIELDS = (
+    "uuid", "serial", "model_name", "host", "index", "pci_bus_id", "vbios_version", "memory_total_mib",
+    "power_limit_default_w", "temp_slowdown_c", "temp_shutdown_c", "pcie_link_gen_max", "pcie_link_width_max",
+    "install_date", "warranty_end", "status", "notes",
+)  # fmt: skip
+
+# Attachment types we accept, by extension, with the first bytes the file must start with
+# (None: a text file, which must be UTF-8 without NUL bytes).
+ATTACHMENT_TYPES: dict[str, tuple[str, bytes | None]] = {
+    ".pdf": ("application/pdf", b"%PDF-"),
+    ".png": ("image/png", b"\x89PNG\r\n\x1a\n"),
+    ".jpg": ("image/jpeg", b"\xff\xd8\xff"),
+    ".jpeg": ("image/jpeg", b"\xff\xd8\xff"),
+    ".txt": ("text/plain", None),
+    ".log": ("text/plain", None),
+    ".csv": ("text/csv", None),
+}
+
+
+def _apply(instance, values: dict, allowed: Iterable[str]) -> None:
+    unknown = set(values) - set(allowed)
+    if unknown:
+        raise ValidationError(dict.fromkeys(sorted(unknown), "Unknown field."))
+    for name, value in values.items():
+        setattr(instance, name, value)
+
+
+def _full_clean(instance, exclude: Iterable[str] = ()) -> None:
+    instance.full_clean(exclude=list(exclude), validate_constraints=True)
+
+
+@transaction.atomic
+def host_create(**values) -> Host:
+    host = Host()
+    _apply(host, values, HOST_FIELDS)
+    _full_clean(host)
+    host.save()
+    return host
+
+
+@transaction.atomic
+def host_update(*, host: Host, **values) -> Host:
+    _apply(host, values, HOST_FIELDS)
+    _full_clean(host)
+    host.save()
+    return host
+
+
+@transaction.atomic
+def host_delete(*, host: Host) -> None:
+    if host.gpus.exists() or host.records.exists():
+        raise ValidationError(
+            "This host still has GPUs or maintenance records; retire it instead, or move its GPUs first."
+        )
+    host.delete()
+
+
+def _check_gpu_thresholds(gpu: Gpu) -> None:
+    errors = {}
+    slowdown, shutdown = gpu.temp_slowdown_c, gpu.temp_shutdown_c
+    if slowdown is not None and shutdown is not None and shutdown < slowdown:
+        errors["temp_shutdown_c"] = "The shutdown temperature cannot be below the slowdown temperature."
+    if gpu.install_date and gpu.warranty_end and gpu.warranty_end < gpu.install_date:
+        errors["warranty_end"] = "The warranty cannot end before the GPU was installed."
+    if gpu.power_limit_default_w is not None and gpu.power_limit_default_w <= 0:
+        errors["power_limit_default_w"] = "The default power limit must be positive."
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def gpu_create(**values) -> Gpu:
+    gpu = Gpu()
+    _apply(gpu, values, GPU_FIELDS)
+    _full_clean(gpu)
+    _check_gpu_thresholds(gpu)
+    gpu.save()
+    return gpu
+
+
+@transaction.atomic
+def gpu_update(*, gpu: Gpu, **values) -> Gpu:
+    _apply(gpu, values, GPU_FIELDS)
+    _full_clean(gpu)
+    _check_gpu_thresholds(gpu)
+    gpu.save()
+    return gpu
+
+
+@transaction.atomic
+def gpu_delete(*, gpu: Gpu) -> None:
+    if gpu.records.exists():
+        raise ValidationError("This GPU has maintenance records; retire it instead so its history stays.")
+    gpu.delete()
+
+
+def _validate_record(record: MaintenanceRecord) -> None:
+    spec = KIND_SPECS.get(record.kind)
+    if spec is None:
+        raise ValidationError({"kind": f"Unknown kind {record.kind!r}."})
+    errors: dict[str, str] = {}
+    for name in spec.required:
+        if getattr(record, name) in (None, ""):
+            errors[name] = f"Required for a {record.get_kind_display().lower()} record."
+    for name in ALL_KIND_FIELDS:
+        if name not in spec.fields and getattr(record, name) not in (None, ""):
+            errors[name] = f"Does not apply to a {record.get_kind_display().lower()} record."
+    if record.gpu_id and record.gpu.host_id != record.host_id:
+        errors["gpu"] = "This GPU is not in that host."
+    if record.kind in HOST_ONLY_KINDS and record.gpu_id:
+        errors["gpu"] = f"A {record.get_kind_display().lower()} record belongs to the whole host."
+    if record.performed_at and record.performed_at > timezone.now() + FUTURE_TOLERANCE:
+        errors["performed_at"] = "Cannot be in the future."
+    for name in ("cost", "downtime_hours", "size_gb"):
+        value = getattr(record, name)
+        if value is not None and Decimal(value) < 0:
+            errors[name] = "Cannot be negative."
+    if record.verified_at and not record.verified:
+        errors["verified_at"] = "Only a verified backup has a verification time."
+    if record.verified_at and record.performed_at and record.verified_at < record.performed_at:
+        errors["verified_at"] = "The backup cannot be verified before it was made."
+    if record.from_version and record.to_version and record.from_version == record.to_version:
+        errors["to_version"] = "The new version is the same as the old one."
+    if errors:
+        raise ValidationError(errors)
+
+
+def _checked_attachment(upload: UploadedFile) -> tuple[str, str]:
+    """Return (content type, original name) of an acceptable upload, or raise."""
+    name = upload.name or ""
+    extension = ("." + name.rsplit(".", 1)[-1].lower()) if "." in name else ""
+    if extension not in ATTACHMENT_TYPES:
+        allowed = ", ".join(sorted(ATTACHMENT_TYPES))
+        raise ValidationError({"attachments": f"{name}: type not accepted (allowed: {allowed})."})
+    if upload.size > settings.ATTACHMENT_MAX_BYTES:
+        limit_mib = settings.ATTACHMENT_MAX_BYTES / (1024 * 1024)
+        raise ValidationError({"attachments": f"{name}: larger than {limit_mib:g} MiB."})
+    if upload.size == 0:
+        raise ValidationError({"attachments": f"{name}: the file is empty."})
+    content_type, magic = ATTACHMENT_TYPES[extension]
+    upload.seek(0)
+    if magic is not None:
+        if not upload.read(len(magic)).startswith(magic):
+            raise ValidationError({"attachments": f"{name}: the content is not a {extension[1:].upper()} file."})
+    else:
+        content = upload.read()
+        if b"\x00" in content:
+            raise ValidationError({"attachments": f"{name}: not a text file."})
+        try:
+            content.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationError({"attachments": f"{name}: text files must be UTF-8."}) from None
+    upload.seek(0)
+    return content_type, name[-255:]
+
+
+def _attach(record: MaintenanceRecord, checked: list[tuple[UploadedFile, str, str]], user) -> None:
+    for upload, content_type, original_name in checked:
+        Attachment.objects.create(
+            record=record,
+            file=upload,
+            original_name=original_name,
+            content_type=content_type,
+            size_bytes=upload.size,
+            uploaded_by=user,
+        )
+
+
+@transaction.atomic
+def record_create(
+    *,
+    kind: str,
+    host: Host,
+    gpu: Gpu | None = None,
+    recorded_by=None,
+    attachments: Iterable[UploadedFile] = (),
+    **values,
+) -> MaintenanceRecord:
+    record = MaintenanceRecord(kind=kind, host=host, gpu=gpu, recorded_by=recorded_by)
+    _apply(record, values, ("performed_at", "performed_by", "notes", *ALL_KIND_FIELDS))
+    if not record.performed_by and recorded_by is not None:
+        record.performed_by = recorded_by.get_full_name() or recorded_by.get_username()
+    _full_clean(record, exclude=["recorded_by"])
+    _validate_record(record)
+    checked = [(upload, *_checked_attachment(upload)) for upload in attachments]
+    record.save()
+    _attach(record, checked, recorded_by)
+    return record
+
+
+@transaction.atomic
+def record_update(
+    *, record: MaintenanceRecord, user=None, attachments: Iterable[UploadedFile] = (), **values
+) -> MaintenanceRecord:
+    _apply(record, values, ("performed_at", "performed_by", "notes", *ALL_KIND_FIELDS))
+    _full_clean(record, exclude=["recorded_by"])
+    _validate_record(record)
+    checked = [(upload, *_checked_attachment(upload)) for upload in attachments]
+    record.save()
+    _attach(record, checked, user)
+    return record
+
+
+@transaction.atomic
+def record_delete(*, record: MaintenanceRecord) -> None:
+    # The audit trail keeps the deleted record's fields. Files go only once the delete has
+    # committed, so a rolled-back delete still has its attachments.
+    storage_names = [(a.file.storage, a.file.name) for a in record.attachments.all()]
+    for attachment in record.attachments.all():
+        attachment.delete()
+    record.delete()
+    transaction.on_commit(lambda: [storage.delete(name) for storage, name in storage_names])

@@ -1,0 +1,24 @@
+from django.urls import path
+
+from portal.fleet import views
+
+app_name = "fleet"
+
+urlpatterns = [
+    path("", views.FleetView.as_view(), name="fleet"),
+    path("search/", views.SearchView.as_view(), name="search"),
+    path("hosts/new/", views.HostCreateView.as_view(), name="host_create"),
+    path("hosts/<str:hostname>/", views.HostDetailView.as_view(), name="host"),
+    path("hosts/<str:hostname>/edit/", views.HostEditView.as_view(), name="host_edit"),
+    path("hosts/<str:hostname>/delete/", views.HostDeleteView.as_view(), name="host_delete"),
+    path("hosts/<str:hostname>/records/new/", views.RecordCreateView.as_view(), name="host_record_create"),
+    path("gpus/new/", views.GpuCreateView.as_view(), name="gpu_create"),
+    path("gpus/<str:uuid>/", views.GpuDetailView.as_view(), name="gpu"),
+    path("gpus/<str:uuid>/edit/", views.GpuEditView.as_view(), name="gpu_edit"),
+    path("gpus/<str:uuid>/delete/", views.GpuDeleteView.as_view(), name="gpu_delete"),
+    path("gpus/<str:uuid>/records/new/", views.RecordCreateView.as_view(), name="gpu_record_create"),
+    path("records/<int:pk>/", views.RecordDetailView.as_view(), name="record"),
+    path("records/<int:pk>/edit/", views.RecordEditView.as_view(), name="record_edit"),
+    path("records/<int:pk>/delete/", views.RecordDeleteView.as_view(), name="record_delete"),
+    path("attachments/<int:pk>/", views.AttachmentDownloadView.as_view(), name="attachment"),
+]

@@ -1,0 +1,391 @@
+"""Thin pages: parse the request, call a selector or a service, render."""
+
+from auditlog.models import LogEntry
+from django.contrib import messages
+from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.core.exceptions import ValidationError
+from django.http import FileResponse, Http404, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views import View
+
+from portal.fleet import selectors, services
+from portal.fleet.forms import GpuForm, HostForm, add_service_errors, record_form_class
+from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
+from portal.fleet.record_kinds import KIND_SPECS
+
+AUDIT_ROWS_ON_PAGE = 25
+
+
+def _audit_entries(obj):
+    return LogEntry.objects.get_for_object(obj).select_related("actor")[:AUDIT_ROWS_ON_PAGE]
+
+
+class Permission(PermissionRequiredMixin):
+    # A logged-in user without the permission gets 403; LoginRequiredMiddleware already sent
+    # anonymous users to the login page before this runs.
+    raise_exception = True
+
+
+class FleetView(Permission, View):
+    permission_required = "fleet.view_host"
+
+    def get(self, request):
+        include_retired = request.GET.get("retired") == "1"
+        hosts = selectors.fleet_overview(include_retired=include_retired)
+        gpu_count = sum(len(host.listed_gpus) for host in hosts)
+        return render(
+            request,
+            "fleet/fleet.html",
+            {"hosts": hosts, "gpu_count": gpu_count, "include_retired": include_retired, "now": timezone.now()},
+        )
+
+
+class SearchView(Permission, View):
+    permission_required = "fleet.view_host"
+
+    def get(self, request):
+        query = request.GET.get("q", "")
+        results = selectors.fleet_search(query=query)
+        if len(results["hosts"]) + len(results["gpus"]) == 1:
+            only = (results["hosts"] or results["gpus"])[0]
+            return redirect(only)
+        return render(request, "fleet/search.html", {"query": query, "now": timezone.now(), **results})
+
+
+class HostDetailView(Permission, View):
+    permission_required = "fleet.view_host"
+
+    def get(self, request, hostname):
+        host = selectors.host_get(hostname=hostname)
+        gpus = selectors.gpus_with_derived_dates(host.gpus.all())
+        return render(
+            request,
+            "fleet/host_detail.html",
+            {
+                "host": host,
+                "gpus": gpus,
+                "records": selectors.host_timeline(host=host)[:100],
+                "audit_entries": _audit_entries(host),
+                "kinds": MaintenanceRecord.Kind.choices,
+                "now": timezone.now(),
+            },
+        )
+
+
+class GpuDetailView(Permission, View):
+    permission_required = "fleet.view_gpu"
+
+    def get(self, request, uuid):
+        gpu = selectors.gpu_get(uuid=uuid)
+        return render(
+            request,
+            "fleet/gpu_detail.html",
+            {
+                "gpu": gpu,
+                "records": selectors.gpu_timeline(gpu=gpu)[:100],
+                "audit_entries": _audit_entries(gpu),
+                "kinds": [(k, label) for k, label in MaintenanceRecord.Kind.choices if k != "backup"],
+                "now": timezone.now(),
+            },
+        )
+
+
+class _ObjectFormView(Permission, View):
+    """Create or edit one object through a service, re-showing the form with field errors."""
+
+    form_class = None
+    template_name = "fleet/object_form.html"
+    title = ""
+
+    def get_object(self):
+        return None
+
+    def initial(self):
+        return {}
+
+    def save(self, obj, cleaned):
+        raise NotImplementedError
+
+    def context(self, form, obj):
+        return {"form": form, "object": obj, "title": self.title_for(obj), "cancel_url": self.cancel_url(obj)}
+
+    def title_for(self, obj):
+        return self.title
+
+    def cancel_url(self, obj):
+        return obj.get_absolute_url() if obj else reverse("fleet:fleet")
+
+    def get(self, request, **kwargs):
+        obj = self.get_object()
+        form = self.form_class(instance=obj, initial=self.initial())
+        return render(request, self.template_name, self.context(form, obj))
+
+    def post(self, request, **kwargs):
+        obj = self.get_object()
+        # Bound to a copy: a failed save must not leave half-applied values on the object we show.
+        form = self.form_class(request.POST, instance=type(obj).objects.get(pk=obj.pk) if obj else None)
+        if form.is_valid():
+            try:
+                saved = self.save(obj, form.cleaned_data)
+            except ValidationError as error:
+                add_service_errors(form, error)
+            else:
+                messages.success(request, f"Saved {saved}.")
+                return HttpResponseRedirect(saved.get_absolute_url())
+        return render(request, self.template_name, self.context(form, obj), status=400)
+
+
+class HostCreateView(_ObjectFormView):
+    permission_required = "fleet.add_host"
+    form_class = HostForm
+    title = "New host"
+
+    def save(self, obj, cleaned):
+        return services.host_create(**cleaned)
+
+
+class HostEditView(_ObjectFormView):
+    permission_required = "fleet.change_host"
+    form_class = HostForm
+
+    def get_object(self):
+        return get_object_or_404(Host, hostname=self.kwargs["hostname"])
+
+    def title_for(self, obj):
+        return f"Edit host {obj.hostname}"
+
+    def save(self, obj, cleaned):
+        return services.host_update(host=Host.objects.get(pk=obj.pk), **cleaned)
+
+
+class GpuCreateView(_ObjectFormView):
+    permission_required = "fleet.add_gpu"
+    form_class = GpuForm
+    title = "New GPU"
+
+    def initial(self):
+        host = Host.objects.filter(hostname=self.request.GET.get("host", "")).first()
+        return {"host": host} if host else {}
+
+    def save(self, obj, cleaned):
+        return services.gpu_create(**cleaned)
+
+
+class GpuEditView(_ObjectFormView):
+    permission_required = "fleet.change_gpu"
+    form_class = GpuForm
+
+    def get_object(self):
+        return get_object_or_404(Gpu.objects.select_related("host"), uuid=self.kwargs["uuid"])
+
+    def title_for(self, obj):
+        return f"Edit GPU {obj}"
+
+    def save(self, obj, cleaned):
+        return services.gpu_update(gpu=Gpu.objects.get(pk=obj.pk), **cleaned)
+
+
+class _DeleteView(Permission, View):
+    template_name = "fleet/confirm_delete.html"
+
+    def get_object(self):
+        raise NotImplementedError
+
+    def delete(self, obj):
+        raise NotImplementedError
+
+    def after_delete_url(self, obj):
+        return reverse("fleet:fleet")
+
+    def get(self, request, **kwargs):
+        obj = self.get_object()
+        return render(request, self.template_name, {"object": obj, "cancel_url": obj.get_absolute_url()})
+
+    def post(self, request, **kwargs):
+        obj = self.get_object()
+        try:
+            self.delete(obj)
+        except ValidationError as error:
+            return render(
+                request,
+                self.template_name,
+                {"object": obj, "cancel_url": obj.get_absolute_url(), "errors": error.messages},
+                status=400,
+            )
+        messages.success(request, f"Deleted {obj}. It stays in the audit log.")
+        return HttpResponseRedirect(self.after_delete_url(obj))
+
+
+class HostDeleteView(_DeleteView):
+    permission_required = "fleet.delete_host"
+
+    def get_object(self):
+        return get_object_or_404(Host, hostname=self.kwargs["hostname"])
+
+    def delete(self, obj):
+        services.host_delete(host=obj)
+
+
+class GpuDeleteView(_DeleteView):
+    permission_required = "fleet.delete_gpu"
+
+    def get_object(self):
+        return get_object_or_404(Gpu.objects.select_related("host"), uuid=self.kwargs["uuid"])
+
+    def delete(self, obj):
+        services.gpu_delete(gpu=obj)
+
+    def after_delete_url(self, obj):
+        return obj.host.get_absolute_url()
+
+
+class RecordDeleteView(_DeleteView):
+    permission_required = "fleet.delete_maintenancerecord"
+
+    def get_object(self):
+        return selectors.record_get(pk=self.kwargs["pk"])
+
+    def delete(self, obj):
+        services.record_delete(record=obj)
+
+    def after_delete_url(self, obj):
+        return obj.gpu.get_absolute_url() if obj.gpu_id else obj.host.get_absolute_url()
+
+
+class RecordCreateView(Permission, View):
+    """Add a maintenance record of one kind, on a GPU (/gpus/<uuid>/records/new) or a whole host."""
+
+    permission_required = "fleet.add_maintenancerecord"
+    template_name = "fleet/record_form.html"
+
+    def subject(self):
+        if "uuid" in self.kwargs:
+            gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=self.kwargs["uuid"])
+            return gpu.host, gpu
+        return get_object_or_404(Host, hostname=self.kwargs["hostname"]), None
+
+    def kind(self, request):
+        kind = request.GET.get("kind") or request.POST.get("kind") or MaintenanceRecord.Kind.CLEANING
+        if kind not in KIND_SPECS:
+            raise Http404(f"Unknown record kind {kind!r}")
+        return kind
+
+    def render_form(self, request, form, host, gpu, kind, status=200):
+        subject = gpu or host
+        subject_label = f"GPU {gpu}" if gpu else f"host {host.hostname}"
+        return render(
+            request,
+            self.template_name,
+            {
+                "form": form,
+                "host": host,
+                "gpu": gpu,
+                "kind": kind,
+                "kind_label": MaintenanceRecord.Kind(kind).label,
+                "kinds": MaintenanceRecord.Kind.choices,
+                "title": f"{MaintenanceRecord.Kind(kind).label} on {subject_label}",
+                "cancel_url": subject.get_absolute_url(),
+            },
+            status=status,
+        )
+
+    def get(self, request, **kwargs):
+        host, gpu = self.subject()
+        kind = self.kind(request)
+        form = record_form_class(kind)(initial={"performed_at": timezone.localtime().replace(second=0, microsecond=0)})
+        return self.render_form(request, form, host, gpu, kind)
+
+    def post(self, request, **kwargs):
+        host, gpu = self.subject()
+        kind = self.kind(request)
+        form = record_form_class(kind)(request.POST, request.FILES)
+        if form.is_valid():
+            values = dict(form.cleaned_data)
+            attachments = values.pop("attachments", [])
+            try:
+                record = services.record_create(
+                    kind=kind, host=host, gpu=gpu, recorded_by=request.user, attachments=attachments, **values
+                )
+            except ValidationError as error:
+                add_service_errors(form, error)
+            else:
+                messages.success(request, f"Recorded: {record}.")
+                return HttpResponseRedirect((gpu or host).get_absolute_url())
+        return self.render_form(request, form, host, gpu, kind, status=400)
+
+
+class RecordDetailView(Permission, View):
+    permission_required = "fleet.view_maintenancerecord"
+
+    def get(self, request, pk):
+        record = selectors.record_get(pk=pk)
+        spec = KIND_SPECS[record.kind]
+        details = [
+            (MaintenanceRecord._meta.get_field(name).verbose_name, _display(record, name)) for name in spec.fields
+        ]
+        return render(
+            request,
+            "fleet/record_detail.html",
+            {"record": record, "details": details, "audit_entries": _audit_entries(record)},
+        )
+
+
+def _display(record, name):
+    getter = getattr(record, f"get_{name}_display", None)
+    value = getter() if getter else getattr(record, name)
+    if value is True:
+        return "Yes"
+    if value is False:
+        return "No"
+    return "—" if value in (None, "") else value
+
+
+class RecordEditView(Permission, View):
+    permission_required = "fleet.change_maintenancerecord"
+    template_name = "fleet/record_form.html"
+
+    def context(self, form, record):
+        return {
+            "form": form,
+            "record": record,
+            "host": record.host,
+            "gpu": record.gpu,
+            "kind": record.kind,
+            "title": f"Edit {record}",
+            "cancel_url": record.get_absolute_url(),
+        }
+
+    def get(self, request, pk):
+        record = selectors.record_get(pk=pk)
+        form = record_form_class(record.kind)(instance=record)
+        return render(request, self.template_name, self.context(form, record))
+
+    def post(self, request, pk):
+        record = selectors.record_get(pk=pk)
+        form = record_form_class(record.kind)(request.POST, request.FILES, instance=selectors.record_get(pk=pk))
+        if form.is_valid():
+            values = dict(form.cleaned_data)
+            attachments = values.pop("attachments", [])
+            try:
+                saved = services.record_update(
+                    record=selectors.record_get(pk=pk), user=request.user, attachments=attachments, **values
+                )
+            except ValidationError as error:
+                add_service_errors(form, error)
+            else:
+                messages.success(request, f"Saved {saved}.")
+                return HttpResponseRedirect(saved.get_absolute_url())
+        return render(request, self.template_name, self.context(form, record), status=400)
+
+
+class AttachmentDownloadView(Permission, View):
+    permission_required = "fleet.view_attachment"
+
+    def get(self, request, pk):
+        attachment = get_object_or_404(Attachment, pk=pk)
+        response = FileResponse(attachment.file.open("rb"), as_attachment=True, filename=attachment.original_name)
+        response["Content-Type"] = attachment.content_type
+        response["X-Content-Type-Options"] = "nosniff"
+        return response

@@ -1,0 +1,2 @@
+# WebSocket routes of every app; the live dashboards add theirs here.
+websocket_urlpatterns: list = []
