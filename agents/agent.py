@@ -51,7 +51,7 @@ class Agent:
             self._clock() - self._pending_since >= self._batch_interval_s * 0.95
             or len(self._pending) >= self._max_batch_readings)
         # An inventory change goes out at once even without readings (e.g. every GPU lost).
-        return self.flush() if due or (self._send_inventory and self._inventory and self._spool) else []
+        return self.flush() if due or (self._send_inventory and self._inventory) else []
 
     def flush(self) -> list[dict[str, Any]]:
         readings, self._pending, self._pending_since = self._pending, [], None
