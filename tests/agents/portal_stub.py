@@ -1,0 +1,98 @@
+"""A stand-in portal ingest endpoint on 127.0.0.1: a real HTTP server that answers on cue."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class PortalStub:
+    """Stores batches idempotently by batch_id, like the portal. `script` holds the next
+    answers to give instead: an int status, ("429", retry_after), "hang" (store, then answer
+    too late), "drop" (close without answering) or ("reject", batch_id) for a 400 on that batch."""
+
+    def __init__(self, token: str = "tok") -> None:
+        self.token = token
+        self.stored: list[str] = []  # batch_ids in the order they were accepted
+        self.bodies: list[dict] = []
+        self.attempts: list[tuple[float, str]] = []  # (monotonic time, batch_id) of every request
+        self.headers: list[dict] = []
+        self.script: list = []
+        self.reject_ids: set[str] = set()
+        self.hang_s = 1.0
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+        self.port = 0
+        self.start()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                stub.handle(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def stop(self) -> None:
+        """Down: connections are refused until start() again (same port)."""
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        raw = request.rfile.read(int(request.headers["Content-Length"]))
+        body = gzip.decompress(raw) if request.headers.get("Content-Encoding") == "gzip" else raw
+        batch = json.loads(body)
+        batch_id = batch["batch_id"]
+        with self.lock:
+            self.attempts.append((time.monotonic(), batch_id))
+            self.headers.append(dict(request.headers))
+            cue = self.script.pop(0) if self.script else None
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return self.answer(request, 401, {"error": "bad token"})
+        if cue == "drop":
+            request.close_connection = True
+            request.connection.close()
+            return None
+        if isinstance(cue, int):
+            return self.answer(request, cue, {"error": "on cue"})
+        if isinstance(cue, tuple) and cue[0] == "429":
+            return self.answer(request, 429, {"error": "slow down"}, {"Retry-After": str(cue[1])})
+        if batch_id in self.reject_ids:
+            return self.answer(request, 400, {"error": "invalid", "detail": [{"loc": "readings.0", "msg": "no"}]})
+        with self.lock:
+            duplicate = batch_id in self.stored
+            if not duplicate:
+                self.stored.append(batch_id)
+                self.bodies.append(batch)
+        if cue == "hang":
+            time.sleep(self.hang_s)
+        if duplicate:
+            return self.answer(request, 200, {"accepted": 0, "duplicate": True})
+        return self.answer(request, 202, {"accepted": len(batch.get("readings", [])), "duplicate": False})
+
+    @staticmethod
+    def answer(request, status: int, payload: dict, headers: dict | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            request.send_response(status)
+            for key, value in (headers or {}).items():
+                request.send_header(key, value)
+            request.send_header("Content-Type", "application/json")
+            request.send_header("Content-Length", str(len(data)))
+            request.end_headers()
+            request.wfile.write(data)
+        except OSError:
+            pass  # the agent gave up waiting ("hang"); that is the point
