@@ -1,0 +1,104 @@
+"""Fixtures every portal test can use: the four standard actors, logged-in clients, a private
+MEDIA_ROOT, and the external services (Redis, PostgreSQL) that later tests need."""
+
+import os
+
+import pytest
+from django.test import Client
+
+from portal.accounts.roles import ROLE_ADMIN, ROLE_TECHNICIAN, ROLE_VIEWER
+from tests.factories import UserFactory
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def skip_or_fail(message: str):
+    """Missing infrastructure: a skip on a laptop, a failure in CI (where it must be there)."""
+    if in_ci():
+        pytest.fail(f"{message} (CI=true, so this is a failure, not a skip)")
+    pytest.skip(message)
+
+
+# --- the standard actors -------------------------------------------------------------------
+
+
+@pytest.fixture
+def admin(db):
+    return UserFactory(username="alice", role=ROLE_ADMIN)
+
+
+@pytest.fixture
+def technician(db):
+    return UserFactory(username="bob", role=ROLE_TECHNICIAN)
+
+
+@pytest.fixture
+def viewer(db):
+    return UserFactory(username="charlie", role=ROLE_VIEWER)
+
+
+@pytest.fixture
+def outsider(db):
+    """Logged in, but with no role at all."""
+    return UserFactory(username="mallory")
+
+
+@pytest.fixture
+def actors(admin, technician, viewer, outsider):
+    return {"admin": admin, "technician": technician, "viewer": viewer, "outsider": outsider}
+
+
+@pytest.fixture
+def client_for(db):
+    """client_for(user) -> a test Client logged in as that user (None: anonymous)."""
+
+    def make(user=None) -> Client:
+        client = Client()
+        if user is not None:
+            client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def media_root(settings, tmp_path):
+    """Uploaded files go to a temporary directory that the test can inspect."""
+    root = tmp_path / "media"
+    root.mkdir()
+    settings.MEDIA_ROOT = root
+    return root
+
+
+# --- external services ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """URL of a Redis database the tests may flush (REDIS_TEST_URL, default db 15 on localhost)."""
+    import redis
+
+    url = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
+    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        skip_or_fail(f"Redis does not answer at {url} ({error}); set REDIS_TEST_URL or start Redis")
+    finally:
+        client.close()
+    return url
+
+
+@pytest.fixture
+def require_postgres():
+    """Skip unless the tests run on PostgreSQL; in CI with a postgres DATABASE_URL, anything else fails."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        return connection
+    message = f"needs PostgreSQL, the tests run on {connection.vendor}"
+    if in_ci() and os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        pytest.fail(f"{message}, although DATABASE_URL points at PostgreSQL")
+    pytest.skip(message + " (set DATABASE_URL=postgres://...)")
