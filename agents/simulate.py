@@ -61,7 +61,7 @@ class SimulatedGpu:
         self.seed = seed
         self.rng = random.Random(seed)
         self.ambient_c = 24.0 + (seed % 50) / 10  # each GPU its own spot in the rack
-        self.thermal_c_per_w = 0.15 + (seed % 7) / 1000
+        self.thermal_c_per_w = 0.145 + (seed % 7) / 1000
         self.energy_mj = float(seed % 10_000_000)
         self.last_real: float | None = None
         self.last_scenario_t = 0.0
@@ -99,22 +99,26 @@ class SimulatedGpu:
         reasons: list[str] = [] if load else ["gpu_idle"]
 
         # How well heat leaves the card: 1.0 is a new, clean card in a cool rack.
-        cooling = 1.0
+        ambient = self.ambient_c
+        resistance = self.thermal_c_per_w
         fan_efficiency = 1.0
         fan_failed = False
         if s == "dust":
-            cooling = 1.0 + 0.035 * (t / DAY)  # about +1.5 °C at full load per day of dust
+            resistance *= 1.0 + 0.1 * (t / DAY)  # a little worse every day, at the same power
         elif s == "overheat":
-            cooling = 1.0 + 0.45 * min(1.0, t / (6 * HOUR)) + 0.15 * max(0.0, math.sin(t / HOUR))
+            ramp = min(1.0, t / (6 * HOUR))  # a failing rack cooler, over six hours
+            ambient += 25 * ramp + 3 * math.sin(t / HOUR)
+            resistance *= 1.0 + 0.5 * ramp
         elif s == "fan-wear":
-            fan_efficiency = max(0.45, 1.0 - 0.1 * (t / DAY))  # bearings: more rpm, less air
+            fan_efficiency = max(0.45, 1.0 - 0.12 * (t / DAY))  # worn bearings: more rpm, less air
             fan_failed = t > 5 * DAY
-        thermal = self.thermal_c_per_w * cooling
-        temp = fan = 0.0
-        for _ in range(4):  # the fan curve and the temperature settle on each other
-            fan = 100.0 if s == "overclock" and load else max(30.0, min(100.0, 30 + (temp - 45) * 1.6))
-            airflow = 0.1 if fan_failed else max(0.2, fan / 100 * fan_efficiency)
-            temp = self.ambient_c + power * thermal * (0.55 + 0.45 / (0.45 + airflow))
+        temp = ambient + 20
+        fan = 30.0
+        for _ in range(12):  # the fan controller and the temperature settle on each other
+            wanted = 100.0 if s == "overclock" and load else max(30.0, min(100.0, 30 + (temp - 50) * 2.5))
+            fan += (wanted - fan) * 0.6
+            airflow = 0.0 if fan_failed else fan / 100 * fan_efficiency
+            temp = ambient + power * resistance / (0.3 + airflow)
         if fan_failed:
             fan = 0.0
         temp += self.rng.uniform(-0.5, 0.5)
