@@ -65,14 +65,15 @@ def push_batches(config: Config, collector: Collector, stop: threading.Event) ->
                   max_age_s=config.spool_max_age_hours * 3600)
     agent = Agent(collector=collector, hostname=config.hostname, spool=spool,
                   batch_interval_s=config.batch_interval, max_batch_readings=config.max_batch_readings)
+    sender = Sender(url=config.url, token=config.token, timeout_s=config.timeout, ca_file=config.ca_file)
     deliverer = Deliverer(
         spool=spool,
-        sender=Sender(url=config.url, token=config.token, timeout_s=config.timeout, ca_file=config.ca_file),
+        sender=sender,
         backoff=Backoff(initial_s=config.backoff_initial, max_s=config.backoff_max),
         on_reject=agent.inventory_lost,
     )
     log.info("agent %s on %s: every %.1f s to %s, spool %s", __version__, config.hostname, config.interval,
-             deliverer._sender.url, spool.path)
+             sender.url, spool.path)
     try:
         if config.once:
             agent.collect()

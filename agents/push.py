@@ -151,7 +151,12 @@ class Deliverer:
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
-            delay = self.step()
+            try:
+                delay = self.step()
+            except Exception:
+                # E.g. a full disk under the spool: keep the thread alive and try again later.
+                log.exception("delivery step failed")
+                delay = self._backoff.next_delay()
             if delay is None:
                 self.wake.wait(self._idle_wait_s)
                 self.wake.clear()
