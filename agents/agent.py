@@ -28,7 +28,7 @@ class Agent:
         self._clock = clock
         self._system_info = collector.system_info()
         self._pending: list[dict[str, Any]] = []
-        self._pending_since: float | None = None
+        self._window_start = clock()
         self._inventory: list[dict[str, Any]] = []
         # The first batch after a start always carries the inventory (protocol rule).
         self._send_inventory = True
@@ -44,17 +44,16 @@ class Agent:
         if collection.inventory_changed:
             self._send_inventory = True
             self._system_info = self._collector.system_info()
-        if collection.readings and self._pending_since is None:
-            self._pending_since = self._clock()
         self._pending.extend(collection.readings)
-        due = self._pending_since is not None and (
-            self._clock() - self._pending_since >= self._batch_interval_s * 0.95
+        # 0.95: collections land on a fixed cadence, so a window of one interval may be a hair short.
+        due = bool(self._pending) and (
+            self._clock() - self._window_start >= self._batch_interval_s * 0.95
             or len(self._pending) >= self._max_batch_readings)
         # An inventory change goes out at once even without readings (e.g. every GPU lost).
         return self.flush() if due or (self._send_inventory and self._inventory) else []
 
     def flush(self) -> list[dict[str, Any]]:
-        readings, self._pending, self._pending_since = self._pending, [], None
+        readings, self._pending, self._window_start = self._pending, [], self._clock()
         if not readings and not self._send_inventory:
             return []
         batches = []

@@ -313,3 +313,13 @@ def test_batches_hold_at_most_max_batch_readings(fake_nvml, open_client):
     assert agent.collect() == []  # 3 pending, batch interval not reached
     batches = agent.collect()  # 6 pending >= 4
     assert [len(b["readings"]) for b in batches] == [4, 2]
+
+
+def test_with_batch_interval_equal_to_interval_each_collection_is_its_own_batch(fake_nvml, open_client):
+    fake_nvml.fake_reset(count=2)
+    now = [1000.0]
+    agent = Agent(collector=Collector(open_client()), hostname="h", spool=None, batch_interval_s=10,
+                  clock=lambda: now[0])
+    for _ in range(4):
+        assert [len(b["readings"]) for b in agent.collect()] == [2]
+        now[0] += 10
