@@ -123,7 +123,10 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "rollups": {"task": "portal.telemetry.tasks.rollups_process_pending_task", "schedule": 30.0},
+    "telemetry-prune": {"task": "portal.telemetry.tasks.telemetry_prune_task", "schedule": 3600.0},
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -190,3 +193,16 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
+
+# Ingest (agent → portal). See shared/protocol/ingest-v1.md.
+INGEST_MAX_BODY_BYTES = 1024 * 1024
+INGEST_USE_COPY = envbool("INGEST_USE_COPY", True)
+# Per host token: sustained requests per second and burst. An agent sends one batch per
+# interval; the burst lets it empty its spool quickly after an outage.
+INGEST_RATE_PER_S = float(envint("INGEST_RATE_PER_S", 20))
+INGEST_RATE_BURST = envint("INGEST_RATE_BURST", 200)
+
+# Retention (days) of raw readings and 1-minute rollups; 1-hour rollups are kept.
+RETENTION_RAW_DAYS = envint("RETENTION_RAW_DAYS", 14)
+RETENTION_1M_DAYS = envint("RETENTION_1M_DAYS", 90)
+INGEST_PARALLEL = envbool("INGEST_PARALLEL", True)

@@ -1,7 +1,15 @@
+import datetime as dt
+
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
+from portal.accounts.models import ApiToken
 from portal.accounts.roles import ROLE_PERMISSIONS, ROLES
+from portal.core.tokens import secret_hash, secret_new, secret_prefix
+
+LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 
 
 def _matching_permissions(patterns: dict[str, list[str]], using: str) -> list[Permission]:
@@ -30,3 +38,37 @@ def user_set_role(*, user, role: str) -> None:
         raise ValueError(f"Unknown role {role!r}; expected one of {', '.join(ROLES)}")
     user.groups.remove(*Group.objects.filter(name__in=ROLES))
     user.groups.add(Group.objects.get(name=role))
+
+
+API_TOKEN_PREFIX = "gfu_"  # GPU fleet user
+
+
+def api_token_issue(*, user, label: str = "") -> tuple[str, ApiToken]:
+    """Mint a personal API token; the secret is returned once and never stored in clear."""
+    secret = secret_new(API_TOKEN_PREFIX)
+    token = ApiToken.objects.create(
+        user=user, label=label[:100], prefix=secret_prefix(secret), secret_hash=secret_hash(secret)
+    )
+    return secret, token
+
+
+def api_token_revoke(*, token: ApiToken) -> None:
+    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+def api_token_authenticate(raw: str):
+    """The active user of a live personal token, or None."""
+    if not raw.startswith(API_TOKEN_PREFIX) or len(raw) > 200:
+        return None
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(secret_hash=secret_hash(raw), revoked_at__isnull=True, user__is_active=True)
+        .first()
+    )
+    if token is None:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+        ApiToken.objects.filter(stale, pk=token.pk).update(last_used_at=now)
+    return token.user

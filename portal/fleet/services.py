@@ -234,3 +234,64 @@ def record_delete(*, record: MaintenanceRecord) -> None:
         attachment.delete()
     record.delete()
     transaction.on_commit(lambda: [storage.delete(name) for storage, name in storage_names])
+
+
+# Inventory fields an agent reports, by protocol name → GPU column.
+AGENT_GPU_FIELDS = {
+    "index": "index",
+    "name": "model_name",
+    "serial": "serial",
+    "pci_bus_id": "pci_bus_id",
+    "vbios_version": "vbios_version",
+    "memory_total_mib": "memory_total_mib",
+    "power_limit_default_w": "power_limit_default_w",
+    "temp_slowdown_c": "temp_slowdown_c",
+    "temp_shutdown_c": "temp_shutdown_c",
+    "pcie_link_gen_max": "pcie_link_gen_max",
+    "pcie_link_width_max": "pcie_link_width_max",
+}
+AGENT_HOST_FIELDS = ("agent_version", "driver_version", "cuda_driver_version", "nvml_version", "dropped_batches")
+AGENT = "agent"
+
+
+def host_agent_info_update(*, host: Host, reported: dict, seen_at: dt.datetime) -> bool:
+    """Store what the host's agent reports about the host. A changed driver version becomes a
+    driver-update record (from → to, by the agent). Returns whether anything changed."""
+    changes = {
+        name: value
+        for name, value in reported.items()
+        if name in AGENT_HOST_FIELDS and value is not None and getattr(host, name) != value
+    }
+    if not changes:
+        return False
+    old_driver = host.driver_version
+    for name, value in changes.items():
+        setattr(host, name, value)
+    host.save(update_fields=list(changes))
+    if "driver_version" in changes and old_driver:
+        record_create(
+            kind=MaintenanceRecord.Kind.DRIVER_UPDATE, host=host, performed_at=seen_at, performed_by=AGENT,
+            from_version=old_driver, to_version=changes["driver_version"],
+            notes="Detected by the host agent.",
+        )  # fmt: skip
+    return True
+
+
+def gpu_inventory_sync(*, host: Host, reported: dict, existing: Gpu | None, seen_at: dt.datetime) -> Gpu:
+    """Create or update a GPU from its agent's inventory. Unknown (null) values never overwrite
+    known ones. A changed VBIOS becomes a firmware-update record."""
+    values = {column: reported[name] for name, column in AGENT_GPU_FIELDS.items() if reported.get(name) is not None}
+    if existing is None:
+        return gpu_create(uuid=reported["uuid"], host=host, **values)
+    changes = {name: value for name, value in values.items() if getattr(existing, name) != value}
+    if not changes:
+        return existing
+    old_vbios = existing.vbios_version
+    gpu = gpu_update(gpu=existing, **changes)
+    if "vbios_version" in changes and old_vbios:
+        record_create(
+            kind=MaintenanceRecord.Kind.FIRMWARE_UPDATE, host=host, gpu=gpu, performed_at=seen_at,
+            performed_by=AGENT, from_version=old_vbios, to_version=changes["vbios_version"],
+            notes="Detected by the host agent.",
+        )  # fmt: skip
+    return gpu

@@ -1,0 +1,88 @@
+"""The portal's JSON API (/api/v1/): read endpoints for people and scripts, plus the agents'
+ingest endpoint (a plain Django view for speed, described in the same OpenAPI document)."""
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.security import APIKeyHeader, SessionAuth
+
+from portal.accounts.services import api_token_authenticate
+from portal.telemetry.ingest_view import ingest_openapi_operation
+
+
+class PersonalTokenAuth(APIKeyHeader):
+    """`Authorization: Token <personal API token>`; the request then acts as the token's user."""
+
+    param_name = "Authorization"
+    openapi_name = "PersonalToken"
+
+    def authenticate(self, request: HttpRequest, key: str | None):
+        scheme, _, raw = (key or "").partition(" ")
+        if scheme != "Token" or not raw:
+            return None
+        user = api_token_authenticate(raw.strip())
+        if user is not None:
+            request.user = user
+        return user
+
+
+class PortalAPI(NinjaAPI):
+    def get_openapi_schema(self, *args, **kwargs):
+        schema = super().get_openapi_schema(*args, **kwargs)
+        schema["paths"]["/api/v1/ingest"] = ingest_openapi_operation()
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        schemes["HostToken"] = {"type": "http", "scheme": "bearer", "description": "Host token (agents)"}
+        return schema
+
+
+api = PortalAPI(
+    title="GPU Fleet Portal API",
+    version="1.0.0",
+    urls_namespace="api",
+    auth=[SessionAuth(), PersonalTokenAuth()],
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+
+
+def require_perm(request: HttpRequest, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise HttpError(403, f"your role does not allow this ({permission})")
+
+
+@api.exception_handler(NinjaValidationError)
+def _invalid(request, exc: NinjaValidationError):
+    detail = []
+    for error in exc.errors:
+        location = [str(part) for part in error.get("loc", ()) if part not in ("query", "body", "path")]
+        detail.append({"loc": ".".join(location) or "request", "msg": error.get("msg", "invalid")})
+    return api.create_response(request, {"error": "invalid request", "detail": detail}, status=400)
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    return api.create_response(request, {"error": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc):
+    return api.create_response(
+        request, {"error": "log in, or send 'Authorization: Token <personal API token>'"}, status=401
+    )
+
+
+from portal.fleet.api import router as fleet_router  # noqa: E402
+from portal.telemetry.api import router as telemetry_router  # noqa: E402
+
+api.add_router("", fleet_router)
+api.add_router("", telemetry_router)
+
+
+def api_urls():
+    """The API's URL patterns, exempt from the login-page redirect (the API answers 401 itself)."""
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        login_not_required(pattern.callback)
+    return patterns, app_name, namespace

@@ -1,0 +1,82 @@
+import datetime as dt
+
+from ninja import Field, FilterSchema, Query, Router, Schema
+from ninja.pagination import LimitOffsetPagination, paginate
+
+from portal.api import require_perm
+from portal.fleet.models import Host, MaintenanceRecord
+from portal.fleet.selectors import hosts_with_derived_dates
+
+router = Router(tags=["fleet"])
+
+
+class HostOut(Schema):
+    hostname: str
+    location: str
+    rack: str
+    owner: str
+    status: str
+    driver_version: str
+    agent_version: str
+    dropped_batches: int
+    last_cleaning_at: dt.datetime | None
+    last_backup_at: dt.datetime | None
+
+
+class HostFilter(FilterSchema):
+    status: Host.Status | None = None
+    q: str | None = Field(None, max_length=100, q=["hostname__icontains", "location__icontains"])
+
+
+@router.get("/hosts", response=list[HostOut])
+@paginate(LimitOffsetPagination)
+def hosts_list(request, filters: Query[HostFilter]):
+    require_perm(request, "fleet.view_host")
+    return filters.filter(hosts_with_derived_dates()).order_by("hostname")
+
+
+class RecordOut(Schema):
+    id: int
+    kind: str
+    hostname: str = Field(alias="host.hostname")
+    gpu_uuid: str | None = None
+    performed_at: dt.datetime
+    performed_by: str
+    notes: str
+    details: dict
+
+    @staticmethod
+    def resolve_gpu_uuid(record):
+        return record.gpu.uuid if record.gpu_id else None
+
+    @staticmethod
+    def resolve_details(record):
+        from portal.fleet.record_kinds import KIND_SPECS
+
+        return {name: _jsonable(getattr(record, name)) for name in KIND_SPECS[record.kind].fields}
+
+
+def _jsonable(value):
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    if value is not None and not isinstance(value, bool | int | float | str):
+        return str(value)
+    return value
+
+
+class RecordFilter(FilterSchema):
+    host: str | None = Field(None, max_length=253, q="host__hostname")
+    gpu: str | None = Field(None, max_length=96, q="gpu__uuid")
+    kind: MaintenanceRecord.Kind | None = None
+    since: dt.datetime | None = Field(None, q="performed_at__gte")
+    until: dt.datetime | None = Field(None, q="performed_at__lt")
+
+
+@router.get("/records", response=list[RecordOut])
+@paginate(LimitOffsetPagination)
+def records_list(request, filters: Query[RecordFilter]):
+    require_perm(request, "fleet.view_maintenancerecord")
+    return filters.filter(MaintenanceRecord.objects.select_related("host", "gpu")).order_by("-performed_at", "-id")
+
+
+

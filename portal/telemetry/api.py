@@ -1,0 +1,118 @@
+import datetime as dt
+
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from ninja import Field, FilterSchema, Query, Router, Schema
+from ninja.errors import HttpError
+from ninja.pagination import LimitOffsetPagination, paginate
+
+from portal.api import require_perm
+from portal.fleet.models import Gpu
+from portal.telemetry.models import throttle_names
+from portal.telemetry.selectors import DEFAULT_METRICS, SeriesError, gpu_series, gpus_with_latest
+
+router = Router(tags=["gpus"])
+MAX_SPAN = dt.timedelta(days=400)
+
+
+class LatestOut(Schema):
+    ts: dt.datetime
+    temperature_c: int | None
+    fan_speed_pct: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    utilization_gpu_pct: int | None
+    memory_used_mib: int | None
+    throttle_reasons: list[str] | None
+
+    @staticmethod
+    def resolve_throttle_reasons(latest):
+        return throttle_names(latest.throttle_reasons)
+
+
+class GpuOut(Schema):
+    uuid: str
+    hostname: str = Field(alias="host.hostname")
+    index: int
+    model_name: str
+    serial: str
+    status: str
+    pci_bus_id: str
+    vbios_version: str
+    memory_total_mib: int | None
+    power_limit_default_w: float | None
+    temp_slowdown_c: int | None
+    temp_shutdown_c: int | None
+    latest: LatestOut | None = None
+
+    @staticmethod
+    def resolve_latest(gpu):
+        return getattr(gpu, "latest", None)
+
+
+class GpuFilter(FilterSchema):
+    host: str | None = Field(None, max_length=253, q="host__hostname")
+    status: Gpu.Status | None = None
+    model: str | None = Field(None, max_length=128, q="model_name__icontains")
+
+
+@router.get("/gpus", response=list[GpuOut])
+@paginate(LimitOffsetPagination)
+def gpus_list(request, filters: Query[GpuFilter]):
+    require_perm(request, "fleet.view_gpu")
+    return filters.filter(gpus_with_latest()).order_by("host__hostname", "index")
+
+
+@router.get("/gpus/{uuid}", response=GpuOut)
+def gpu_detail(request, uuid: str):
+    require_perm(request, "fleet.view_gpu")
+    return get_object_or_404(gpus_with_latest(), uuid=uuid)
+
+
+class SeriesOut(Schema):
+    gpu: str
+    resolution: str
+    start: dt.datetime = Field(alias="from")
+    end: dt.datetime = Field(alias="to")
+    ts: list[dt.datetime]
+    values: dict[str, list]
+    min: dict[str, list] | None = None
+    max: dict[str, list] | None = None
+
+
+class SeriesQuery(Schema):
+    start: dt.datetime | None = Field(None, alias="from", description="Default: 'to' minus one hour.")
+    end: dt.datetime | None = Field(None, alias="to", description="Default: now.")
+    metrics: str = Field(",".join(DEFAULT_METRICS), max_length=500, description="Comma-separated metric names.")
+    resolution: str = Field("auto", pattern="^(auto|raw|1m|1h)$")
+
+
+@router.get("/gpus/{uuid}/readings", response=SeriesOut, by_alias=True)
+def gpu_readings(request, uuid: str, query: Query[SeriesQuery]):
+    """A GPU's readings over [from, to): raw, 1-minute or 1-hour rollups (mean, min and max),
+    chosen by the span unless `resolution` says, at most about 2,000 points."""
+    require_perm(request, "telemetry.view_reading")
+    gpu = get_object_or_404(Gpu, uuid=uuid)
+    end = query.end or timezone.now()
+    start = query.start or end - dt.timedelta(hours=1)
+    if timezone.is_naive(start) or timezone.is_naive(end):
+        raise HttpError(400, "from/to need a time zone (RFC 3339)")
+    if end - start > MAX_SPAN:
+        raise HttpError(400, f"the span from 'from' to 'to' is over {MAX_SPAN.days} days")
+    metrics = tuple(dict.fromkeys(m.strip() for m in query.metrics.split(",") if m.strip()))
+    if not metrics:
+        raise HttpError(400, "metrics: name at least one")
+    try:
+        series = gpu_series(gpu=gpu, start=start, end=end, metrics=metrics, resolution=query.resolution)
+    except SeriesError as error:
+        raise HttpError(400, f"{error.field}: {error.message}") from None
+    return {
+        "gpu": gpu.uuid,
+        "resolution": series.resolution,
+        "from": series.start,
+        "to": series.end,
+        "ts": series.ts,
+        "values": series.values,
+        "min": series.minimum,
+        "max": series.maximum,
+    }

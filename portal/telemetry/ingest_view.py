@@ -1,0 +1,162 @@
+"""POST /api/v1/ingest: the agents' endpoint. Small and strict (see ingest-v1.md's answers)."""
+
+import json
+import logging
+import math
+import zlib
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db import close_old_connections
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
+from pydantic import ValidationError
+
+from portal.telemetry.ratelimit import TokenBucketLimiter
+from portal.telemetry.schemas import BatchIn
+from portal.telemetry.services import host_token_authenticate
+from portal.telemetry.services.ingest import IngestRejected, reading_batch_ingest
+
+log = logging.getLogger(__name__)
+
+_limiter: TokenBucketLimiter | None = None
+
+
+def _rate_limiter() -> TokenBucketLimiter:
+    global _limiter
+    if _limiter is None or (_limiter.rate, _limiter.burst) != (settings.INGEST_RATE_PER_S, settings.INGEST_RATE_BURST):
+        _limiter = TokenBucketLimiter(rate_per_s=settings.INGEST_RATE_PER_S, burst=settings.INGEST_RATE_BURST)
+    return _limiter
+
+
+def _error(status: int, message: str, detail: list[dict] | None = None, headers: dict | None = None) -> JsonResponse:
+    body = {"error": message}
+    if detail is not None:
+        body["detail"] = detail
+    return JsonResponse(body, status=status, headers=headers)
+
+
+def _decompress(body: bytes, limit: int) -> bytes:
+    """Gunzip at most limit + 1 bytes, so a gzip bomb costs us a megabyte, not a gigabyte."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    out = inflater.decompress(body, limit + 1)
+    if len(out) > limit:
+        raise OverflowError
+    if not inflater.eof:
+        raise zlib.error("truncated gzip stream")
+    return out
+
+
+def _validation_detail(error: ValidationError) -> tuple[str, list[dict]]:
+    detail = []
+    for item in error.errors(include_url=False, include_input=False)[:50]:
+        if item["type"] == "json_invalid":
+            return "malformed JSON", [{"loc": "body", "msg": item["msg"]}]
+        detail.append({"loc": ".".join(str(part) for part in item["loc"]) or "body", "msg": item["msg"]})
+    return "invalid batch", detail
+
+
+def _authenticate(request: HttpRequest):
+    close_old_connections()
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None
+    return host_token_authenticate(raw.strip())
+
+
+def _store(token, body: bytes):
+    try:
+        batch = BatchIn.model_validate_json(body)
+    except ValidationError as error:
+        message, detail = _validation_detail(error)
+        return _error(400, message, detail)
+    try:
+        result = reading_batch_ingest(host=token.host, batch=batch)
+    except IngestRejected as rejected:
+        return _error(rejected.status, rejected.message, rejected.detail)
+    finally:
+        close_old_connections()
+    if result.duplicate:
+        return JsonResponse({"accepted": 0, "duplicate": True}, status=200)
+    return JsonResponse({"accepted": result.accepted, "duplicate": False}, status=202)
+
+
+def _run_db(function):
+    # In production the database work runs in a thread pool so that batches are stored side by
+    # side; tests that share one transaction with the view keep it on the request's thread.
+    return sync_to_async(function, thread_sensitive=not settings.INGEST_PARALLEL)
+
+
+@csrf_exempt
+@never_cache
+@login_not_required
+async def ingest(request: HttpRequest):
+    if request.method != "POST":
+        return _error(405, "use POST", headers={"Allow": "POST"})
+    token = await _run_db(_authenticate)(request)
+    if token is None:
+        return _error(401, "missing, unknown or revoked host token")
+    wait = _rate_limiter().take(token.pk)
+    if wait:
+        return _error(429, "too many requests for this host token", headers={"Retry-After": str(math.ceil(wait))})
+    limit = settings.INGEST_MAX_BODY_BYTES
+    declared = request.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        return _error(413, f"body larger than {limit} bytes")
+    body = request.body
+    if len(body) > limit:
+        return _error(413, f"body larger than {limit} bytes")
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding == "gzip":
+        try:
+            body = _decompress(body, limit)
+        except OverflowError:
+            return _error(413, f"body larger than {limit} bytes after decompression")
+        except zlib.error as error:
+            return _error(400, "body is not valid gzip", [{"loc": "body", "msg": str(error)}])
+    elif encoding != "identity":
+        return _error(415, f"unsupported Content-Encoding {encoding!r}; use gzip or none")
+    content_type = request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        return _error(415, "Content-Type must be application/json")
+    return await _run_db(_store)(token, body)
+
+
+def ingest_openapi_operation() -> dict:
+    """The ingest operation for the OpenAPI document (the view is plain Django, for speed)."""
+    from portal.telemetry.schemas import ErrorOut, IngestAccepted
+
+    def error(description):
+        return {"description": description, "content": {"application/json": {"schema": ErrorOut.model_json_schema()}}}
+
+    return {
+        "post": {
+            "operationId": "ingest_batch",
+            "summary": "Agent batch of readings (ingest-v1)",
+            "tags": ["ingest"],
+            "security": [{"HostToken": []}],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": json.loads(json.dumps(BatchIn.model_json_schema()))}},
+            },
+            "responses": {
+                "202": {
+                    "description": "stored",
+                    "content": {"application/json": {"schema": IngestAccepted.model_json_schema()}},
+                },
+                "200": {
+                    "description": "batch_id seen before; nothing new written",
+                    "content": {"application/json": {"schema": IngestAccepted.model_json_schema()}},
+                },
+                "400": error("malformed JSON, wrong type, out-of-range value, too old/new"),
+                "401": error("missing, wrong or revoked token"),
+                "403": error("GPU of another host"),
+                "413": error("body too large"),
+                "415": error("unsupported content type or encoding"),
+                "429": error("rate limited; see Retry-After"),
+            },
+        }
+    }

@@ -1,0 +1,179 @@
+# ruff: noqa: DJ008 - rows of telemetry tables are never shown one by one
+"""Telemetry: host tokens, ingested batches, raw readings, rollups and each GPU's latest state.
+
+The readings table is the hot one: narrow typed columns, the GPU and time as the access path,
+no per-row JSON. On PostgreSQL a BRIN index on time serves the retention job and time scans.
+"""
+
+from django.conf import settings
+from django.db import models
+
+from portal.fleet.models import Gpu, Host
+
+
+class RealField(models.FloatField):
+    """A 4-byte float on PostgreSQL (sensor values have far fewer significant digits)."""
+
+    def db_type(self, connection):
+        return "real" if connection.vendor == "postgresql" else super().db_type(connection)
+
+
+# Bit positions for the protocol's clock event reason names; stored as one integer per reading.
+THROTTLE_REASONS = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks_setting",
+)
+THROTTLE_BIT = {name: 1 << position for position, name in enumerate(THROTTLE_REASONS)}
+THERMAL_THROTTLE_MASK = THROTTLE_BIT["hw_thermal"] | THROTTLE_BIT["sw_thermal"] | THROTTLE_BIT["hw_slowdown"]
+
+
+def throttle_names(mask: int | None) -> list[str] | None:
+    if mask is None:
+        return None
+    return [name for name in THROTTLE_REASONS if mask & THROTTLE_BIT[name]]
+
+
+class HostToken(models.Model):
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="tokens")
+    label = models.CharField(max_length=100, blank=True)
+    # The visible start of the token, so an admin can tell tokens apart without the secret.
+    prefix = models.CharField(max_length=16, db_index=True)
+    secret_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.prefix}… ({self.host.hostname})"
+
+
+class IngestBatch(models.Model):
+    """One accepted batch: the idempotency key, and the rollup job's work queue."""
+
+    batch_id = models.UUIDField(unique=True)
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="+")
+    sent_at = models.DateTimeField()
+    received_at = models.DateTimeField(db_index=True)
+    reading_count = models.PositiveIntegerField()
+    first_ts = models.DateTimeField(null=True)
+    last_ts = models.DateTimeField(null=True)
+    rolled_up = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["id"], condition=models.Q(rolled_up=False), name="batch_pending_rollup")]
+
+
+class Reading(models.Model):
+    id = models.BigAutoField(primary_key=True)
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+", db_index=False)
+    ts = models.DateTimeField()
+    temperature_c = models.SmallIntegerField(null=True)
+    fan_speed_pct = models.SmallIntegerField(null=True)
+    power_w = RealField(null=True)
+    power_limit_w = RealField(null=True)
+    energy_mj = models.FloatField(null=True)
+    utilization_gpu_pct = models.SmallIntegerField(null=True)
+    utilization_memory_pct = models.SmallIntegerField(null=True)
+    memory_used_mib = models.IntegerField(null=True)
+    sm_clock_mhz = models.IntegerField(null=True)
+    mem_clock_mhz = models.IntegerField(null=True)
+    pstate = models.SmallIntegerField(null=True)
+    throttle_reasons = models.IntegerField(null=True)
+    ecc_corrected_volatile = models.BigIntegerField(null=True)
+    ecc_uncorrected_volatile = models.BigIntegerField(null=True)
+    ecc_uncorrected_aggregate = models.BigIntegerField(null=True)
+    retired_pages_pending = models.BooleanField(null=True)
+    remapped_rows_pending = models.BooleanField(null=True)
+    remapped_rows_failure = models.BooleanField(null=True)
+    pcie_link_gen = models.SmallIntegerField(null=True)
+    pcie_link_width = models.SmallIntegerField(null=True)
+    pcie_replay_count = models.BigIntegerField(null=True)
+    xid_count = models.SmallIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["gpu", "ts"], name="reading_gpu_ts")]
+
+
+# Reading columns as the protocol names them, in table order (COPY and bulk insert use this).
+READING_METRICS = (
+    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "energy_mj", "utilization_gpu_pct",
+    "utilization_memory_pct", "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz", "pstate",
+    "throttle_reasons", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
+    "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen",
+    "pcie_link_width", "pcie_replay_count",
+)  # fmt: skip
+
+
+class XidEvent(models.Model):
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+")
+    ts = models.DateTimeField()
+    code = models.PositiveIntegerField()
+    batch = models.ForeignKey(IngestBatch, on_delete=models.SET_NULL, null=True, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["gpu", "ts"], name="xid_gpu_ts")]
+
+
+class GpuLatest(models.Model):
+    """The newest reading of each GPU, for the fleet page (one join, whatever the fleet size)."""
+
+    gpu = models.OneToOneField(Gpu, on_delete=models.CASCADE, primary_key=True, related_name="latest")
+    ts = models.DateTimeField()
+    received_at = models.DateTimeField()
+    temperature_c = models.SmallIntegerField(null=True)
+    fan_speed_pct = models.SmallIntegerField(null=True)
+    power_w = RealField(null=True)
+    power_limit_w = RealField(null=True)
+    utilization_gpu_pct = models.SmallIntegerField(null=True)
+    memory_used_mib = models.IntegerField(null=True)
+    throttle_reasons = models.IntegerField(null=True)
+
+
+# Metrics rolled up as min / max / mean per bucket.
+ROLLUP_METRICS = (
+    "temperature_c", "fan_speed_pct", "power_w", "utilization_gpu_pct", "utilization_memory_pct",
+    "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz",
+)  # fmt: skip
+
+
+class RollupBase(models.Model):
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+", db_index=False)
+    bucket = models.DateTimeField()
+    count = models.PositiveIntegerField()
+    thermal_throttle_count = models.PositiveIntegerField(default=0)
+    xid_count = models.PositiveIntegerField(default=0)
+    energy_mj_max = models.FloatField(null=True)
+
+    class Meta:
+        abstract = True
+
+
+def _add_rollup_columns(model):
+    for metric in ROLLUP_METRICS:
+        for stat in ("min", "max", "mean"):
+            model.add_to_class(f"{metric}_{stat}", RealField(null=True))
+
+
+class Rollup1m(RollupBase):
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["gpu", "bucket"], name="rollup1m_gpu_bucket")]
+
+
+class Rollup1h(RollupBase):
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["gpu", "bucket"], name="rollup1h_gpu_bucket")]
+
+
+_add_rollup_columns(Rollup1m)
+_add_rollup_columns(Rollup1h)

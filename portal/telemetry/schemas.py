@@ -1,0 +1,117 @@
+"""The ingest-v1 wire format as pydantic models (see shared/protocol/ingest-v1.md).
+
+Strict: a number where a string belongs (or "64" where 64 belongs) is a 400, not a guess.
+Unknown fields are ignored so that a newer agent's optional additions pass (the protocol lets
+the agent extend it compatibly). Every metric must be present; null means "not supported".
+"""
+
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+ThrottleReason = Literal[
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks_setting",
+]
+
+Percent = Annotated[int, Field(ge=0, le=100)]
+Celsius = Annotated[int, Field(ge=-60, le=200)]
+Watts = Annotated[float, Field(ge=0, le=10_000)]
+MHz = Annotated[int, Field(ge=0, le=100_000)]
+Count = Annotated[int, Field(ge=0, le=2**62)]
+ShortText = Annotated[str, Field(max_length=128)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False, frozen=True)
+
+
+class XidEventIn(_Strict):
+    ts: AwareDatetime
+    code: Annotated[int, Field(ge=0, le=1_000_000)]
+
+
+class ReadingIn(_Strict):
+    gpu_uuid: Annotated[str, Field(min_length=1, max_length=96)]
+    ts: AwareDatetime
+    temperature_c: Celsius | None
+    fan_speed_pct: Percent | None
+    power_w: Watts | None
+    power_limit_w: Watts | None
+    energy_mj: Annotated[float, Field(ge=0)] | None
+    utilization_gpu_pct: Percent | None
+    utilization_memory_pct: Percent | None
+    memory_used_mib: Annotated[int, Field(ge=0, le=2**31 - 1)] | None
+    sm_clock_mhz: MHz | None
+    mem_clock_mhz: MHz | None
+    pstate: Annotated[int, Field(ge=0, le=32)] | None
+    throttle_reasons: Annotated[list[ThrottleReason], Field(max_length=16)] | None
+    ecc_corrected_volatile: Count | None
+    ecc_uncorrected_volatile: Count | None
+    ecc_uncorrected_aggregate: Count | None
+    retired_pages_pending: bool | None
+    remapped_rows_pending: bool | None
+    remapped_rows_failure: bool | None
+    pcie_link_gen: Annotated[int, Field(ge=1, le=10)] | None
+    pcie_link_width: Annotated[int, Field(ge=1, le=64)] | None
+    pcie_replay_count: Count | None
+    xid_events: Annotated[list[XidEventIn], Field(max_length=1000)] = ()
+
+
+class GpuIn(_Strict):
+    uuid: Annotated[str, Field(min_length=1, max_length=96)]
+    index: Annotated[int, Field(ge=0, le=1023)]
+    name: ShortText | None = None
+    serial: Annotated[str, Field(max_length=64)] | None = None
+    pci_bus_id: Annotated[str, Field(max_length=32)] | None = None
+    vbios_version: Annotated[str, Field(max_length=64)] | None = None
+    memory_total_mib: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
+    power_limit_default_w: Watts | None = None
+    temp_slowdown_c: Celsius | None = None
+    temp_shutdown_c: Celsius | None = None
+    pcie_link_gen_max: Annotated[int, Field(ge=1, le=10)] | None = None
+    pcie_link_width_max: Annotated[int, Field(ge=1, le=64)] | None = None
+
+
+class HostIn(_Strict):
+    hostname: Annotated[str, Field(min_length=1, max_length=253)]
+    agent_version: Annotated[str, Field(max_length=64)] | None = None
+    driver_version: Annotated[str, Field(max_length=64)] | None = None
+    cuda_driver_version: Annotated[str, Field(max_length=64)] | None = None
+    nvml_version: Annotated[str, Field(max_length=64)] | None = None
+    # Extension: batches the agent's bounded spool had to drop since it started.
+    dropped_batches: Count = 0
+
+
+MAX_READINGS_PER_BATCH = 5000
+
+
+class BatchIn(_Strict):
+    batch_id: UUID
+    sent_at: AwareDatetime
+    host: HostIn
+    gpus: Annotated[list[GpuIn], Field(max_length=1024)] = ()
+    readings: Annotated[list[ReadingIn], Field(max_length=MAX_READINGS_PER_BATCH)]
+
+
+class IngestAccepted(BaseModel):
+    accepted: int
+    duplicate: bool
+
+
+class ErrorDetail(BaseModel):
+    loc: str
+    msg: str
+
+
+class ErrorOut(BaseModel):
+    error: str
+    detail: list[ErrorDetail] | None = None

@@ -1,0 +1,90 @@
+"""Read telemetry: a GPU's series at the right resolution, the fleet's latest state."""
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from portal.fleet.models import Gpu
+from portal.telemetry.models import READING_METRICS, ROLLUP_METRICS, Reading, Rollup1h, Rollup1m, throttle_names
+
+MAX_POINTS = 2000
+RESOLUTIONS = ("raw", "1m", "1h")
+DEFAULT_METRICS = ("temperature_c", "power_w", "utilization_gpu_pct", "fan_speed_pct")
+_STEP = {"1m": dt.timedelta(minutes=1), "1h": dt.timedelta(hours=1)}
+
+
+class SeriesError(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass
+class Series:
+    resolution: str
+    start: dt.datetime
+    end: dt.datetime
+    ts: list[dt.datetime]
+    values: dict[str, list]
+    minimum: dict[str, list] | None = None
+    maximum: dict[str, list] | None = None
+
+
+def resolution_for(*, gpu: Gpu, start: dt.datetime, end: dt.datetime) -> str:
+    """The finest resolution that keeps the answer under MAX_POINTS points."""
+    raw_count = Reading.objects.filter(gpu=gpu, ts__gte=start, ts__lt=end).order_by()[: MAX_POINTS + 1].count()
+    if raw_count <= MAX_POINTS:
+        return "raw"
+    if (end - start) / _STEP["1m"] <= MAX_POINTS:
+        return "1m"
+    return "1h"
+
+
+def gpu_series(
+    *, gpu: Gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
+) -> Series:
+    if end <= start:
+        raise SeriesError("from", "must be before 'to'")
+    if resolution == "auto":
+        resolution = resolution_for(gpu=gpu, start=start, end=end)
+    if resolution not in RESOLUTIONS:
+        raise SeriesError("resolution", f"one of auto, {', '.join(RESOLUTIONS)}")
+    allowed = (*READING_METRICS, "xid_count") if resolution == "raw" else ROLLUP_METRICS
+    unknown = [metric for metric in metrics if metric not in allowed]
+    if unknown:
+        raise SeriesError("metrics", f"not available at resolution {resolution}: {', '.join(unknown)}")
+    if resolution == "raw":
+        rows = list(
+            Reading.objects.filter(gpu=gpu, ts__gte=start, ts__lt=end)
+            .order_by("ts")
+            .values_list("ts", *metrics)[: MAX_POINTS * 5]
+        )
+        values = {metric: [row[position + 1] for row in rows] for position, metric in enumerate(metrics)}
+        if "throttle_reasons" in values:
+            values["throttle_reasons"] = [throttle_names(mask) for mask in values["throttle_reasons"]]
+        return Series(resolution, start, end, [row[0] for row in rows], values)
+    model = Rollup1m if resolution == "1m" else Rollup1h
+    columns = [f"{metric}_{stat}" for metric in metrics for stat in ("mean", "min", "max")]
+    rows = list(
+        model.objects.filter(gpu=gpu, bucket__gte=start - _STEP[resolution], bucket__lt=end)
+        .order_by("bucket")
+        .values_list("bucket", *columns)
+    )
+    series = Series(resolution, start, end, [row[0] for row in rows], {}, {}, {})
+    for position, metric in enumerate(metrics):
+        base = 1 + position * 3
+        series.values[metric] = [_round(row[base]) for row in rows]
+        series.minimum[metric] = [_round(row[base + 1]) for row in rows]
+        series.maximum[metric] = [_round(row[base + 2]) for row in rows]
+    return series
+
+
+def _round(value):
+    return None if value is None else round(value, 2)
+
+
+def gpus_with_latest(queryset: QuerySet[Gpu] | None = None) -> QuerySet[Gpu]:
+    queryset = Gpu.objects.all() if queryset is None else queryset
+    return queryset.select_related("host", "latest")

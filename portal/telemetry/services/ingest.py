@@ -1,0 +1,209 @@
+"""Store one agent batch: all of it in one transaction, or nothing.
+
+The hot path of the portal. Per batch it runs a fixed handful of statements whatever the
+number of readings: one lookup of the batch's GPUs, one insert of the batch row, one COPY (or
+bulk insert) of the readings, one upsert of the GPUs' latest state. Inventory work happens
+only when the agent reports a change.
+"""
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from portal.fleet import services as fleet_services
+from portal.fleet.models import Gpu, Host
+from portal.telemetry import hooks
+from portal.telemetry.models import READING_METRICS, THROTTLE_BIT, IngestBatch, Reading, XidEvent
+from portal.telemetry.schemas import BatchIn
+
+log = logging.getLogger(__name__)
+
+MAX_AGE = dt.timedelta(hours=24)
+MAX_FUTURE = dt.timedelta(minutes=5)
+
+_READING_COLUMNS = ("gpu_id", "ts", *READING_METRICS, "xid_count")
+_GPU_LOOKUP_FIELDS = ("id", "uuid", "host_id", *fleet_services.AGENT_GPU_FIELDS.values())
+
+
+class IngestRejected(Exception):
+    """The batch will never be accepted (a 4xx for the agent)."""
+
+    def __init__(self, status: int, message: str, detail: list[dict] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.detail = detail
+
+
+@dataclass
+class IngestResult:
+    accepted: int
+    duplicate: bool
+    batch_pk: int | None = None
+    gpu_ids: list[int] = field(default_factory=list)
+
+
+def _check_timestamps(batch: BatchIn, now: dt.datetime) -> None:
+    oldest, newest = now - MAX_AGE, now + MAX_FUTURE
+    errors = []
+    for position, reading in enumerate(batch.readings):
+        if reading.ts < oldest:
+            errors.append({"loc": f"readings.{position}.ts", "msg": "more than 24 h old"})
+        elif reading.ts > newest:
+            errors.append({"loc": f"readings.{position}.ts", "msg": "more than 5 min in the future"})
+        for event_position, event in enumerate(reading.xid_events):
+            if not oldest <= event.ts <= newest:
+                errors.append(
+                    {"loc": f"readings.{position}.xid_events.{event_position}.ts", "msg": "outside the accepted window"}
+                )
+        if len(errors) >= 20:
+            break
+    if errors:
+        raise IngestRejected(400, "reading timestamps outside the accepted window", errors)
+
+
+def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
+    """The batch's GPUs already registered, by uuid. Rejects other hosts' GPUs and readings for
+    GPUs that are neither registered nor in the batch's inventory."""
+    inventory_uuids = [gpu.uuid for gpu in batch.gpus]
+    if len(set(inventory_uuids)) != len(inventory_uuids):
+        duplicates = sorted({u for u in inventory_uuids if inventory_uuids.count(u) > 1})
+        raise IngestRejected(
+            400, "the inventory lists a GPU twice", [{"loc": "gpus", "msg": f"repeated: {duplicates}"}]
+        )
+    wanted = set(inventory_uuids) | {reading.gpu_uuid for reading in batch.readings}
+    known = {row["uuid"]: row for row in Gpu.objects.filter(uuid__in=wanted).values(*_GPU_LOOKUP_FIELDS)}
+    foreign = sorted(uuid for uuid, row in known.items() if row["host_id"] != host.pk)
+    if foreign:
+        raise IngestRejected(403, f"GPU {foreign[0]} is registered to another host; an admin must move it")
+    listed = set(inventory_uuids)
+    unknown = [
+        {"loc": f"readings.{position}.gpu_uuid", "msg": "unknown GPU and not in this batch's gpus"}
+        for position, reading in enumerate(batch.readings)
+        if reading.gpu_uuid not in known and reading.gpu_uuid not in listed
+    ]
+    if unknown:
+        raise IngestRejected(400, "readings for unknown GPUs", unknown[:20])
+    return known
+
+
+def _sync_inventory(host: Host, batch: BatchIn, known: dict[str, dict], seen_at: dt.datetime) -> dict[str, int]:
+    gpu_ids = {uuid: row["id"] for uuid, row in known.items()}
+    fleet_services.host_agent_info_update(host=host, reported=batch.host.model_dump(), seen_at=seen_at)
+    for reported in batch.gpus:
+        row = known.get(reported.uuid)
+        values = reported.model_dump()
+        if row is not None and all(
+            values.get(name) is None or row[column] == values[name]
+            for name, column in fleet_services.AGENT_GPU_FIELDS.items()
+        ):
+            continue  # the usual case: nothing changed, no query
+        existing = Gpu.objects.get(pk=row["id"]) if row else None
+        gpu = fleet_services.gpu_inventory_sync(host=host, reported=values, existing=existing, seen_at=seen_at)
+        gpu_ids[gpu.uuid] = gpu.pk
+    return gpu_ids
+
+
+def _reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
+    rows = []
+    for reading in batch.readings:
+        values = reading.__dict__
+        reasons = values["throttle_reasons"]
+        mask = None if reasons is None else sum(THROTTLE_BIT[name] for name in set(reasons))
+        rows.append(
+            (
+                gpu_ids[reading.gpu_uuid],
+                reading.ts,
+                *(mask if name == "throttle_reasons" else values[name] for name in READING_METRICS),
+                len(reading.xid_events),
+            )
+        )
+    return rows
+
+
+def _insert_readings(rows: list[tuple]) -> None:
+    if not rows:
+        return
+    if connection.vendor == "postgresql" and settings.INGEST_USE_COPY:
+        table = Reading._meta.db_table
+        with connection.cursor() as cursor:
+            raw = cursor.cursor  # psycopg 3 cursor inside Django's transaction
+            with raw.copy(f"COPY {table} ({', '.join(_READING_COLUMNS)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        return
+    Reading.objects.bulk_create(
+        [Reading(**dict(zip(_READING_COLUMNS, row, strict=True))) for row in rows], batch_size=1000
+    )
+
+
+_LATEST_COLUMNS = (
+    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "utilization_gpu_pct", "memory_used_mib",
+    "throttle_reasons",
+)  # fmt: skip
+
+
+def _upsert_latest(rows: list[tuple], received_at: dt.datetime) -> None:
+    """Keep each GPU's newest reading; a late batch from an agent's spool never overwrites a newer one."""
+    newest: dict[int, tuple] = {}
+    for row in rows:
+        current = newest.get(row[0])
+        if current is None or row[1] >= current[1]:
+            newest[row[0]] = row
+    if not newest:
+        return
+    index = {name: position for position, name in enumerate(_READING_COLUMNS)}
+    columns = ("gpu_id", "ts", "received_at", *_LATEST_COLUMNS)
+    params = []
+    for row in newest.values():
+        params.extend((row[0], row[1], received_at, *(row[index[name]] for name in _LATEST_COLUMNS)))
+    placeholders = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(newest))
+    updates = ", ".join(f"{name} = excluded.{name}" for name in columns[1:])
+    table = "telemetry_gpulatest"
+    sql = (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES {placeholders} "
+        f"ON CONFLICT (gpu_id) DO UPDATE SET {updates} WHERE excluded.ts >= {table}.ts"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None = None) -> IngestResult:
+    now = now or timezone.now()
+    if batch.host.hostname != host.hostname:
+        raise IngestRejected(403, f"this token belongs to host {host.hostname!r}, not {batch.host.hostname!r}")
+    _check_timestamps(batch, now)
+    if IngestBatch.objects.filter(batch_id=batch.batch_id).exists():
+        return IngestResult(accepted=0, duplicate=True)
+    known = _resolve_gpus(host, batch)
+    timestamps = [reading.ts for reading in batch.readings]
+    try:
+        with transaction.atomic():
+            stored = IngestBatch.objects.create(
+                batch_id=batch.batch_id, host=host, sent_at=batch.sent_at, received_at=now,
+                reading_count=len(batch.readings), first_ts=min(timestamps, default=None),
+                last_ts=max(timestamps, default=None),
+            )  # fmt: skip
+            gpu_ids = _sync_inventory(host, batch, known, seen_at=max(timestamps, default=batch.sent_at))
+            rows = _reading_rows(batch, gpu_ids)
+            _insert_readings(rows)
+            xids = [
+                XidEvent(gpu_id=gpu_ids[reading.gpu_uuid], ts=event.ts, code=event.code, batch=stored)
+                for reading in batch.readings
+                for event in reading.xid_events
+            ]
+            if xids:
+                XidEvent.objects.bulk_create(xids)
+            _upsert_latest(rows, now)
+            touched = sorted({row[0] for row in rows} | set(gpu_ids.values()))
+            transaction.on_commit(lambda: hooks.batch_stored(batch_pk=stored.pk, host_id=host.pk, gpu_ids=touched))
+    except IntegrityError:
+        # Two requests with the same batch_id at once: the unique index lets one through.
+        if IngestBatch.objects.filter(batch_id=batch.batch_id).exists():
+            return IngestResult(accepted=0, duplicate=True)
+        raise
+    return IngestResult(accepted=len(rows), duplicate=False, batch_pk=stored.pk, gpu_ids=touched)

@@ -1,0 +1,61 @@
+"""Host tokens: random, shown once, stored as a SHA-256 hash with a visible prefix."""
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from portal.core.tokens import secret_hash, secret_new, secret_prefix
+from portal.fleet import services as fleet_services
+from portal.fleet.models import Host
+from portal.telemetry.models import HostToken
+
+TOKEN_PREFIX = "gfh_"  # GPU fleet host; lets secret scanners and people recognise it
+LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: str  # the only time the secret exists in clear
+    record: HostToken
+
+
+@transaction.atomic
+def host_token_issue(*, hostname: str, label: str = "", created_by=None, create_host: bool = False) -> IssuedToken:
+    host = Host.objects.filter(hostname=hostname).first()
+    if host is None:
+        if not create_host:
+            raise Host.DoesNotExist(f"No host named {hostname!r}")
+        host = fleet_services.host_create(hostname=hostname)
+    secret = secret_new(TOKEN_PREFIX)
+    record = HostToken.objects.create(
+        host=host, label=label[:100], prefix=secret_prefix(secret), secret_hash=secret_hash(secret),
+        created_by=created_by,
+    )  # fmt: skip
+    return IssuedToken(token=secret, record=record)
+
+
+def host_token_revoke(*, token: HostToken) -> HostToken:
+    HostToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    token.refresh_from_db()
+    return token
+
+
+def host_token_authenticate(raw_token: str) -> HostToken | None:
+    """The live token for this secret, or None. Touches last_used_at at most once a minute."""
+    if not raw_token.startswith(TOKEN_PREFIX) or len(raw_token) > 200:
+        return None
+    token = (
+        HostToken.objects.select_related("host").filter(secret_hash=secret_hash(raw_token), revoked_at__isnull=True).first()
+    )
+    if token is None:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+        # Conditional, so concurrent requests write it once, and never more than once a minute.
+        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+        HostToken.objects.filter(stale, pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+    return token
