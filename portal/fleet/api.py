@@ -77,6 +77,3 @@ class RecordFilter(FilterSchema):
 def records_list(request, filters: Query[RecordFilter]):
     require_perm(request, "fleet.view_maintenancerecord")
     return filters.filter(MaintenanceRecord.objects.select_related("host", "gpu")).order_by("-performed_at", "-id")
-
-
-

@@ -48,7 +48,9 @@ def host_token_authenticate(raw_token: str) -> HostToken | None:
     if not raw_token.startswith(TOKEN_PREFIX) or len(raw_token) > 200:
         return None
     token = (
-        HostToken.objects.select_related("host").filter(secret_hash=secret_hash(raw_token), revoked_at__isnull=True).first()
+        HostToken.objects.select_related("host")
+        .filter(secret_hash=secret_hash(raw_token), revoked_at__isnull=True)
+        .first()
     )
     if token is None:
         return None
