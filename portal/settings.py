@@ -43,6 +43,8 @@ INSTALLED_APPS = [
     "portal.fleet",
     "portal.audit",
     "portal.telemetry",
+    "portal.maintenance",
+    "portal.live",
 ]
 
 MIDDLEWARE = [

@@ -15,5 +15,6 @@ urlpatterns = [
     path("api/v1/ingest", ingest, name="ingest"),
     path("api/v1/", api_urls()),
     path("audit/", include("portal.audit.urls")),
+    path("tickets/", include("portal.maintenance.urls")),
     path("", include("portal.fleet.urls")),
 ]
