@@ -1,0 +1,91 @@
+"""Settings come from the environment through helpers that fail loudly on a bad value."""
+
+import os
+import secrets
+import string
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portal.env import ConfigError, envbool, envint, envlist, envstr
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(("raw", "value"), [("1", True), ("TRUE", True), (" yes ", True), ("on", True),
+                                            ("0", False), ("false", False), ("No", False), ("off", False)])  # fmt: skip
+def test_envbool_reads_the_usual_spellings(raw, value, monkeypatch):
+    monkeypatch.setenv("X_FLAG", raw)
+    assert envbool("X_FLAG", not value) is value
+
+
+@pytest.mark.parametrize("raw", ["maybe", "2", "tru", "enabled"])
+def test_envbool_rejects_anything_else(raw, monkeypatch):
+    monkeypatch.setenv("X_FLAG", raw)
+    with pytest.raises(ConfigError, match="X_FLAG must be a boolean"):
+        envbool("X_FLAG", False)
+
+
+def test_unset_or_empty_gives_the_default(monkeypatch):
+    monkeypatch.delenv("X_UNSET", raising=False)
+    assert envbool("X_UNSET", True) is True
+    assert envint("X_UNSET", 7) == 7
+    assert envlist("X_UNSET", ["a"]) == ["a"]
+    assert envstr("X_UNSET", "d") == "d"
+    monkeypatch.setenv("X_UNSET", "")
+    assert envbool("X_UNSET", False) is False
+    assert envint("X_UNSET", 7) == 7
+    monkeypatch.setenv("X_UNSET", "  ")
+    assert envlist("X_UNSET", ["a"]) == ["a"]
+
+
+def test_envint(monkeypatch):
+    monkeypatch.setenv("X_INT", "-42")
+    assert envint("X_INT", 0) == -42
+    for raw in ("12.5", "ten", "1e3", "0x10"):
+        monkeypatch.setenv("X_INT", raw)
+        with pytest.raises(ConfigError, match=f"X_INT must be an integer, got '{raw}'"):
+            envint("X_INT", 0)
+
+
+def test_envlist_splits_on_commas_and_drops_blanks(monkeypatch):
+    monkeypatch.setenv("X_LIST", " portal.example.org, ,localhost,")
+    assert envlist("X_LIST", []) == ["portal.example.org", "localhost"]
+
+
+def manage(*args, tmp_path, **env_changes):
+    """Run manage.py in a fresh interpreter with a clean, production-like environment."""
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"}}
+    env.update(VAR_DIR=str(tmp_path), DATABASE_URL=f"sqlite:///{tmp_path}/check.sqlite3", **env_changes)
+    env = {k: v for k, v in env.items() if v is not None}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_production_settings_pass_check_deploy(tmp_path):
+    secret = "".join(secrets.choice(string.ascii_letters + string.digits + "!@#%^&*(-_=+)") for _ in range(50))
+    result = manage(
+        "check", "--deploy", tmp_path=tmp_path, DEBUG="false", SECRET_KEY=secret, ALLOWED_HOSTS="portal.example.org"
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "WARNINGS" not in output, output
+    assert "System check identified no issues" in output
+
+
+def test_production_without_secret_key_fails_loudly(tmp_path):
+    result = manage("check", tmp_path=tmp_path, DEBUG="false", ALLOWED_HOSTS="portal.example.org")
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+
+
+def test_bad_value_in_environment_fails_loudly(tmp_path):
+    result = manage("check", tmp_path=tmp_path, DEBUG="sometimes")
+    assert result.returncode != 0
+    assert "DEBUG must be a boolean" in result.stderr
+    result = manage("check", tmp_path=tmp_path, ATTACHMENT_MAX_BYTES="10MB")
+    assert result.returncode != 0
+    assert "ATTACHMENT_MAX_BYTES must be an integer" in result.stderr
