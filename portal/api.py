@@ -42,7 +42,8 @@ api = PortalAPI(
     version="1.0.0",
     urls_namespace="api",
     auth=[SessionAuth(), PersonalTokenAuth()],
-    docs_url="/docs",
+    # The interactive docs page would load Swagger UI from a CDN; pages must work offline.
+    docs_url=None,
     openapi_url="/openapi.json",
 )
 

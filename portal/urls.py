@@ -15,6 +15,8 @@ urlpatterns = [
     path("api/v1/ingest", ingest, name="ingest"),
     path("api/v1/", api_urls()),
     path("audit/", include("portal.audit.urls")),
+    path("account/", include("portal.accounts.urls")),
     path("tickets/", include("portal.maintenance.urls")),
+    path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]

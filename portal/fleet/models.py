@@ -21,6 +21,7 @@ class Host(models.Model):
     cuda_driver_version = models.CharField(max_length=64, blank=True)
     nvml_version = models.CharField(max_length=64, blank=True)
     dropped_batches = models.PositiveBigIntegerField(default=0)
+    rejected_batches = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

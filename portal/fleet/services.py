@@ -250,7 +250,9 @@ AGENT_GPU_FIELDS = {
     "pcie_link_gen_max": "pcie_link_gen_max",
     "pcie_link_width_max": "pcie_link_width_max",
 }
-AGENT_HOST_FIELDS = ("agent_version", "driver_version", "cuda_driver_version", "nvml_version", "dropped_batches")
+AGENT_HOST_FIELDS = (
+    "agent_version", "driver_version", "cuda_driver_version", "nvml_version", "dropped_batches", "rejected_batches",
+)  # fmt: skip
 AGENT = "agent"
 
 

@@ -87,8 +87,10 @@ class HostIn(_Strict):
     driver_version: Annotated[str, Field(max_length=64)] | None = None
     cuda_driver_version: Annotated[str, Field(max_length=64)] | None = None
     nvml_version: Annotated[str, Field(max_length=64)] | None = None
-    # Extension: batches the agent's bounded spool had to drop since it started.
+    # Extensions: batches the agent's bounded spool had to drop, and batches the portal refused
+    # with a 4xx (set aside by the agent), both running totals kept in the agent's spool.
     dropped_batches: Count = 0
+    rejected_batches: Count = 0
 
 
 MAX_READINGS_PER_BATCH = 5000

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from portal.accounts import views
+
+app_name = "accounts"
+
+urlpatterns = [
+    path("", views.ProfileView.as_view(), name="profile"),
+    path("tokens/<int:pk>/revoke/", views.ApiTokenRevokeView.as_view(), name="token_revoke"),
+]
