@@ -74,9 +74,12 @@ def make_reading(uuid: str, ts: dt.datetime, **overrides) -> dict:
     return reading
 
 
+DEFAULT_GPUS = (gpu_uuid(0),)
+
+
 def make_batch(
     hostname: str,
-    gpus=(gpu_uuid(0),),
+    gpus=DEFAULT_GPUS,
     readings: int = 1,
     now: dt.datetime | None = None,
     step: dt.timedelta = dt.timedelta(seconds=1),

@@ -26,7 +26,7 @@ from tests.telemetry.batches import gpu_uuid, make_batch, make_reading, post_bat
 pytestmark = pytest.mark.django_db
 
 A, B = gpu_uuid(1), gpu_uuid(2)
-NULL_READING = {name: None for name in READING_METRICS}
+NULL_READING = dict.fromkeys(READING_METRICS)
 
 
 def parse_ts(text: str) -> dt.datetime:
