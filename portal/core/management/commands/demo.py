@@ -4,6 +4,7 @@ Runs on the embedded defaults (SQLite, in-memory channel layer, Celery tasks in-
 fresh clone needs nothing but Python.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -42,7 +43,18 @@ class Command(BaseCommand):
         try:
             children.append(
                 subprocess.Popen(
-                    [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+                    [
+                        sys.executable,
+                        "-m",
+                        "daphne",
+                        "-b",
+                        "127.0.0.1",
+                        "-p",
+                        str(port),
+                        "--access-log",
+                        str(log_dir / "access.log"),
+                        "portal.asgi:application",
+                    ],  # fmt: skip
                     env=os.environ.copy(),
                 )
             )
@@ -77,15 +89,26 @@ class Command(BaseCommand):
                 time.sleep(0.3)
         raise SystemExit(f"the portal did not answer at {url} within {timeout_s:.0f} s")
 
+    def _demo_tokens(self) -> dict[str, str]:
+        """One host token per simulated host, kept in var/ and reused while it still works, so
+        repeated demos don't pile up tokens."""
+        from portal.telemetry.services import host_token_authenticate, host_token_issue
+
+        store = Path(settings.VAR_DIR) / "demo-agent-tokens.json"
+        tokens = json.loads(store.read_text()) if store.exists() else {}
+        for hostname, _ in SIMULATED_HOSTS:
+            token = tokens.get(hostname)
+            if not token or host_token_authenticate(token) is None:
+                tokens[hostname] = host_token_issue(hostname=hostname, label="demo simulator", create_host=True).token
+        store.write_text(json.dumps(tokens))
+        store.chmod(0o600)
+        return tokens
+
     def _start_agents(self, base_url: str, speed: float, log_dir: Path) -> list[subprocess.Popen]:
-        try:
-            from portal.telemetry.services import host_token_issue
-        except ImportError:
-            self.stdout.write("(simulated agents arrive with the ingest API)")
-            return []
         agents = []
+        tokens = self._demo_tokens()
         for hostname, scenarios in SIMULATED_HOSTS:
-            token = host_token_issue(hostname=hostname, label="demo simulator", create_host=True).token
+            token = tokens[hostname]
             spool = Path(settings.VAR_DIR) / "demo-spool" / hostname
             spool.mkdir(parents=True, exist_ok=True)
             command = [
