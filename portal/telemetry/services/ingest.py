@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -94,7 +95,7 @@ def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
 def _sync_inventory(host: Host, batch: BatchIn, known: dict[str, dict], seen_at: dt.datetime) -> dict[str, int]:
     gpu_ids = {uuid: row["id"] for uuid, row in known.items()}
     fleet_services.host_agent_info_update(host=host, reported=batch.host.model_dump(), seen_at=seen_at)
-    for reported in batch.gpus:
+    for position, reported in enumerate(batch.gpus):
         row = known.get(reported.uuid)
         values = reported.model_dump()
         if row is not None and all(
@@ -103,9 +104,25 @@ def _sync_inventory(host: Host, batch: BatchIn, known: dict[str, dict], seen_at:
         ):
             continue  # the usual case: nothing changed, no query
         existing = Gpu.objects.get(pk=row["id"]) if row else None
-        gpu = fleet_services.gpu_inventory_sync(host=host, reported=values, existing=existing, seen_at=seen_at)
+        try:
+            gpu = fleet_services.gpu_inventory_sync(host=host, reported=values, existing=existing, seen_at=seen_at)
+        except ValidationError as error:
+            # Values the GPU model refuses (shutdown below slowdown, …) will never be accepted: a
+            # 4xx, not a 5xx that the agent would retry for ever. Rolls back the whole batch.
+            raise IngestRejected(400, "invalid GPU inventory", _inventory_detail(position, error)) from None
         gpu_ids[gpu.uuid] = gpu.pk
     return gpu_ids
+
+
+def _inventory_detail(position: int, error: ValidationError) -> list[dict]:
+    protocol_names = {column: name for name, column in fleet_services.AGENT_GPU_FIELDS.items()}
+    messages = error.message_dict if hasattr(error, "error_dict") else {"__all__": error.messages}
+    detail = []
+    for column, texts in messages.items():
+        name = protocol_names.get(column, column)
+        loc = f"gpus.{position}" if name == "__all__" else f"gpus.{position}.{name}"
+        detail.extend({"loc": loc, "msg": text} for text in texts)
+    return detail
 
 
 def _reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
