@@ -101,11 +101,12 @@ def record_form_class(kind: str) -> type[forms.ModelForm]:
             "fields": (*COMMON_FIELDS[:2], *spec.fields, COMMON_FIELDS[2]),
             "widgets": {"notes": forms.Textarea(attrs={"rows": 3})},
             "help_texts": {"performed_by": "Leave empty for yourself."},
+            # Django reads formfield_callback from Meta only (a class attribute is ignored).
+            "formfield_callback": staticmethod(formfield_callback),
         },
     )
     attrs = {
         "Meta": meta,
-        "formfield_callback": staticmethod(formfield_callback),
         "attachments": MultipleFileField(
             required=False, help_text="Photos (PNG, JPEG), PDF, or text logs. Several at once are fine."
         ),

@@ -304,3 +304,18 @@ def test_page_edit_saves(client_for, technician):
     assert response.status_code == 302
     record.refresh_from_db()
     assert (record.performed_by, record.dust_level) == ("Zhang Min", "none")
+
+
+def test_page_form_uses_the_kind_table(client_for, technician):
+    """Required kind fields are required by the form itself, dates use the datetime picker and
+    yes/no questions are a yes/no/not-recorded choice."""
+    gpu = GpuFactory()
+    html = client_for(technician).get(host_url(gpu.host, Kind.BACKUP)).content.decode()
+    assert 'type="datetime-local" name="performed_at"' in html
+    assert 'type="datetime-local" name="verified_at"' in html
+    assert '<label for="id_destination">Destination <span class="req"' in html
+    assert '<option value="true">Yes</option>' in html
+    data = form_data({**base_values(Kind.CLEANING)})
+    del data["dust_level"]
+    response = client_for(technician).post(gpu_url(gpu, Kind.CLEANING), data)
+    assert field_errors(response, "dust_level") == ["This field is required."]
