@@ -205,7 +205,9 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
                 reading_count=len(batch.readings), first_ts=min(timestamps, default=None),
                 last_ts=max(timestamps, default=None),
             )  # fmt: skip
-            gpu_ids = _sync_inventory(host, batch, known, seen_at=max(timestamps, default=batch.sent_at))
+            # Without readings, sent_at (never later than our clock: a record "in the future" is refused).
+            seen_at = max(timestamps, default=min(batch.sent_at, now))
+            gpu_ids = _sync_inventory(host, batch, known, seen_at=seen_at)
             rows = _reading_rows(batch, gpu_ids)
             _insert_readings(rows)
             xids = [
