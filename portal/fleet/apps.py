@@ -10,7 +10,12 @@ class FleetConfig(AppConfig):
 
         from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 
-        auditlog.register(Host)
-        auditlog.register(Gpu)
-        auditlog.register(MaintenanceRecord)
-        auditlog.register(Attachment, exclude_fields=["file"])
+        # Only the model's own columns: auditlog would otherwise log reverse relations (a host's
+        # "gpus", "records", other apps' tickets) as "None → fleet.Gpu.None" on every create.
+        def own_fields(model, exclude=()):
+            return [f.name for f in model._meta.concrete_fields if f.name not in exclude]
+
+        auditlog.register(Host, include_fields=own_fields(Host))
+        auditlog.register(Gpu, include_fields=own_fields(Gpu))
+        auditlog.register(MaintenanceRecord, include_fields=own_fields(MaintenanceRecord))
+        auditlog.register(Attachment, include_fields=own_fields(Attachment, exclude=["file"]))

@@ -204,3 +204,12 @@ def test_deleted_gpu_with_record_history_stays_in_log(client_for, admin):
     services.gpu_delete(gpu=record.gpu)
     listed_models = listed(client_for(admin).get("/audit/", {"action": "delete"}))
     assert {m for m, _, _ in listed_models} == {"maintenancerecord", "gpu"}
+
+
+def test_create_entries_list_only_the_objects_own_fields():
+    record = RecordFactory()
+    for obj in (record.host, record.gpu, record):
+        entry = only_entry(type(obj), obj.pk, Action.CREATE)
+        own = {f.name for f in type(obj)._meta.concrete_fields}
+        assert set(entry.changes_dict) <= own, set(entry.changes_dict) - own
+        assert {"gpus", "records", "attachments"}.isdisjoint(entry.changes_dict)
