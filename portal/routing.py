@@ -1,2 +1,5 @@
-# WebSocket routes of every app; the live dashboards add theirs here.
-websocket_urlpatterns: list = []
+"""WebSocket routes of every app (wired in portal/asgi.py behind the origin check and the session)."""
+
+from portal.live.routing import websocket_urlpatterns as live_patterns
+
+websocket_urlpatterns: list = [*live_patterns]

@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class LiveConfig(AppConfig):
     name = "portal.live"
     label = "live"
+
+    def ready(self):
+        from portal.live.publish import readings_published
+        from portal.telemetry.hooks import on_batch_stored
+
+        on_batch_stored("live")(readings_published)

@@ -1,0 +1,113 @@
+"""WebSocket entry points of the live pages: one GPU, one host, the whole fleet, the ticket feed.
+
+Thin: authenticate, check the permission, join the group. Messages arrive already encoded by
+the publisher (portal/live/publish.py) and go out as they are. Close codes the pages act on:
+4401 not logged in (the page stops retrying and asks to log in again), 4403 no permission,
+4404 no such GPU or host.
+"""
+
+import asyncio
+import json
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+
+from portal.fleet.models import Gpu, Host
+from portal.live import publish
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
+
+
+class LiveConsumer(AsyncJsonWebsocketConsumer):
+    permission = "fleet.view_gpu"
+
+    async def connect(self):
+        self.group = None
+        self._refresh = None
+        # Accept first and then close, so that the browser sees our close code (a rejected
+        # handshake reaches it only as 1006) and can tell "log in again" from "network down".
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        if not await database_sync_to_async(user.has_perm)(self.permission):
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        group = await self.resolve_group()
+        if group is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.group = group
+        await self.channel_layer.group_add(group, self.channel_name)
+        publish.publisher.attach(asyncio.get_running_loop())
+        self._refresh = asyncio.create_task(self._keep_membership())
+        await self.send_json({"kind": "hello", "group": group, "coalesce_ms": round(settings.LIVE_COALESCE_S * 1000)})
+
+    async def resolve_group(self) -> str | None:
+        raise NotImplementedError
+
+    async def _keep_membership(self):
+        # channels-redis drops a group membership after group_expiry seconds; a wall screen
+        # stays connected for days, so re-join well before that.
+        expiry = self.channel_layer.group_expiry if hasattr(self.channel_layer, "group_expiry") else 86400
+        while True:
+            await asyncio.sleep(max(5.0, expiry / 3))
+            await self.channel_layer.group_add(self.group, self.channel_name)
+
+    async def disconnect(self, code):
+        if self._refresh is not None:
+            self._refresh.cancel()
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content, **kwargs):
+        if isinstance(content, dict) and content.get("kind") == "ping":
+            await self.send_json({"kind": "pong"})
+
+    async def live_message(self, event):
+        await self.send(text_data=event["text"])
+
+    @classmethod
+    async def decode_json(cls, text_data):
+        try:
+            return json.loads(text_data)
+        except ValueError:
+            return None
+
+
+class GpuConsumer(LiveConsumer):
+    permission = "fleet.view_gpu"
+
+    async def resolve_group(self):
+        uuid = self.scope["url_route"]["kwargs"]["uuid"]
+        gpu_id = await database_sync_to_async(Gpu.objects.filter(uuid=uuid).values_list("pk", flat=True).first)()
+        return None if gpu_id is None else publish.gpu_group(gpu_id)
+
+
+class HostConsumer(LiveConsumer):
+    permission = "fleet.view_host"
+
+    async def resolve_group(self):
+        hostname = self.scope["url_route"]["kwargs"]["hostname"]
+        host_id = await database_sync_to_async(
+            Host.objects.filter(hostname=hostname).values_list("pk", flat=True).first
+        )()
+        return None if host_id is None else publish.host_group(host_id)
+
+
+class FleetConsumer(LiveConsumer):
+    permission = "fleet.view_gpu"
+
+    async def resolve_group(self):
+        return publish.FLEET_GROUP
+
+
+class TicketFeedConsumer(LiveConsumer):
+    permission = "fleet.view_host"  # tickets are about hosts and GPUs; every role may see them
+
+    async def resolve_group(self):
+        return publish.TICKETS_GROUP

@@ -1,0 +1,235 @@
+"""Live push: what the ingest path and the maintenance app hand to the browsers.
+
+Producers (the after-commit ingest hook, `ticket_changed`) only append compact items to an
+in-process buffer per group; they never wait on the channel layer. One flusher per process sends
+at most one message per group every LIVE_COALESCE_S seconds carrying every item since the last
+one. A group that has been quiet for a full interval is sent at once (leading edge), so a GPU
+page that gets one reading a second sees it without added delay, while the fleet group, fed by
+every host, is held to ~2 messages a second however big the fleet.
+
+The flusher runs on an event loop: the server's own (attached by the first consumer that
+connects, which is required for the in-memory layer, whose queues belong to that loop) or, in
+a process without consumers (an ingest-only worker on Redis), a private daemon thread's loop.
+
+Groups: `gpu.<id>`, `host.<id>`, `fleet`, `tickets`. Messages (JSON text, built once per group):
+
+    {"kind": "points", "fields": [...POINT_FIELDS], "points": [[gpu_id, ts_ms, ...], ...]}
+    {"kind": "tickets", "events": [{"ticket_id", "host_id", "gpu_id", ...payload}, ...]}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections import defaultdict
+
+from channels.exceptions import ChannelFull
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+FLEET_GROUP = "fleet"
+TICKETS_GROUP = "tickets"
+MESSAGE_TYPE = "live.message"  # handled by LiveConsumer.live_message
+
+# The compact point: one list per reading, in this order (the pages read the names from "fields").
+POINT_FIELDS = (
+    "gpu_id", "ts", "temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct",
+    "utilization_memory_pct", "fan_speed_pct", "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib",
+    "throttle_reasons",
+)  # fmt: skip
+READING_COLUMNS = POINT_FIELDS[2:]
+
+
+def gpu_group(gpu_id: int) -> str:
+    return f"gpu.{gpu_id}"
+
+
+def host_group(host_id: int) -> str:
+    return f"host.{host_id}"
+
+
+def _interval() -> float:
+    return float(getattr(settings, "LIVE_COALESCE_S", 0.5))
+
+
+class Publisher:
+    """Coalescing buffer per group and the single flusher that empties it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._points: dict[str, list] = defaultdict(list)
+        self._tickets: dict[str, list] = defaultdict(list)
+        self._last_sent: dict[str, float] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
+        self.sent_messages = 0  # for tests and the bench
+
+    # --- producers (any thread) ---------------------------------------------------------
+
+    def add_points(self, groups_points: dict[str, list]) -> None:
+        with self._lock:
+            for group, points in groups_points.items():
+                self._points[group].extend(points)
+        self._kick()
+
+    def add_ticket_event(self, event: dict) -> None:
+        with self._lock:
+            self._tickets[TICKETS_GROUP].append(event)
+        self._kick()
+
+    # --- the flusher's loop -------------------------------------------------------------
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the flusher on this (running) loop; consumers call it on connect."""
+        if self._loop is not loop:
+            self._loop = loop
+        self._ensure_task()
+
+    def _attached_loop(self) -> asyncio.AbstractEventLoop | None:
+        loop = self._loop
+        return loop if loop is not None and loop.is_running() and not loop.is_closed() else None
+
+    def has_listeners(self) -> bool:
+        """False when nobody can be listening: the in-memory layer (one process) and no consumer
+        has connected in this process. The hook then skips even its query."""
+        if self._attached_loop() is not None:
+            return True
+        return not isinstance(get_channel_layer(), InMemoryChannelLayer)
+
+    def _target_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._attached_loop()
+        if loop is not None:
+            return loop
+        if self._thread_loop is None or self._thread_loop.is_closed():
+            with self._lock:
+                if self._thread_loop is None or self._thread_loop.is_closed():
+                    self._thread_loop = asyncio.new_event_loop()
+                    threading.Thread(target=self._thread_loop.run_forever, name="live-publisher", daemon=True).start()
+        return self._thread_loop
+
+    def _kick(self) -> None:
+        loop = self._target_loop()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._ensure_task()
+        else:
+            loop.call_soon_threadsafe(self._ensure_task)
+
+    def _ensure_task(self) -> None:
+        """On the target loop: start the flusher task if this loop has none, and wake it."""
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._wakeup = asyncio.Event()
+            self._task = loop.create_task(self._run(self._wakeup))
+        self._wakeup.set()
+
+    async def _run(self, wakeup: asyncio.Event) -> None:
+        while True:
+            await wakeup.wait()
+            wakeup.clear()
+            while True:
+                next_due = await self._flush_due()
+                if next_due is None:
+                    break
+                await asyncio.sleep(max(0.0, next_due - time.monotonic()))
+
+    def _take_due(self, now: float) -> tuple[dict[str, list], dict[str, list], float | None]:
+        interval = _interval()
+        points, tickets, next_due = {}, {}, None
+        with self._lock:
+            for pending, taken in ((self._points, points), (self._tickets, tickets)):
+                for group in [g for g, items in pending.items() if items]:
+                    due = self._last_sent.get(group, 0.0) + interval
+                    if due <= now:
+                        taken[group] = pending.pop(group)
+                        self._last_sent[group] = now
+                    else:
+                        next_due = due if next_due is None else min(next_due, due)
+        return points, tickets, next_due
+
+    async def _flush_due(self) -> float | None:
+        points, tickets, next_due = self._take_due(time.monotonic())
+        messages = [(g, {"kind": "points", "fields": POINT_FIELDS, "points": p}) for g, p in points.items()]
+        messages += [(g, {"kind": "tickets", "events": e}) for g, e in tickets.items()]
+        if messages:
+            layer = get_channel_layer()
+            await asyncio.gather(*(self._send(layer, group, message) for group, message in messages))
+        return next_due
+
+    async def _send(self, layer, group: str, message: dict) -> None:
+        text = json.dumps(message, separators=(",", ":"), cls=DjangoJSONEncoder)
+        try:
+            await layer.group_send(group, {"type": MESSAGE_TYPE, "text": text})
+            self.sent_messages += 1
+        except ChannelFull:
+            log.info("live group %s is full; message dropped", group)
+        except Exception:
+            # Redis away: the readings are stored; the pages back-fill from the API on reconnect.
+            log.exception("live message to group %s failed", group)
+
+    def reset(self) -> None:
+        """Forget buffered items and timing (tests)."""
+        with self._lock:
+            self._points.clear()
+            self._tickets.clear()
+            self._last_sent.clear()
+        self.sent_messages = 0
+
+
+publisher = Publisher()
+
+
+def readings_published(*, batch_pk: int, host_id: int, gpu_ids: list[int]) -> None:
+    """The after-commit ingest hook: one query for the batch's readings, then into the buffer."""
+    if not settings.LIVE_ENABLED or not gpu_ids or not publisher.has_listeners():
+        return
+    from portal.live.selectors import batch_points
+
+    groups: dict[str, list] = defaultdict(list)
+    for point in batch_points(batch_pk=batch_pk, gpu_ids=gpu_ids):
+        groups[gpu_group(point[0])].append(point)
+    fleet = [point for points in groups.values() for point in points]
+    if not fleet:
+        return
+    groups[host_group(host_id)] = fleet
+    groups[FLEET_GROUP] = fleet
+    publisher.add_points(groups)
+
+
+def ticket_changed(ticket_id: int, host_id: int, gpu_id: int | None, payload: dict) -> None:
+    """Push one ticket change to the ticket feed (`tickets` group) once the caller's transaction commits.
+
+    Call it from the maintenance services right where a ticket is opened, acknowledged or
+    resolved. Outside a transaction it is queued at once. It never raises for a delivery problem
+    and never blocks on the channel layer. `payload` must be JSON-serialisable (datetimes are
+    fine). The feed reads these keys, all optional but the first:
+
+        event        "opened" | "acknowledged" | "resolved"
+        severity     "critical" | "warning" | "info"
+        title        one line, e.g. "Temperature near slowdown (88 °C)"
+        url          the ticket's page
+        at           when it happened (datetime or RFC 3339 string; default: when received)
+        by           who acknowledged / resolved it
+        hostname, gpu_label   for the feed's subject line
+        open_counts  {"critical": n, "warning": n, "info": n}: open tickets after this change,
+                     so the fleet page's tile stays right without a reload
+    """
+    event = {**payload, "ticket_id": ticket_id, "host_id": host_id, "gpu_id": gpu_id}
+    transaction.on_commit(lambda: _queue_ticket_event(event))
+
+
+def _queue_ticket_event(event: dict) -> None:
+    if settings.LIVE_ENABLED and publisher.has_listeners():
+        publisher.add_ticket_event(event)

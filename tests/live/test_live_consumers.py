@@ -1,0 +1,165 @@
+"""The live WebSocket endpoints: who may connect, what arrives after an ingest, and the coalescing
+that keeps a busy group to ~2 messages a second. Each test runs on the in-memory layer and again
+on channels-redis (Redis db 15)."""
+
+import asyncio
+import time
+
+import pytest
+
+from portal.accounts.roles import ROLE_VIEWER
+from portal.live import publish
+from portal.live.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+FIELDS = list(publish.POINT_FIELDS)
+
+
+@pytest.fixture
+def viewer_user(transactional_db):
+    return UserFactory(username="charlie", role=ROLE_VIEWER)
+
+
+async def receive_points(communicator, timeout=2.0) -> dict:
+    """The next 'points' message (skipping the hello)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        message = await communicator.receive_json_from(timeout=max(0.05, deadline - time.monotonic()))
+        if message["kind"] == "points":
+            return message
+
+
+async def drain(communicator, seconds: float) -> list[tuple[float, dict]]:
+    """Every message that arrives within `seconds`, with its arrival time."""
+    received = []
+    deadline = time.monotonic() + seconds
+    # receive_nothing() polls without cancelling the consumer (a timed-out receive_json_from would).
+    while (left := deadline - time.monotonic()) > 0:
+        if await communicator.receive_nothing(timeout=min(0.02, left)):
+            continue
+        received.append((time.monotonic(), await communicator.receive_json_from(timeout=1)))
+    return received
+
+
+async def test_anonymous_is_closed_with_4401(layer, fleet, connect):
+    communicator, connected, _ = await connect("/ws/live/fleet/")
+    try:
+        assert connected  # accepted first, so that the browser sees the code
+        closed = await communicator.receive_output(timeout=2)
+        assert closed == {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED}
+    finally:
+        await communicator.disconnect()
+
+
+async def test_foreign_origin_is_refused(layer, fleet, viewer_user, connect):
+    communicator, connected, _ = await connect("/ws/live/fleet/", viewer_user, origin=(b"origin", b"https://evil.test"))
+    try:
+        assert not connected
+    finally:
+        await communicator.disconnect()
+
+
+async def test_user_without_role_gets_4403_and_unknown_gpu_4404(layer, fleet, connect):
+    outsider = await asyncio.to_thread(lambda: UserFactory(username="mallory"))
+    communicator, connected, _ = await connect("/ws/live/fleet/", outsider)
+    try:
+        assert connected
+        assert (await communicator.receive_output(timeout=2))["code"] == CLOSE_FORBIDDEN
+    finally:
+        await communicator.disconnect()
+    viewer = await asyncio.to_thread(lambda: UserFactory(username="charlie", role=ROLE_VIEWER))
+    communicator, connected, _ = await connect("/ws/live/gpu/GPU-nope/", viewer)
+    try:
+        assert (await communicator.receive_output(timeout=2))["code"] == CLOSE_NOT_FOUND
+    finally:
+        await communicator.disconnect()
+
+
+async def test_viewer_receives_the_points_of_an_ingest(layer, fleet, viewer_user, connect, ingest):
+    host, gpus = fleet
+    pages = {
+        "gpu": await connect(f"/ws/live/gpu/{gpus[1].uuid}/", viewer_user),
+        "host": await connect(f"/ws/live/host/{host.hostname}/", viewer_user),
+        "fleet": await connect("/ws/live/fleet/", viewer_user),
+    }
+    try:
+        for communicator, connected, _ in pages.values():
+            assert connected
+            hello = await communicator.receive_json_from(timeout=2)
+            assert hello["kind"] == "hello"
+        result = await ingest(host, gpus, rounds=3, temperature=71)
+        assert result.accepted == 6
+
+        gpu_message = await receive_points(pages["gpu"][0])
+        assert gpu_message["fields"] == FIELDS
+        assert {point[0] for point in gpu_message["points"]} == {gpus[1].pk}  # only that GPU
+        assert len(gpu_message["points"]) == 3
+        point = dict(zip(FIELDS, gpu_message["points"][-1], strict=True))
+        assert point["temperature_c"] == 71
+        assert point["power_w"] == 412.5
+        assert point["throttle_reasons"] == 1 << 5  # sw_thermal, as the stored bitmask
+        timestamps = [p[1] for p in gpu_message["points"]]
+        assert timestamps == sorted(timestamps)
+
+        for name in ("host", "fleet"):
+            message = await receive_points(pages[name][0])
+            assert len(message["points"]) == 6, name
+    finally:
+        for communicator, _, _ in pages.values():
+            await communicator.disconnect()
+
+
+async def test_busy_group_is_coalesced_to_two_messages_a_second(layer, fleet, viewer_user, connect, ingest):
+    host, gpus = fleet
+    communicator, connected, _ = await connect("/ws/live/fleet/", viewer_user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=2)  # hello
+
+        async def feed():  # ten batches within ~1 s: 20 readings
+            for _ in range(10):
+                await ingest(host, gpus, rounds=1)
+                await asyncio.sleep(0.1)
+
+        producer = asyncio.create_task(feed())
+        received = await drain(communicator, 2.2)
+        await producer
+    finally:
+        await communicator.disconnect()
+    messages = [(at, m) for at, m in received if m["kind"] == "points"]
+    assert sum(len(m["points"]) for _, m in messages) == 20  # every point arrives
+    assert 2 <= len(messages) <= 4  # not one per batch
+    gaps = [later - earlier for (earlier, _), (later, _) in zip(messages, messages[1:], strict=False)]
+    assert min(gaps) >= 0.42, gaps  # 0.5 s apart, less the polling granularity
+
+
+async def test_ticket_changes_reach_the_feed(layer, fleet, viewer_user, connect):
+    host, gpus = fleet
+    communicator, connected, _ = await connect("/ws/live/tickets/", viewer_user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=2)  # hello
+        await asyncio.to_thread(
+            publish.ticket_changed,
+            41,
+            host.pk,
+            gpus[0].pk,
+            {"event": "opened", "severity": "critical", "title": "Hot", "open_counts": {"critical": 1}},
+        )
+        message = await communicator.receive_json_from(timeout=2)
+    finally:
+        await communicator.disconnect()
+    assert message["kind"] == "tickets"
+    assert message["events"] == [
+        {
+            "event": "opened",
+            "severity": "critical",
+            "title": "Hot",
+            "open_counts": {"critical": 1},
+            "ticket_id": 41,
+            "host_id": host.pk,
+            "gpu_id": gpus[0].pk,
+        }
+    ]
