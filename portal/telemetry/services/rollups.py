@@ -98,9 +98,17 @@ def _hour_rollups(gpu_id: int, start: dt.datetime, end: dt.datetime) -> list[Rol
     for metric in ROLLUP_METRICS:
         aggregates[f"{metric}_min"] = Min(f"{metric}_min")
         aggregates[f"{metric}_max"] = Max(f"{metric}_max")
-        # Weighted by each minute's reading count, so an hour's mean is the mean of its readings.
-        aggregates[f"{metric}_wsum"] = Sum(F(f"{metric}_mean") * F("count"))
-        aggregates[f"{metric}_wcount"] = Sum("count", filter=Q(**{f"{metric}_mean__isnull": False}))
+    # An hour's mean is the mean of its readings. Minute means weighted by the minute's reading
+    # count are not that when some readings lack the metric (null), so the means come from the
+    # raw readings, which every hour a batch touches still has (readings older than 24 h are refused).
+    raw_means = {
+        row.pop("hour"): row
+        for row in Reading.objects.filter(gpu_id=gpu_id, ts__gte=start, ts__lt=end)
+        .annotate(hour=TruncHour("ts"))
+        .values("hour")
+        .annotate(**{f"{metric}_mean": Avg(metric) for metric in ROLLUP_METRICS})
+        .order_by()
+    }
     rows = (
         minutes.annotate(hour=TruncHour("bucket"))
         .values("hour")
@@ -121,11 +129,11 @@ def _hour_rollups(gpu_id: int, start: dt.datetime, end: dt.datetime) -> list[Rol
             "xid_count": row["xid_sum"] or 0,
             "energy_mj_max": row["energy_max"],
         }
+        means = raw_means.get(row["hour"], {})
         for metric in ROLLUP_METRICS:
             values[f"{metric}_min"] = row[f"{metric}_min"]
             values[f"{metric}_max"] = row[f"{metric}_max"]
-            weight = row[f"{metric}_wcount"]
-            values[f"{metric}_mean"] = row[f"{metric}_wsum"] / weight if weight else None
+            values[f"{metric}_mean"] = means.get(f"{metric}_mean")
         result.append(Rollup1h(gpu_id=gpu_id, bucket=row["hour"], **values))
     return result
 
