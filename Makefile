@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint serve worker beat bench bench-agent install browser clean
+.PHONY: demo test test-fast test-agent lint serve worker beat bench bench-agent bench-ingest bench-anomaly bench-live install browser clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: $(STAMP) browser
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not browser" -x -q
 
+# The agent's own tests, without Django (as on a bare GPU host).
+test-agent: $(STAMP)
+	$(PY) -m pytest tests/agents -q -p no:django --confcutdir=tests/agents
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -45,10 +49,20 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent
+bench: bench-agent bench-ingest bench-anomaly bench-live
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
+
+# Needs the local PostgreSQL and Redis; uses a scratch database bench_ingest.
+bench-ingest: $(STAMP)
+	$(PY) bench/ingest.py
+
+bench-anomaly: $(STAMP)
+	$(PY) bench/anomaly.py
+
+bench-live: $(STAMP)
+	$(PY) bench/live.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache test-artifacts

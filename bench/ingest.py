@@ -1,0 +1,306 @@
+"""Ingest benchmark: the portal served as in production vs raw psycopg COPY, on one PostgreSQL.
+
+Run with `make bench-ingest`. Needs the local PostgreSQL (and Redis, for the production hooks).
+It creates a scratch database, serves the portal with Daphne (DEBUG off), and for BENCH_SECONDS
+(default 30) lets BENCH_CLIENTS (default 8) clients post 100-reading gzip batches as fast as
+the portal answers. In the same run it stores the same rows with raw COPY, and times the
+readings endpoint over a 30-day span served from rollups. Everything stays on 127.0.0.1.
+
+Targets (2-core machine): >= 20,000 readings/s, ratio to COPY >= 0.25, p99 < 250 ms, and the
+30-day readings query < 300 ms.
+"""
+
+import datetime as dt
+import gzip
+import http.client
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+DB_NAME = "bench_ingest"
+DB_URL = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + DB_NAME
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
+GPUS_PER_HOST = 10
+READINGS_PER_GPU = 10  # 10 GPUs x 10 readings = 100 readings per batch
+BODIES_PER_CLIENT = int(os.environ.get("BENCH_BODIES", "1200"))
+
+SERVER_ENV = {
+    **os.environ,
+    "DATABASE_URL": DB_URL,
+    "DATABASE_CONN_MAX_AGE": "600",
+    "REDIS_URL": REDIS_URL,
+    "DEBUG": "false",
+    "SECRET_KEY": secrets.token_urlsafe(50),
+    "ALLOWED_HOSTS": "127.0.0.1,localhost",
+    "SECURE_SSL_REDIRECT": "false",
+    "SECURE_COOKIES": "false",
+    "SECURE_HSTS_SECONDS": "0",
+    "INGEST_RATE_PER_S": "1000000",
+    "INGEST_RATE_BURST": "1000000",
+    "LOG_LEVEL": "WARNING",
+    "DJANGO_SETTINGS_MODULE": "portal.settings",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _reset_database() -> None:
+    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {DB_NAME}")
+
+
+def _setup_django():
+    os.environ.update(SERVER_ENV)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def _reading(uuid_: str, ts: dt.datetime, step: int) -> dict:
+    return {
+        "gpu_uuid": uuid_, "ts": ts.isoformat(), "temperature_c": 60 + step % 20, "fan_speed_pct": 40 + step % 30,
+        "power_w": 300.0 + step % 100, "power_limit_w": 700.0, "energy_mj": 1e6 + step * 1000.0,
+        "utilization_gpu_pct": step % 101, "utilization_memory_pct": step % 60, "memory_used_mib": 40000,
+        "sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "pstate": 0, "throttle_reasons": ["sw_power_cap"],
+        "ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
+        "retired_pages_pending": False, "remapped_rows_pending": False, "remapped_rows_failure": False,
+        "pcie_link_gen": 5, "pcie_link_width": 16, "pcie_replay_count": 0, "xid_events": [],
+    }  # fmt: skip
+
+
+def _bodies(hostname: str, count: int, start: dt.datetime) -> list[bytes]:
+    uuids = [f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{hostname}-{i}')}" for i in range(GPUS_PER_HOST)]
+    inventory = [
+        {"uuid": u, "index": i, "name": "NVIDIA H200", "serial": f"{hostname}-{i}", "vbios_version": "96.00.A5",
+         "memory_total_mib": 143771, "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95}
+        for i, u in enumerate(uuids)
+    ]  # fmt: skip
+    bodies = []
+    for number in range(count):
+        readings = []
+        for step in range(READINGS_PER_GPU):
+            ts = start + dt.timedelta(seconds=number * READINGS_PER_GPU + step)
+            readings.extend(_reading(u, ts, number + step) for u in uuids)
+        batch = {
+            "batch_id": str(uuid.uuid4()),
+            "sent_at": ts.isoformat(),
+            "host": {"hostname": hostname, "agent_version": "bench", "driver_version": "580.65.06"},
+            "gpus": inventory if number == 0 else [],
+            "readings": readings,
+        }
+        bodies.append(gzip.compress(json.dumps(batch).encode(), compresslevel=1))
+    return bodies
+
+
+class Client(threading.Thread):
+    def __init__(self, port: int, token: str, bodies: list[bytes], stop_at: float):
+        super().__init__(daemon=True)
+        self.port, self.token, self.bodies, self.stop_at = port, token, bodies, stop_at
+        self.latencies: list[float] = []
+        self.accepted = 0
+        self.errors: dict[int | str, int] = {}
+        self.exhausted = False
+
+    def run(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        headers = {
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json", "Content-Encoding": "gzip",
+        }  # fmt: skip
+        for body in self.bodies:
+            if time.monotonic() >= self.stop_at:
+                return
+            started = time.perf_counter()
+            try:
+                conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
+                response = conn.getresponse()
+                payload = response.read()
+            except (OSError, http.client.HTTPException) as error:
+                self.errors[type(error).__name__] = self.errors.get(type(error).__name__, 0) + 1
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                continue
+            self.latencies.append(time.perf_counter() - started)
+            if response.status == 202:
+                self.accepted += json.loads(payload)["accepted"]
+            else:
+                self.errors[response.status] = self.errors.get(response.status, 0) + 1
+        self.exhausted = True
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+
+
+def _copy_baseline(rows: list[tuple], columns: tuple[str, ...], rows_per_transaction: int) -> float:
+    """Readings per second that raw COPY stores, committing every rows_per_transaction rows."""
+    with psycopg.connect(DB_URL) as conn:
+        started = time.perf_counter()
+        for offset in range(0, len(rows), rows_per_transaction):
+            with conn.cursor() as cursor:
+                with cursor.copy(f"COPY telemetry_reading ({', '.join(columns)}) FROM STDIN") as copy:
+                    for row in rows[offset : offset + rows_per_transaction]:
+                        copy.write_row(row)
+            conn.commit()
+        return len(rows) / (time.perf_counter() - started)
+
+
+def _readings_query_times(port: int, api_token: str, gpu_uuid: str, repeat: int = 20) -> tuple[list[float], dict]:
+    now = dt.datetime.now(dt.UTC)
+    query = f"from={(now - dt.timedelta(days=30)).isoformat()}&to={now.isoformat()}".replace("+", "%2B")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    times, last = [], {}
+    for _ in range(repeat):
+        started = time.perf_counter()
+        conn.request(
+            "GET", f"/api/v1/gpus/{gpu_uuid}/readings?{query}", headers={"Authorization": f"Token {api_token}"}
+        )
+        response = conn.getresponse()
+        body = response.read()
+        times.append(time.perf_counter() - started)
+        if response.status != 200:
+            raise SystemExit(f"readings endpoint answered {response.status}: {body[:300]!r}")
+        last = json.loads(body)
+    return times, last
+
+
+def _seed_history(gpu_id: int) -> None:
+    """30 days of 1-minute and 1-hour rollups and 14 days of raw readings for one GPU."""
+    from portal.telemetry.models import ROLLUP_METRICS
+
+    now = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0)
+    stats = [f"{m}_{s}" for m in ROLLUP_METRICS for s in ("min", "max", "mean")]
+    base_columns = ("gpu_id", "bucket", "count", "thermal_throttle_count", "xid_count", "energy_mj_max", *stats)
+    with psycopg.connect(DB_URL) as conn, conn.cursor() as cursor:
+        for table, step, buckets in (("telemetry_rollup1m", 60, 30 * 1440), ("telemetry_rollup1h", 3600, 30 * 24)):
+            with cursor.copy(f"COPY {table} ({', '.join(base_columns)}) FROM STDIN") as copy:
+                for n in range(buckets):
+                    bucket = now - dt.timedelta(seconds=step * (buckets - n))
+                    copy.write_row((gpu_id, bucket, 6, 0, 0, 1e6 + n, *[50.0 + (n % 30)] * len(stats)))
+        with cursor.copy("COPY telemetry_reading (gpu_id, ts, temperature_c, power_w, xid_count) FROM STDIN") as copy:
+            for n in range(14 * 8640):
+                copy.write_row((gpu_id, now - dt.timedelta(seconds=10 * n), 55 + n % 20, 300.0, 0))
+        conn.commit()
+
+
+def main() -> None:
+    _reset_database()
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=SERVER_ENV, check=True)
+    _setup_django()
+    from django.contrib.auth import get_user_model
+
+    from portal.accounts.services import api_token_issue, user_set_role
+    from portal.telemetry.services import host_token_issue
+    from portal.telemetry.services.ingest import _READING_COLUMNS
+
+    tokens = [
+        host_token_issue(hostname=f"bench-{n:02d}", label="bench", create_host=True).token for n in range(CLIENTS)
+    ]
+    user = get_user_model().objects.create_user("bench-viewer", password=secrets.token_urlsafe(16))
+    user_set_role(user=user, role="viewer")
+    api_token, _ = api_token_issue(user=user, label="bench")
+
+    print(f"preparing {CLIENTS} x {BODIES_PER_CLIENT} gzip batches of {GPUS_PER_HOST * READINGS_PER_GPU} readings…")
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=23)
+    bodies = [_bodies(f"bench-{n:02d}", BODIES_PER_CLIENT, start) for n in range(CLIENTS)]
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+        cwd=ROOT, env=SERVER_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        # Warm-up: each client's first batch registers its host's GPUs.
+        for token, client_bodies in zip(tokens, bodies, strict=True):
+            warm = Client(port, token, client_bodies[:1], time.monotonic() + 30)
+            warm.run()
+            if warm.errors:
+                raise SystemExit(f"warm-up failed: {warm.errors}")
+        stop_at = time.monotonic() + SECONDS
+        clients = [Client(port, t, b[1:], stop_at) for t, b in zip(tokens, bodies, strict=True)]
+        cpu_before = os.times()
+        started = time.perf_counter()
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join()
+        elapsed = time.perf_counter() - started
+        latencies = [value for client in clients for value in client.latencies]
+        accepted = sum(client.accepted for client in clients)
+        errors: dict = {}
+        for client in clients:
+            for key, count in client.errors.items():
+                errors[key] = errors.get(key, 0) + count
+        portal_rate = accepted / elapsed
+
+        # The same rows again, straight into the same table with COPY.
+        from portal.fleet.models import Gpu
+
+        gpu_ids = list(Gpu.objects.order_by("id").values_list("id", flat=True)[:GPUS_PER_HOST])
+        now = dt.datetime.now(dt.UTC)
+        sample = _reading("x", now, 0)
+        metrics = list(_READING_COLUMNS[2:-1])
+        rows = []
+        for n in range(min(accepted, 200_000)):
+            values = {**sample, "throttle_reasons": 4}
+            rows.append((gpu_ids[n % len(gpu_ids)], now - dt.timedelta(seconds=n), *[values[m] for m in metrics], 0))
+        copy_rate_per_batch = _copy_baseline(rows, _READING_COLUMNS, 100)
+        copy_rate_bulk = _copy_baseline(rows, _READING_COLUMNS, 10_000)
+
+        _seed_history(gpu_ids[0])
+        gpu_uuid = Gpu.objects.get(pk=gpu_ids[0]).uuid
+        query_times, answer = _readings_query_times(port, api_token, gpu_uuid)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    cpu_after = os.times()
+
+    print()
+    print(f"ingest over HTTP: {CLIENTS} clients, {elapsed:.1f} s, {len(latencies)} batches, errors: {errors or 'none'}")
+    exhausted = sum(client.exhausted for client in clients)
+    if exhausted:
+        print(f"  note: {exhausted} client(s) ran out of prepared batches before the end (raise BENCH_BODIES)")
+    print(f"  accepted readings/s        {portal_rate:10,.0f}   (target >= 20,000)")
+    print(f"  latency p50 / p99          {_percentile(latencies, .5) * 1000:7.1f} / {_percentile(latencies, .99) * 1000:.1f} ms"
+          "   (target p99 < 250 ms)")  # fmt: skip
+    print(f"  bench client CPU           {(cpu_after.user + cpu_after.system - cpu_before.user - cpu_before.system):.1f} s"
+          " (shares the 2 cores with the server)")  # fmt: skip
+    print(f"raw psycopg COPY, same rows ({len(rows):,}), same table and indexes:")
+    print(f"  100 rows per transaction   {copy_rate_per_batch:10,.0f} readings/s   ratio portal/COPY = "
+          f"{portal_rate / copy_rate_per_batch:.2f}   (target >= 0.25)")  # fmt: skip
+    print(f"  10,000 rows per transaction{copy_rate_bulk:10,.0f} readings/s   ratio portal/COPY = "
+          f"{portal_rate / copy_rate_bulk:.2f}")  # fmt: skip
+    print(
+        f"readings endpoint, 30-day span ({answer.get('resolution')} resolution, {len(answer.get('ts', []))} points):"
+    )
+    print(f"  p50 / max                  {_percentile(query_times, .5) * 1000:7.1f} / {max(query_times) * 1000:.1f} ms"
+          "   (target < 300 ms)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
