@@ -1,0 +1,86 @@
+"""telemetry_prune: old raw readings, XID events and batch rows go, in bounded chunks; old
+1-minute rollups go; 1-hour rollups and recent data stay."""
+
+import datetime as dt
+import uuid as uuidlib
+
+import pytest
+
+from portal.telemetry.models import IngestBatch, Reading, Rollup1h, Rollup1m, XidEvent
+from portal.telemetry.services.retention import telemetry_prune
+from tests.factories import GpuFactory
+
+pytestmark = pytest.mark.django_db
+
+NOW = dt.datetime(2026, 12, 2, 12, 0, tzinfo=dt.UTC)
+
+
+def ago(**kwargs) -> dt.datetime:
+    return NOW - dt.timedelta(**kwargs)
+
+
+@pytest.fixture
+def old_and_new(settings):
+    settings.RETENTION_RAW_DAYS = 14
+    settings.RETENTION_1M_DAYS = 90
+    gpu, other = GpuFactory(), GpuFactory()
+    # Readings this old cannot come in through the API (it refuses anything over 24 h), hence the ORM.
+    old_readings = [
+        Reading(gpu=g, ts=ago(days=14, minutes=1 + i), temperature_c=50) for i in range(7) for g in (gpu, other)
+    ]
+    kept_readings = [Reading(gpu=gpu, ts=ago(days=13, hours=23, minutes=59)), Reading(gpu=gpu, ts=ago(minutes=5))]
+    Reading.objects.bulk_create(old_readings + kept_readings)
+    XidEvent.objects.bulk_create(
+        [XidEvent(gpu=gpu, ts=ago(days=20), code=79), XidEvent(gpu=gpu, ts=ago(days=1), code=48)]
+    )
+    batch = lambda received, done: IngestBatch.objects.create(  # noqa: E731
+        batch_id=uuidlib.uuid4(), host=gpu.host, sent_at=received, received_at=received, reading_count=1,
+        rolled_up=done,
+    )  # fmt: skip
+    batches = {
+        "old": batch(ago(days=15), True),
+        "old-pending": batch(ago(days=15), False),
+        "new": batch(ago(days=2), True),
+    }
+    Rollup1m.objects.bulk_create(
+        [Rollup1m(gpu=gpu, bucket=ago(days=90, minutes=m + 1), count=1) for m in range(5)]
+        + [Rollup1m(gpu=gpu, bucket=ago(days=89), count=1), Rollup1m(gpu=gpu, bucket=ago(days=20), count=1)]
+    )
+    Rollup1h.objects.bulk_create(
+        [Rollup1h(gpu=gpu, bucket=ago(days=400), count=60), Rollup1h(gpu=gpu, bucket=ago(days=100), count=60)]
+    )
+    return {"gpu": gpu, "kept_readings": kept_readings, "batches": batches}
+
+
+def test_prune_deletes_what_is_past_retention_and_keeps_the_rest(old_and_new):
+    deleted = telemetry_prune(now=NOW, chunk=4)
+
+    assert deleted == {"readings": 14, "xid_events": 1, "batches": 1, "rollups_1m": 5}
+    assert sorted(Reading.objects.values_list("ts", flat=True)) == [ago(days=13, hours=23, minutes=59), ago(minutes=5)]
+    assert list(XidEvent.objects.values_list("code", flat=True)) == [48]
+    batches = old_and_new["batches"]
+    # a batch not rolled up yet is still work, whatever its age
+    assert set(IngestBatch.objects.values_list("pk", flat=True)) == {batches["old-pending"].pk, batches["new"].pk}
+    assert sorted(Rollup1m.objects.values_list("bucket", flat=True)) == [ago(days=89), ago(days=20)]
+    assert Rollup1h.objects.count() == 2
+
+    assert telemetry_prune(now=NOW, chunk=4) == {"readings": 0, "xid_events": 0, "batches": 0, "rollups_1m": 0}
+
+
+def test_prune_works_in_bounded_chunks(old_and_new):
+    # 14 old readings, 3 per chunk, at most 2 chunks per run: 6 go now, the rest on later runs
+    assert telemetry_prune(now=NOW, chunk=3, max_chunks=2)["readings"] == 6
+    assert Reading.objects.count() == 14 - 6 + 2
+    assert telemetry_prune(now=NOW, chunk=3, max_chunks=2)["readings"] == 6
+    assert telemetry_prune(now=NOW, chunk=3, max_chunks=2)["readings"] == 2
+    assert telemetry_prune(now=NOW, chunk=3, max_chunks=2)["readings"] == 0
+    assert Reading.objects.count() == 2
+
+
+def test_retention_settings_are_read_at_run_time(old_and_new, settings):
+    settings.RETENTION_RAW_DAYS = 30
+    settings.RETENTION_1M_DAYS = 10
+    deleted = telemetry_prune(now=NOW, chunk=100)
+    assert deleted["readings"] == 0 and deleted["xid_events"] == 0
+    assert deleted["rollups_1m"] == 7
+    assert Rollup1h.objects.count() == 2
