@@ -250,6 +250,7 @@ def main() -> None:
         for client in clients:
             client.join()
         elapsed = time.perf_counter() - started
+        cpu_after = os.times()
         latencies = [value for client in clients for value in client.latencies]
         accepted = sum(client.accepted for client in clients)
         errors: dict = {}
@@ -278,7 +279,6 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
-    cpu_after = os.times()
 
     print()
     print(f"ingest over HTTP: {CLIENTS} clients, {elapsed:.1f} s, {len(latencies)} batches, errors: {errors or 'none'}")
