@@ -39,9 +39,10 @@ lint: $(STAMP)
 	$(PY) manage.py check
 	$(PY) manage.py makemigrations --check --dry-run
 
+# Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
 serve: $(STAMP)
 	$(PY) manage.py migrate --noinput
-	$(VENV)/bin/daphne -b 127.0.0.1 -p 8000 portal.asgi:application
+	$(PY) manage.py serve --host 127.0.0.1 --port 8000
 
 worker: $(STAMP)
 	$(VENV)/bin/celery -A portal worker -l info

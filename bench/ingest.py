@@ -33,6 +33,7 @@ DB_URL = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + DB_NAME
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 SECONDS = float(os.environ.get("BENCH_SECONDS", "30"))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
+WORKERS = int(os.environ.get("BENCH_WORKERS", str(os.cpu_count() or 1)))
 GPUS_PER_HOST = 10
 READINGS_PER_GPU = 10  # 10 GPUs x 10 readings = 100 readings per batch
 BODIES_PER_CLIENT = int(os.environ.get("BENCH_BODIES", "1200"))
@@ -225,7 +226,7 @@ def main() -> None:
 
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(WORKERS)],
         cwd=ROOT, env=SERVER_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
@@ -281,7 +282,9 @@ def main() -> None:
         server.wait(timeout=10)
 
     print()
-    print(f"ingest over HTTP: {CLIENTS} clients, {elapsed:.1f} s, {len(latencies)} batches, errors: {errors or 'none'}")
+    print(
+        f"ingest over HTTP ({WORKERS} Daphne process(es), DEBUG off): {CLIENTS} clients, {elapsed:.1f} s, {len(latencies)} batches, errors: {errors or 'none'}"
+    )
     exhausted = sum(client.exhausted for client in clients)
     if exhausted:
         print(f"  note: {exhausted} client(s) ran out of prepared batches before the end (raise BENCH_BODIES)")

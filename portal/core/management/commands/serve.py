@@ -1,0 +1,62 @@
+"""Serve the portal with several Daphne processes on one listening socket.
+
+One Python process uses one core for request handling, so production runs one Daphne per core.
+The socket is opened here and handed to each Daphne with --fd; the kernel spreads connections
+between them. Several processes need the Redis channel layer (the in-memory one is per process).
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+
+class Command(BaseCommand):
+    help = "Serve the portal over HTTP and WebSockets with N Daphne processes sharing one socket."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+
+    def handle(self, *args, host, port, workers, **options):
+        if workers < 1:
+            raise CommandError("--workers must be at least 1")
+        if workers > 1 and "InMemoryChannelLayer" in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
+            self.stderr.write("REDIS_URL is not set: live pages need one process with the in-memory layer; using 1.")
+            workers = 1
+        listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(1024)
+        listener.set_inheritable(True)
+        fd = listener.fileno()
+        command = [sys.executable, "-m", "daphne", "--fd", str(fd), "--proxy-headers", "portal.asgi:application"]
+        children = [subprocess.Popen(command, pass_fds=(fd,)) for _ in range(workers)]
+        self.stdout.write(f"serving on http://{host}:{port}/ with {workers} Daphne process(es)")
+
+        def stop(signum, frame):
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while all(child.poll() is None for child in children):
+                time.sleep(0.5)
+            raise CommandError("a Daphne process exited; stopping the others")
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.terminate()
+            for child in children:
+                try:
+                    child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            listener.close()
