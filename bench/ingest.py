@@ -282,9 +282,8 @@ def main() -> None:
         server.wait(timeout=10)
 
     print()
-    print(
-        f"ingest over HTTP ({WORKERS} Daphne process(es), DEBUG off): {CLIENTS} clients, {elapsed:.1f} s, {len(latencies)} batches, errors: {errors or 'none'}"
-    )
+    print(f"ingest over HTTP ({WORKERS} Daphne process(es), DEBUG off): {CLIENTS} clients, {elapsed:.1f} s")
+    print(f"  {len(latencies)} batches of 100 readings, errors: {errors or 'none'}")
     exhausted = sum(client.exhausted for client in clients)
     if exhausted:
         print(f"  note: {exhausted} client(s) ran out of prepared batches before the end (raise BENCH_BODIES)")
