@@ -69,6 +69,14 @@ class Gpu(models.Model):
     def get_absolute_url(self):
         return reverse("fleet:gpu", kwargs={"uuid": self.uuid})
 
+    @property
+    def latest_or_none(self):
+        """The newest reading (telemetry's GpuLatest), or None before the agent's first."""
+        try:
+            return self.latest
+        except models.ObjectDoesNotExist:
+            return None
+
 
 class MaintenanceRecord(models.Model):
     """One thing done to a GPU or to a whole host. Which fields apply depends on the kind

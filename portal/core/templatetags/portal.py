@@ -53,3 +53,10 @@ def audit_changes(entry):
             continue
         rows.append((field, _audit_value(old), _audit_value(new)))
     return rows
+
+
+@register.filter
+def seconds_since(moment, now=None):
+    if moment is None:
+        return None
+    return max(0, int(((now or timezone.now()) - moment).total_seconds()))
