@@ -1,15 +1,10 @@
-import datetime as dt
-
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from portal.accounts.models import ApiToken
 from portal.accounts.roles import ROLE_PERMISSIONS, ROLES
-from portal.core.tokens import secret_hash, secret_new, secret_prefix
-
-LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+from portal.core.tokens import secret_hash, secret_new, secret_prefix, token_touch
 
 
 def _matching_permissions(patterns: dict[str, list[str]], using: str) -> list[Permission]:
@@ -67,8 +62,5 @@ def api_token_authenticate(raw: str):
     )
     if token is None:
         return None
-    now = timezone.now()
-    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
-        ApiToken.objects.filter(stale, pk=token.pk).update(last_used_at=now)
+    token_touch(token)
     return token.user

@@ -10,17 +10,9 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-ThrottleReason = Literal[
-    "gpu_idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "sync_boost",
-    "sw_thermal",
-    "hw_thermal",
-    "hw_power_brake",
-    "display_clocks_setting",
-]
+from portal.telemetry.models import THROTTLE_REASONS
+
+ThrottleReason = Literal[THROTTLE_REASONS]
 
 Percent = Annotated[int, Field(ge=0, le=100)]
 Celsius = Annotated[int, Field(ge=-60, le=200)]

@@ -1,19 +1,16 @@
 """Host tokens: random, shown once, stored as a SHA-256 hash with a visible prefix."""
 
-import datetime as dt
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from portal.core.tokens import secret_hash, secret_new, secret_prefix
+from portal.core.tokens import secret_hash, secret_new, secret_prefix, token_touch
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Host
 from portal.telemetry.models import HostToken
 
 TOKEN_PREFIX = "gfh_"  # GPU fleet host; lets secret scanners and people recognise it
-LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -52,12 +49,6 @@ def host_token_authenticate(raw_token: str) -> HostToken | None:
         .filter(secret_hash=secret_hash(raw_token), revoked_at__isnull=True)
         .first()
     )
-    if token is None:
-        return None
-    now = timezone.now()
-    if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-        # Conditional, so concurrent requests write it once, and never more than once a minute.
-        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
-        HostToken.objects.filter(stale, pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+    if token is not None:
+        token_touch(token)
     return token
