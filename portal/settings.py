@@ -128,6 +128,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict = {
     "rollups": {"task": "portal.telemetry.tasks.rollups_process_pending_task", "schedule": 30.0},
     "telemetry-prune": {"task": "portal.telemetry.tasks.telemetry_prune_task", "schedule": 3600.0},
+    "maintenance-silence": {"task": "portal.maintenance.tasks.silence_check_task", "schedule": 60.0},
+    "maintenance-xid-quiet": {"task": "portal.maintenance.tasks.xid_quiet_check_task", "schedule": 600.0},
+    "maintenance-schedules": {"task": "portal.maintenance.tasks.schedules_check_task", "schedule": 3600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -219,3 +222,11 @@ LIVE_COALESCE_S = envint("LIVE_COALESCE_MS", 500) / 1000
 LIVE_SILENT_AFTER_S = envint("LIVE_SILENT_AFTER_S", 120)  # no reading for this long: "silent" tile
 LIVE_HOT_MARGIN_C = envint("LIVE_HOT_MARGIN_C", 5)  # "hot": within this of the GPU's slowdown temperature
 LIVE_HOT_DEFAULT_C = envint("LIVE_HOT_DEFAULT_C", 85)  # "hot" for GPUs that report no slowdown temperature
+
+# Maintenance tickets (portal.maintenance): notifications and grouping.
+MAINTENANCE_NOTIFY_MIN_INTERVAL_S = envint("MAINTENANCE_NOTIFY_MIN_INTERVAL_S", 30 * 60)  # per fingerprint
+MAINTENANCE_NOTIFY_MAX_ATTEMPTS = envint("MAINTENANCE_NOTIFY_MAX_ATTEMPTS", 5)
+MAINTENANCE_NOTIFY_BACKOFF_S = envint("MAINTENANCE_NOTIFY_BACKOFF_S", 30)  # doubles with each retry
+MAINTENANCE_WEBHOOK_TIMEOUT_S = envint("MAINTENANCE_WEBHOOK_TIMEOUT_S", 5)
+MAINTENANCE_PORTAL_URL = envstr("MAINTENANCE_PORTAL_URL", "http://localhost:8000")  # links in notifications
+MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket

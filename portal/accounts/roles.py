@@ -24,7 +24,10 @@ ROLE_PERMISSIONS = {
         "fleet.maintenancerecord": ["add", "change", "view"],
         "fleet.attachment": ["add", "change", "view"],
         "telemetry": ["view"],
-        "maintenance": ["view", "change"],
+        "maintenance": ["view"],
+        "maintenance.ticket": ["view", "change"],
+        "maintenance.ticketcomment": ["view", "add"],
+        "maintenance.subscription": ["view", "add", "change", "delete"],
         "auditlog": ["view"],
     },
     ROLE_VIEWER: {

@@ -4,3 +4,32 @@ from django.apps import AppConfig
 class MaintenanceConfig(AppConfig):
     name = "portal.maintenance"
     label = "maintenance"
+
+    def ready(self):
+        from auditlog.registry import auditlog
+        from django.db.models.signals import post_save
+
+        from portal.fleet.models import MaintenanceRecord
+        from portal.maintenance.models import RuleConfig, Silence
+        from portal.telemetry.hooks import on_batch_stored
+
+        auditlog.register(Silence)
+        auditlog.register(RuleConfig)
+
+        @on_batch_stored("maintenance")
+        def _evaluate(*, batch_pk, host_id, gpu_ids):
+            from portal.maintenance.tasks import batch_evaluate_task
+
+            batch_evaluate_task.delay(batch_pk, gpu_ids)
+
+        post_save.connect(_record_saved, sender=MaintenanceRecord, dispatch_uid="maintenance.record_saved")
+
+
+def _record_saved(sender, instance, created, raw=False, **kwargs):
+    """A bridge, not business logic: fleet's record services do not know about tickets, so a
+    saved maintenance record is handed to maintenance.services.tickets_resolve_by_record."""
+    if raw:
+        return
+    from portal.maintenance.services import tickets_resolve_by_record
+
+    tickets_resolve_by_record(record=instance)

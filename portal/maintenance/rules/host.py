@@ -1,0 +1,63 @@
+"""Rules judged by beat tasks against the clock: silent agents and preventive schedules."""
+
+from __future__ import annotations
+
+from .base import Rule
+
+
+class Silence(Rule):
+    """A GPU without readings for `silent_after_s` (default 5 minutes; 3 × `interval_s` when an
+    admin sets the host's collection interval) opens "agent silent"; the next reading resolves it.
+    When every GPU of a host is silent, one host ticket holds them."""
+
+    key = "silence"
+    title = "Agent silent"
+    watches = "time since the last reading"
+    scope = "host"
+    action = (
+        "No readings arrive. Check that the host is up and reachable, that the agent service runs "
+        "(systemctl status gpu-fleet-agent) and that its spool is not full; a single silent GPU may have fallen off "
+        "the bus: check nvidia-smi on the host."
+    )
+    defaults = {"silent_after_s": 300, "interval_s": None}
+
+
+class Schedule(Rule):
+    """Preventive maintenance by time since the last record of `record_kind` (or since the host was
+    added): "due" (info) `due_before_days` before the period ends, "overdue" (warning) after."""
+
+    scope = "host"
+    record_kind = ""
+    severity = "info"
+
+    def __init__(self, key, title, record_kind, period_days, due_before_days, action, **extra):
+        self.key, self.title, self.record_kind = key, title, record_kind
+        self.watches = f"days since the last {record_kind.replace('_', ' ')} record"
+        self.action = action
+        self.resolved_by = (record_kind,)
+        self.defaults = {"period_days": period_days, "due_before_days": due_before_days, **extra}
+
+
+SCHEDULES: list[Schedule] = [
+    Schedule(
+        "schedule_cleaning", "Cleaning due", "cleaning", 90, 7,
+        "Clean dust from heatsinks, fans and filters, check the airflow, and log the cleaning. Due every 90 days, or "
+        "sooner after many GPU-hours at high load.",
+        gpu_hours_high_load=1500, high_load_util_pct=80,
+    ),
+    Schedule(
+        "schedule_connection_check", "Connection check due", "connection_check", 180, 14,
+        "Check power connectors, risers, PCIe and NVLink cables for seating and heat damage; log a connection check.",
+    ),
+    Schedule(
+        "schedule_driver_review", "Driver review due", "driver_update", 90, 7,
+        "Review the NVIDIA driver and firmware against the current release notes and update in a maintenance "
+        "window; log the driver update (or an inspection if nothing was needed).",
+    ),
+    Schedule(
+        "schedule_backup", "Backup due", "backup", 7, 1,
+        "Back up training data and model checkpoints from this host, verify the copy, and log the backup.",
+    ),
+]  # fmt: skip
+
+SILENCE = Silence()

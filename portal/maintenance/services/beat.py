@@ -1,0 +1,172 @@
+"""What the beat tasks judge against the clock: silent agents, XID quiet periods, and the
+preventive maintenance schedules. Each pass reads the states in one query and writes back only
+what changed, so running it twice, or on two workers, changes nothing more."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+
+from django.db import transaction
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+
+from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.maintenance.models import RuleState, Ticket
+from portal.maintenance.rules import SCHEDULES, SILENCE, XID_RULES
+from portal.maintenance.rules.base import FIRING, OK, Event, Track, fingerprint, to_epoch
+from portal.maintenance.services import tickets as ticket_services
+from portal.maintenance.services.config import RuleParams
+from portal.maintenance.services.evaluate import SilenceLookup, Tracks, _gpu_infos, events_apply
+from portal.telemetry.models import GpuLatest, Rollup1h
+
+
+def _silent_after(params: dict) -> float:
+    interval = params.get("interval_s")
+    return 3 * interval if interval else params["silent_after_s"]
+
+
+@transaction.atomic
+def silence_check(*, now: dt.datetime | None = None) -> list:
+    """Open "agent silent" for GPUs without readings for 3 × their interval, and one host ticket
+    holding them when every GPU of a host is silent."""
+    now = now or timezone.now()
+    params = RuleParams()
+    latest = list(
+        GpuLatest.objects.filter(gpu__status=Gpu.Status.IN_SERVICE, gpu__host__status=Host.Status.ACTIVE).values_list(
+            "gpu_id", "gpu__host_id", "ts"
+        )
+    )
+    host_ids = {host_id for _, host_id, _ in latest}
+    tracks = Tracks(gpu_ids=[], host_ids=host_ids, keys=[])
+    for obj in RuleState.objects.filter(rule=SILENCE.key, gpu__isnull=False):
+        tracks.by_key[obj.key] = Track(obj.key, obj.rule, obj.host_id, obj.gpu_id, obj.state, to_epoch(obj.since_ts),
+                                       to_epoch(obj.last_ts), obj.peak, obj.data, obj)  # fmt: skip
+    events: list[Event] = []
+    per_host: dict[int, list[bool]] = defaultdict(list)
+    host_last: dict[int, dt.datetime] = {}
+    for gpu_id, host_id, ts in latest:
+        enabled, p = params.get(SILENCE.key, host_id)
+        silent = enabled and (now - ts).total_seconds() > _silent_after(p)
+        per_host[host_id].append(silent)
+        host_last[host_id] = max(host_last.get(host_id, ts), ts)
+        track = tracks.get(SILENCE.key, host_id, gpu_id)
+        if silent and track.state == OK:
+            track.state, track.since, track.last, track.changed = FIRING, now.timestamp(), ts.timestamp(), True
+            events.append(Event("fire", track, now.timestamp(), value=round((now - ts).total_seconds()),
+                                note=f"last reading {ts.isoformat()}"))  # fmt: skip
+    for host_id, flags in per_host.items():
+        track = tracks.get(SILENCE.key, host_id, None)
+        if all(flags) and track.state == OK:
+            track.state, track.since, track.changed = FIRING, now.timestamp(), True
+            track.last = host_last[host_id].timestamp()
+            # the host ticket goes first, so that its GPUs' tickets are born grouped
+            quiet_s = round((now - host_last[host_id]).total_seconds())
+            events.insert(0, Event("fire", track, now.timestamp(), value=quiet_s))
+    tracks.save(now)
+    gpus = _gpu_infos([gpu_id for gpu_id, _, _ in latest])
+    silent_hosts = [e.track.host_id for e in events if e.track.gpu_id is None]
+    outcomes = events_apply(
+        [e for e in events if e.track.gpu_id is None], silenced=SilenceLookup(host_ids, gpus), params=params
+    )
+    gpu_events = [e for e in events if e.track.gpu_id is not None]
+    grouped = [e for e in gpu_events if e.track.host_id in silent_hosts]
+    outcomes += events_apply(
+        [e for e in gpu_events if e.track.host_id not in silent_hosts], silenced=SilenceLookup(host_ids, gpus),
+        params=params,
+    )  # fmt: skip
+    for event in grouped:
+        track = event.track
+        ticket, _ = ticket_services.ticket_fire(
+            rule=SILENCE.key, host_id=track.host_id, gpu_id=track.gpu_id, at=now, value=event.value, note=event.note,
+            silenced=True,  # the host ticket speaks for it
+        )  # fmt: skip
+        parent = Ticket.objects.filter(
+            fingerprint=fingerprint(SILENCE.key, host_id=track.host_id), state__in=Ticket.OPEN_STATES
+        ).first()
+        if parent is not None:
+            Ticket.objects.filter(pk=ticket.pk).update(parent=parent, silenced=False)
+        outcomes.append((ticket, "grouped"))
+    return outcomes
+
+
+@transaction.atomic
+def xid_quiet_check(*, now: dt.datetime | None = None) -> list:
+    """Resolve XID tickets whose class clears after a quiet period (application faults)."""
+    now = now or timezone.now()
+    params = RuleParams()
+    rules = {rule.key: rule for rule in XID_RULES.values()}
+    tracks = Tracks(gpu_ids=[], keys=[])
+    for obj in RuleState.objects.filter(rule__in=list(rules), state=FIRING):
+        tracks.by_key[obj.key] = Track(obj.key, obj.rule, obj.host_id, obj.gpu_id, obj.state, to_epoch(obj.since_ts),
+                                       to_epoch(obj.last_ts), obj.peak, obj.data, obj)  # fmt: skip
+    events: list[Event] = []
+    for track in tracks.by_key.values():
+        enabled, p = params.get(track.rule, track.host_id)
+        if enabled:
+            rules[track.rule].evaluate_quiet(track, now.timestamp(), p, events.append)
+    tracks.save(now)
+    return events_apply(events, silenced=lambda *a: False, params=params)
+
+
+@transaction.atomic
+def schedules_check(*, now: dt.datetime | None = None) -> list:
+    """Preventive maintenance: a "due" ticket (info) ahead of each period's end, escalated to
+    "overdue" (warning) after it; cleaning also falls due after `gpu_hours_high_load` GPU-hours
+    at high load per GPU since the last cleaning. Configurable per fleet and per host."""
+    now = now or timezone.now()
+    params = RuleParams()
+    in_service = Count("gpus", filter=Q(gpus__status=Gpu.Status.IN_SERVICE))
+    hosts = list(
+        Host.objects.filter(status=Host.Status.ACTIVE)
+        .annotate(gpu_count=in_service)
+        .values("id", "created_at", "gpu_count")
+    )
+    kinds = [schedule.record_kind for schedule in SCHEDULES]
+    last = {
+        (row["host_id"], row["kind"]): row["last"]
+        for row in MaintenanceRecord.objects.filter(kind__in=kinds)
+        .values("host_id", "kind")
+        .annotate(last=Max("performed_at"))
+    }
+    tracks = Tracks(gpu_ids=[], host_ids=[h["id"] for h in hosts])
+    events: list[Event] = []
+    for host in hosts:
+        for schedule in SCHEDULES:
+            enabled, p = params.get(schedule.key, host["id"])
+            if not enabled:
+                continue
+            since = last.get((host["id"], schedule.record_kind)) or host["created_at"]
+            period = dt.timedelta(days=p["period_days"])
+            level = 0
+            if now >= since + period:
+                level = 2
+            elif now >= since + period - dt.timedelta(days=p["due_before_days"]):
+                level = 1
+            note = f"last {schedule.record_kind.replace('_', ' ')}: {since:%Y-%m-%d}"
+            if schedule.key == "schedule_cleaning" and level < 2 and host["gpu_count"] and p.get("gpu_hours_high_load"):
+                hours = Rollup1h.objects.filter(
+                    gpu__host_id=host["id"], bucket__gte=since, utilization_gpu_pct_mean__gte=p["high_load_util_pct"]
+                ).count()
+                if hours / host["gpu_count"] >= p["gpu_hours_high_load"]:
+                    level, note = 2, f"{hours / host['gpu_count']:.0f} GPU-hours at high load since the last cleaning"
+            track = tracks.get(schedule.key, host["id"], None)
+            previous = track.data.get("level", 0)
+            if level == previous:
+                continue
+            track.data = {"level": level, "since": since.isoformat()}
+            track.changed = True
+            ts = now.timestamp()
+            days_overdue = (now - since - period).total_seconds() / 86400
+            if level == 0:
+                track.state, track.since = OK, None
+                events.append(Event("clear", track, ts))
+            elif previous == 0:
+                track.state, track.since, track.last = FIRING, ts, ts
+                events.append(Event("fire", track, ts, value=round(days_overdue, 1),
+                                    severity="warning" if level == 2 else "info", note=note))  # fmt: skip
+            elif level == 2:
+                events.append(Event("update", track, ts, value=round(days_overdue, 1), severity="warning",
+                                    note="overdue: " + note))  # fmt: skip
+    tracks.save(now)
+    return events_apply(events, silenced=lambda *a: False, params=params)

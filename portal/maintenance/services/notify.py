@@ -1,0 +1,118 @@
+"""Notifications on open, escalation and resolve: per-user subscriptions, email or JSON webhook,
+at most one per fingerprint per MAINTENANCE_NOTIFY_MIN_INTERVAL_S. Each attempt is a row; a
+failed attempt that may be retried gets a new row, sent later with exponential backoff."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from portal.maintenance import transports
+from portal.maintenance.models import SEVERITY_RANK, Notification, Subscription, Ticket
+
+log = logging.getLogger(__name__)
+NOTIFY_EVENTS = ("opened", "reopened", "escalated", "resolved")
+
+
+def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None) -> list[Notification]:
+    """Queue one notification per matching subscription. Grouped GPU tickets (their host ticket
+    speaks for them) and silenced tickets send nothing."""
+    if event not in NOTIFY_EVENTS:
+        return []
+    now = now or timezone.now()
+    current = Ticket.objects.filter(pk=ticket.pk).values("parent_id", "silenced", "severity", "fingerprint").first()
+    if current is None or current["parent_id"] or current["silenced"]:
+        return []
+    window = dt.timedelta(seconds=settings.MAINTENANCE_NOTIFY_MIN_INTERVAL_S)
+    fp = current["fingerprint"]
+    if Notification.objects.filter(fingerprint=fp, attempt=1, created_at__gt=now - window).exists():
+        return []
+    rank = SEVERITY_RANK[current["severity"]]
+    subscriptions = Subscription.objects.filter(active=True, user__is_active=True).filter(
+        Q(host__isnull=True) | Q(host_id=ticket.host_id)
+    )
+    rows = [
+        Notification(
+            ticket=ticket, subscription=sub, fingerprint=fp, event=event, channel=sub.channel, target=sub.target,
+            created_at=now,
+        )  # fmt: skip
+        for sub in subscriptions
+        if rank >= SEVERITY_RANK[sub.min_severity]
+    ]
+    if not rows:
+        return []
+    Notification.objects.bulk_create(rows)
+    ids = [row.pk for row in rows]
+
+    def enqueue():
+        from portal.maintenance.tasks import notification_send_task
+
+        for pk in ids:
+            try:
+                notification_send_task.delay(pk)
+            except Exception:
+                log.exception("could not enqueue notification %s; the send sweep will pick it up", pk)
+
+    transaction.on_commit(enqueue)
+    return rows
+
+
+def _payload(notification: Notification) -> dict:
+    ticket = notification.ticket
+    return {
+        "event": notification.event,
+        "ticket": {
+            "id": ticket.pk, "fingerprint": ticket.fingerprint, "rule": ticket.rule, "title": ticket.title,
+            "severity": ticket.severity, "state": ticket.state, "host": ticket.host.hostname,
+            "gpu": ticket.gpu.uuid if ticket.gpu_id else None, "occurrences": ticket.occurrences,
+            "first_seen": ticket.first_seen.isoformat(), "last_seen": ticket.last_seen.isoformat(),
+            "peak_value": ticket.peak_value, "action": ticket.action,
+            "url": settings.MAINTENANCE_PORTAL_URL.rstrip("/") + ticket.get_absolute_url(),
+        },
+    }  # fmt: skip
+
+
+def notification_send(*, notification_id: int, now: dt.datetime | None = None) -> Notification | None:
+    """Deliver one attempt. Claimed with a conditional UPDATE (pending → sending), so two workers
+    never send the same row. Returns the retry row when one was scheduled."""
+    now = now or timezone.now()
+    if not Notification.objects.filter(pk=notification_id, status=Notification.Status.PENDING).update(
+        status=Notification.Status.SENDING
+    ):
+        return None
+    notification = Notification.objects.select_related("ticket__host", "ticket__gpu").get(pk=notification_id)
+    payload = _payload(notification)
+    try:
+        if notification.channel == "webhook":
+            transports.webhook_post(notification.target, payload)
+        else:
+            ticket = payload["ticket"]
+            subject = f"[{ticket['severity']}] {notification.event}: {ticket['title']}"
+            body = f"{ticket['title']}\n\nWhat to do: {ticket['action']}\n\n{ticket['url']}\n"
+            transports.email_send(notification.target, subject, body)
+    except transports.TransportError as error:
+        permanent = error.permanent or notification.attempt >= settings.MAINTENANCE_NOTIFY_MAX_ATTEMPTS
+        notification.status = Notification.Status.PERMANENT if permanent else Notification.Status.FAILED
+        notification.error = str(error)[:1000]
+        notification.save(update_fields=["status", "error"])
+        if permanent:
+            return None
+        retry = Notification.objects.create(
+            ticket=notification.ticket, subscription=notification.subscription, fingerprint=notification.fingerprint,
+            event=notification.event, channel=notification.channel, target=notification.target,
+            attempt=notification.attempt + 1, created_at=now,
+        )  # fmt: skip
+        return retry
+    notification.status, notification.sent_at = Notification.Status.SENT, now
+    notification.save(update_fields=["status", "sent_at"])
+    return None
+
+
+def retry_delay_s(attempt: int) -> int:
+    """Backoff before attempt `attempt` (2 → 30 s, 3 → 60 s, 4 → 120 s, …)."""
+    return settings.MAINTENANCE_NOTIFY_BACKOFF_S * 2 ** max(0, attempt - 2)

@@ -1,0 +1,320 @@
+"""Tickets: open or bump by fingerprint, reopen, escalate, auto-resolve, group, work by people.
+
+The fingerprint is rule + subject, never the value, and at most one ticket per fingerprint is
+open (a conditional unique constraint). Every change is a TicketEvent row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.maintenance.errors import InvalidInput, TicketConflict
+from portal.maintenance.models import (
+    SEVERITY_RANK,
+    RuleState,
+    Silence,
+    Ticket,
+    TicketComment,
+    TicketEvent,
+)
+from portal.maintenance.rules import RULES
+from portal.maintenance.rules.base import fingerprint
+
+REOPEN_WITHIN = dt.timedelta(hours=24)
+OPEN_STATES = list(Ticket.OPEN_STATES)
+State = Ticket.State
+Kind = TicketEvent.Kind
+
+
+def _title(rule_key: str, host, gpu) -> str:
+    rule = RULES[rule_key]
+    subject = f"GPU {gpu.index} on {gpu.host.hostname}" if gpu is not None else f"host {host.hostname}"
+    return f"{rule.title}: {subject}"[:200]
+
+
+def subject_silenced(*, host_id: int, gpu_id: int | None, at: dt.datetime) -> bool:
+    """A maintenance window on the host or the GPU covers `at`, or the GPU is out for repair."""
+    if gpu_id is not None and Gpu.objects.filter(pk=gpu_id, status=Gpu.Status.OUT_FOR_REPAIR).exists():
+        return True
+    windows = Silence.objects.filter(host_id=host_id, starts_at__lte=at, ends_at__gt=at)
+    return windows.filter(gpu__isnull=True).exists() or (
+        gpu_id is not None and windows.filter(gpu_id=gpu_id).exists()
+    )
+
+
+def ticket_fire(
+    *,
+    rule: str,
+    host_id: int,
+    gpu_id: int | None,
+    at: dt.datetime,
+    value: float | None = None,
+    severity: str | None = None,
+    evidence=None,
+    note: str = "",
+    silenced: bool | None = None,
+) -> tuple[Ticket, str]:
+    """A rule fired for a subject. Returns the ticket and what happened: "opened", "repeated"
+    (occurrences, last seen and peak bumped on the open ticket), or "reopened" (the same
+    fingerprint was resolved less than 24 h ago)."""
+    spec = RULES[rule]
+    fp = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
+    severity = severity or spec.severity
+    if silenced is None:
+        silenced = subject_silenced(host_id=host_id, gpu_id=gpu_id, at=at)
+    with transaction.atomic():
+        ticket = Ticket.objects.select_for_update().filter(fingerprint=fp, state__in=OPEN_STATES).first()
+        if ticket is not None:
+            _bump(ticket, at, value, severity)
+            TicketEvent.objects.create(ticket=ticket, kind=Kind.REPEATED, at=at, value=value, note=note)
+            return ticket, "repeated"
+        recent = (
+            Ticket.objects.select_for_update()
+            .filter(fingerprint=fp, state__in=[State.RESOLVED, State.CLOSED], resolved_at__gte=at - REOPEN_WITHIN)
+            .order_by("-resolved_at")
+            .first()
+        )
+        if recent is not None:
+            previous = recent.state
+            claimed = Ticket.objects.filter(pk=recent.pk, state=previous).update(
+                state=State.OPEN, resolved_at=None, auto_resolved=False, resolved_by_record=None, silenced=silenced
+            )
+            if claimed:
+                recent.refresh_from_db()
+                _bump(recent, at, value, severity)
+                TicketEvent.objects.create(
+                    ticket=recent, kind=Kind.REOPENED, at=at, from_state=previous, to_state=State.OPEN, value=value,
+                    note=note or "fired again within 24 h of being resolved",
+                )  # fmt: skip
+                return recent, "reopened"
+        gpu = Gpu.objects.select_related("host").get(pk=gpu_id) if gpu_id is not None else None
+        host = gpu.host if gpu is not None else None
+        if host is None:
+            from portal.fleet.models import Host
+
+            host = Host.objects.get(pk=host_id)
+        try:
+            with transaction.atomic():
+                ticket = Ticket.objects.create(
+                    fingerprint=fp, rule=rule, host=host, gpu=gpu, title=_title(rule, host, gpu), action=spec.action,
+                    severity=severity, first_seen=at, last_seen=at, peak_value=value, unit=spec.unit,
+                    evidence={"readings": evidence or [], "metric": spec.metric, "fired_at": at.isoformat()},
+                    silenced=silenced,
+                )  # fmt: skip
+        except IntegrityError:  # another worker opened it a moment ago
+            ticket = Ticket.objects.select_for_update().get(fingerprint=fp, state__in=OPEN_STATES)
+            _bump(ticket, at, value, severity)
+            TicketEvent.objects.create(ticket=ticket, kind=Kind.REPEATED, at=at, value=value, note=note)
+            return ticket, "repeated"
+        TicketEvent.objects.create(ticket=ticket, kind=Kind.OPENED, at=at, to_state=State.OPEN, value=value, note=note)
+        return ticket, "opened"
+
+
+def _bump(ticket: Ticket, at: dt.datetime, value, severity) -> None:
+    ticket.occurrences = F("occurrences") + 1
+    ticket.last_seen = max(ticket.last_seen, at)
+    if value is not None and (ticket.peak_value is None or value > ticket.peak_value):
+        ticket.peak_value = value
+    if SEVERITY_RANK[severity] > SEVERITY_RANK[ticket.severity]:
+        ticket.severity = severity
+    ticket.save(update_fields=["occurrences", "last_seen", "peak_value", "severity", "updated_at"])
+    ticket.refresh_from_db(fields=["occurrences"])
+
+
+def ticket_update(
+    *, rule: str, host_id: int, gpu_id: int | None, at: dt.datetime, value=None, severity=None, note=""
+) -> tuple[Ticket | None, str]:
+    """A firing rule got worse: raise the open ticket's peak, and its severity ("escalated")."""
+    fp = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
+    with transaction.atomic():
+        ticket = Ticket.objects.select_for_update().filter(fingerprint=fp, state__in=OPEN_STATES).first()
+        if ticket is None:
+            return None, ""
+        changed = []
+        ticket.last_seen = max(ticket.last_seen, at)
+        if value is not None and (ticket.peak_value is None or value > ticket.peak_value):
+            ticket.peak_value = value
+            changed.append("peak_value")
+        escalated = severity is not None and SEVERITY_RANK[severity] > SEVERITY_RANK[ticket.severity]
+        if escalated:
+            previous = ticket.severity
+            ticket.severity = severity
+            TicketEvent.objects.create(
+                ticket=ticket, kind=Kind.ESCALATED, at=at, value=value, note=note or f"{previous} → {severity}"
+            )
+        ticket.save(update_fields=["last_seen", "peak_value", "severity", "updated_at"])
+        return ticket, "escalated" if escalated else "updated"
+
+
+def _resolve(ticket: Ticket, *, at: dt.datetime, kind: str, user=None, record=None, note="", auto=False) -> bool:
+    previous = ticket.state
+    claimed = Ticket.objects.filter(pk=ticket.pk, state__in=OPEN_STATES).update(
+        state=State.RESOLVED, resolved_at=at, auto_resolved=auto, resolved_by_record=record, updated_at=timezone.now()
+    )
+    if not claimed:
+        return False
+    ticket.refresh_from_db()
+    TicketEvent.objects.create(
+        ticket=ticket, kind=kind, at=at, from_state=previous, to_state=State.RESOLVED, user=user, note=note
+    )
+    return True
+
+
+def ticket_auto_resolve(*, rule: str, host_id: int, gpu_id: int | None, at: dt.datetime, value=None) -> Ticket | None:
+    """The rule's clear condition held: resolve its open ticket, marked as automatic. A host ticket
+    that groups GPU tickets resolves with its last open child."""
+    fp = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
+    with transaction.atomic():
+        ticket = Ticket.objects.filter(fingerprint=fp, state__in=OPEN_STATES).first()
+        if ticket is None or not _resolve(
+            ticket, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note="the clear condition held"
+        ):
+            return None
+        if ticket.parent_id and not Ticket.objects.filter(parent_id=ticket.parent_id, state__in=OPEN_STATES).exists():
+            parent = Ticket.objects.get(pk=ticket.parent_id)
+            _resolve(parent, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note="every grouped GPU ticket resolved")
+        return ticket
+
+
+def tickets_group(*, rule: str, host_id: int, at: dt.datetime, fraction: float = 0.5) -> tuple[Ticket | None, str]:
+    """When most GPUs of a host fire the same rule (more than `fraction` of its in-service GPUs,
+    at least two), one host ticket holds their tickets; the GPU tickets link to it and send no
+    notifications of their own. Returns the host ticket when one applies, and "opened"/"reopened"
+    when it was (re)opened just now."""
+    total = Gpu.objects.filter(host_id=host_id, status=Gpu.Status.IN_SERVICE).count()
+    firing = RuleState.objects.filter(rule=rule, host_id=host_id, gpu__isnull=False, state__in=["firing", "clearing"])
+    count = firing.count()
+    if count < 2 or total == 0 or count / total <= fraction:
+        return None, ""
+    host_fp = fingerprint(rule, host_id=host_id)
+    parent = Ticket.objects.filter(fingerprint=host_fp, state__in=OPEN_STATES).first()
+    outcome = ""
+    if parent is None:
+        parent, outcome = ticket_fire(rule=rule, host_id=host_id, gpu_id=None, at=at, note=f"{count} of {total} GPUs")
+    children = Ticket.objects.filter(rule=rule, host_id=host_id, gpu__isnull=False, state__in=OPEN_STATES).exclude(
+        parent=parent
+    )
+    for child in children:
+        child.parent = parent
+        child.save(update_fields=["parent", "updated_at"])
+        TicketEvent.objects.create(ticket=child, kind=Kind.GROUPED, at=at, note=f"grouped under #{parent.pk}")
+    return parent, outcome
+
+
+# --- people working tickets ----------------------------------------------------------------
+
+TRANSITIONS = {
+    State.OPEN: {State.ACKNOWLEDGED, State.IN_PROGRESS, State.RESOLVED},
+    State.ACKNOWLEDGED: {State.IN_PROGRESS, State.RESOLVED},
+    State.IN_PROGRESS: {State.RESOLVED},
+    State.RESOLVED: {State.CLOSED, State.OPEN},
+    State.CLOSED: set(),
+}
+
+
+def ticket_transition(*, ticket: Ticket, to_state: str, user=None, note: str = "") -> Ticket:
+    """Move a ticket along open → acknowledged → in progress → resolved → closed. The change is a
+    conditional UPDATE on the state the user saw, so two people cannot both apply a change."""
+    if to_state not in State.values:
+        raise InvalidInput(f"unknown state {to_state!r}", field_errors={"state": [f"must be one of {State.values}"]})
+    previous = ticket.state
+    if to_state not in TRANSITIONS[previous]:
+        raise InvalidInput(
+            f"a {previous} ticket cannot become {to_state}",
+            field_errors={"state": [f"not allowed from {previous}; allowed: {sorted(TRANSITIONS[previous])}"]},
+        )
+    now = timezone.now()
+    updates = {"state": to_state, "updated_at": now}
+    if to_state == State.RESOLVED:
+        updates.update(resolved_at=now, auto_resolved=False)
+    if to_state == State.OPEN:
+        updates.update(resolved_at=None, auto_resolved=False, resolved_by_record=None)
+    with transaction.atomic():
+        try:
+            claimed = Ticket.objects.filter(pk=ticket.pk, state=previous).update(**updates)
+        except IntegrityError as error:  # reopening while a newer ticket with the fingerprint is open
+            raise InvalidInput(
+                "another ticket for the same rule and subject is open", field_errors={"state": [str(error)[:200]]}
+            ) from error
+        if not claimed:
+            raise TicketConflict("the ticket changed meanwhile; reload and try again")
+        TicketEvent.objects.create(
+            ticket=ticket, kind=Kind.STATE, at=now, from_state=previous, to_state=to_state, user=user, note=note
+        )
+    ticket.refresh_from_db()
+    return ticket
+
+
+def ticket_assign(*, ticket: Ticket, assignee, user=None) -> Ticket:
+    if assignee is not None and not assignee.is_active:
+        raise InvalidInput("inactive user", field_errors={"assignee": ["this user is not active"]})
+    with transaction.atomic():
+        ticket.assignee = assignee
+        ticket.save(update_fields=["assignee", "updated_at"])
+        TicketEvent.objects.create(
+            ticket=ticket, kind=Kind.ASSIGNED, at=timezone.now(), user=user,
+            note=f"assigned to {assignee.get_username()}" if assignee else "unassigned",
+        )  # fmt: skip
+    return ticket
+
+
+def ticket_comment_add(*, ticket: Ticket, author, body: str) -> TicketComment:
+    body = (body or "").strip()
+    if not body:
+        raise InvalidInput("empty comment", field_errors={"body": ["write something"]})
+    if len(body) > 10_000:
+        raise InvalidInput("comment too long", field_errors={"body": ["at most 10,000 characters"]})
+    return TicketComment.objects.create(ticket=ticket, author=author, body=body)
+
+
+# --- resolution by a maintenance record ----------------------------------------------------
+
+RECORD_SLACK = dt.timedelta(hours=24)
+BASELINE_RESETS = {
+    MaintenanceRecord.Kind.CLEANING: ("cooling_degradation",),
+    MaintenanceRecord.Kind.THERMAL_PASTE: ("cooling_degradation",),
+    MaintenanceRecord.Kind.FAN_REPLACEMENT: ("fan_wear",),
+}
+
+
+def tickets_resolve_by_record(*, record: MaintenanceRecord) -> list[Ticket]:
+    """Logging the record a ticket asks for (a cleaning for "cleaning due", a connection check
+    for a degraded PCIe link, …) resolves it and links both ways (ticket.resolved_by_record,
+    record.resolved_tickets). A record on a whole host counts for each of its GPUs. Records
+    that set a new baseline (a cleaning for the dust rule) reset it."""
+    rules = [key for key, rule in RULES.items() if record.kind in rule.resolved_by]
+    tickets = Ticket.objects.filter(
+        host_id=record.host_id, rule__in=rules, state__in=OPEN_STATES
+    )
+    if record.gpu_id is not None:
+        tickets = tickets.filter(Q(gpu_id=record.gpu_id) | Q(gpu__isnull=True, rule__startswith="schedule_"))
+    resolved = []
+    with transaction.atomic():
+        for ticket in tickets.select_for_update():
+            if ticket.first_seen > record.performed_at + RECORD_SLACK:
+                continue
+            if _resolve(
+                ticket, at=timezone.now(), kind=Kind.RESOLVED_BY_RECORD, record=record,
+                user=record.recorded_by, note=str(record),
+            ):  # fmt: skip
+                resolved.append(ticket)
+                RuleState.objects.filter(key=ticket.fingerprint, state__in=["firing", "clearing", "pending"]).update(
+                    state="ok", since_ts=None
+                )
+        resets = BASELINE_RESETS.get(record.kind, ())
+        if resets:
+            states = RuleState.objects.filter(rule__in=resets, host_id=record.host_id)
+            if record.gpu_id is not None:
+                states = states.filter(gpu_id=record.gpu_id)
+            states.update(data={}, state="ok", since_ts=None)
+    if resolved:
+        from portal.maintenance.services.notify import notify_ticket
+
+        for ticket in resolved:
+            notify_ticket(ticket=ticket, event="resolved")
+    return resolved

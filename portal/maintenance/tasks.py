@@ -1,0 +1,35 @@
+"""Celery tasks: thin interfaces that pass ids, call a service, and are idempotent."""
+
+from celery import shared_task
+
+from portal.maintenance.services import beat
+from portal.maintenance.services.evaluate import batch_evaluate
+from portal.maintenance.services.notify import notification_send, retry_delay_s
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def batch_evaluate_task(batch_pk: int, gpu_ids: list[int] | None = None):
+    # Idempotent (a BatchEvaluation row claims the batch), so acks_late is safe.
+    batch_evaluate(batch_pk=batch_pk, gpu_ids=gpu_ids)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def silence_check_task():
+    beat.silence_check()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def schedules_check_task():
+    beat.schedules_check()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def xid_quiet_check_task():
+    beat.xid_quiet_check()
+
+
+@shared_task(ignore_result=True)
+def notification_send_task(notification_id: int):
+    retry = notification_send(notification_id=notification_id)
+    if retry is not None:
+        notification_send_task.apply_async((retry.pk,), countdown=retry_delay_s(retry.attempt))
