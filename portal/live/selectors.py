@@ -66,6 +66,7 @@ def fleet_live_state() -> dict:
         rows.append(
             {
                 "id": gpu.pk,
+                "uuid": gpu.uuid,
                 "host": gpu.host.hostname,
                 "host_id": gpu.host_id,
                 "index": gpu.index,

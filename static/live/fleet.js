@@ -1,0 +1,141 @@
+/* Fleet page: a live heatmap of every GPU's temperature grouped by host, and the status tiles
+   (hot, throttling, silent). Points from /ws/live/fleet/; click a cell to open that GPU. */
+(function () {
+  "use strict";
+  const Live = window.PortalLive;
+  const fleet = Live.readJson("live-fleet-state");
+  const el = document.getElementById("fleet-heatmap");
+  if (!fleet || !el || !window.Plotly) return;
+
+  // Server and browser clocks may differ; judge "silent" on the server's clock.
+  const skew = Date.now() - fleet.now;
+  const byId = new Map(fleet.gpus.map(function (gpu) { return [gpu.id, gpu]; }));
+  const hosts = [];
+  fleet.gpus.forEach(function (gpu) { if (hosts.indexOf(gpu.host) < 0) hosts.push(gpu.host); });
+  const columns = Math.max(1, 1 + Math.max.apply(null, fleet.gpus.map(function (gpu) { return gpu.index; }).concat([0])));
+  let queued = false;
+
+  function isSilent(gpu) {
+    return gpu.ts == null || Date.now() - skew - gpu.ts > fleet.silent_after_s * 1000;
+  }
+
+  function grid() {
+    const z = hosts.map(function () { return new Array(columns).fill(null); });
+    const text = hosts.map(function () { return new Array(columns).fill(""); });
+    const custom = hosts.map(function () { return new Array(columns).fill(null); });
+    fleet.gpus.forEach(function (gpu) {
+      const row = hosts.indexOf(gpu.host);
+      const silent = isSilent(gpu);
+      z[row][gpu.index] = silent ? null : gpu.temperature_c;
+      text[row][gpu.index] = silent ? "silent" : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
+      custom[row][gpu.index] = gpu.url;
+    });
+    return { z: z, text: text, custom: custom };
+  }
+
+  function render() {
+    queued = false;
+    const cells = grid();
+    const trace = {
+      type: "heatmap", z: cells.z, text: cells.text, customdata: cells.custom,
+      x: Array.from({ length: columns }, function (_, i) { return "GPU " + i; }), y: hosts,
+      texttemplate: "%{text}", textfont: { size: 12 },
+      hovertemplate: "%{y} · %{x}<br>%{text}<extra></extra>",
+      colorscale: [[0, "#3b82c4"], [0.45, "#9fd3a8"], [0.7, "#f6d55c"], [0.85, "#f28e2b"], [1, "#c62828"]],
+      zmin: 25, zmax: 95, xgap: 3, ygap: 3, hoverongaps: false,
+      colorbar: { title: { text: "°C" }, thickness: 12, len: 1 },
+    };
+    const layout = {
+      height: Math.max(170, 70 + hosts.length * 34),
+      margin: { l: 110, r: 10, t: 8, b: 28 },
+      xaxis: { side: "bottom", fixedrange: true },
+      yaxis: { autorange: "reversed", fixedrange: true, automargin: true },
+      plot_bgcolor: "#eef1f4", paper_bgcolor: "#fff",
+      font: { family: "system-ui, sans-serif", size: 12, color: "#1d2430" },
+      uirevision: "fleet",
+    };
+    window.Plotly.react(el, [trace], layout, { displayModeBar: false, responsive: true });
+    renderTiles();
+  }
+
+  function tile(name, gpus, bad) {
+    const box = document.querySelector('[data-tile="' + name + '"]');
+    if (!box) return;
+    box.querySelector("[data-count]").textContent = String(gpus.length);
+    box.classList.toggle(bad, gpus.length > 0);
+    box.classList.toggle("is-ok", gpus.length === 0);
+    const list = box.querySelector("[data-list]");
+    list.replaceChildren();
+    gpus.slice(0, 5).forEach(function (gpu) {
+      const item = document.createElement("li");
+      const link = document.createElement("a");
+      link.href = gpu.url;
+      link.textContent = gpu.host + " #" + gpu.index + (gpu.temperature_c != null && name !== "silent" ? " · " + gpu.temperature_c + " °C" : "");
+      item.appendChild(link);
+      list.appendChild(item);
+    });
+    if (gpus.length > 5) {
+      const more = document.createElement("li");
+      more.className = "muted";
+      more.textContent = "and " + (gpus.length - 5) + " more";
+      list.appendChild(more);
+    }
+  }
+
+  function renderTiles() {
+    const live = fleet.gpus.filter(function (gpu) { return !isSilent(gpu); });
+    tile("hot", live.filter(function (gpu) { return gpu.temperature_c != null && gpu.temperature_c >= gpu.hot_c; })
+      .sort(function (a, b) { return b.temperature_c - a.temperature_c; }), "is-bad");
+    tile("throttling", live.filter(function (gpu) { return gpu.throttle_reasons != null && (gpu.throttle_reasons & fleet.throttling_mask) !== 0; }), "is-warn");
+    tile("silent", fleet.gpus.filter(isSilent), "is-warn");
+  }
+
+  function scheduleRender() {
+    if (queued) return;
+    queued = true;
+    window.requestAnimationFrame(render);
+  }
+
+  function apply(points) {
+    points.forEach(function (point) {
+      const gpu = byId.get(point.gpu_id);
+      if (!gpu || (gpu.ts != null && point.ts < gpu.ts)) return;
+      gpu.ts = point.ts;
+      gpu.temperature_c = point.temperature_c;
+      gpu.utilization_gpu_pct = point.utilization_gpu_pct;
+      gpu.throttle_reasons = point.throttle_reasons;
+    });
+    scheduleRender();
+  }
+
+  render();
+  el.on("plotly_click", function (event) {
+    const url = event.points && event.points[0] && event.points[0].customdata;
+    if (url) window.location.href = url;
+  });
+  new Live.LiveSocket(fleet.ws, {
+    indicators: [document.querySelector("#live-fleet .live-indicator")],
+    onMessage: function (message) { if (message.kind === "points") apply(Live.pointObjects(message)); },
+    onOpen: function (reconnected) {
+      // The heatmap shows each GPU's newest value only, so after a gap it is enough to refresh
+      // from the API's latest readings.
+      if (!reconnected) return;
+      fetch("/api/v1/gpus?limit=1000", { credentials: "same-origin" }).then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (body) {
+          if (!body) return;
+          const byUuid = new Map((body.items || []).map(function (item) { return [item.uuid, item]; }));
+          fleet.gpus.forEach(function (gpu) {
+            const item = byUuid.get(gpu.uuid);
+            if (!item || !item.latest) return;
+            const ts = Date.parse(item.latest.ts);
+            if (gpu.ts == null || ts > gpu.ts) {
+              gpu.ts = ts;
+              gpu.temperature_c = item.latest.temperature_c;
+            }
+          });
+          scheduleRender();
+        }).catch(function () {});
+    },
+  });
+  setInterval(scheduleRender, 5000);  // silence is a matter of time passing
+})();

@@ -1,0 +1,74 @@
+/* Ticket feed: opened / acknowledged / resolved tickets as they happen, from /ws/live/tickets/.
+   Also keeps the fleet page's "open tickets" tile current when events carry open_counts. */
+(function () {
+  "use strict";
+  const Live = window.PortalLive;
+  const list = document.getElementById("ticket-feed");
+  if (!list) return;
+  const MAX_ITEMS = 50;
+
+  function timeText(at) {
+    const when = at ? new Date(at) : new Date();
+    return isNaN(when) ? "" : when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  function add(event) {
+    const empty = list.querySelector("[data-empty]");
+    if (empty) empty.remove();
+    const item = document.createElement("li");
+    item.className = "fresh severity-" + (event.severity || "info");
+    item.dataset.ticketId = String(event.ticket_id);
+
+    const when = document.createElement("span");
+    when.className = "when";
+    when.textContent = timeText(event.at);
+
+    const badge = document.createElement("span");
+    const kind = event.event || "changed";
+    const pill = document.createElement("span");
+    pill.className = "badge event-" + kind;
+    pill.textContent = kind;
+    badge.appendChild(pill);
+
+    const what = document.createElement("span");
+    const title = event.url ? document.createElement("a") : document.createElement("strong");
+    if (event.url) title.href = event.url;
+    title.textContent = event.title || "Ticket #" + event.ticket_id;
+    what.appendChild(title);
+    const subject = [event.severity, event.hostname, event.gpu_label, event.by ? "by " + event.by : ""]
+      .filter(Boolean).join(" · ");
+    if (subject) {
+      const meta = document.createElement("span");
+      meta.className = "muted";
+      meta.textContent = " " + subject;
+      what.appendChild(meta);
+    }
+    item.append(when, badge, what);
+    list.insertBefore(item, list.firstChild);
+    while (list.children.length > MAX_ITEMS) list.removeChild(list.lastChild);
+
+    if (event.open_counts) {
+      Object.keys(event.open_counts).forEach(function (severity) {
+        const cell = document.querySelector('[data-ticket-count="' + severity + '"]');
+        if (cell) cell.textContent = String(event.open_counts[severity]);
+      });
+      document.querySelectorAll("[data-ticket-count]").forEach(function (cell) {
+        if (!(cell.dataset.ticketCount in event.open_counts)) cell.textContent = "0";
+      });
+      const placeholder = document.querySelector("[data-ticket-placeholder]");
+      if (placeholder) {
+        placeholder.nextElementSibling.remove();  // the "appear when ticketing is set up" note
+        placeholder.remove();
+      }
+      const counts = document.querySelector(".severity-counts");
+      if (counts) counts.hidden = false;
+    }
+  }
+
+  new Live.LiveSocket(list.dataset.ws, {
+    indicators: [document.querySelector("#live-tickets .live-indicator")],
+    onMessage: function (message) {
+      if (message.kind === "tickets") message.events.forEach(add);
+    },
+  });
+})();

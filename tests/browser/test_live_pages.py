@@ -1,0 +1,130 @@
+"""Live pages in Chromium against daphne: readings posted through the ingest API show up on an
+open GPU page's charts and on the fleet heatmap within 2 s; a cleaning shows on the charts."""
+
+import datetime as dt
+import json
+import urllib.request
+import uuid as uuidlib
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+HOST = "dgx-01"
+GPU_UUID = "GPU-demo0000-0000-4000-8000-000000000000"  # dgx-01 #0 in the demo seed (slowdown 87 °C)
+METRICS = (
+    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "energy_mj", "utilization_gpu_pct",
+    "utilization_memory_pct", "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz", "pstate", "throttle_reasons",
+    "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending",
+    "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen", "pcie_link_width", "pcie_replay_count",
+)  # fmt: skip
+TEMPERATURE_LEN = "document.getElementById('chart-temperature').data[0].x.length"
+
+
+def iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def reading(ts: dt.datetime, temperature: int, **values) -> dict:
+    return {
+        **dict.fromkeys(METRICS),
+        "gpu_uuid": GPU_UUID,
+        "ts": iso(ts),
+        "temperature_c": temperature,
+        "fan_speed_pct": 40 + (temperature - 50) // 2,
+        "power_w": 520.0 + temperature,
+        "power_limit_w": 700.0,
+        "utilization_gpu_pct": 96,
+        "utilization_memory_pct": 44,
+        "memory_used_mib": 61000,
+        "sm_clock_mhz": 1980 if temperature < 85 else 1400,
+        "mem_clock_mhz": 2619,
+        "throttle_reasons": ["sw_thermal"] if temperature >= 85 else [],
+        **values,
+    }
+
+
+def post_readings(base_url: str, token: str, readings: list[dict]) -> None:
+    body = {
+        "batch_id": str(uuidlib.uuid4()),
+        "sent_at": iso(dt.datetime.now(dt.UTC)),
+        "host": {"hostname": HOST, "agent_version": "0.1.0", "driver_version": "570.133.20"},
+        "gpus": [],
+        "readings": readings,
+    }
+    request = urllib.request.Request(
+        base_url + "/api/v1/ingest",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 202, response.read()
+
+
+@pytest.fixture(scope="module")
+def host_token(portal_server):
+    return portal_server.manage("issue_token", HOST, "--label", "browser test").stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def cleaning_history(portal_server, host_token):
+    """Ten minutes of a hot GPU that a cleaning 5 minutes ago cooled down by ~20 °C."""
+    now = dt.datetime.now(dt.UTC)
+    cleaned_at = now - dt.timedelta(minutes=5)
+    portal_server.manage(
+        "shell",
+        "-c",
+        "import datetime as dt; from portal.fleet import services; from portal.fleet.models import Gpu; "
+        f"gpu = Gpu.objects.get(uuid={GPU_UUID!r}); "
+        f"services.record_create(kind='cleaning', host=gpu.host, gpu=gpu, performed_at=dt.datetime.fromisoformat("
+        f"{cleaned_at.isoformat()!r}), performed_by='Li Wei', dust_level='heavy', airflow_ok=True)",
+    )
+    readings = []
+    for second in range(600, 0, -5):
+        ts = now - dt.timedelta(seconds=second)
+        before = ts < cleaned_at
+        temperature = (84 if before else 63) + (second // 5) % 3
+        readings.append(reading(ts, temperature))
+    post_readings(portal_server.base_url, host_token, readings)
+    return cleaned_at
+
+
+def test_gpu_page_charts_grow_live(page, portal_server, login, screenshot, host_token, cleaning_history):
+    login(page, "tech", portal_server.credentials["tech"])
+    page.goto(f"/gpus/{GPU_UUID}/")
+    indicator = page.locator("#live-gpu .live-indicator")
+    expect(indicator).to_have_attribute("data-state", "live")
+    page.wait_for_function(f"{TEMPERATURE_LEN} >= 100")  # the history from the readings API
+    before = page.evaluate(TEMPERATURE_LEN)
+    markers = page.evaluate("document.getElementById('chart-temperature').layout.annotations.map(a => a.text)")
+    assert any(text.startswith("Cleaning") for text in markers), markers
+
+    post_readings(portal_server.base_url, host_token, [reading(dt.datetime.now(dt.UTC), 66)])
+    page.wait_for_function(f"{TEMPERATURE_LEN} > {before}", timeout=2000)
+    expect(page.locator('[data-now="temperature"]')).to_have_text("66 °C")
+    page.wait_for_timeout(300)  # let Plotly finish drawing before the picture
+    screenshot(page, "live-gpu.png")
+
+    page.get_by_role("button", name="24 h").click()
+    expect(page.locator("#live-range-note")).to_contain_text("History")
+    screenshot(page, "live-gpu-24h.png")
+
+
+def test_fleet_heatmap_updates_live(page, portal_server, login, screenshot, host_token, cleaning_history):
+    login(page, "viewer", portal_server.credentials["viewer"])
+    page.goto("/")
+    expect(page.locator("#live-fleet .live-indicator")).to_have_attribute("data-state", "live")
+    expect(page.locator("#live-tickets .live-indicator")).to_have_attribute("data-state", "live")
+    cell = "document.getElementById('fleet-heatmap').data[0].z[0][0]"  # dgx-01 is the first row, GPU 0
+    post_readings(portal_server.base_url, host_token, [reading(dt.datetime.now(dt.UTC), 88)])
+    page.wait_for_function(f"{cell} === 88", timeout=2000)
+    expect(page.locator('[data-tile="hot"] [data-count]')).to_have_text("1")
+    expect(page.locator('[data-tile="throttling"] [data-count]')).to_have_text("1")
+    expect(page.locator('[data-tile="silent"] [data-count]')).to_have_text("11")
+    page.wait_for_timeout(300)
+    screenshot(page, "live-fleet.png")
+
+    page.locator('[data-tile="hot"] a').first.click()
+    page.wait_for_url(f"**/{GPU_UUID}/")
