@@ -117,7 +117,7 @@ class FanWear(Rule):
     above where it was when the fan reached 95 %); the fan reading 0 %, or stuck at one value for
     30 minutes while the temperature moves by 10 °C, while the GPU is hot; and, over weeks, more
     fan duty needed at comparable load than in the first 7 days after the last fan replacement
-    (+15 points). Any of them for 2 minutes opens; none for 30 minutes clears."""
+    (+15 points at the same temperature). Any of them for 2 minutes opens; none for 30 minutes clears."""
 
     key = "fan_wear"
     title = "Fan wear"
@@ -157,11 +157,7 @@ class FanWear(Rule):
             dead = hot and (fan == 0 or stuck)
             util = row[UTIL]
             if util is not None and util >= p["load_util_pct"]:
-                finished = Drift.add(d.setdefault("drift", {}), ts, (fan,), p["baseline_days"])
-                if finished is not None:
-                    base, cur = d["drift"]["base"], finished
-                    if base[0] >= p["min_samples"] and cur[0] >= p["min_samples"]:
-                        d["worn"] = cur[1] / cur[0] - base[1] / base[0] >= p["drift_points"]
+                self._drift(d, ts, fan, temp, p)
             worn = d.get("worn", False)
             opening = climbing or dead or worn
             step(track, ts, opening, not opening, fan, p, emit, _evidence(rows, i, FAN))
@@ -169,6 +165,28 @@ class FanWear(Rule):
                 d["esc"] = True
                 emit(Event("update", track, ts, value=fan, severity="critical", note="fan stopped while hot"))
         track.changed = True
+
+    @staticmethod
+    def _drift(d, ts, fan, temp, p):
+        """Fan duty for the same temperature (5 °C bins) against the baseline days; the mean
+        excess of each later day decides `worn`."""
+        t0 = d.setdefault("t0", ts)
+        bin_ = str(int(temp // 5))
+        if ts - t0 < p["baseline_days"] * 86400:
+            acc = d.setdefault("bins", {}).setdefault(bin_, [0, 0.0])
+            acc[0] += 1
+            acc[1] += fan
+            return
+        day = int(ts // 86400)
+        if d.get("day") != day:
+            cur = d.get("cur")
+            if cur and cur[0] >= p["min_samples"]:
+                d["worn"] = cur[1] / cur[0] >= p["drift_points"]
+            d["day"], d["cur"] = day, [0, 0.0]
+        base = d.get("bins", {}).get(bin_)
+        if base and base[0] >= 5:
+            d["cur"][0] += 1
+            d["cur"][1] += fan - base[1] / base[0]
 
 
 class CoolingDegradation(Rule):

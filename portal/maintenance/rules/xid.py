@@ -60,6 +60,7 @@ class XidRule(Rule):
 
 
 class XidBus(XidRule):
+    __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_bus", "bus", "critical"
     title = "GPU fell off the bus (XID 79)"
     watches = "XID 79"
@@ -72,6 +73,7 @@ class XidBus(XidRule):
 
 
 class XidEcc(XidRule):
+    __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_ecc", "ecc", "critical"
     title = "Memory error XID"
     watches = "XID 48, 63, 64, 92, 94, 95"
@@ -83,6 +85,7 @@ class XidEcc(XidRule):
 
 
 class XidNvlink(XidRule):
+    __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_nvlink", "nvlink", "warning"
     title = "NVLink error XID"
     watches = "XID 74"
@@ -91,6 +94,7 @@ class XidNvlink(XidRule):
 
 
 class XidHardware(XidRule):
+    __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_hardware", "hardware", "critical"
     title = "Hardware XID"
     watches = "XID 32, 38, 54, 56, 57, 61, 62, 119, 120, 121, 140 and unknown codes"
@@ -102,6 +106,7 @@ class XidHardware(XidRule):
 
 
 class XidApplication(XidRule):
+    __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_application", "application", "info"
     title = "Repeated application faults (XID)"
     watches = "XID 13, 31, 43, 45, 68, 69, repeating"
