@@ -1,6 +1,7 @@
 import datetime as dt
+from typing import Annotated
 
-from ninja import Field, FilterSchema, Query, Router, Schema
+from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
 from ninja.pagination import LimitOffsetPagination, paginate
 
 from portal.api import require_perm
@@ -25,7 +26,7 @@ class HostOut(Schema):
 
 class HostFilter(FilterSchema):
     status: Host.Status | None = None
-    q: str | None = Field(None, max_length=100, q=["hostname__icontains", "location__icontains"])
+    q: Annotated[str | None, Field(max_length=100), FilterLookup(["hostname__icontains", "location__icontains"])] = None
 
 
 @router.get("/hosts", response=list[HostOut])
@@ -65,11 +66,11 @@ def _jsonable(value):
 
 
 class RecordFilter(FilterSchema):
-    host: str | None = Field(None, max_length=253, q="host__hostname")
-    gpu: str | None = Field(None, max_length=96, q="gpu__uuid")
+    host: Annotated[str | None, Field(max_length=253), FilterLookup("host__hostname")] = None
+    gpu: Annotated[str | None, Field(max_length=96), FilterLookup("gpu__uuid")] = None
     kind: MaintenanceRecord.Kind | None = None
-    since: dt.datetime | None = Field(None, q="performed_at__gte")
-    until: dt.datetime | None = Field(None, q="performed_at__lt")
+    since: Annotated[dt.datetime | None, FilterLookup("performed_at__gte")] = None
+    until: Annotated[dt.datetime | None, FilterLookup("performed_at__lt")] = None
 
 
 @router.get("/records", response=list[RecordOut])

@@ -1,8 +1,9 @@
 import datetime as dt
+from typing import Annotated
 
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from ninja import Field, FilterSchema, Query, Router, Schema
+from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
 from ninja.errors import HttpError
 from ninja.pagination import LimitOffsetPagination, paginate
 
@@ -51,9 +52,9 @@ class GpuOut(Schema):
 
 
 class GpuFilter(FilterSchema):
-    host: str | None = Field(None, max_length=253, q="host__hostname")
+    host: Annotated[str | None, Field(max_length=253), FilterLookup("host__hostname")] = None
     status: Gpu.Status | None = None
-    model: str | None = Field(None, max_length=128, q="model_name__icontains")
+    model: Annotated[str | None, Field(max_length=128), FilterLookup("model_name__icontains")] = None
 
 
 @router.get("/gpus", response=list[GpuOut])
