@@ -125,6 +125,10 @@ CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tasks are sent from request paths (ingest's after-commit hook): with the broker down, sending
+# must fail fast and be logged, not hold the agent's request for seconds. Beat tasks catch up.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout": 2}
 CELERY_BEAT_SCHEDULE: dict = {
     "rollups": {"task": "portal.telemetry.tasks.rollups_process_pending_task", "schedule": 30.0},
     "telemetry-prune": {"task": "portal.telemetry.tasks.telemetry_prune_task", "schedule": 3600.0},
