@@ -98,8 +98,8 @@ def test_cleaning_record_resolves_the_ticket_and_links_both_ways(gpu, technician
     from portal.maintenance.services.tickets import ticket_fire
 
     dust, _ = ticket_fire(rule="cooling_degradation", host_id=gpu.host_id, gpu_id=gpu.pk, at=timezone.now(), value=20)
-    RuleState.objects.update_or_create(key=dust.fingerprint, defaults=dict(
-        rule=dust.rule, host=gpu.host, gpu=gpu, state="firing", data={"drift": {"base": [1, 2, 3]}}))  # fmt: skip
+    defaults = {"rule": dust.rule, "host": gpu.host, "gpu": gpu, "state": "firing", "data": {"drift": {"base": [1]}}}
+    RuleState.objects.update_or_create(key=dust.fingerprint, defaults=defaults)
     record = fleet_services.record_create(
         kind=MaintenanceRecord.Kind.CLEANING, host=gpu.host, gpu=gpu, recorded_by=technician,
         performed_at=timezone.now(), performed_by="Bob", dust_level="heavy",
@@ -155,8 +155,10 @@ def test_schedules_due_then_overdue_then_resolved_by_record(gpu):
     beat.schedules_check(now=now + dt.timedelta(days=1))
     backup.refresh_from_db()
     assert backup.severity == "warning" and backup.events.filter(kind="escalated").exists()
-    fleet_services.record_create(kind=MaintenanceRecord.Kind.BACKUP, host=host, performed_at=now,
-                                 performed_by="x", backup_content="checkpoints", destination="nas", verified=True)  # fmt: skip
+    fleet_services.record_create(
+        kind=MaintenanceRecord.Kind.BACKUP, host=host, performed_at=now, performed_by="x",
+        backup_content="checkpoints", destination="nas", verified=True,
+    )  # fmt: skip
     backup.refresh_from_db()
     assert backup.state == "resolved" and backup.resolved_by_record is not None
     beat.schedules_check(now=now + dt.timedelta(days=1, hours=1))
@@ -190,7 +192,8 @@ def ingest(db):
         batch = make_batch("dgx-07", readings=0, now=now)
         last = len(readings_overrides) - 1
         batch["readings"] = [
-            make_reading(UUID, now - dt.timedelta(seconds=10 * (last - i)), **o) for i, o in enumerate(readings_overrides)
+            make_reading(UUID, now - dt.timedelta(seconds=10 * (last - i)), **o)
+            for i, o in enumerate(readings_overrides)
         ]
         batch["gpus"] = [dict(batch["gpus"][0], uuid=UUID)]
         return reading_batch_ingest(host=host, batch=BatchIn.model_validate_json(json.dumps(batch)), now=now)
