@@ -1,6 +1,5 @@
 """POST /api/v1/ingest: the agents' endpoint. Small and strict (see ingest-v1.md's answers)."""
 
-import json
 import logging
 import math
 import zlib
@@ -125,12 +124,31 @@ async def ingest(request: HttpRequest):
     return await _run_db(_store)(token, body)
 
 
+def _openapi_schema(model) -> dict:
+    """The model's JSON schema with its $defs inlined: pydantic's '#/$defs/...' references point
+    nowhere inside an OpenAPI document, and tools reading the document cannot resolve them."""
+    schema = model.model_json_schema()
+    definitions = schema.pop("$defs", {})
+
+    def inline(node):
+        if isinstance(node, dict):
+            reference = node.get("$ref", "")
+            if reference.startswith("#/$defs/"):
+                return inline(definitions[reference.removeprefix("#/$defs/")])
+            return {key: inline(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [inline(value) for value in node]
+        return node
+
+    return inline(schema)
+
+
 def ingest_openapi_operation() -> dict:
     """The ingest operation for the OpenAPI document (the view is plain Django, for speed)."""
     from portal.telemetry.schemas import ErrorOut, IngestAccepted
 
     def error(description):
-        return {"description": description, "content": {"application/json": {"schema": ErrorOut.model_json_schema()}}}
+        return {"description": description, "content": {"application/json": {"schema": _openapi_schema(ErrorOut)}}}
 
     return {
         "post": {
@@ -140,16 +158,16 @@ def ingest_openapi_operation() -> dict:
             "security": [{"HostToken": []}],
             "requestBody": {
                 "required": True,
-                "content": {"application/json": {"schema": json.loads(json.dumps(BatchIn.model_json_schema()))}},
+                "content": {"application/json": {"schema": _openapi_schema(BatchIn)}},
             },
             "responses": {
                 "202": {
                     "description": "stored",
-                    "content": {"application/json": {"schema": IngestAccepted.model_json_schema()}},
+                    "content": {"application/json": {"schema": _openapi_schema(IngestAccepted)}},
                 },
                 "200": {
                     "description": "batch_id seen before; nothing new written",
-                    "content": {"application/json": {"schema": IngestAccepted.model_json_schema()}},
+                    "content": {"application/json": {"schema": _openapi_schema(IngestAccepted)}},
                 },
                 "400": error("malformed JSON, wrong type, out-of-range value, too old/new"),
                 "401": error("missing, wrong or revoked token"),

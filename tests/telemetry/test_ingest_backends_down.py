@@ -1,0 +1,60 @@
+"""With Redis (channel layer and Celery broker) unreachable, ingest still answers 202 and the
+readings are stored: they are safe once the transaction commits; the hand-on is only logged."""
+
+import json
+import socket
+import time
+import urllib.request
+
+import pytest
+
+from tests.portal_process import manage, portal_env, running_portal
+from tests.telemetry.batches import make_batch
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]  # closed again when this returns: nothing listens there
+
+
+@pytest.fixture(scope="module")
+def portal_without_redis(tmp_path_factory):
+    var_dir = tmp_path_factory.mktemp("redis-down")
+    env = portal_env(var_dir, REDIS_URL=f"redis://127.0.0.1:{_dead_port()}/0")
+    manage(env, "migrate", "--noinput", "-v", "0")
+    token = manage(env, "issue_token", "lonely-host").stdout.strip().splitlines()[-1]
+    with running_portal(env, var_dir) as portal:
+        yield portal, token
+
+
+def _post(base_url: str, token: str, batch: dict) -> tuple[int, dict, float]:
+    request = urllib.request.Request(
+        base_url + "/api/v1/ingest",
+        data=json.dumps(batch).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    started = time.monotonic()
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status, json.loads(response.read()), time.monotonic() - started
+
+
+def test_ingest_answers_202_and_stores_when_redis_is_down(portal_without_redis):
+    portal, token = portal_without_redis
+    batch = make_batch("lonely-host", readings=5)
+
+    status, body, elapsed = _post(portal.base_url, token, batch)
+
+    assert (status, body) == (202, {"accepted": 5, "duplicate": False})
+    assert elapsed < 10, f"ingest waited {elapsed:.1f} s on the dead broker"
+    stored = manage(
+        portal.env, "shell", "-c",
+        "from portal.telemetry.models import Reading; print(Reading.objects.count())",
+    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    assert stored == "5"
+    # The failure to hand the batch on is logged, not swallowed.
+    log = portal.log.read_text()
+    assert "failed for batch" in log or "Error" in log, log[-2000:]
+    # The same batch again is still answered as a duplicate.
+    assert _post(portal.base_url, token, batch)[:2] == (200, {"accepted": 0, "duplicate": True})
