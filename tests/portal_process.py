@@ -1,0 +1,100 @@
+"""The real portal in a subprocess: Daphne on a free port over a throwaway SQLite database.
+
+For tests that must see the portal as a client does (the browser tests, ingest with its
+back-end services down)."""
+
+import contextlib
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+@dataclasses.dataclass
+class PortalProcess:
+    base_url: str
+    env: dict[str, str]
+    var_dir: Path
+    log: Path
+
+    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run another manage.py command against the server's database."""
+        return manage(self.env, *args, check=check)
+
+
+def manage(env, *args, check=True) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=180
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def portal_env(var_dir: Path, **overrides: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
+    env.update(
+        VAR_DIR=str(var_dir),
+        DATABASE_URL=f"sqlite:///{var_dir}/e2e.sqlite3",  # always SQLite, whatever the suite runs on
+        DJANGO_SETTINGS_MODULE="portal.settings",
+        DEBUG="true",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(overrides)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_until_up(url: str, server: subprocess.Popen, log: Path, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"the portal exited with {server.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"the portal did not answer at {url} within {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
+
+
+@contextlib.contextmanager
+def running_portal(env: dict[str, str], var_dir: Path):
+    """Serve the (already migrated) database in env with Daphne until the block ends."""
+    port = _free_port()
+    log = var_dir / "daphne.log"
+    with open(log, "wb") as log_file:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+            cwd=REPO,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(base_url + "/healthz", server, log)
+        yield PortalProcess(base_url=base_url, env=env, var_dir=var_dir, log=log)
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
