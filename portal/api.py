@@ -75,10 +75,12 @@ def _unauthenticated(request, exc):
 
 
 from portal.fleet.api import router as fleet_router  # noqa: E402
+from portal.maintenance.api import router as maintenance_router  # noqa: E402
 from portal.telemetry.api import router as telemetry_router  # noqa: E402
 
 api.add_router("", fleet_router)
 api.add_router("", telemetry_router)
+api.add_router("", maintenance_router)
 
 
 def api_urls():

@@ -95,6 +95,11 @@ class Rule:
     resolved_by: ClassVar[tuple[str, ...]] = ()  # maintenance record kinds that resolve its ticket
     defaults: ClassVar[dict[str, Any]] = {}
 
+    @property
+    def doc(self) -> str:
+        """The rule's documentation on one line (for the pages)."""
+        return " ".join((type(self).__doc__ or "").split())
+
     def evaluate(self, track: Track, gpu: GpuInfo, rows: list[tuple], params: dict, emit) -> None:
         raise NotImplementedError
 

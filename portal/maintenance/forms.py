@@ -1,0 +1,38 @@
+from django import forms
+from django.contrib.auth import get_user_model
+
+from portal.fleet.models import Gpu, Host
+from portal.maintenance.models import Ticket
+
+
+class TransitionForm(forms.Form):
+    state = forms.ChoiceField(choices=Ticket.State.choices)
+    note = forms.CharField(required=False, max_length=2000)
+
+
+class CommentForm(forms.Form):
+    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000)
+
+
+class AssignForm(forms.Form):
+    assignee = forms.ModelChoiceField(queryset=get_user_model().objects.filter(is_active=True), required=False)
+
+
+class SilenceForm(forms.Form):
+    host = forms.ModelChoiceField(queryset=Host.objects.all(), to_field_name="hostname")
+    gpu = forms.ModelChoiceField(queryset=Gpu.objects.all(), to_field_name="uuid", required=False)
+    ends_at = forms.DateTimeField()
+    comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+
+    def clean(self):
+        data = super().clean()
+        gpu, host = data.get("gpu"), data.get("host")
+        if gpu is not None and host is not None and gpu.host_id != host.pk:
+            self.add_error("gpu", "this GPU is not in that host")
+        return data
+
+
+class RuleConfigForm(forms.Form):
+    params = forms.JSONField(help_text='Only the settings to change, e.g. {"open_for_s": 180}')
+    enabled = forms.BooleanField(required=False, initial=True)
+    host = forms.ModelChoiceField(queryset=Host.objects.all(), to_field_name="hostname", required=False)

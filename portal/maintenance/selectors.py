@@ -1,0 +1,76 @@
+"""Reads for the ticket pages and API. Query shape lives here: list pages run a constant number
+of queries whatever the number of tickets."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db.models import QuerySet
+
+from portal.maintenance.models import Ticket
+from portal.maintenance.rules import RULES
+
+SORTS = {
+    "last_seen": "-last_seen", "first_seen": "-first_seen", "severity": "severity_rank", "occurrences": "-occurrences",
+    "host": "host__hostname", "rule": "rule", "state": "state",
+}  # fmt: skip
+FILTERS = ("state", "severity", "rule", "host")
+
+
+def ticket_list(*, state: str = "", severity: str = "", rule: str = "", host: str = "", sort: str = "") -> QuerySet:
+    from django.db.models import Case, IntegerField, Value, When
+
+    tickets = Ticket.objects.select_related("host", "gpu", "assignee", "parent")
+    if state == "active":
+        tickets = tickets.filter(state__in=Ticket.OPEN_STATES)
+    elif state:
+        tickets = tickets.filter(state=state)
+    if severity:
+        tickets = tickets.filter(severity=severity)
+    if rule:
+        tickets = tickets.filter(rule=rule)
+    if host:
+        tickets = tickets.filter(host__hostname=host)
+    tickets = tickets.annotate(
+        severity_rank=Case(
+            When(severity="critical", then=Value(0)), When(severity="warning", then=Value(1)), default=Value(2),
+            output_field=IntegerField(),
+        )
+    )  # fmt: skip
+    return tickets.order_by(SORTS.get(sort, "-last_seen"), "-id")
+
+
+def ticket_detail(*, pk: int) -> Ticket:
+    return (
+        Ticket.objects.select_related("host", "gpu", "assignee", "parent", "resolved_by_record")
+        .prefetch_related("events__user", "comments__author", "children__gpu")
+        .get(pk=pk)
+    )
+
+
+def open_tickets_for(*, gpu=None, host=None) -> list[Ticket]:
+    tickets = Ticket.objects.filter(state__in=Ticket.OPEN_STATES).select_related("gpu")
+    tickets = tickets.filter(gpu=gpu) if gpu is not None else tickets.filter(host=host)
+    return list(tickets.order_by("-last_seen")[:50])
+
+
+def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=30), limit: int = 2000) -> str | None:
+    """A Plotly figure (JSON) of the rule's metric around the trigger, built server-side."""
+    metric = RULES[ticket.rule].metric if ticket.rule in RULES else None
+    if ticket.gpu_id is None or not metric:
+        return None
+    import plotly.graph_objects as go
+
+    from portal.telemetry.models import Reading
+
+    end = (ticket.resolved_at or ticket.last_seen) + margin
+    rows = list(
+        Reading.objects.filter(gpu_id=ticket.gpu_id, ts__gte=ticket.first_seen - margin, ts__lte=end)
+        .order_by("ts")
+        .values_list("ts", metric)[:limit]
+    )
+    fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name=metric))
+    fig.add_vline(x=ticket.first_seen.timestamp() * 1000, line_dash="dash", line_color="#cf222e")
+    fig.update_layout(margin={"l": 40, "r": 10, "t": 10, "b": 30}, height=280, yaxis_title=metric,
+                      template="plotly_white")  # fmt: skip
+    return fig.to_json()

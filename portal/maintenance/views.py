@@ -1,0 +1,153 @@
+"""Ticket pages: thin views that parse the request, call a selector or a service, and render."""
+
+from django.contrib import messages
+from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views import View
+
+from portal.maintenance import selectors, services
+from portal.maintenance.errors import InvalidInput, TicketConflict
+from portal.maintenance.forms import AssignForm, CommentForm, RuleConfigForm, SilenceForm, TransitionForm
+from portal.maintenance.models import RuleConfig, Severity, Silence, Ticket
+from portal.maintenance.rules import RULES
+from portal.maintenance.services.config import rule_config_set
+from portal.maintenance.services.silences import silence_create
+
+
+class Permission(PermissionRequiredMixin):
+    raise_exception = True
+
+
+def _form_errors(form) -> str:
+    return "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items())
+
+
+def _service_errors(error: InvalidInput) -> str:
+    return "; ".join(f"{f}: {' '.join(e)}" for f, e in error.field_errors.items()) or error.message
+
+
+class TicketListView(Permission, View):
+    permission_required = "maintenance.view_ticket"
+
+    def get(self, request):
+        filters = {name: request.GET.get(name, "") for name in selectors.FILTERS}
+        if "state" not in request.GET:
+            filters["state"] = "active"
+        sort = request.GET.get("sort", "")
+        page = Paginator(selectors.ticket_list(**filters, sort=sort), 50).get_page(request.GET.get("page"))
+        return render(request, "maintenance/ticket_list.html", {
+            "page": page, "filters": filters, "sort": sort, "states": Ticket.State.choices,
+            "severities": Severity.choices, "rules": sorted(RULES), "sorts": list(selectors.SORTS),
+        })  # fmt: skip
+
+
+class TicketDetailView(Permission, View):
+    permission_required = "maintenance.view_ticket"
+
+    def get(self, request, pk, status=200):
+        try:
+            ticket = selectors.ticket_detail(pk=pk)
+        except Ticket.DoesNotExist as error:
+            from django.http import Http404
+
+            raise Http404("no such ticket") from error
+        return render(request, "maintenance/ticket_detail.html", {
+            "ticket": ticket, "chart": selectors.ticket_chart(ticket=ticket), "rule": RULES.get(ticket.rule),
+            "transitions": sorted(services.tickets.TRANSITIONS[ticket.state]), "assign_form": AssignForm(),
+            "comment_form": CommentForm(),
+        }, status=status)  # fmt: skip
+
+    def post(self, request, pk):
+        ticket = get_object_or_404(Ticket, pk=pk)
+        action = request.POST.get("action")
+        forms = {"transition": TransitionForm, "comment": CommentForm, "assign": AssignForm}
+        if action not in forms:
+            messages.error(request, "action: unknown action")
+            return self.get(request, pk, status=400)
+        needed = "maintenance.add_ticketcomment" if action == "comment" else "maintenance.change_ticket"
+        if not request.user.has_perm(needed):
+            raise PermissionDenied
+        form = forms[action](request.POST)
+        if not form.is_valid():
+            messages.error(request, _form_errors(form))
+            return self.get(request, pk, status=400)
+        data = form.cleaned_data
+        try:
+            if action == "transition":
+                if data["state"] == "closed" and not request.user.has_perm("maintenance.close_ticket"):
+                    raise PermissionDenied
+                services.ticket_transition(ticket=ticket, to_state=data["state"], user=request.user, note=data["note"])
+            elif action == "comment":
+                services.ticket_comment_add(ticket=ticket, author=request.user, body=data["body"])
+            else:
+                services.ticket_assign(ticket=ticket, assignee=data["assignee"], user=request.user)
+        except InvalidInput as error:
+            messages.error(request, _service_errors(error))
+            return self.get(request, pk, status=400)
+        except TicketConflict as error:
+            messages.error(request, error.message)
+            return self.get(request, pk, status=409)
+        return redirect(ticket)
+
+
+class SilenceListView(Permission, View):
+    permission_required = "maintenance.view_silence"
+
+    def get(self, request, form=None, status=200):
+        silences = Silence.objects.select_related("host", "gpu", "created_by").filter(ends_at__gt=timezone.now())
+        return render(request, "maintenance/silences.html", {"silences": silences, "form": form or SilenceForm()},
+                      status=status)  # fmt: skip
+
+    def post(self, request):
+        if not request.user.has_perm("maintenance.add_silence"):
+            raise PermissionDenied
+        form = SilenceForm(request.POST)
+        if not form.is_valid():
+            return self.get(request, form=form, status=400)
+        data = form.cleaned_data
+        try:
+            silence_create(host=data["host"], gpu=data["gpu"], ends_at=data["ends_at"], comment=data["comment"],
+                           user=request.user)  # fmt: skip
+        except InvalidInput as error:
+            for field, errs in error.field_errors.items():
+                form.add_error(field if field in form.fields else None, errs)
+            return self.get(request, form=form, status=400)
+        messages.success(request, "Silence saved.")
+        return redirect("maintenance:silences")
+
+
+class RuleListView(Permission, View):
+    permission_required = "maintenance.view_ruleconfig"
+
+    def get(self, request, form=None, status=200, selected=""):
+        configs = {}
+        for config in RuleConfig.objects.select_related("host"):
+            configs.setdefault(config.rule, []).append(config)
+        rules = [(rule, configs.get(key, [])) for key, rule in sorted(RULES.items())]
+        return render(request, "maintenance/rules.html", {"rules": rules, "form": form or RuleConfigForm(),
+                                                          "selected": selected}, status=status)  # fmt: skip
+
+    def post(self, request):
+        if not request.user.has_perm("maintenance.change_ruleconfig"):
+            raise PermissionDenied
+        rule = request.POST.get("rule", "")
+        form = RuleConfigForm(request.POST)
+        if rule not in RULES:
+            form.is_valid()
+            form.add_error(None, "rule: unknown rule")
+            return self.get(request, form=form, status=400)
+        if not form.is_valid():
+            return self.get(request, form=form, status=400, selected=rule)
+        data = form.cleaned_data
+        try:
+            rule_config_set(rule=rule, params=data["params"], enabled=data["enabled"], host=data["host"],
+                            user=request.user)  # fmt: skip
+        except InvalidInput as error:
+            for field, errs in error.field_errors.items():
+                form.add_error(field if field in form.fields else None, errs)
+            return self.get(request, form=form, status=400, selected=rule)
+        messages.success(request, f"Thresholds of {rule} saved.")
+        return redirect("maintenance:rules")

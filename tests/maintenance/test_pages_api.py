@@ -1,0 +1,135 @@
+"""Ticket pages and /api/v1/tickets: roles, filters, bad input (a clear 4xx naming the field, nothing written)."""
+
+import datetime as dt
+import json
+
+import pytest
+from django.utils import timezone
+
+from portal.maintenance.models import RuleConfig, Silence, Ticket, TicketComment
+from portal.maintenance.services.tickets import ticket_fire
+
+
+@pytest.fixture
+def ticket(gpu):
+    t, _ = ticket_fire(rule="overheat", host_id=gpu.host_id, gpu_id=gpu.pk, at=timezone.now(), value=88)
+    return t
+
+
+def test_list_filters_and_roles(client_for, actors, ticket, django_assert_max_num_queries):
+    for name in ("admin", "technician", "viewer"):
+        assert client_for(actors[name]).get("/tickets/").status_code == 200
+    assert client_for(actors["outsider"]).get("/tickets/").status_code == 403
+    page = client_for(actors["viewer"]).get("/tickets/?severity=warning&rule=overheat&sort=severity&state=")
+    assert ticket.title.encode() in page.content
+    assert ticket.title.encode() not in client_for(actors["viewer"]).get("/tickets/?rule=pcie").content
+    client = client_for(actors["viewer"])
+    with django_assert_max_num_queries(12):
+        client.get("/tickets/")
+
+
+def test_detail_shows_action_chart_and_tickets_on_gpu_page(client_for, viewer, ticket, gpu):
+    page = client_for(viewer).get(f"/tickets/{ticket.pk}/")
+    assert page.status_code == 200 and b"Check the airflow" in page.content
+    assert b"live/plotly.min.js" in page.content and b"ticket-chart-data" in page.content
+    assert ticket.title.encode() in client_for(viewer).get(gpu.get_absolute_url()).content
+    assert ticket.title.encode() in client_for(viewer).get(gpu.host.get_absolute_url()).content
+
+
+def test_technician_works_the_ticket_viewer_cannot(client_for, technician, viewer, ticket):
+    tech = client_for(technician)
+    assert tech.post(f"/tickets/{ticket.pk}/", {"action": "transition", "state": "acknowledged"}).status_code == 302
+    assert tech.post(f"/tickets/{ticket.pk}/", {"action": "comment", "body": "on it"}).status_code == 302
+    assert tech.post(f"/tickets/{ticket.pk}/", {"action": "assign", "assignee": technician.pk}).status_code == 302
+    ticket.refresh_from_db()
+    assert ticket.state == "acknowledged" and ticket.assignee == technician and ticket.comments.count() == 1
+    assert client_for(viewer).post(f"/tickets/{ticket.pk}/", {"action": "comment", "body": "x"}).status_code == 403
+    assert tech.post(f"/tickets/{ticket.pk}/", {"action": "transition", "state": "resolved"}).status_code == 302
+    assert tech.post(f"/tickets/{ticket.pk}/", {"action": "transition", "state": "closed"}).status_code == 403
+
+
+def test_bad_input_on_the_ticket_page(client_for, technician, ticket):
+    tech = client_for(technician)
+    answer = tech.post(f"/tickets/{ticket.pk}/", {"action": "transition", "state": "exploded"})
+    assert answer.status_code == 400 and b"state" in answer.content
+    tech.post(f"/tickets/{ticket.pk}/", {"action": "transition", "state": "in_progress"})
+    answer = tech.post(f"/tickets/{ticket.pk}/", {"action": "transition", "state": "acknowledged"})
+    assert answer.status_code == 400 and b"not allowed from in_progress" in answer.content
+    answer = tech.post(f"/tickets/{ticket.pk}/", {"action": "comment", "body": ""})
+    assert answer.status_code == 400 and b"body" in answer.content
+    assert tech.post(f"/tickets/{ticket.pk}/", {"action": "explode"}).status_code == 400
+    assert not TicketComment.objects.exists()
+    ticket.refresh_from_db()
+    assert ticket.state == "in_progress"
+
+
+def test_admin_silences_with_bad_input(client_for, admin, technician, gpu):
+    client = client_for(admin)
+    until = (timezone.now() + dt.timedelta(hours=2)).strftime("%Y-%m-%d %H:%M")
+    answer = client.post("/tickets/silences/", {"host": gpu.host.hostname, "ends_at": until, "comment": ""})
+    assert answer.status_code == 400 and b"comment" in answer.content
+    past = (timezone.now() - dt.timedelta(hours=2)).strftime("%Y-%m-%d %H:%M")
+    answer = client.post("/tickets/silences/", {"host": gpu.host.hostname, "ends_at": past, "comment": "x"})
+    assert answer.status_code == 400 and b"after the start" in answer.content
+    assert not Silence.objects.exists()
+    ok = {"host": gpu.host.hostname, "gpu": gpu.uuid, "ends_at": until, "comment": "fan swap"}
+    assert client.post("/tickets/silences/", ok).status_code == 302
+    assert Silence.objects.get().gpu == gpu
+    assert client_for(technician).post("/tickets/silences/", ok).status_code == 403
+
+
+def test_admin_rule_thresholds_with_bad_input(client_for, admin, technician):
+    client = client_for(admin)
+    answer = client.post("/tickets/rules/", {"rule": "overheat", "params": '{"open_for_s": "soon"}', "enabled": "on"})
+    assert answer.status_code == 400 and b"open_for_s" in answer.content
+    answer = client.post("/tickets/rules/", {"rule": "overheat", "params": '{"bogus": 1}', "enabled": "on"})
+    assert answer.status_code == 400 and b"bogus" in answer.content
+    answer = client.post("/tickets/rules/", {"rule": "overheat", "params": "{not json", "enabled": "on"})
+    assert answer.status_code == 400 and b"params" in answer.content
+    assert not RuleConfig.objects.exists()
+    answer = client.post("/tickets/rules/", {"rule": "overheat", "params": '{"open_for_s": 180}', "enabled": "on"})
+    assert answer.status_code == 302 and RuleConfig.objects.get().params == {"open_for_s": 180}
+    assert client_for(technician).post("/tickets/rules/", {"rule": "overheat", "params": "{}"}).status_code == 403
+
+
+# --- API ------------------------------------------------------------------------------------
+
+
+def test_api_list_filter_and_state_change(client_for, technician, viewer, ticket):
+    answer = client_for(viewer).get("/api/v1/tickets?severity=warning&state=active")
+    assert answer.status_code == 200 and [t["id"] for t in answer.json()] == [ticket.pk]
+    assert client_for(viewer).get("/api/v1/tickets?rule=pcie").json() == []
+    url = f"/api/v1/tickets/{ticket.pk}/state"
+    body = json.dumps({"state": "acknowledged"})
+    assert client_for(viewer).post(url, body, content_type="application/json").status_code == 403
+    answer = client_for(technician).post(url, body, content_type="application/json")
+    assert answer.status_code == 200 and answer.json()["state"] == "acknowledged"
+
+
+def test_api_bad_input_names_the_field(client_for, technician, ticket):
+    client = client_for(technician)
+    answer = client.get("/api/v1/tickets?severity=awful")
+    assert answer.status_code == 400 and answer.json()["detail"][0]["loc"] == "severity"
+    url = f"/api/v1/tickets/{ticket.pk}/state"
+    answer = client.post(url, json.dumps({"state": "exploded"}), content_type="application/json")
+    assert answer.status_code == 400 and answer.json()["detail"][0]["loc"].endswith("state")
+    answer = client.post(url, json.dumps({"state": "in_progress"}), content_type="application/json")
+    assert answer.status_code == 200
+    answer = client.post(url, json.dumps({"state": "acknowledged"}), content_type="application/json")
+    assert answer.status_code == 400 and "state" in answer.json()["error"]
+    ticket.refresh_from_db()
+    assert ticket.state == "in_progress"
+
+
+def test_api_in_openapi_schema(client_for, viewer):
+    schema = client_for(viewer).get("/api/v1/openapi.json").json()
+    assert "/api/v1/tickets" in schema["paths"] and "/api/v1/tickets/{ticket_id}/state" in schema["paths"]
+
+
+def test_unknown_ticket_is_404(client_for, viewer):
+    assert client_for(viewer).get("/tickets/999999/").status_code == 404
+    assert client_for(viewer).get("/api/v1/tickets/999999").status_code == 404
+
+
+def test_ticket_counts_only_open(ticket):
+    assert Ticket.objects.filter(state__in=Ticket.OPEN_STATES).count() == 1
