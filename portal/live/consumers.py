@@ -43,6 +43,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             return
         self.group = group
         await self.channel_layer.group_add(group, self.channel_name)
+        await publish.watchers.watch(group)
         publish.publisher.attach(asyncio.get_running_loop())
         self._refresh = asyncio.create_task(self._keep_membership())
         await self.send_json({"kind": "hello", "group": group, "coalesce_ms": round(settings.LIVE_COALESCE_S * 1000)})
@@ -53,16 +54,18 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
     async def _keep_membership(self):
         # channels-redis drops a group membership after group_expiry seconds; a wall screen
         # stays connected for days, so re-join well before that.
-        expiry = self.channel_layer.group_expiry if hasattr(self.channel_layer, "group_expiry") else 86400
+        expiry = getattr(self.channel_layer, "group_expiry", 86400)
         while True:
-            await asyncio.sleep(max(5.0, expiry / 3))
+            await asyncio.sleep(max(5.0, min(expiry, publish.Watchers.TTL_S) / 3))
             await self.channel_layer.group_add(self.group, self.channel_name)
+            await publish.watchers.refresh(self.group)
 
     async def disconnect(self, code):
         if self._refresh is not None:
             self._refresh.cancel()
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await publish.watchers.unwatch(self.group)
 
     async def receive_json(self, content, **kwargs):
         if isinstance(content, dict) and content.get("kind") == "ping":

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 FLEET_GROUP = "fleet"
 TICKETS_GROUP = "tickets"
 MESSAGE_TYPE = "live.message"  # handled by LiveConsumer.live_message
+SEND_CONCURRENCY = 16
 
 # The compact point: one list per reading, in this order (the pages read the names from "fields").
 POINT_FIELDS = (
@@ -57,6 +58,82 @@ def host_group(host_id: int) -> str:
 
 def _interval() -> float:
     return float(getattr(settings, "LIVE_COALESCE_S", 0.5))
+
+
+class Watchers:
+    """Which groups have a consumer somewhere, so that a flush skips the hundreds of GPU and host
+    groups nobody is looking at (each group_send costs channels-redis several round trips).
+
+    In-memory layer: counted in this process. Redis: a sorted set of group -> expiry time that
+    consumers refresh while connected; the publisher reads it at most every WATCHED_CACHE_S. A
+    stale entry only costs a needless send; if Redis can't answer, every group is sent.
+    """
+
+    KEY = "live:watched"
+    TTL_S = 180
+    WATCHED_CACHE_S = 0.5
+
+    def __init__(self):
+        self._local: dict[str, int] = defaultdict(int)
+        self._clients: dict[int, object] = {}
+        self._cache: tuple[float, set[str] | None] = (0.0, None)
+
+    def _redis(self):
+        config = settings.CHANNEL_LAYERS.get("default", {})
+        if "RedisChannelLayer" not in config.get("BACKEND", ""):
+            return None
+        host = config.get("CONFIG", {}).get("hosts", ["redis://127.0.0.1:6379"])[0]
+        url = host if isinstance(host, str) else host.get("address")
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(id(loop))
+        if client is None or client[0] is not loop or client[1] != url:
+            import redis.asyncio
+
+            client = self._clients[id(loop)] = (loop, url, redis.asyncio.Redis.from_url(url))
+        return client[2]
+
+    async def watch(self, group: str) -> None:
+        redis_client = self._redis()
+        if redis_client is None:
+            self._local[group] += 1
+            return
+        await redis_client.zadd(self.KEY, {group: time.time() + self.TTL_S})
+
+    async def refresh(self, group: str) -> None:
+        if self._redis() is not None:
+            await self.watch(group)
+
+    async def unwatch(self, group: str) -> None:
+        if self._redis() is None:
+            self._local[group] -= 1
+            if self._local[group] <= 0:
+                del self._local[group]
+        # On Redis another process may watch the same group: the entry expires by itself.
+
+    async def watched(self) -> set[str] | None:
+        redis_client = self._redis()
+        if redis_client is None:
+            return set(self._local)
+        fetched_at, groups = self._cache
+        if time.monotonic() - fetched_at < self.WATCHED_CACHE_S and groups is not None:
+            return groups
+        try:
+            now = time.time()
+            await redis_client.zremrangebyscore(self.KEY, 0, now)
+            groups = {member.decode() for member in await redis_client.zrange(self.KEY, 0, -1)}
+        except Exception:
+            log.warning("live: could not read the watched groups; sending to all", exc_info=True)
+            return None
+        self._cache = (time.monotonic(), groups)
+        return groups
+
+    def reset(self) -> None:
+        self._local.clear()
+        self._clients.clear()
+        self._cache = (0.0, None)
+
+
+watchers = Watchers()
 
 
 class Publisher:
@@ -164,8 +241,20 @@ class Publisher:
         messages = [(g, {"kind": "points", "fields": POINT_FIELDS, "points": p}) for g, p in points.items()]
         messages += [(g, {"kind": "tickets", "events": e}) for g, e in tickets.items()]
         if messages:
+            watched = await watchers.watched()
+            if watched is not None:
+                messages = [(group, message) for group, message in messages if group in watched]
+        if messages:
             layer = get_channel_layer()
-            await asyncio.gather(*(self._send(layer, group, message) for group, message in messages))
+            # A few sends in flight at once: enough to hide Redis round trips, well under the
+            # connection pool's size (a flush can hold hundreds of groups).
+            limit = asyncio.Semaphore(SEND_CONCURRENCY)
+
+            async def send(group, message):
+                async with limit:
+                    await self._send(layer, group, message)
+
+            await asyncio.gather(*(send(group, message) for group, message in messages))
         return next_due
 
     async def _send(self, layer, group: str, message: dict) -> None:
@@ -186,6 +275,7 @@ class Publisher:
             self._tickets.clear()
             self._last_sent.clear()
         self.sent_messages = 0
+        watchers.reset()
 
 
 publisher = Publisher()
