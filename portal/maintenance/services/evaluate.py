@@ -93,11 +93,13 @@ class Tracks:
             obj.state, obj.since_ts, obj.last_ts = track.state, from_epoch(track.since), from_epoch(track.last)
             obj.peak, obj.data, obj.updated_at = track.peak, track.data, now
             track.changed = False
-        if new:
-            RuleState.objects.bulk_create(new, batch_size=500)
-        if changed:
-            RuleState.objects.bulk_update(changed, STATE_FIELDS, batch_size=500)
-        return len(new) + len(changed)
+        rows = new + changed
+        if rows:
+            # One upsert for new and changed rows (bulk_update's CASE WHEN is several times slower).
+            RuleState.objects.bulk_create(
+                rows, batch_size=500, update_conflicts=True, unique_fields=["key"], update_fields=STATE_FIELDS
+            )
+        return len(rows)
 
 
 def _gpu_infos(gpu_ids) -> dict[int, GpuInfo]:
