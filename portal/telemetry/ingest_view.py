@@ -57,8 +57,15 @@ def _validation_detail(error: ValidationError) -> tuple[str, list[dict]]:
     return "invalid batch", detail
 
 
+def _close_stale_connections() -> None:
+    # Only on a pool thread (INGEST_PARALLEL): on the request's own thread Django's request
+    # signals already do this, and closing there would drop a surrounding transaction (a test's).
+    if settings.INGEST_PARALLEL:
+        close_old_connections()
+
+
 def _authenticate(request: HttpRequest):
-    close_old_connections()
+    _close_stale_connections()
     header = request.headers.get("Authorization", "")
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
@@ -77,7 +84,7 @@ def _store(token, body: bytes):
     except IngestRejected as rejected:
         return _error(rejected.status, rejected.message, rejected.detail)
     finally:
-        close_old_connections()
+        _close_stale_connections()
     if result.duplicate:
         return JsonResponse({"accepted": 0, "duplicate": True}, status=200)
     return JsonResponse({"accepted": result.accepted, "duplicate": False}, status=202)

@@ -20,7 +20,10 @@ from portal.telemetry.services.rollups import rollups_process_pending
 from tests.factories import RecordFactory, UserFactory
 from tests.telemetry.batches import gpu_uuid, iso, make_batch
 
-pytestmark = pytest.mark.django_db
+# Committed data: the WSGI handler is not Django's test Client, it closes "old" connections at
+# each request's start and end, which would drop a test's surrounding transaction on PostgreSQL.
+# This also runs the ingest view as in production (INGEST_PARALLEL, a pool thread per batch).
+pytestmark = pytest.mark.django_db(transaction=True)
 
 EXAMPLES = 25
 FUZZ = settings(
@@ -55,7 +58,7 @@ schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_applica
 
 @schema.include(method="GET").parametrize()
 @FUZZ
-def test_read_endpoints_never_fail_and_match_their_schema(case, fuzz_fleet, personal_token):
+def test_read_endpoints_never_fail_and_match_their_schema(case, transactional_db, fuzz_fleet, personal_token):
     if case.path_parameters and "uuid" in case.path_parameters:
         # a random uuid is a 404 at once; a real GPU lets the query parameters reach the selectors
         case.path_parameters["uuid"] = gpu_uuid(1)
@@ -90,7 +93,7 @@ def steer_into_the_service(body, hostname: str) -> None:
 
 @schema.include(operation_id="ingest_batch").parametrize()
 @FUZZ
-def test_ingest_never_answers_5xx(case, fuzz_fleet, settings):
+def test_ingest_never_answers_5xx(case, transactional_db, fuzz_fleet, settings):
     settings.INGEST_RATE_BURST = 1_000_000  # fuzzing is not a runaway agent
     steer_into_the_service(case.body, fuzz_fleet.hostname)
     response = case.call(headers={"Authorization": f"Bearer {fuzz_fleet.token}"})
