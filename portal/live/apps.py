@@ -9,4 +9,4 @@ class LiveConfig(AppConfig):
         from portal.live.publish import readings_published
         from portal.telemetry.hooks import on_batch_stored
 
-        on_batch_stored("live")(readings_published)
+        on_batch_stored("live", with_readings=True)(readings_published)

@@ -32,6 +32,8 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
+from portal.telemetry.models import READING_ROW_COLUMNS
+
 log = logging.getLogger(__name__)
 
 FLEET_GROUP = "fleet"
@@ -281,14 +283,28 @@ class Publisher:
 publisher = Publisher()
 
 
-def readings_published(*, batch_pk: int, host_id: int, gpu_ids: list[int]) -> None:
-    """The after-commit ingest hook: one query for the batch's readings, then into the buffer."""
+_ROW_POSITION = {name: position for position, name in enumerate(READING_ROW_COLUMNS)}
+_POINT_POSITIONS = [_ROW_POSITION[name] for name in READING_COLUMNS]
+
+
+def _points_from_rows(rows) -> list[list]:
+    """Compact points from the rows ingest just stored (no query), oldest first."""
+    return [
+        [row[0], round(row[1].timestamp() * 1000), *(row[position] for position in _POINT_POSITIONS)]
+        for row in sorted(rows, key=lambda row: row[1])
+    ]
+
+
+def readings_published(*, batch_pk: int, host_id: int, gpu_ids: list[int], readings=None) -> None:
+    """The after-commit ingest hook: the batch's readings into the buffer. Ingest hands over the
+    rows it stored; without them (a replay), one query reads them back."""
     if not settings.LIVE_ENABLED or not gpu_ids or not publisher.has_listeners():
         return
     from portal.live.selectors import batch_points
 
+    points = _points_from_rows(readings) if readings else batch_points(batch_pk=batch_pk, gpu_ids=gpu_ids)
     groups: dict[str, list] = defaultdict(list)
-    for point in batch_points(batch_pk=batch_pk, gpu_ids=gpu_ids):
+    for point in points:
         groups[gpu_group(point[0])].append(point)
     fleet = [point for points in groups.values() for point in points]
     if not fleet:

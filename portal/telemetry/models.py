@@ -113,6 +113,8 @@ READING_METRICS = (
     "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen",
     "pcie_link_width", "pcie_replay_count",
 )  # fmt: skip
+# A stored reading as ingest holds it in memory (and hands it to batch consumers).
+READING_ROW_COLUMNS = ("gpu_id", "ts", *READING_METRICS, "xid_count")
 
 
 class XidEvent(models.Model):

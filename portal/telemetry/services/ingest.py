@@ -18,7 +18,14 @@ from django.utils import timezone
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Gpu, Host
 from portal.telemetry import hooks
-from portal.telemetry.models import READING_METRICS, THROTTLE_BIT, IngestBatch, Reading, XidEvent
+from portal.telemetry.models import (
+    READING_METRICS,
+    READING_ROW_COLUMNS,
+    THROTTLE_BIT,
+    IngestBatch,
+    Reading,
+    XidEvent,
+)
 from portal.telemetry.schemas import BatchIn
 
 log = logging.getLogger(__name__)
@@ -26,7 +33,7 @@ log = logging.getLogger(__name__)
 MAX_AGE = dt.timedelta(hours=24)
 MAX_FUTURE = dt.timedelta(minutes=5)
 
-_READING_COLUMNS = ("gpu_id", "ts", *READING_METRICS, "xid_count")
+_READING_COLUMNS = READING_ROW_COLUMNS
 _GPU_LOOKUP_FIELDS = ("id", "uuid", "host_id", *fleet_services.AGENT_GPU_FIELDS.values())
 
 
@@ -219,7 +226,9 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
                 XidEvent.objects.bulk_create(xids)
             _upsert_latest(rows, now)
             touched = sorted({row[0] for row in rows} | set(gpu_ids.values()))
-            transaction.on_commit(lambda: hooks.batch_stored(batch_pk=stored.pk, host_id=host.pk, gpu_ids=touched))
+            transaction.on_commit(
+                lambda: hooks.batch_stored(batch_pk=stored.pk, host_id=host.pk, gpu_ids=touched, readings=rows)
+            )
     except IntegrityError:
         # Two requests with the same batch_id at once: the unique index lets one through.
         if IngestBatch.objects.filter(batch_id=batch.batch_id).exists():
