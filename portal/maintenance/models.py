@@ -212,9 +212,13 @@ class Subscription(models.Model):
     channel = models.CharField(max_length=16, choices=Channel.choices)
     target = models.CharField(max_length=500, help_text="Email address or webhook URL.")
     min_severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
+    rules = models.JSONField(default=list, blank=True, help_text="Rule keys to hear about; empty: every rule.")
     host = models.ForeignKey(Host, on_delete=models.CASCADE, null=True, blank=True, related_name="+")
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
 
     def __str__(self):
         return f"{self.user} {self.channel} {self.target}"

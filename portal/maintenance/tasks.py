@@ -4,7 +4,7 @@ from celery import shared_task
 
 from portal.maintenance.services import beat
 from portal.maintenance.services.evaluate import batch_evaluate
-from portal.maintenance.services.notify import notification_send, retry_delay_s
+from portal.maintenance.services.notify import notification_send, notifications_pending_sweep, retry_delay_s
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -33,3 +33,9 @@ def notification_send_task(notification_id: int):
     retry = notification_send(notification_id=notification_id)
     if retry is not None:
         notification_send_task.apply_async((retry.pk,), countdown=retry_delay_s(retry.attempt))
+
+
+@shared_task(ignore_result=True)
+def notifications_pending_sweep_task():
+    # Attempts whose enqueue failed (broker down) are still pending rows: queue them again.
+    notifications_pending_sweep()

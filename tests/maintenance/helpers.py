@@ -1,6 +1,10 @@
 """Reading series for rule tests, fed straight to the evaluation service with their own timestamps."""
 
+import contextlib
 import datetime as dt
+import http.server
+import json
+import threading
 
 from django.db import transaction
 
@@ -42,3 +46,60 @@ def feed(gpu, rows: list[tuple], chunk: int = 30, xids=None):
         with transaction.atomic():
             outcomes += readings_evaluate(host_id=gpu.host_id, readings={}, xids=xids).tickets
     return outcomes
+
+
+@contextlib.contextmanager
+def celery_configured(**conf):
+    """The portal's Celery app with some options changed (broker_url, task_always_eager, …), put
+    back afterwards. The connection and producer pools are dropped both ways, so a new broker URL
+    takes effect and the old one comes back."""
+    from portal.celery import app
+
+    def reset_pools():
+        # Dropped, not closed: kombu keeps the pools per broker URL and hands the same ones out again.
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    saved = {name: app.conf[name] for name in conf}
+    app.conf.update(conf)
+    reset_pools()
+    try:
+        yield app
+    finally:
+        app.conf.update(saved)
+        reset_pools()
+
+
+class WebhookServer:
+    """A real HTTP server on 127.0.0.1 (ephemeral port) in a thread. It answers each POST with the
+    next status of `statuses` (the last one repeats) and keeps every request body."""
+
+    def __init__(self, statuses):
+        self.statuses = list(statuses)
+        self.bodies: list[dict] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                server.bodies.append(json.loads(self.rfile.read(length)))
+                status = server.statuses.pop(0) if len(server.statuses) > 1 else server.statuses[0]
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)

@@ -17,6 +17,7 @@ from portal.maintenance.models import SEVERITY_RANK, Notification, Subscription,
 
 log = logging.getLogger(__name__)
 NOTIFY_EVENTS = ("opened", "reopened", "escalated", "resolved")
+SWEEP_GRACE_S = 60  # a pending attempt this long past due was not queued (or its queue message was lost)
 
 
 def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None) -> list[Notification]:
@@ -25,7 +26,11 @@ def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None)
     if event not in NOTIFY_EVENTS:
         return []
     now = now or timezone.now()
-    current = Ticket.objects.filter(pk=ticket.pk).values("parent_id", "silenced", "severity", "fingerprint").first()
+    current = (
+        Ticket.objects.filter(pk=ticket.pk)
+        .values("parent_id", "silenced", "severity", "fingerprint", "rule", "host_id")
+        .first()
+    )
     if current is None or current["parent_id"] or current["silenced"]:
         return []
     window = dt.timedelta(seconds=settings.MAINTENANCE_NOTIFY_MIN_INTERVAL_S)
@@ -34,7 +39,7 @@ def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None)
         return []
     rank = SEVERITY_RANK[current["severity"]]
     subscriptions = Subscription.objects.filter(active=True, user__is_active=True).filter(
-        Q(host__isnull=True) | Q(host_id=ticket.host_id)
+        Q(host__isnull=True) | Q(host_id=current["host_id"])
     )
     rows = [
         Notification(
@@ -42,24 +47,47 @@ def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None)
             created_at=now,
         )  # fmt: skip
         for sub in subscriptions
-        if rank >= SEVERITY_RANK[sub.min_severity]
+        if rank >= SEVERITY_RANK[sub.min_severity] and (not sub.rules or current["rule"] in sub.rules)
     ]
     if not rows:
         return []
     Notification.objects.bulk_create(rows)
     ids = [row.pk for row in rows]
-
-    def enqueue():
-        from portal.maintenance.tasks import notification_send_task
-
-        for pk in ids:
-            try:
-                notification_send_task.delay(pk)
-            except Exception:
-                log.exception("could not enqueue notification %s; the send sweep will pick it up", pk)
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: notifications_enqueue(ids=ids))
     return rows
+
+
+def notifications_enqueue(*, ids: list[int]) -> list[int]:
+    """Hand notifications to the workers. With the broker down the rows stay pending and
+    `notifications_pending_sweep` sends them later. Returns the ids that were queued."""
+    from portal.maintenance.tasks import notification_send_task
+
+    queued = []
+    for pk in ids:
+        try:
+            notification_send_task.delay(pk)
+        except Exception:
+            log.exception("could not enqueue notification %s; the send sweep will pick it up", pk)
+        else:
+            queued.append(pk)
+    return queued
+
+
+def notification_due_at(notification: Notification) -> dt.datetime:
+    """When a pending attempt may go out: at once for a first attempt, after the backoff for a retry."""
+    delay = retry_delay_s(notification.attempt) if notification.attempt > 1 else 0
+    return notification.created_at + dt.timedelta(seconds=delay)
+
+
+def notifications_pending_sweep(*, now: dt.datetime | None = None, grace_s: int = SWEEP_GRACE_S) -> list[int]:
+    """Queue again the attempts still pending `grace_s` after they fell due: their first
+    enqueue failed (broker down) or was lost. A row queued twice is still sent once (the send
+    claims it with a conditional UPDATE). Returns the ids queued."""
+    now = now or timezone.now()
+    pending = Notification.objects.filter(status=Notification.Status.PENDING, created_at__lte=now)
+    due = [n.pk for n in pending.only("id", "attempt", "created_at") if notification_due_at(n) + dt.timedelta(
+        seconds=grace_s) <= now]  # fmt: skip
+    return notifications_enqueue(ids=sorted(due)) if due else []
 
 
 def _payload(notification: Notification) -> dict:
