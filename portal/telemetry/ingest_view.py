@@ -7,6 +7,7 @@ import zlib
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import DisallowedHost
 from django.db import close_old_connections
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
@@ -102,6 +103,12 @@ def _run_db(function):
 async def ingest(request: HttpRequest):
     if request.method != "POST":
         return _error(405, "use POST", headers={"Allow": "POST"})
+    try:
+        # Served without the middleware stack (see portal.core.asgi_ingest), so the Host
+        # header is checked here.
+        request.get_host()
+    except DisallowedHost:
+        return _error(400, "Host header not in ALLOWED_HOSTS")
     token = await _run_db(_authenticate)(request)
     if token is None:
         return _error(401, "missing, unknown or revoked host token")

@@ -201,8 +201,8 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
     if batch.host.hostname != host.hostname:
         raise IngestRejected(403, f"this token belongs to host {host.hostname!r}, not {batch.host.hostname!r}")
     _check_timestamps(batch, now)
-    if IngestBatch.objects.filter(batch_id=batch.batch_id).exists():
-        return IngestResult(accepted=0, duplicate=True)
+    # No "seen this batch_id?" query up front: duplicates are rare, and the unique index on
+    # batch_id answers it inside the transaction below, race-free.
     known = _resolve_gpus(host, batch)
     timestamps = [reading.ts for reading in batch.readings]
     try:
@@ -230,7 +230,7 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
                 lambda: hooks.batch_stored(batch_pk=stored.pk, host_id=host.pk, gpu_ids=touched, readings=rows)
             )
     except IntegrityError:
-        # Two requests with the same batch_id at once: the unique index lets one through.
+        # A batch sent again, or the same one twice at once: the unique index lets one through.
         if IngestBatch.objects.filter(batch_id=batch.batch_id).exists():
             return IngestResult(accepted=0, duplicate=True)
         raise
