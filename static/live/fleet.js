@@ -16,7 +16,8 @@
   let queued = false;
 
   function isSilent(gpu) {
-    return gpu.ts == null || Date.now() - skew - gpu.ts > fleet.silent_after_s * 1000;
+    // A GPU that never reported has no agent yet: "no data", not "silent".
+    return gpu.ts != null && Date.now() - skew - gpu.ts > fleet.silent_after_s * 1000;
   }
 
   function grid() {
@@ -27,7 +28,7 @@
       const row = hosts.indexOf(gpu.host);
       const silent = isSilent(gpu);
       z[row][gpu.index] = silent ? null : gpu.temperature_c;
-      text[row][gpu.index] = silent ? "silent" : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
+      text[row][gpu.index] = gpu.ts == null ? "no data" : silent ? "silent" : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
       custom[row][gpu.index] = gpu.url;
     });
     return { z: z, text: text, custom: custom };
