@@ -135,6 +135,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "maintenance-silence": {"task": "portal.maintenance.tasks.silence_check_task", "schedule": 60.0},
     "maintenance-xid-quiet": {"task": "portal.maintenance.tasks.xid_quiet_check_task", "schedule": 600.0},
     "maintenance-schedules": {"task": "portal.maintenance.tasks.schedules_check_task", "schedule": 3600.0},
+    "maintenance-batches": {"task": "portal.maintenance.tasks.batches_sweep_task", "schedule": 300.0},
+    "maintenance-notify": {"task": "portal.maintenance.tasks.notifications_pending_sweep_task", "schedule": 60.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [
