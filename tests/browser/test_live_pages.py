@@ -113,6 +113,10 @@ def test_gpu_page_charts_grow_live(page, portal_server, login, screenshot, host_
 
 
 def test_fleet_heatmap_updates_live(page, portal_server, login, screenshot, host_token, cleaning_history):
+    # dgx-01 #1 reported once, ten minutes ago: silent. The other ten never reported: no data.
+    quiet_gpu = "GPU-demo0001-0000-4000-8000-000000000001"
+    ten_minutes_ago = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)
+    post_readings(portal_server.base_url, host_token, [reading(ten_minutes_ago, 50, gpu_uuid=quiet_gpu)])
     login(page, "viewer", portal_server.credentials["viewer"])
     page.goto("/")
     expect(page.locator("#live-fleet .live-indicator")).to_have_attribute("data-state", "live")
@@ -122,7 +126,10 @@ def test_fleet_heatmap_updates_live(page, portal_server, login, screenshot, host
     page.wait_for_function(f"{cell} === 88", timeout=2000)
     expect(page.locator('[data-tile="hot"] [data-count]')).to_have_text("1")
     expect(page.locator('[data-tile="throttling"] [data-count]')).to_have_text("1")
-    expect(page.locator('[data-tile="silent"] [data-count]')).to_have_text("11")
+    expect(page.locator('[data-tile="silent"] [data-count]')).to_have_text("1")
+    expect(page.locator('[data-tile="silent"] a')).to_have_text("dgx-01 #1")
+    heatmap_text = page.evaluate("document.getElementById('fleet-heatmap').data[0].text")
+    assert heatmap_text[0][1] == "silent" and heatmap_text[1][0] == "no data", heatmap_text
     page.wait_for_timeout(300)
     screenshot(page, "live-fleet.png")
 
