@@ -2,7 +2,8 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from portal.fleet.models import Gpu, Host
-from portal.maintenance.models import Ticket
+from portal.maintenance.models import Severity, Subscription, Ticket
+from portal.maintenance.rules import RULES
 
 
 class TransitionForm(forms.Form):
@@ -36,3 +37,31 @@ class RuleConfigForm(forms.Form):
     params = forms.JSONField(help_text='Only the settings to change, e.g. {"open_for_s": 180}')
     enabled = forms.BooleanField(required=False, initial=True)
     host = forms.ModelChoiceField(queryset=Host.objects.all(), to_field_name="hostname", required=False)
+
+
+class SubscriptionForm(forms.Form):
+    channel = forms.ChoiceField(choices=Subscription.Channel.choices)
+    target = forms.CharField(max_length=500, help_text="Email address, or the webhook's http(s) URL.")
+    min_severity = forms.ChoiceField(choices=Severity.choices, initial=Severity.WARNING, label="At least")
+    rules = forms.MultipleChoiceField(choices=lambda: [(key, key) for key in sorted(RULES)], required=False,
+                                      help_text="None selected: every rule.")  # fmt: skip
+    host = forms.ModelChoiceField(queryset=Host.objects.all(), to_field_name="hostname", required=False,
+                                  help_text="Empty: every host.")  # fmt: skip
+
+    def clean(self):
+        data = super().clean()
+        channel, target = data.get("channel"), data.get("target")
+        if channel == "email" and target:
+            try:
+                forms.EmailField().clean(target)
+            except forms.ValidationError:
+                self.add_error("target", "not a valid email address")
+        elif channel == "webhook" and target:
+            try:
+                forms.URLField(assume_scheme="https").clean(target)
+            except forms.ValidationError:
+                self.add_error("target", "not a valid http(s) URL")
+            else:
+                if not target.startswith(("http://", "https://")):
+                    self.add_error("target", "not a valid http(s) URL")
+        return data

@@ -9,4 +9,5 @@ urlpatterns = [
     path("<int:pk>/", views.TicketDetailView.as_view(), name="ticket"),
     path("silences/", views.SilenceListView.as_view(), name="silences"),
     path("rules/", views.RuleListView.as_view(), name="rules"),
+    path("subscriptions/", views.SubscriptionListView.as_view(), name="subscriptions"),
 ]

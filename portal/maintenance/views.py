@@ -10,11 +10,19 @@ from django.views import View
 
 from portal.maintenance import selectors, services
 from portal.maintenance.errors import InvalidInput, TicketConflict
-from portal.maintenance.forms import AssignForm, CommentForm, RuleConfigForm, SilenceForm, TransitionForm
-from portal.maintenance.models import RuleConfig, Severity, Silence, Ticket
+from portal.maintenance.forms import (
+    AssignForm,
+    CommentForm,
+    RuleConfigForm,
+    SilenceForm,
+    SubscriptionForm,
+    TransitionForm,
+)
+from portal.maintenance.models import RuleConfig, Severity, Silence, Subscription, Ticket
 from portal.maintenance.rules import RULES
 from portal.maintenance.services.config import rule_config_set
 from portal.maintenance.services.silences import silence_create
+from portal.maintenance.services.subscriptions import subscription_create, subscription_delete
 
 
 class Permission(PermissionRequiredMixin):
@@ -151,3 +159,41 @@ class RuleListView(Permission, View):
             return self.get(request, form=form, status=400, selected=rule)
         messages.success(request, f"Thresholds of {rule} saved.")
         return redirect("maintenance:rules")
+
+
+class SubscriptionListView(Permission, View):
+    """The signed-in user's own subscriptions: add (email or webhook, severities, rules, host), remove."""
+
+    permission_required = "maintenance.view_ticket"
+
+    def get(self, request, form=None, status=200):
+        subscriptions = Subscription.objects.filter(user=request.user).select_related("host")
+        return render(request, "maintenance/subscriptions.html", {
+            "subscriptions": subscriptions, "form": form or SubscriptionForm(),
+        }, status=status)  # fmt: skip
+
+    def post(self, request):
+        if request.POST.get("action") == "delete":
+            try:
+                subscription_id = int(request.POST.get("id", ""))
+            except ValueError:
+                messages.error(request, "id: not a subscription")
+                return self.get(request, status=400)
+            if not subscription_delete(user=request.user, subscription_id=subscription_id):
+                messages.error(request, "id: not one of your subscriptions")
+                return self.get(request, status=404)
+            messages.success(request, "Subscription removed.")
+            return redirect("maintenance:subscriptions")
+        form = SubscriptionForm(request.POST)
+        if not form.is_valid():
+            return self.get(request, form=form, status=400)
+        data = form.cleaned_data
+        try:
+            subscription_create(user=request.user, channel=data["channel"], target=data["target"],
+                                min_severity=data["min_severity"], rules=data["rules"], host=data["host"])  # fmt: skip
+        except InvalidInput as error:
+            for field, errs in error.field_errors.items():
+                form.add_error(field if field in form.fields else None, errs)
+            return self.get(request, form=form, status=400)
+        messages.success(request, "Subscription saved.")
+        return redirect("maintenance:subscriptions")

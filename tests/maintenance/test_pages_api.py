@@ -133,3 +133,59 @@ def test_unknown_ticket_is_404(client_for, viewer):
 
 def test_ticket_counts_only_open(ticket):
     assert Ticket.objects.filter(state__in=Ticket.OPEN_STATES).count() == 1
+
+
+# --- a user's own subscriptions -------------------------------------------------------------
+
+
+def test_subscriptions_page_add_list_remove(client_for, technician, viewer, gpu):
+    from portal.maintenance.models import Subscription
+
+    client = client_for(technician)
+    assert client.get("/tickets/subscriptions/").status_code == 200
+    answer = client.post("/tickets/subscriptions/", {
+        "channel": "webhook", "target": "https://hooks.example.com/gpu", "min_severity": "critical",
+        "rules": ["overheat", "xid_bus"], "host": gpu.host.hostname,
+    })  # fmt: skip
+    assert answer.status_code == 302
+    sub = Subscription.objects.get()
+    assert (sub.user, sub.channel, sub.min_severity, sub.rules, sub.host) == (
+        technician, "webhook", "critical", ["overheat", "xid_bus"], gpu.host
+    )
+    assert client.post("/tickets/subscriptions/", {"channel": "email", "target": "bob@example.com",
+                                                   "min_severity": "info"}).status_code == 302  # fmt: skip
+    page = client.get("/tickets/subscriptions/")
+    assert b"hooks.example.com" in page.content and b"bob@example.com" in page.content
+    # Someone else sees only their own, and cannot remove another user's subscription.
+    other = client_for(viewer)
+    assert b"hooks.example.com" not in other.get("/tickets/subscriptions/").content
+    assert other.post("/tickets/subscriptions/", {"action": "delete", "id": sub.pk}).status_code == 404
+    assert client.post("/tickets/subscriptions/", {"action": "delete", "id": sub.pk}).status_code == 302
+    assert list(Subscription.objects.values_list("target", flat=True)) == ["bob@example.com"]
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"channel": "webhook", "target": "not a url", "min_severity": "warning"}, b"target"),
+        ({"channel": "webhook", "target": "ftp://files.example.com/x", "min_severity": "warning"}, b"target"),
+        ({"channel": "email", "target": "bob-at-example", "min_severity": "warning"}, b"target"),
+        ({"channel": "email", "target": "bob@example.com", "min_severity": "apocalyptic"}, b"min_severity"),
+        ({"channel": "pager", "target": "bob@example.com", "min_severity": "warning"}, b"channel"),
+        ({"channel": "email", "target": "bob@example.com", "min_severity": "info", "rules": ["bogus"]}, b"rules"),
+        ({"channel": "email", "target": "bob@example.com", "min_severity": "info", "host": "nope"}, b"host"),
+        ({"channel": "email", "target": "", "min_severity": "info"}, b"target"),
+    ],
+)
+def test_subscriptions_bad_input_is_400_naming_the_field(client_for, technician, data, field):
+    from portal.maintenance.models import Subscription
+
+    answer = client_for(technician).post("/tickets/subscriptions/", data)
+    assert answer.status_code == 400
+    assert field + b":" in answer.content
+    assert not Subscription.objects.exists()
+
+
+def test_subscriptions_need_a_role(client_for, outsider):
+    assert client_for(outsider).get("/tickets/subscriptions/").status_code == 403
+    assert client_for().get("/tickets/subscriptions/").status_code in (302, 403)

@@ -1,0 +1,42 @@
+"""A user's own notification subscriptions."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import EmailValidator, URLValidator
+
+from portal.fleet.models import Host
+from portal.maintenance.errors import InvalidInput
+from portal.maintenance.models import Severity, Subscription
+from portal.maintenance.rules import RULES
+
+
+def subscription_create(
+    *, user, channel: str, target: str, min_severity: str, rules: list[str] | None = None, host: Host | None = None
+) -> Subscription:
+    """Subscribe `user` to tickets at or above `min_severity` (of `rules`, empty: all; on `host`,
+    None: all) by email or by a JSON webhook. Bad input is refused with the field named."""
+    errors: dict[str, list[str]] = {}
+    if channel not in Subscription.Channel.values:
+        errors["channel"] = [f"must be one of {Subscription.Channel.values}"]
+    validator = EmailValidator() if channel == "email" else URLValidator(schemes=["http", "https"])
+    try:
+        validator(target)
+    except ValidationError:
+        errors["target"] = ["not a valid email address" if channel == "email" else "not a valid http(s) URL"]
+    if min_severity not in Severity.values:
+        errors["min_severity"] = [f"must be one of {Severity.values}"]
+    unknown = sorted(set(rules or ()) - set(RULES))
+    if unknown:
+        errors["rules"] = [f"unknown rule(s): {', '.join(unknown)}"]
+    if errors:
+        raise InvalidInput("invalid subscription", field_errors=errors)
+    return Subscription.objects.create(
+        user=user, channel=channel, target=target, min_severity=min_severity, rules=sorted(set(rules or ())), host=host
+    )
+
+
+def subscription_delete(*, user, subscription_id: int) -> bool:
+    """Remove one of the user's own subscriptions (someone else's is left alone)."""
+    deleted, _ = Subscription.objects.filter(pk=subscription_id, user=user).delete()
+    return bool(deleted)
