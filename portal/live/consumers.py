@@ -110,7 +110,7 @@ class FleetConsumer(LiveConsumer):
 
 
 class TicketFeedConsumer(LiveConsumer):
-    permission = "fleet.view_host"  # tickets are about hosts and GPUs; every role may see them
+    permission = "maintenance.view_ticket"
 
     async def resolve_group(self):
         return publish.TICKETS_GROUP

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
-from portal.maintenance.models import Ticket
+from portal.maintenance.models import Severity, Ticket
 from portal.maintenance.rules import RULES
 
 SORTS = {
@@ -74,3 +74,11 @@ def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=
     fig.update_layout(margin={"l": 40, "r": 10, "t": 10, "b": 30}, height=280, yaxis_title=metric,
                       template="plotly_white")  # fmt: skip
     return fig.to_json()
+
+
+def open_ticket_counts() -> dict[str, int]:
+    """Open tickets by severity (every severity present, zeros included), for the fleet tile."""
+    counts = dict.fromkeys(Severity.values, 0)
+    rows = Ticket.objects.filter(state__in=Ticket.OPEN_STATES).values_list("severity").annotate(n=Count("id"))
+    counts.update(dict(rows))
+    return counts

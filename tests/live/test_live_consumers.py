@@ -163,3 +163,30 @@ async def test_ticket_changes_reach_the_feed(layer, fleet, viewer_user, connect)
             "gpu_id": gpus[0].pk,
         }
     ]
+
+
+async def test_a_ticket_opened_and_acknowledged_by_the_engine_reaches_the_feed(layer, fleet, viewer_user, connect):
+    from django.utils import timezone
+
+    from portal.maintenance.services.tickets import ticket_fire, ticket_transition
+
+    host, gpus = fleet
+    communicator, connected, _ = await connect("/ws/live/tickets/", viewer_user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=2)  # hello
+        ticket, what = await asyncio.to_thread(
+            lambda: ticket_fire(rule="overheat", host_id=host.pk, gpu_id=gpus[0].pk, at=timezone.now(), value=91.0)
+        )
+        opened = await communicator.receive_json_from(timeout=2)
+        await asyncio.to_thread(lambda: ticket_transition(ticket=ticket, to_state="acknowledged", user=viewer_user))
+        acknowledged = await communicator.receive_json_from(timeout=2)
+    finally:
+        await communicator.disconnect()
+    assert what == "opened"
+    [event] = opened["events"]
+    assert (event["event"], event["ticket_id"], event["gpu_id"]) == ("opened", ticket.pk, gpus[0].pk)
+    assert event["url"] == ticket.get_absolute_url()
+    assert event["open_counts"][ticket.severity] == 1
+    [event] = acknowledged["events"]
+    assert (event["event"], event["by"]) == ("acknowledged", "charlie")

@@ -26,9 +26,47 @@ from portal.maintenance.rules import RULES
 from portal.maintenance.rules.base import fingerprint
 
 REOPEN_WITHIN = dt.timedelta(hours=24)
+
+# Event kinds the live ticket feed shows, and the word it shows for each.
+_FEED_EVENTS = {
+    TicketEvent.Kind.OPENED: "opened",
+    TicketEvent.Kind.REOPENED: "reopened",
+    TicketEvent.Kind.ESCALATED: "escalated",
+    TicketEvent.Kind.AUTO_RESOLVED: "resolved",
+    TicketEvent.Kind.RESOLVED_BY_RECORD: "resolved",
+}
 OPEN_STATES = list(Ticket.OPEN_STATES)
 State = Ticket.State
 Kind = TicketEvent.Kind
+
+
+def _event(**fields) -> TicketEvent:
+    """Record a ticket event (every change is a row) and push the ones people watch for to the
+    live ticket feed, after the transaction commits."""
+    event = TicketEvent.objects.create(**fields)
+    word = _FEED_EVENTS.get(event.kind) or (event.to_state if event.kind == TicketEvent.Kind.STATE else None)
+    if word:
+        from portal.live.publish import ticket_changed
+        from portal.maintenance.selectors import open_ticket_counts
+
+        ticket = event.ticket
+        ticket_changed(
+            ticket.pk,
+            ticket.host_id,
+            ticket.gpu_id,
+            {
+                "event": word,
+                "severity": ticket.severity,
+                "title": ticket.title,
+                "url": ticket.get_absolute_url(),
+                "at": event.at,
+                "by": event.user.get_username() if event.user_id else "",
+                "hostname": ticket.host.hostname,
+                "gpu_label": f"GPU {ticket.gpu.index}" if ticket.gpu_id else "",
+                "open_counts": open_ticket_counts(),
+            },
+        )
+    return event
 
 
 def _title(rule_key: str, host, gpu) -> str:
@@ -42,9 +80,7 @@ def subject_silenced(*, host_id: int, gpu_id: int | None, at: dt.datetime) -> bo
     if gpu_id is not None and Gpu.objects.filter(pk=gpu_id, status=Gpu.Status.OUT_FOR_REPAIR).exists():
         return True
     windows = Silence.objects.filter(host_id=host_id, starts_at__lte=at, ends_at__gt=at)
-    return windows.filter(gpu__isnull=True).exists() or (
-        gpu_id is not None and windows.filter(gpu_id=gpu_id).exists()
-    )
+    return windows.filter(gpu__isnull=True).exists() or (gpu_id is not None and windows.filter(gpu_id=gpu_id).exists())
 
 
 def ticket_fire(
@@ -71,7 +107,7 @@ def ticket_fire(
         ticket = Ticket.objects.select_for_update().filter(fingerprint=fp, state__in=OPEN_STATES).first()
         if ticket is not None:
             _bump(ticket, at, value, severity)
-            TicketEvent.objects.create(ticket=ticket, kind=Kind.REPEATED, at=at, value=value, note=note)
+            _event(ticket=ticket, kind=Kind.REPEATED, at=at, value=value, note=note)
             return ticket, "repeated"
         recent = (
             Ticket.objects.select_for_update()
@@ -87,7 +123,7 @@ def ticket_fire(
             if claimed:
                 recent.refresh_from_db()
                 _bump(recent, at, value, severity)
-                TicketEvent.objects.create(
+                _event(
                     ticket=recent, kind=Kind.REOPENED, at=at, from_state=previous, to_state=State.OPEN, value=value,
                     note=note or "fired again within 24 h of being resolved",
                 )  # fmt: skip
@@ -109,9 +145,9 @@ def ticket_fire(
         except IntegrityError:  # another worker opened it a moment ago
             ticket = Ticket.objects.select_for_update().get(fingerprint=fp, state__in=OPEN_STATES)
             _bump(ticket, at, value, severity)
-            TicketEvent.objects.create(ticket=ticket, kind=Kind.REPEATED, at=at, value=value, note=note)
+            _event(ticket=ticket, kind=Kind.REPEATED, at=at, value=value, note=note)
             return ticket, "repeated"
-        TicketEvent.objects.create(ticket=ticket, kind=Kind.OPENED, at=at, to_state=State.OPEN, value=value, note=note)
+        _event(ticket=ticket, kind=Kind.OPENED, at=at, to_state=State.OPEN, value=value, note=note)
         return ticket, "opened"
 
 
@@ -144,9 +180,7 @@ def ticket_update(
         if escalated:
             previous = ticket.severity
             ticket.severity = severity
-            TicketEvent.objects.create(
-                ticket=ticket, kind=Kind.ESCALATED, at=at, value=value, note=note or f"{previous} → {severity}"
-            )
+            _event(ticket=ticket, kind=Kind.ESCALATED, at=at, value=value, note=note or f"{previous} → {severity}")
         ticket.save(update_fields=["last_seen", "peak_value", "severity", "updated_at"])
         return ticket, "escalated" if escalated else "updated"
 
@@ -159,9 +193,7 @@ def _resolve(ticket: Ticket, *, at: dt.datetime, kind: str, user=None, record=No
     if not claimed:
         return False
     ticket.refresh_from_db()
-    TicketEvent.objects.create(
-        ticket=ticket, kind=kind, at=at, from_state=previous, to_state=State.RESOLVED, user=user, note=note
-    )
+    _event(ticket=ticket, kind=kind, at=at, from_state=previous, to_state=State.RESOLVED, user=user, note=note)
     return True
 
 
@@ -202,7 +234,7 @@ def tickets_group(*, rule: str, host_id: int, at: dt.datetime, fraction: float =
     for child in children:
         child.parent = parent
         child.save(update_fields=["parent", "updated_at"])
-        TicketEvent.objects.create(ticket=child, kind=Kind.GROUPED, at=at, note=f"grouped under #{parent.pk}")
+        _event(ticket=child, kind=Kind.GROUPED, at=at, note=f"grouped under #{parent.pk}")
     return parent, outcome
 
 
@@ -243,9 +275,7 @@ def ticket_transition(*, ticket: Ticket, to_state: str, user=None, note: str = "
             ) from error
         if not claimed:
             raise TicketConflict("the ticket changed meanwhile; reload and try again")
-        TicketEvent.objects.create(
-            ticket=ticket, kind=Kind.STATE, at=now, from_state=previous, to_state=to_state, user=user, note=note
-        )
+        _event(ticket=ticket, kind=Kind.STATE, at=now, from_state=previous, to_state=to_state, user=user, note=note)
     ticket.refresh_from_db()
     return ticket
 
@@ -256,7 +286,7 @@ def ticket_assign(*, ticket: Ticket, assignee, user=None) -> Ticket:
     with transaction.atomic():
         ticket.assignee = assignee
         ticket.save(update_fields=["assignee", "updated_at"])
-        TicketEvent.objects.create(
+        _event(
             ticket=ticket, kind=Kind.ASSIGNED, at=timezone.now(), user=user,
             note=f"assigned to {assignee.get_username()}" if assignee else "unassigned",
         )  # fmt: skip
@@ -288,9 +318,7 @@ def tickets_resolve_by_record(*, record: MaintenanceRecord) -> list[Ticket]:
     record.resolved_tickets). A record on a whole host counts for each of its GPUs. Records
     that set a new baseline (a cleaning for the dust rule) reset it."""
     rules = [key for key, rule in RULES.items() if record.kind in rule.resolved_by]
-    tickets = Ticket.objects.filter(
-        host_id=record.host_id, rule__in=rules, state__in=OPEN_STATES
-    )
+    tickets = Ticket.objects.filter(host_id=record.host_id, rule__in=rules, state__in=OPEN_STATES)
     if record.gpu_id is not None:
         tickets = tickets.filter(Q(gpu_id=record.gpu_id) | Q(gpu__isnull=True, rule__startswith="schedule_"))
     resolved = []
