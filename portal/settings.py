@@ -239,4 +239,7 @@ MAINTENANCE_NOTIFY_MAX_ATTEMPTS = envint("MAINTENANCE_NOTIFY_MAX_ATTEMPTS", 5)
 MAINTENANCE_NOTIFY_BACKOFF_S = envint("MAINTENANCE_NOTIFY_BACKOFF_S", 30)  # doubles with each retry
 MAINTENANCE_WEBHOOK_TIMEOUT_S = envint("MAINTENANCE_WEBHOOK_TIMEOUT_S", 5)
 MAINTENANCE_PORTAL_URL = envstr("MAINTENANCE_PORTAL_URL", "http://localhost:8000")  # links in notifications
+# With a broker, evaluation tasks are sent at most once per this many seconds per process (each
+# task evaluates every pending batch); 0 sends one per batch.
+MAINTENANCE_EVALUATE_DEBOUNCE_S = float(envstr("MAINTENANCE_EVALUATE_DEBOUNCE_S", "0.5"))
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket

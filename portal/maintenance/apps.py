@@ -18,9 +18,9 @@ class MaintenanceConfig(AppConfig):
 
         @on_batch_stored("maintenance")
         def _evaluate(*, batch_pk, host_id, gpu_ids):
-            from portal.maintenance.tasks import batch_evaluate_task
+            from portal.maintenance.enqueue import evaluation_enqueue
 
-            batch_evaluate_task.delay(batch_pk, gpu_ids)
+            evaluation_enqueue(batch_pk=batch_pk, gpu_ids=gpu_ids)
 
         post_save.connect(_record_saved, sender=MaintenanceRecord, dispatch_uid="maintenance.record_saved")
 
