@@ -140,14 +140,19 @@ def _run_db(function):
 @login_not_required
 async def ingest(request: HttpRequest):
     if request.method != "POST":
-        return _error(405, "use POST", headers={"Allow": "POST"})
-    try:
-        # Served without the middleware stack (see portal.core.asgi_ingest), so the Host
-        # header is checked here.
-        request.get_host()
-    except DisallowedHost:
-        return _error(400, "Host header not in ALLOWED_HOSTS")
-    return await _run_db(_handle)(request)
+        response = _error(405, "use POST", headers={"Allow": "POST"})
+    else:
+        try:
+            # Served without the middleware stack (see portal.core.asgi_ingest), so the Host
+            # header is checked here.
+            request.get_host()
+        except DisallowedHost:
+            response = _error(400, "Host header not in ALLOWED_HOSTS")
+        else:
+            response = await _run_db(_handle)(request)
+    # CommonMiddleware would set it; without it the server falls back to chunked encoding.
+    response["Content-Length"] = str(len(response.content))
+    return response
 
 
 def _openapi_schema(model) -> dict:

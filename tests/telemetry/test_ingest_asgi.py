@@ -45,6 +45,7 @@ async def test_batch_is_stored_through_the_asgi_application(issued, settings):
 
     assert (status, body) == (202, {"accepted": 3, "duplicate": False})
     assert "no-cache" in headers.get("cache-control", "")
+    assert headers["content-length"] == str(len(json.dumps(body, separators=(", ", ": "))))
     assert await Reading.objects.acount() == 3
 
 
