@@ -78,6 +78,9 @@ def iso(moment: float) -> str:
     return dt.datetime.fromtimestamp(moment, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+COALESCE_MS = int(os.environ.get("LIVE_COALESCE_MS", "500"))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -263,6 +266,7 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=500)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"))
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Daphne processes (manage.py serve)")
     args = parser.parse_args()
 
     import redis
@@ -288,7 +292,7 @@ def main() -> int:
     log_path = var_dir / "daphne.log"
     with open(log_path, "wb") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
+            [*manage, "serve", "--port", str(port), "--workers", str(args.workers)],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
@@ -331,7 +335,15 @@ def main() -> int:
     if errors:
         print(f"  server log: {len(errors)} error lines (tail in var/bench-live-daphne.log)")
     p95 = percentile(everything, 95)
-    print(f"  target p95 < {TARGET_P95_MS:.0f} ms: {'met' if p95 < TARGET_P95_MS else 'MISSED'}")
+    print(f"  target p95 < {TARGET_P95_MS:.0f} ms, all messages: {'met' if p95 < TARGET_P95_MS else 'MISSED'}")
+    # A group fed without pause (the fleet's) is flushed once per coalescing window, so its
+    # points wait up to a window by design (at most ~2 messages/s per group): its p95 is close to
+    # the window. Groups fed once a second (a GPU's, a host's page) go out as soon as they arrive.
+    paged = stats.latency["gpu"] + stats.latency["host"]
+    paged_p95 = percentile(paged, 95)
+    verdict = "met" if paged_p95 < TARGET_P95_MS else "MISSED"
+    print(f"  target p95 < {TARGET_P95_MS:.0f} ms, GPU and host pages: {verdict} ({paged_p95:.0f} ms); "
+          f"fleet page bounded by the {COALESCE_MS} ms coalescing window")  # fmt: skip
     return 0
 
 

@@ -222,7 +222,13 @@ class Publisher:
                 next_due = await self._flush_due()
                 if next_due is None:
                     break
-                await asyncio.sleep(max(0.0, next_due - time.monotonic()))
+                # Sleep until the next group is due, but wake for new points: a quiet group
+                # (one GPU's page) must not wait behind a busy one (the fleet's) that is not due.
+                try:
+                    await asyncio.wait_for(wakeup.wait(), max(0.0, next_due - time.monotonic()))
+                    wakeup.clear()
+                except TimeoutError:
+                    pass
 
     def _take_due(self, now: float) -> tuple[dict[str, list], dict[str, list], float | None]:
         interval = _interval()
