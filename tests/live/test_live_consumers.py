@@ -10,7 +10,8 @@ import pytest
 from portal.accounts.roles import ROLE_VIEWER
 from portal.live import publish
 from portal.live.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
-from tests.factories import UserFactory
+from tests.factories import GpuFactory, HostFactory, UserFactory
+from tests.telemetry.batches import gpu_uuid
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -190,3 +191,28 @@ async def test_a_ticket_opened_and_acknowledged_by_the_engine_reaches_the_feed(l
     assert event["open_counts"][ticket.severity] == 1
     [event] = acknowledged["events"]
     assert (event["event"], event["by"]) == ("acknowledged", "charlie")
+
+
+async def test_a_quiet_gpu_group_is_not_held_behind_the_busy_fleet_group(layer, fleet, viewer_user, connect, ingest):
+    host, gpus = fleet
+    communicator, connected, _ = await connect(f"/ws/live/gpu/{gpus[0].uuid}/", viewer_user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=2)  # hello
+        # Points for the fleet group only (another host's GPU is not on this page): the first
+        # goes out, the second waits for the fleet's window.
+        other_host = await asyncio.to_thread(lambda: HostFactory(hostname="dgx-08"))
+        other_gpus = await asyncio.to_thread(
+            lambda: [GpuFactory(host=other_host, uuid=gpu_uuid(10 + n), index=n) for n in range(2)]
+        )
+        await ingest(other_host, other_gpus)
+        await asyncio.sleep(0.05)
+        await ingest(other_host, other_gpus)
+        started = time.monotonic()
+        await ingest(host, gpus[:1])  # now this page's GPU: due at once
+        message = await receive_points(communicator, timeout=2)
+        waited = time.monotonic() - started
+    finally:
+        await communicator.disconnect()
+    assert [point[0] for point in message["points"]] == [gpus[0].pk]
+    assert waited < 0.3, f"the GPU page's point waited {waited:.2f} s behind the fleet group"
