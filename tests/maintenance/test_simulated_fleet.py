@@ -80,3 +80,6 @@ def test_every_scenario_raises_its_ticket_and_healthy_none(db):
     missing = {name: sorted(by_scenario[name]) for name, rules in EXPECTED.items() if not rules & by_scenario[name]}
     assert not missing, f"scenarios without their ticket (got instead): {missing}"
     assert by_scenario["healthy"] == set(), f"the healthy GPU raised {by_scenario['healthy']}"
+    # A saturated fan with the temperature still climbing is also what dust and overheating look
+    # like, but an overclocked card warming up under pinned fans is not a worn fan.
+    assert "fan_wear" not in by_scenario["overclock"], by_scenario["overclock"]

@@ -143,16 +143,18 @@ class FanWear(Rule):
                 continue
             ts = row[TS]
             climbing = False
-            if fan >= p["saturated_pct"]:
+            hot = temp >= p["hot_c"]
+            if fan >= p["saturated_pct"] and hot:
+                # Measured from when the GPU is hot with the fan flat out: a card warming up
+                # under a fan curve that saturates early (overclocked, pinned fans) is not wear.
                 base = d.setdefault("t95", temp)
                 climbing = temp - base >= p["climb_c"]
-            elif "t95" in d:
+            elif fan < p["saturated_pct"] and "t95" in d:
                 del d["t95"]
             if d.get("sv") != fan:
                 d["sv"], d["st"], d["lo"], d["hi"] = fan, ts, temp, temp
             else:
                 d["lo"], d["hi"] = min(d["lo"], temp), max(d["hi"], temp)
-            hot = temp >= p["hot_c"]
             stuck = ts - d["st"] >= p["stuck_for_s"] and d["hi"] - d["lo"] >= p["stuck_temp_range_c"]
             dead = hot and (fan == 0 or stuck)
             util = row[UTIL]
