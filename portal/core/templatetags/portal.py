@@ -1,3 +1,5 @@
+import datetime as dt
+
 from django import template
 from django.utils import timezone
 
@@ -60,3 +62,12 @@ def seconds_since(moment, now=None):
     if moment is None:
         return None
     return max(0, int(((now or timezone.now()) - moment).total_seconds()))
+
+
+@register.filter
+def from_epoch(seconds):
+    """A Unix timestamp (seconds, as evidence stores them) as an aware UTC datetime."""
+    try:
+        return dt.datetime.fromtimestamp(float(seconds), dt.UTC)
+    except (TypeError, ValueError, OverflowError):
+        return None

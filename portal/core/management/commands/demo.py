@@ -19,9 +19,9 @@ from django.core.management.base import BaseCommand
 
 # (hostname, scenarios): one simulated host per line, each GPU gets the next scenario.
 SIMULATED_HOSTS = [
-    ("sim-a100-01", "healthy,overheat,dust,fan-wear"),
-    ("sim-h100-02", "healthy,ecc,xid,throttle"),
-    ("sim-4090-03", "overclock,pcie,healthy,silent"),
+    ("sim-rack-a", "healthy,overheat,dust,fan-wear"),
+    ("sim-rack-b", "healthy,ecc,xid,throttle"),
+    ("sim-desk-c", "overclock,pcie,healthy,silent"),
 ]
 
 
