@@ -17,11 +17,15 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-# (hostname, scenarios): one simulated host per line, each GPU gets the next scenario.
+# (hostname, scenarios, speed): one simulated host per line, each GPU gets the next scenario.
+# Rules hold conditions for minutes of the readings' own (real) timestamps, while the scenario
+# clock sets how fast a fault develops: rack-a's faults build up over simulated hours (120x: a few
+# real minutes, jobs a quarter of a minute long); rack-b's drifts take days (the --speed clock);
+# desk-c's XIDs and silence need no compression.
 SIMULATED_HOSTS = [
-    ("sim-rack-a", "healthy,overheat,dust,fan-wear"),
-    ("sim-rack-b", "healthy,ecc,xid,throttle"),
-    ("sim-desk-c", "overclock,pcie,healthy,silent"),
+    ("sim-rack-a", "overheat,throttle,overclock,pcie", 120.0),
+    ("sim-rack-b", "dust,fan-wear,ecc,healthy", None),
+    ("sim-desk-c", "xid,silent,healthy,healthy", 1.0),
 ]
 
 
@@ -31,7 +35,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-agents", action="store_true", help="Start the portal only.")
-        parser.add_argument("--speed", type=float, default=720.0, help="Simulated time per real second.")
+        parser.add_argument(
+            "--speed", type=float, default=720.0, help="Simulated seconds per real second on the drifting host."
+        )
 
     def handle(self, *args, port, no_agents, speed, **options):
         call_command("migrate", interactive=False, verbosity=0)
@@ -96,7 +102,7 @@ class Command(BaseCommand):
 
         store = Path(settings.VAR_DIR) / "demo-agent-tokens.json"
         tokens = json.loads(store.read_text()) if store.exists() else {}
-        for hostname, _ in SIMULATED_HOSTS:
+        for hostname, *_ in SIMULATED_HOSTS:
             token = tokens.get(hostname)
             if not token or host_token_authenticate(token) is None:
                 tokens[hostname] = host_token_issue(hostname=hostname, label="demo simulator", create_host=True).token
@@ -107,13 +113,13 @@ class Command(BaseCommand):
     def _start_agents(self, base_url: str, speed: float, log_dir: Path) -> list[subprocess.Popen]:
         agents = []
         tokens = self._demo_tokens()
-        for hostname, scenarios in SIMULATED_HOSTS:
+        for hostname, scenarios, host_speed in SIMULATED_HOSTS:
             token = tokens[hostname]
             spool = Path(settings.VAR_DIR) / "demo-spool" / hostname
             spool.mkdir(parents=True, exist_ok=True)
             command = [
                 sys.executable, "-m", "agents", "--simulate", "4", "--scenario", scenarios, "--hostname", hostname,
-                "--speed", str(speed), "--interval", "2", "--url", base_url, "--spool-dir", str(spool),
+                "--speed", str(host_speed or speed), "--interval", "2", "--url", base_url, "--spool-dir", str(spool),
             ]  # fmt: skip
             log = open(log_dir / f"{hostname}.log", "ab")  # noqa: SIM115 - lives as long as the child
             agents.append(
