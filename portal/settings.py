@@ -229,7 +229,7 @@ INGEST_PARALLEL = envbool("INGEST_PARALLEL", True)
 # consumers re-join their group every CHANNEL_GROUP_EXPIRY / 3 s so a wall screen never expires.
 LIVE_ENABLED = envbool("LIVE_ENABLED", True)
 LIVE_COALESCE_S = envint("LIVE_COALESCE_MS", 500) / 1000
-LIVE_SILENT_AFTER_S = envint("LIVE_SILENT_AFTER_S", 120)  # no reading for this long: "silent" tile
+LIVE_SILENT_AFTER_S = envint("LIVE_SILENT_AFTER_S", 300)  # no reading for this long: "silent" (as the silence rule)
 LIVE_HOT_MARGIN_C = envint("LIVE_HOT_MARGIN_C", 5)  # "hot": within this of the GPU's slowdown temperature
 LIVE_HOT_DEFAULT_C = envint("LIVE_HOT_DEFAULT_C", 85)  # "hot" for GPUs that report no slowdown temperature
 
