@@ -26,8 +26,12 @@ EXIT_NO_DEVICE = 3
 
 def open_device(config: Config) -> DeviceClient:
     if config.simulate:
-        return SimulatedDeviceClient(count=config.simulate, scenarios=parse_scenarios(config.scenario),
-                                     hostname=config.hostname, speed=config.speed)
+        return SimulatedDeviceClient(
+            count=config.simulate,
+            scenarios=parse_scenarios(config.scenario),
+            hostname=config.hostname,
+            speed=config.speed,
+        )
     return NvmlDeviceClient()
 
 
@@ -48,8 +52,13 @@ def run(config: Config, stop: threading.Event) -> int:
 
 def print_batches(config: Config, collector: Collector, stop: threading.Event) -> int:
     """No spool, no network: one JSON batch per line (pretty-printed for --once, e.g. a fixture)."""
-    agent = Agent(collector=collector, hostname=config.hostname, spool=None, batch_interval_s=0,
-                  max_batch_readings=config.max_batch_readings)
+    agent = Agent(
+        collector=collector,
+        hostname=config.hostname,
+        spool=None,
+        batch_interval_s=0,
+        max_batch_readings=config.max_batch_readings,
+    )
     while True:
         for batch in agent.collect():
             batch["sent_at"] = rfc3339(time.time())
@@ -61,10 +70,16 @@ def print_batches(config: Config, collector: Collector, stop: threading.Event) -
 
 
 def push_batches(config: Config, collector: Collector, stop: threading.Event) -> int:
-    spool = Spool(config.spool_dir, max_bytes=int(config.spool_max_mb * 1024 * 1024),
-                  max_age_s=config.spool_max_age_hours * 3600)
-    agent = Agent(collector=collector, hostname=config.hostname, spool=spool,
-                  batch_interval_s=config.batch_interval, max_batch_readings=config.max_batch_readings)
+    spool = Spool(
+        config.spool_dir, max_bytes=int(config.spool_max_mb * 1024 * 1024), max_age_s=config.spool_max_age_hours * 3600
+    )
+    agent = Agent(
+        collector=collector,
+        hostname=config.hostname,
+        spool=spool,
+        batch_interval_s=config.batch_interval,
+        max_batch_readings=config.max_batch_readings,
+    )
     sender = Sender(url=config.url, token=config.token, timeout_s=config.timeout, ca_file=config.ca_file)
     deliverer = Deliverer(
         spool=spool,
@@ -72,8 +87,14 @@ def push_batches(config: Config, collector: Collector, stop: threading.Event) ->
         backoff=Backoff(initial_s=config.backoff_initial, max_s=config.backoff_max),
         on_reject=agent.inventory_lost,
     )
-    log.info("agent %s on %s: every %.1f s to %s, spool %s", __version__, config.hostname, config.interval,
-             sender.url, spool.path)
+    log.info(
+        "agent %s on %s: every %.1f s to %s, spool %s",
+        __version__,
+        config.hostname,
+        config.interval,
+        sender.url,
+        spool.path,
+    )
     try:
         if config.once:
             agent.collect()
@@ -109,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"gpu agent: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=config.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     stop = threading.Event()
 
     def request_stop(signum: int, frame: object) -> None:

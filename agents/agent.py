@@ -17,9 +17,16 @@ log = logging.getLogger(__name__)
 
 
 class Agent:
-    def __init__(self, *, collector: Collector, hostname: str, spool: Spool | None,
-                 batch_interval_s: float, max_batch_readings: int = 500,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        collector: Collector,
+        hostname: str,
+        spool: Spool | None,
+        batch_interval_s: float,
+        max_batch_readings: int = 500,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._collector = collector
         self._hostname = hostname
         self._spool = spool
@@ -48,7 +55,8 @@ class Agent:
         # 0.95: collections land on a fixed cadence, so a window of one interval may be a hair short.
         due = bool(self._pending) and (
             self._clock() - self._window_start >= self._batch_interval_s * 0.95
-            or len(self._pending) >= self._max_batch_readings)
+            or len(self._pending) >= self._max_batch_readings
+        )
         # An inventory change goes out at once even without readings (e.g. every GPU lost).
         return self.flush() if due or (self._send_inventory and self._inventory) else []
 
@@ -59,8 +67,9 @@ class Agent:
         batches = []
         dropped = self._spool.counter("dropped_batches") if self._spool else 0
         rejected = self._spool.counter("rejected_batches") if self._spool else 0
-        chunks = [readings[i:i + self._max_batch_readings]
-                  for i in range(0, len(readings), self._max_batch_readings)] or [[]]
+        chunks = [
+            readings[i : i + self._max_batch_readings] for i in range(0, len(readings), self._max_batch_readings)
+        ] or [[]]
         for chunk in chunks:
             batch: dict[str, Any] = {
                 "batch_id": str(uuid.uuid4()),
@@ -84,8 +93,9 @@ class Agent:
             for batch in batches:
                 dropped_now = self._spool.add(batch["batch_id"], encode(batch))
                 if dropped_now:
-                    log.error("spool full: %d old batch(es) dropped; the portal hears of it in the next batch",
-                              dropped_now)
+                    log.error(
+                        "spool full: %d old batch(es) dropped; the portal hears of it in the next batch", dropped_now
+                    )
         return batches
 
 

@@ -31,8 +31,9 @@ class Collection:
 
 
 class Collector:
-    def __init__(self, device: DeviceClient, *, inventory_refresh_s: float = 300.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, device: DeviceClient, *, inventory_refresh_s: float = 300.0, clock: Callable[[], float] = time.time
+    ) -> None:
         self._device = device
         self._clock = clock
         self._inventory_refresh_s = inventory_refresh_s

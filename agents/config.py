@@ -104,13 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m agents",
         description="GPU Fleet Portal host agent: reads NVML every interval and pushes batches to the portal "
-                    "(protocol ingest-v1), through a durable spool.",
+        "(protocol ingest-v1), through a durable spool.",
         epilog=f"Every option can also be set as an environment variable ({ENV_PREFIX}URL, {ENV_PREFIX}TOKEN, "
-               f"{ENV_PREFIX}SPOOL_DIR, ...) or in a TOML file (keys like spool_dir). Precedence: flag > "
-               "environment > file > default.",
+        f"{ENV_PREFIX}SPOOL_DIR, ...) or in a TOML file (keys like spool_dir). Precedence: flag > "
+        "environment > file > default.",
     )
-    parser.add_argument("--config", default=None,
-                        help=f"TOML file (env {ENV_PREFIX}CONFIG; read if present: {DEFAULT_CONFIG_FILE})")
+    parser.add_argument(
+        "--config", default=None, help=f"TOML file (env {ENV_PREFIX}CONFIG; read if present: {DEFAULT_CONFIG_FILE})"
+    )
     defaults = Config()
     for field in fields(Config):
         flag = "--" + field.name.replace("_", "-")
@@ -121,8 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         if field.type == "bool":
             parser.add_argument(flag, action="store_true", default=None, help=help_text)
         else:
-            parser.add_argument(flag, default=None, metavar=field.name.upper(),
-                                help=help_text + ("" if default is None else f" (default: {default})"))
+            parser.add_argument(
+                flag,
+                default=None,
+                metavar=field.name.upper(),
+                help=help_text + ("" if default is None else f" (default: {default})"),
+            )
     return parser
 
 
@@ -169,8 +174,16 @@ def finish(config: Config) -> None:
         config.batch_interval = config.interval
     if config.hostname is None:
         config.hostname = default_hostname(simulated=config.simulate > 0)
-    for name in ("interval", "batch_interval", "timeout", "speed", "spool_max_mb", "spool_max_age_hours",
-                 "backoff_initial", "backoff_max"):
+    for name in (
+        "interval",
+        "batch_interval",
+        "timeout",
+        "speed",
+        "spool_max_mb",
+        "spool_max_age_hours",
+        "backoff_initial",
+        "backoff_max",
+    ):
         if getattr(config, name) <= 0:
             raise ConfigError(f"{name} must be positive")
     if config.simulate < 0 or config.max_batch_readings < 1:

@@ -34,15 +34,41 @@ THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = (
 )
 
 INVENTORY_FIELDS = (
-    "uuid", "index", "name", "serial", "pci_bus_id", "vbios_version", "memory_total_mib",
-    "power_limit_default_w", "temp_slowdown_c", "temp_shutdown_c", "pcie_link_gen_max", "pcie_link_width_max",
+    "uuid",
+    "index",
+    "name",
+    "serial",
+    "pci_bus_id",
+    "vbios_version",
+    "memory_total_mib",
+    "power_limit_default_w",
+    "temp_slowdown_c",
+    "temp_shutdown_c",
+    "pcie_link_gen_max",
+    "pcie_link_width_max",
 )
 METRIC_FIELDS = (
-    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "energy_mj",
-    "utilization_gpu_pct", "utilization_memory_pct", "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz",
-    "pstate", "throttle_reasons", "ecc_corrected_volatile", "ecc_uncorrected_volatile",
-    "ecc_uncorrected_aggregate", "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure",
-    "pcie_link_gen", "pcie_link_width", "pcie_replay_count",
+    "temperature_c",
+    "fan_speed_pct",
+    "power_w",
+    "power_limit_w",
+    "energy_mj",
+    "utilization_gpu_pct",
+    "utilization_memory_pct",
+    "memory_used_mib",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "pstate",
+    "throttle_reasons",
+    "ecc_corrected_volatile",
+    "ecc_uncorrected_volatile",
+    "ecc_uncorrected_aggregate",
+    "retired_pages_pending",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+    "pcie_link_gen",
+    "pcie_link_width",
+    "pcie_replay_count",
 )
 
 
@@ -186,10 +212,12 @@ class NvmlDeviceClient:
             "vbios_version": None if vbios is None else _text(vbios),
             "memory_total_mib": None if memory is None else memory.total // MIB,
             "power_limit_default_w": None if power_default is None else _watts(power_default),
-            "temp_slowdown_c": q("nvmlDeviceGetTemperatureThreshold(slowdown)", threshold, h,
-                                 nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
-            "temp_shutdown_c": q("nvmlDeviceGetTemperatureThreshold(shutdown)", threshold, h,
-                                 nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+            "temp_slowdown_c": q(
+                "nvmlDeviceGetTemperatureThreshold(slowdown)", threshold, h, nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+            ),
+            "temp_shutdown_c": q(
+                "nvmlDeviceGetTemperatureThreshold(shutdown)", threshold, h, nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN
+            ),
             "pcie_link_gen_max": q("nvmlDeviceGetMaxPcieLinkGeneration", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
             "pcie_link_width_max": q("nvmlDeviceGetMaxPcieLinkWidth", nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
         }
@@ -223,12 +251,27 @@ class NvmlDeviceClient:
             # NVML_PSTATE_UNKNOWN (32) is "not known", which the protocol spells null.
             "pstate": pstate if pstate is not None and 0 <= pstate <= 15 else None,
             "throttle_reasons": None if reasons is None else throttle_reason_names(reasons),
-            "ecc_corrected_volatile": q("nvmlDeviceGetTotalEccErrors(corrected,volatile)", ecc, h,
-                                        nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED, nvml.NVML_VOLATILE_ECC),
-            "ecc_uncorrected_volatile": q("nvmlDeviceGetTotalEccErrors(uncorrected,volatile)", ecc, h,
-                                          nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_VOLATILE_ECC),
-            "ecc_uncorrected_aggregate": q("nvmlDeviceGetTotalEccErrors(uncorrected,aggregate)", ecc, h,
-                                           nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nvml.NVML_AGGREGATE_ECC),
+            "ecc_corrected_volatile": q(
+                "nvmlDeviceGetTotalEccErrors(corrected,volatile)",
+                ecc,
+                h,
+                nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                nvml.NVML_VOLATILE_ECC,
+            ),
+            "ecc_uncorrected_volatile": q(
+                "nvmlDeviceGetTotalEccErrors(uncorrected,volatile)",
+                ecc,
+                h,
+                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                nvml.NVML_VOLATILE_ECC,
+            ),
+            "ecc_uncorrected_aggregate": q(
+                "nvmlDeviceGetTotalEccErrors(uncorrected,aggregate)",
+                ecc,
+                h,
+                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                nvml.NVML_AGGREGATE_ECC,
+            ),
             "retired_pages_pending": None if retired is None else retired == nvml.NVML_FEATURE_ENABLED,
             "remapped_rows_pending": None if remapped is None else bool(remapped[2]),
             "remapped_rows_failure": None if remapped is None else bool(remapped[3]),
@@ -241,11 +284,13 @@ class NvmlDeviceClient:
         # "Clock event reasons" is the name since driver 535; older drivers only know the
         # deprecated "throttle reasons" call, which returns the same bitmask.
         nvml = self._nvml
-        reasons = self._query("nvmlDeviceGetCurrentClocksEventReasons",
-                              nvml.nvmlDeviceGetCurrentClocksEventReasons, handle)
+        reasons = self._query(
+            "nvmlDeviceGetCurrentClocksEventReasons", nvml.nvmlDeviceGetCurrentClocksEventReasons, handle
+        )
         if reasons is None:
-            reasons = self._query("nvmlDeviceGetCurrentClocksThrottleReasons",
-                                  nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
+            reasons = self._query(
+                "nvmlDeviceGetCurrentClocksThrottleReasons", nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle
+            )
         return reasons
 
     # XID errors ---------------------------------------------------------------------------
@@ -259,12 +304,18 @@ class NvmlDeviceClient:
         for index in self._indices:
             try:
                 handle = self._handle(index)
-                supported = self._query("nvmlDeviceGetSupportedEventTypes",
-                                        nvml.nvmlDeviceGetSupportedEventTypes, handle)
+                supported = self._query(
+                    "nvmlDeviceGetSupportedEventTypes", nvml.nvmlDeviceGetSupportedEventTypes, handle
+                )
                 if not supported or not supported & nvml.nvmlEventTypeXidCriticalError:
                     continue
-                self._query("nvmlDeviceRegisterEvents", nvml.nvmlDeviceRegisterEvents, handle,
-                            nvml.nvmlEventTypeXidCriticalError, event_set)
+                self._query(
+                    "nvmlDeviceRegisterEvents",
+                    nvml.nvmlDeviceRegisterEvents,
+                    handle,
+                    nvml.nvmlEventTypeXidCriticalError,
+                    event_set,
+                )
                 registered += 1
             except GpuLost:
                 log.warning("GPU %d is lost; not watching it for XID errors", index)

@@ -79,12 +79,17 @@ class Sender:
         self._opener = urllib.request.build_opener(*handlers)
 
     def send(self, body: bytes) -> SendResult:
-        request = urllib.request.Request(self.url, data=gzip.compress(body, compresslevel=6), method="POST", headers={
-            "Authorization": f"Bearer {self._token}",
-            "Content-Type": "application/json",
-            "Content-Encoding": "gzip",
-            "User-Agent": f"gpu-fleet-agent/{__version__}",
-        })
+        request = urllib.request.Request(
+            self.url,
+            data=gzip.compress(body, compresslevel=6),
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {self._token}",
+                "Content-Type": "application/json",
+                "Content-Encoding": "gzip",
+                "User-Agent": f"gpu-fleet-agent/{__version__}",
+            },
+        )
         try:
             with self._opener.open(request, timeout=self._timeout_s) as response:
                 return SendResult("done", response.status, response.read(2000).decode(errors="replace"))
@@ -137,9 +142,16 @@ def with_sent_at(body: bytes, now: float) -> bytes:
 class Deliverer:
     """Drains the spool, oldest first, one batch at a time; runs in its own thread."""
 
-    def __init__(self, *, spool: Spool, sender: Sender, backoff: Backoff,
-                 on_reject: Callable[[str], None] | None = None, idle_wait_s: float = 1.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        spool: Spool,
+        sender: Sender,
+        backoff: Backoff,
+        on_reject: Callable[[str], None] | None = None,
+        idle_wait_s: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._spool = spool
         self._sender = sender
         self._backoff = backoff
@@ -188,14 +200,26 @@ class Deliverer:
             return 0.0
         if result.outcome == "reject":
             self._spool.reject(batch.id, status=result.status or 0, reason=result.detail)
-            log.error("PORTAL REJECTED batch %s with HTTP %s: %s; set aside in %s (table 'rejected')",
-                      batch.batch_id, result.status, result.detail[:500], self._spool.path)
+            log.error(
+                "PORTAL REJECTED batch %s with HTTP %s: %s; set aside in %s (table 'rejected')",
+                batch.batch_id,
+                result.status,
+                result.detail[:500],
+                self._spool.path,
+            )
             if self._on_reject:
                 self._on_reject(batch.batch_id)
             return 0.0
         self._spool.record_attempt(batch.id)
         delay = self._backoff.next_delay(result.retry_after)
         level = logging.WARNING if self._backoff.failures <= 3 else logging.ERROR
-        log.log(level, "sending batch %s failed (%s %s); retry #%d in %.1f s", batch.batch_id,
-                result.status or "no answer", result.detail[:200], self._backoff.failures, delay)
+        log.log(
+            level,
+            "sending batch %s failed (%s %s); retry #%d in %.1f s",
+            batch.batch_id,
+            result.status or "no answer",
+            result.detail[:200],
+            self._backoff.failures,
+            delay,
+        )
         return delay

@@ -196,8 +196,16 @@ class SimulatedGpu:
 class SimulatedDeviceClient:
     """DeviceClient for N simulated GPUs; scenarios go round-robin over the GPUs."""
 
-    def __init__(self, *, count: int, scenarios: list[str], hostname: str, speed: float = 1.0,
-                 clock: Callable[[], float] = time.time, silent_after_s: float = 30 * 60) -> None:
+    def __init__(
+        self,
+        *,
+        count: int,
+        scenarios: list[str],
+        hostname: str,
+        speed: float = 1.0,
+        clock: Callable[[], float] = time.time,
+        silent_after_s: float = 30 * 60,
+    ) -> None:
         self._clock = clock
         self._start = clock()
         self._speed = speed
@@ -229,8 +237,11 @@ class SimulatedDeviceClient:
     def take_xid_events(self) -> list[XidEvent]:
         t = self.scenario_time()
         now = self._clock()
-        events = [XidEvent(gpu_uuid=gpu.uuid, ts=now, code=code)
-                  for gpu in self._gpus for code in gpu.xid_codes_between(self._xid_checked_t, t)]
+        events = [
+            XidEvent(gpu_uuid=gpu.uuid, ts=now, code=code)
+            for gpu in self._gpus
+            for code in gpu.xid_codes_between(self._xid_checked_t, t)
+        ]
         self._xid_checked_t = t
         return events
 

@@ -56,9 +56,15 @@ class SpooledBatch:
 class Spool:
     """Thread-safe: the collector adds while the sender takes, through one locked connection."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, max_bytes: int = 64 * 1024 * 1024,
-                 max_age_s: float = 23 * 3600, keep_rejected: int = 1000,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        max_bytes: int = 64 * 1024 * 1024,
+        max_age_s: float = 23 * 3600,
+        keep_rejected: int = 1000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.path = Path(directory) / SPOOL_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
@@ -82,8 +88,9 @@ class Spool:
         created_at = self._clock() if created_at is None else created_at
         with self._lock, self._db:
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute("INSERT INTO batch (batch_id, created_at, body) VALUES (?, ?, ?)",
-                             (batch_id, created_at, body))
+            self._db.execute(
+                "INSERT INTO batch (batch_id, created_at, body) VALUES (?, ?, ?)", (batch_id, created_at, body)
+            )
             return self._enforce_bounds_locked()
 
     def enforce_bounds(self) -> int:
@@ -92,11 +99,13 @@ class Spool:
             return self._enforce_bounds_locked()
 
     def _enforce_bounds_locked(self) -> int:
-        dropped_old = self._db.execute("DELETE FROM batch WHERE created_at < ?",
-                                       (self._clock() - self.max_age_s,)).rowcount
+        dropped_old = self._db.execute(
+            "DELETE FROM batch WHERE created_at < ?", (self._clock() - self.max_age_s,)
+        ).rowcount
         if dropped_old:
-            log.error("spool: dropped %d batch(es) older than %.0f s that were never accepted",
-                      dropped_old, self.max_age_s)
+            log.error(
+                "spool: dropped %d batch(es) older than %.0f s that were never accepted", dropped_old, self.max_age_s
+            )
         dropped_big = 0
         total = self._db.execute("SELECT COALESCE(SUM(LENGTH(body)), 0) FROM batch").fetchone()[0]
         if total > self.max_bytes:
@@ -115,13 +124,16 @@ class Spool:
         if dropped:
             self._db.execute(
                 "INSERT INTO counter (name, value) VALUES ('dropped_batches', ?) "
-                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value", (dropped,))
+                "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                (dropped,),
+            )
         return dropped
 
     def oldest(self) -> SpooledBatch | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT id, batch_id, created_at, body, attempts FROM batch ORDER BY id LIMIT 1").fetchone()
+                "SELECT id, batch_id, created_at, body, attempts FROM batch ORDER BY id LIMIT 1"
+            ).fetchone()
         return None if row is None else SpooledBatch(*row)
 
     def remove(self, row_id: int) -> None:
@@ -139,14 +151,17 @@ class Spool:
             self._db.execute(
                 "INSERT INTO rejected (batch_id, created_at, rejected_at, status, reason, body) "
                 "SELECT batch_id, created_at, ?, ?, ?, body FROM batch WHERE id = ?",
-                (self._clock(), status, reason[:4000], row_id))
+                (self._clock(), status, reason[:4000], row_id),
+            )
             self._db.execute("DELETE FROM batch WHERE id = ?", (row_id,))
             self._db.execute(
                 "DELETE FROM rejected WHERE id NOT IN (SELECT id FROM rejected ORDER BY id DESC LIMIT ?)",
-                (self.keep_rejected,))
+                (self.keep_rejected,),
+            )
             self._db.execute(
                 "INSERT INTO counter (name, value) VALUES ('rejected_batches', 1) "
-                "ON CONFLICT(name) DO UPDATE SET value = value + 1")
+                "ON CONFLICT(name) DO UPDATE SET value = value + 1"
+            )
 
     def counter(self, name: str) -> int:
         with self._lock:

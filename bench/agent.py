@@ -34,13 +34,28 @@ ROUNDS = 2000
 SMI_ROUNDS = 20
 TARGET_CPU_MS = 2.0
 TARGET_RSS_MB = 40.0
-SMI_QUERY = ",".join([
-    "uuid", "temperature.gpu", "fan.speed", "power.draw", "power.limit", "utilization.gpu", "utilization.memory",
-    "memory.used", "clocks.sm", "clocks.mem", "pstate", "clocks_event_reasons.active",
-    "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total",
-    "ecc.errors.uncorrected.aggregate.total", "retired_pages.pending", "pcie.link.gen.current",
-    "pcie.link.width.current",
-])
+SMI_QUERY = ",".join(
+    [
+        "uuid",
+        "temperature.gpu",
+        "fan.speed",
+        "power.draw",
+        "power.limit",
+        "utilization.gpu",
+        "utilization.memory",
+        "memory.used",
+        "clocks.sm",
+        "clocks.mem",
+        "pstate",
+        "clocks_event_reasons.active",
+        "ecc.errors.corrected.volatile.total",
+        "ecc.errors.uncorrected.volatile.total",
+        "ecc.errors.uncorrected.aggregate.total",
+        "retired_pages.pending",
+        "pcie.link.gen.current",
+        "pcie.link.width.current",
+    ]
+)
 
 
 def peak_rss_mb(who: int = resource.RUSAGE_SELF) -> float:
@@ -91,8 +106,10 @@ def bench_nvidia_smi() -> dict[str, float] | None:
 def main() -> int:
     agent = bench_agent()
     smi = bench_nvidia_smi()
-    print(f"8-GPU collection, {ROUNDS} rounds (agent against the stand-in pynvml, "
-          f"{agent['nvml_calls']} NVML calls per collection)")
+    print(
+        f"8-GPU collection, {ROUNDS} rounds (agent against the stand-in pynvml, "
+        f"{agent['nvml_calls']} NVML calls per collection)"
+    )
     print(f"{'':28}{'agent':>12}{'nvidia-smi':>14}{'ratio smi/agent':>18}{'target':>10}")
     smi_cpu = f"{smi['cpu_ms']:.2f}" if smi else "-"
     smi_rss = f"{smi['rss_mb']:.1f}" if smi else "-"

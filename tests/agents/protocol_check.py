@@ -7,24 +7,65 @@ import re
 from datetime import datetime
 
 INT, NUM, STR, BOOL, LIST = "int", "number", "str", "bool", "list"
-HOST_FIELDS = {"hostname": STR, "agent_version": STR, "driver_version": STR, "cuda_driver_version": STR,
-               "nvml_version": STR}
+HOST_FIELDS = {
+    "hostname": STR,
+    "agent_version": STR,
+    "driver_version": STR,
+    "cuda_driver_version": STR,
+    "nvml_version": STR,
+}
 GPU_FIELDS = {
-    "uuid": STR, "index": INT, "name": STR, "serial": STR, "pci_bus_id": STR, "vbios_version": STR,
-    "memory_total_mib": INT, "power_limit_default_w": NUM, "temp_slowdown_c": INT, "temp_shutdown_c": INT,
-    "pcie_link_gen_max": INT, "pcie_link_width_max": INT,
+    "uuid": STR,
+    "index": INT,
+    "name": STR,
+    "serial": STR,
+    "pci_bus_id": STR,
+    "vbios_version": STR,
+    "memory_total_mib": INT,
+    "power_limit_default_w": NUM,
+    "temp_slowdown_c": INT,
+    "temp_shutdown_c": INT,
+    "pcie_link_gen_max": INT,
+    "pcie_link_width_max": INT,
 }
 READING_FIELDS = {
-    "gpu_uuid": STR, "ts": STR, "temperature_c": NUM, "fan_speed_pct": NUM, "power_w": NUM, "power_limit_w": NUM,
-    "energy_mj": NUM, "utilization_gpu_pct": NUM, "utilization_memory_pct": NUM, "memory_used_mib": INT,
-    "sm_clock_mhz": INT, "mem_clock_mhz": INT, "pstate": INT, "throttle_reasons": LIST,
-    "ecc_corrected_volatile": INT, "ecc_uncorrected_volatile": INT, "ecc_uncorrected_aggregate": INT,
-    "retired_pages_pending": BOOL, "remapped_rows_pending": BOOL, "remapped_rows_failure": BOOL,
-    "pcie_link_gen": INT, "pcie_link_width": INT, "pcie_replay_count": INT, "xid_events": LIST,
+    "gpu_uuid": STR,
+    "ts": STR,
+    "temperature_c": NUM,
+    "fan_speed_pct": NUM,
+    "power_w": NUM,
+    "power_limit_w": NUM,
+    "energy_mj": NUM,
+    "utilization_gpu_pct": NUM,
+    "utilization_memory_pct": NUM,
+    "memory_used_mib": INT,
+    "sm_clock_mhz": INT,
+    "mem_clock_mhz": INT,
+    "pstate": INT,
+    "throttle_reasons": LIST,
+    "ecc_corrected_volatile": INT,
+    "ecc_uncorrected_volatile": INT,
+    "ecc_uncorrected_aggregate": INT,
+    "retired_pages_pending": BOOL,
+    "remapped_rows_pending": BOOL,
+    "remapped_rows_failure": BOOL,
+    "pcie_link_gen": INT,
+    "pcie_link_width": INT,
+    "pcie_replay_count": INT,
+    "xid_events": LIST,
 }
 PERCENT_FIELDS = ("fan_speed_pct", "utilization_gpu_pct", "utilization_memory_pct")
-THROTTLE_REASONS = {"gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
-                    "sw_thermal", "hw_thermal", "hw_power_brake", "display_clocks_setting"}
+THROTTLE_REASONS = {
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "hw_power_brake",
+    "display_clocks_setting",
+}
 # Optional host fields this agent adds (compatible extension, see agents/README.md).
 HOST_EXTRA = {"dropped_batches": INT, "rejected_batches": INT}
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")

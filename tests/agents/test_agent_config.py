@@ -37,14 +37,17 @@ def test_token_file(tmp_path):
     assert config.token == "s3cret"
 
 
-@pytest.mark.parametrize(("argv", "env", "message"), [
-    ([], {"GPU_AGENT_TOKEN": "t"}, "no portal URL"),
-    ([], {"GPU_AGENT_URL": "http://x"}, "no host token"),
-    (["--interval", "soon"], BASE, "--interval"),
-    ([], {**BASE, "GPU_AGENT_INTERVAL": "-1"}, "interval must be positive"),
-    ([], {**BASE, "GPU_AGENT_SIMULATE": "two"}, "GPU_AGENT_SIMULATE"),
-    (["--url", "portal:8000"], BASE, "http"),
-])
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        ([], {"GPU_AGENT_TOKEN": "t"}, "no portal URL"),
+        ([], {"GPU_AGENT_URL": "http://x"}, "no host token"),
+        (["--interval", "soon"], BASE, "--interval"),
+        ([], {**BASE, "GPU_AGENT_INTERVAL": "-1"}, "interval must be positive"),
+        ([], {**BASE, "GPU_AGENT_SIMULATE": "two"}, "GPU_AGENT_SIMULATE"),
+        (["--url", "portal:8000"], BASE, "http"),
+    ],
+)
 def test_bad_values_fail_loudly(argv, env, message):
     with pytest.raises(ConfigError, match=message):
         load_config(argv, env)
@@ -64,8 +67,14 @@ def test_stdout_needs_no_url_or_token_and_simulated_hostname_is_stable():
 
 
 def test_help_documents_every_setting():
-    result = subprocess.run([sys.executable, "-m", "agents", "--help"], cwd=REPO, capture_output=True, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "agents", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"},
+        timeout=30,
+    )
     assert result.returncode == 0
     for field in fields(Config):
         assert "--" + field.name.replace("_", "-") in result.stdout
@@ -74,7 +83,12 @@ def test_help_documents_every_setting():
 
 
 def test_a_configuration_error_exits_2_with_a_message():
-    result = subprocess.run([sys.executable, "-m", "agents"], cwd=REPO, capture_output=True, text=True, timeout=30,
-                            env={k: v for k, v in {**os.environ, "PYTHONPATH": str(REPO)}.items()
-                                 if not k.startswith("GPU_AGENT_")})
+    result = subprocess.run(
+        [sys.executable, "-m", "agents"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={k: v for k, v in {**os.environ, "PYTHONPATH": str(REPO)}.items() if not k.startswith("GPU_AGENT_")},
+    )
     assert result.returncode == 2 and "no portal URL" in result.stderr

@@ -38,9 +38,13 @@ class RunningAgent:
         self.spool = Spool(spool_dir)
         device = SimulatedDeviceClient(count=2, scenarios=["healthy"], hostname="sim-test")
         self.agent = Agent(collector=Collector(device), hostname="sim-test", spool=self.spool, batch_interval_s=0)
-        self.deliverer = Deliverer(spool=self.spool, sender=Sender(url=url, token="tok", timeout_s=timeout_s),
-                                   backoff=Backoff(initial_s=0.02, max_s=0.1), on_reject=self.agent.inventory_lost,
-                                   idle_wait_s=0.02)
+        self.deliverer = Deliverer(
+            spool=self.spool,
+            sender=Sender(url=url, token="tok", timeout_s=timeout_s),
+            backoff=Backoff(initial_s=0.02, max_s=0.1),
+            on_reject=self.agent.inventory_lost,
+            idle_wait_s=0.02,
+        )
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.deliverer.run, args=(self.stop_event,), daemon=True)
         self.thread.start()
@@ -101,8 +105,12 @@ def test_a_rejected_batch_is_set_aside_and_the_agent_goes_on(tmp_path, stub, cap
     spool = Spool(tmp_path)
     device = SimulatedDeviceClient(count=2, scenarios=["healthy"], hostname="sim-test")
     agent = Agent(collector=Collector(device), hostname="sim-test", spool=spool, batch_interval_s=0)
-    deliverer = Deliverer(spool=spool, sender=Sender(url=stub.url, token="tok", timeout_s=1),
-                          backoff=Backoff(initial_s=0.01, max_s=0.05), on_reject=agent.inventory_lost)
+    deliverer = Deliverer(
+        spool=spool,
+        sender=Sender(url=stub.url, token="tok", timeout_s=1),
+        backoff=Backoff(initial_s=0.01, max_s=0.05),
+        on_reject=agent.inventory_lost,
+    )
     ids = [agent.collect()[0]["batch_id"] for _ in range(3)]
     stub.reject_ids = {ids[0]}  # the one that carried the inventory
     assert deliverer.drain(max_seconds=5)
@@ -132,8 +140,9 @@ def test_retry_after_is_honoured(tmp_path, stub):
     spool = Spool(tmp_path)
     spool.add("b-1", b'{"batch_id": "b-1", "host": {"hostname": "h"}, "readings": []}')
     stub.script = [("429", 1)]
-    deliverer = Deliverer(spool=spool, sender=Sender(url=stub.url, token="tok"),
-                          backoff=Backoff(initial_s=0.01, max_s=0.02))
+    deliverer = Deliverer(
+        spool=spool, sender=Sender(url=stub.url, token="tok"), backoff=Backoff(initial_s=0.01, max_s=0.02)
+    )
     assert deliverer.drain(max_seconds=5)
     (t0, _), (t1, _) = stub.attempts
     assert t1 - t0 >= 0.95
@@ -181,14 +190,37 @@ def test_tls_uses_the_given_ca_file(tmp_path):
 
 def run_agent(args: list[str], env_extra: dict) -> subprocess.Popen:
     env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "agents", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "agents", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_agent_processes_sigterm_and_restart_lose_nothing(tmp_path, stub):
-    args = ["--simulate", "2", "--scenario", "healthy,xid", "--speed", "3600", "--hostname", "sim-proc",
-            "--interval", "0.1", "--spool-dir", str(tmp_path), "--timeout", "0.5",
-            "--backoff-initial", "0.05", "--backoff-max", "0.2"]
+    args = [
+        "--simulate",
+        "2",
+        "--scenario",
+        "healthy,xid",
+        "--speed",
+        "3600",
+        "--hostname",
+        "sim-proc",
+        "--interval",
+        "0.1",
+        "--spool-dir",
+        str(tmp_path),
+        "--timeout",
+        "0.5",
+        "--backoff-initial",
+        "0.05",
+        "--backoff-max",
+        "0.2",
+    ]
     env = {"GPU_AGENT_URL": stub.url, "GPU_AGENT_TOKEN": "tok"}
     stub.stop()
     process = run_agent(args, env)
@@ -206,7 +238,7 @@ def test_agent_processes_sigterm_and_restart_lose_nothing(tmp_path, stub):
     _, stderr = process.communicate(timeout=10)
     assert process.returncode == 0, stderr
 
-    assert stub.stored[:len(spooled)] == spooled
+    assert stub.stored[: len(spooled)] == spooled
     assert len(set(stub.stored)) == len(stub.stored)
     assert all(protocol_problems(body) == [] for body in stub.bodies)
     uuids = {r["gpu_uuid"] for body in stub.bodies for r in body["readings"]}
@@ -214,9 +246,14 @@ def test_agent_processes_sigterm_and_restart_lose_nothing(tmp_path, stub):
 
 
 def test_once_stdout_prints_one_valid_batch_without_network(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "agents", "--once", "--stdout", "--simulate", "3"],
-                            cwd=REPO, capture_output=True, text=True, timeout=30,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    result = subprocess.run(
+        [sys.executable, "-m", "agents", "--once", "--stdout", "--simulate", "3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert result.returncode == 0, result.stderr
     import json
 

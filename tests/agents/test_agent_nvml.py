@@ -32,13 +32,32 @@ def collect(client) -> tuple[list[dict], list[dict]]:
 
 
 def test_every_reading_field_maps_from_its_nvml_call(fake_nvml, open_client):
-    gpu = fake_nvml.fake_reset([fake_nvml.FakeGpu(
-        index=0, temp_c=71, fan_pct=63, power_mw=412_345, power_limit_mw=650_000, energy_mj=987_654_321,
-        util_gpu=97, util_mem=41, memory_used=80211 * 1024 * 1024 + 5, sm_mhz=1980, mem_mhz=3201, pstate=2,
-        clock_reasons=fake_nvml.nvmlClocksEventReasonSwPowerCap | fake_nvml.nvmlClocksEventReasonHwThermalSlowdown,
-        ecc={(0, 0): 12, (1, 0): 3, (0, 1): 40, (1, 1): 7}, retired_pending=fake_nvml.NVML_FEATURE_ENABLED,
-        remapped=(5, 1, 1, 0), pcie_gen=4, pcie_width=8, pcie_replays=17,
-    )])[0]
+    gpu = fake_nvml.fake_reset(
+        [
+            fake_nvml.FakeGpu(
+                index=0,
+                temp_c=71,
+                fan_pct=63,
+                power_mw=412_345,
+                power_limit_mw=650_000,
+                energy_mj=987_654_321,
+                util_gpu=97,
+                util_mem=41,
+                memory_used=80211 * 1024 * 1024 + 5,
+                sm_mhz=1980,
+                mem_mhz=3201,
+                pstate=2,
+                clock_reasons=fake_nvml.nvmlClocksEventReasonSwPowerCap
+                | fake_nvml.nvmlClocksEventReasonHwThermalSlowdown,
+                ecc={(0, 0): 12, (1, 0): 3, (0, 1): 40, (1, 1): 7},
+                retired_pending=fake_nvml.NVML_FEATURE_ENABLED,
+                remapped=(5, 1, 1, 0),
+                pcie_gen=4,
+                pcie_width=8,
+                pcie_replays=17,
+            )
+        ]
+    )[0]
     before = time.time()
     readings, _ = collect(open_client())
     (reading,) = readings
@@ -73,35 +92,74 @@ def test_every_reading_field_maps_from_its_nvml_call(fake_nvml, open_client):
 
 
 def test_every_inventory_field_and_the_host_versions_map(fake_nvml, open_client):
-    gpu = fake_nvml.fake_reset([fake_nvml.FakeGpu(
-        index=0, name="NVIDIA H200", serial="1650724012345", bus_id="00000000:1B:00.0", vbios="96.00.A5.00.01",
-        memory_total=143771 * 1024 * 1024, power_default_mw=700_000, temp_slowdown_c=90, temp_shutdown_c=95,
-        pcie_gen_max=5, pcie_width_max=16,
-    )])[0]
+    gpu = fake_nvml.fake_reset(
+        [
+            fake_nvml.FakeGpu(
+                index=0,
+                name="NVIDIA H200",
+                serial="1650724012345",
+                bus_id="00000000:1B:00.0",
+                vbios="96.00.A5.00.01",
+                memory_total=143771 * 1024 * 1024,
+                power_default_mw=700_000,
+                temp_slowdown_c=90,
+                temp_shutdown_c=95,
+                pcie_gen_max=5,
+                pcie_width_max=16,
+            )
+        ]
+    )[0]
     client = open_client()
     _, inventory = collect(client)
-    assert inventory == [{
-        "uuid": gpu.uuid, "index": 0, "name": "NVIDIA H200", "serial": "1650724012345",
-        "pci_bus_id": "00000000:1B:00.0", "vbios_version": "96.00.A5.00.01", "memory_total_mib": 143771,
-        "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95,
-        "pcie_link_gen_max": 5, "pcie_link_width_max": 16,
-    }]
+    assert inventory == [
+        {
+            "uuid": gpu.uuid,
+            "index": 0,
+            "name": "NVIDIA H200",
+            "serial": "1650724012345",
+            "pci_bus_id": "00000000:1B:00.0",
+            "vbios_version": "96.00.A5.00.01",
+            "memory_total_mib": 143771,
+            "power_limit_default_w": 700.0,
+            "temp_slowdown_c": 90,
+            "temp_shutdown_c": 95,
+            "pcie_link_gen_max": 5,
+            "pcie_link_width_max": 16,
+        }
+    ]
     assert client.system_info() == {
-        "driver_version": "580.65.06", "cuda_driver_version": "13.0", "nvml_version": "13.580.65.06"}
+        "driver_version": "580.65.06",
+        "cuda_driver_version": "13.0",
+        "nvml_version": "13.580.65.06",
+    }
 
 
 def test_all_throttle_reason_bits_have_protocol_names(fake_nvml, open_client):
     n = fake_nvml
     fake_nvml.fake_reset(count=1)[0].clock_reasons = (
-        n.nvmlClocksEventReasonGpuIdle | n.nvmlClocksEventReasonApplicationsClocksSetting
-        | n.nvmlClocksEventReasonSwPowerCap | n.nvmlClocksEventReasonHwSlowdown | n.nvmlClocksEventReasonSyncBoost
-        | n.nvmlClocksEventReasonSwThermalSlowdown | n.nvmlClocksEventReasonHwThermalSlowdown
-        | n.nvmlClocksEventReasonHwPowerBrakeSlowdown | n.nvmlClocksEventReasonDisplayClockSetting
-        | n.nvmlClocksThrottleReasonBoardLimit)  # no protocol name: left out
+        n.nvmlClocksEventReasonGpuIdle
+        | n.nvmlClocksEventReasonApplicationsClocksSetting
+        | n.nvmlClocksEventReasonSwPowerCap
+        | n.nvmlClocksEventReasonHwSlowdown
+        | n.nvmlClocksEventReasonSyncBoost
+        | n.nvmlClocksEventReasonSwThermalSlowdown
+        | n.nvmlClocksEventReasonHwThermalSlowdown
+        | n.nvmlClocksEventReasonHwPowerBrakeSlowdown
+        | n.nvmlClocksEventReasonDisplayClockSetting
+        | n.nvmlClocksThrottleReasonBoardLimit
+    )  # no protocol name: left out
     readings, _ = collect(open_client())
     assert readings[0]["throttle_reasons"] == [
-        "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
-        "sw_thermal", "hw_thermal", "hw_power_brake", "display_clocks_setting"]
+        "gpu_idle",
+        "applications_clocks_setting",
+        "sw_power_cap",
+        "hw_slowdown",
+        "sync_boost",
+        "sw_thermal",
+        "hw_thermal",
+        "hw_power_brake",
+        "display_clocks_setting",
+    ]
 
 
 def test_older_driver_without_clock_event_reasons_falls_back_to_throttle_reasons(fake_nvml, open_client):
@@ -123,8 +181,7 @@ READING_CALLS = {
     "nvmlDeviceGetMemoryInfo": ["memory_used_mib"],
     "nvmlDeviceGetClockInfo": ["sm_clock_mhz", "mem_clock_mhz"],
     "nvmlDeviceGetPerformanceState": ["pstate"],
-    "nvmlDeviceGetTotalEccErrors": ["ecc_corrected_volatile", "ecc_uncorrected_volatile",
-                                    "ecc_uncorrected_aggregate"],
+    "nvmlDeviceGetTotalEccErrors": ["ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate"],
     "nvmlDeviceGetRetiredPagesPendingStatus": ["retired_pages_pending"],
     "nvmlDeviceGetRemappedRows": ["remapped_rows_pending", "remapped_rows_failure"],
     "nvmlDeviceGetCurrPcieLinkGeneration": ["pcie_link_gen"],
@@ -166,12 +223,17 @@ def test_an_unsupported_call_gives_null_for_its_fields_only(fake_nvml, open_clie
 
 def test_a_gpu_without_anything_supported_still_reports_its_reading_all_null(fake_nvml, open_client):
     gpu = fake_nvml.fake_reset(count=1)[0]
-    calls = READING_CALLS.keys() | {"nvmlDeviceGetCurrentClocksEventReasons",
-                                    "nvmlDeviceGetCurrentClocksThrottleReasons"}
+    calls = READING_CALLS.keys() | {
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    }
     gpu.errors = dict.fromkeys(calls, fake_nvml.NVML_ERROR_NOT_SUPPORTED)
     readings, _ = collect(open_client())
     assert {k: v for k, v in readings[0].items() if v is not None} == {
-        "gpu_uuid": gpu.uuid, "ts": readings[0]["ts"], "xid_events": []}
+        "gpu_uuid": gpu.uuid,
+        "ts": readings[0]["ts"],
+        "xid_events": [],
+    }
 
 
 def test_pstate_unknown_is_null_and_fan_above_100_is_capped(fake_nvml, open_client):
@@ -292,8 +354,9 @@ def test_a_batch_from_the_fake_gpus_is_valid_protocol(fake_nvml, open_client):
 
 def test_inventory_goes_with_the_first_batch_and_again_when_it_changes(fake_nvml, open_client):
     gpus = fake_nvml.fake_reset(count=2)
-    agent = Agent(collector=Collector(open_client(), inventory_refresh_s=0), hostname="h", spool=None,
-                  batch_interval_s=0)
+    agent = Agent(
+        collector=Collector(open_client(), inventory_refresh_s=0), hostname="h", spool=None, batch_interval_s=0
+    )
     assert "gpus" in agent.collect()[0]
     assert "gpus" not in agent.collect()[0]
     gpus[1].vbios = "96.00.A5.00.02"  # a VBIOS flash
@@ -306,8 +369,9 @@ def test_inventory_goes_with_the_first_batch_and_again_when_it_changes(fake_nvml
 
 def test_batches_hold_at_most_max_batch_readings(fake_nvml, open_client):
     fake_nvml.fake_reset(count=3)
-    agent = Agent(collector=Collector(open_client()), hostname="h", spool=None, batch_interval_s=3600,
-                  max_batch_readings=4)
+    agent = Agent(
+        collector=Collector(open_client()), hostname="h", spool=None, batch_interval_s=3600, max_batch_readings=4
+    )
     first = agent.collect()  # the first batch goes at once: it carries the inventory
     assert [len(b["readings"]) for b in first] == [3]
     assert agent.collect() == []  # 3 pending, batch interval not reached
@@ -318,8 +382,9 @@ def test_batches_hold_at_most_max_batch_readings(fake_nvml, open_client):
 def test_with_batch_interval_equal_to_interval_each_collection_is_its_own_batch(fake_nvml, open_client):
     fake_nvml.fake_reset(count=2)
     now = [1000.0]
-    agent = Agent(collector=Collector(open_client()), hostname="h", spool=None, batch_interval_s=10,
-                  clock=lambda: now[0])
+    agent = Agent(
+        collector=Collector(open_client()), hostname="h", spool=None, batch_interval_s=10, clock=lambda: now[0]
+    )
     for _ in range(4):
         assert [len(b["readings"]) for b in agent.collect()] == [2]
         now[0] += 10

@@ -15,8 +15,11 @@ from protocol_check import protocol_problems
 FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("real_gpu_*.json"))
 
 
-@pytest.mark.skipif(not FIXTURES, reason="no real-GPU fixture yet: record tests/agents/fixtures/real_gpu_*.json "
-                                        "with `python -m agents --once --stdout` on a GPU host")
+@pytest.mark.skipif(
+    not FIXTURES,
+    reason="no real-GPU fixture yet: record tests/agents/fixtures/real_gpu_*.json "
+    "with `python -m agents --once --stdout` on a GPU host",
+)
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name for p in FIXTURES])
 def test_real_gpu_batch_matches_the_protocol(path):
     batch = json.loads(path.read_text())

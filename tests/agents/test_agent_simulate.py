@@ -26,8 +26,9 @@ class FakeClock:
 def series(scenario: str, *, days: float, step_h: float = 1.0, count: int = 1) -> list[dict]:
     """Samples of GPU 0 every `step_h` scenario hours (speed 3600: one real second per hour)."""
     clock = FakeClock()
-    client = SimulatedDeviceClient(count=count, scenarios=[scenario], hostname="sim-t", speed=3600, clock=clock,
-                                   silent_after_s=float("inf"))
+    client = SimulatedDeviceClient(
+        count=count, scenarios=[scenario], hostname="sim-t", speed=3600, clock=clock, silent_after_s=float("inf")
+    )
     samples = []
     for _ in range(int(days * 24 / step_h)):
         clock.now += step_h
@@ -60,9 +61,12 @@ def test_scenarios_go_round_robin():
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_every_scenario_makes_valid_protocol_with_real_timestamps(scenario):
-    agent = Agent(collector=Collector(SimulatedDeviceClient(count=2, scenarios=[scenario], hostname="sim-a",
-                                                            speed=1e6)),
-                  hostname="sim-a", spool=None, batch_interval_s=0)
+    agent = Agent(
+        collector=Collector(SimulatedDeviceClient(count=2, scenarios=[scenario], hostname="sim-a", speed=1e6)),
+        hostname="sim-a",
+        spool=None,
+        batch_interval_s=0,
+    )
     for _ in range(3):
         for batch in agent.collect():
             assert protocol_problems(batch) == []

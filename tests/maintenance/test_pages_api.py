@@ -150,7 +150,11 @@ def test_subscriptions_page_add_list_remove(client_for, technician, viewer, gpu)
     assert answer.status_code == 302
     sub = Subscription.objects.get()
     assert (sub.user, sub.channel, sub.min_severity, sub.rules, sub.host) == (
-        technician, "webhook", "critical", ["overheat", "xid_bus"], gpu.host
+        technician,
+        "webhook",
+        "critical",
+        ["overheat", "xid_bus"],
+        gpu.host,
     )
     assert client.post("/tickets/subscriptions/", {"channel": "email", "target": "bob@example.com",
                                                    "min_severity": "info"}).status_code == 302  # fmt: skip

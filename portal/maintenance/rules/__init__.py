@@ -6,9 +6,7 @@ from .host import SCHEDULES, SILENCE
 from .xid import XID_RULES
 
 GPU_RULE_LIST = GPU_RULES
-RULES: dict[str, Rule] = {
-    rule.key: rule for rule in [*GPU_RULES, *XID_RULES.values(), SILENCE, *SCHEDULES]
-}
+RULES: dict[str, Rule] = {rule.key: rule for rule in [*GPU_RULES, *XID_RULES.values(), SILENCE, *SCHEDULES]}
 
 
 def get_rule(key: str) -> Rule:

@@ -387,7 +387,5 @@ def batches_sweep(*, now: dt.datetime | None = None) -> EvaluationResult:
         if len(passed.batches) < PASS_BATCHES:
             break
     newest = BatchEvaluation.objects.aggregate(newest=Max("batch_pk"))["newest"] or 0
-    BatchEvaluation.objects.filter(
-        evaluated_at__lt=now - 2 * SWEEP_WINDOW, batch_pk__lt=newest - CLAIM_SLACK
-    ).delete()
+    BatchEvaluation.objects.filter(evaluated_at__lt=now - 2 * SWEEP_WINDOW, batch_pk__lt=newest - CLAIM_SLACK).delete()
     return result

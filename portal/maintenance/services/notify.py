@@ -43,7 +43,12 @@ def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None)
     )
     rows = [
         Notification(
-            ticket=ticket, subscription=sub, fingerprint=fp, event=event, channel=sub.channel, target=sub.target,
+            ticket=ticket,
+            subscription=sub,
+            fingerprint=fp,
+            event=event,
+            channel=sub.channel,
+            target=sub.target,
             created_at=now,
         )  # fmt: skip
         for sub in subscriptions

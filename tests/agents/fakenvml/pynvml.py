@@ -122,6 +122,7 @@ def _extractNVMLErrorsAsClasses():
         def gen_new(val):
             def new(typ, *args):
                 return NVMLError.__new__(typ, val)
+
             return new
 
         new_error_class = type(class_name, (NVMLError,), {"__new__": gen_new(err_val)})
@@ -134,6 +135,7 @@ _extractNVMLErrorsAsClasses()
 
 
 # --- the fake's state and controls -------------------------------------------------------
+
 
 @dataclass
 class FakeGpu:
@@ -216,10 +218,15 @@ def fake_reset(gpus: list[FakeGpu] | None = None, count: int = 2) -> list[FakeGp
 def fake_emit_xid(index: int, code: int) -> None:
     for event_set in _event_sets:
         if _gpus[index].index in event_set.handles:
-            event_set.queue.put(SimpleNamespace(
-                device=_Handle(_gpus[index]), eventType=nvmlEventTypeXidCriticalError,
-                eventData=code, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF,
-            ))
+            event_set.queue.put(
+                SimpleNamespace(
+                    device=_Handle(_gpus[index]),
+                    eventType=nvmlEventTypeXidCriticalError,
+                    eventData=code,
+                    gpuInstanceId=0xFFFFFFFF,
+                    computeInstanceId=0xFFFFFFFF,
+                )
+            )
 
 
 def fake_init_count() -> int:
@@ -244,6 +251,7 @@ def _check(name: str, handle: _Handle | None = None):
 
 
 # --- the pynvml API ------------------------------------------------------------------------
+
 
 def nvmlInit():
     global _init_count
@@ -313,8 +321,15 @@ def nvmlDeviceGetSerial(handle):
 def nvmlDeviceGetPciInfo(handle):
     gpu = _check("nvmlDeviceGetPciInfo", handle)
     # Like the ctypes structure: char arrays come back as bytes.
-    return SimpleNamespace(busId=gpu.bus_id.encode(), busIdLegacy=gpu.bus_id.encode()[-12:], domain=0,
-                           bus=int(gpu.bus_id[9:11], 16), device=0, pciDeviceId=0x233510DE, pciSubSystemId=0)
+    return SimpleNamespace(
+        busId=gpu.bus_id.encode(),
+        busIdLegacy=gpu.bus_id.encode()[-12:],
+        domain=0,
+        bus=int(gpu.bus_id[9:11], 16),
+        device=0,
+        pciDeviceId=0x233510DE,
+        pciSubSystemId=0,
+    )
 
 
 def nvmlDeviceGetPciInfo_v3(handle):
