@@ -2,9 +2,9 @@ import datetime as dt
 from typing import Annotated
 
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
-from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.pagination import paginate
 
-from portal.api import require_perm
+from portal.api import Pagination, require_perm
 from portal.fleet.models import Host, MaintenanceRecord
 from portal.fleet.selectors import hosts_with_derived_dates
 
@@ -30,7 +30,7 @@ class HostFilter(FilterSchema):
 
 
 @router.get("/hosts", response=list[HostOut])
-@paginate(LimitOffsetPagination)
+@paginate(Pagination)
 def hosts_list(request, filters: Query[HostFilter]):
     require_perm(request, "fleet.view_host")
     return filters.filter(hosts_with_derived_dates()).order_by("hostname")
@@ -74,7 +74,7 @@ class RecordFilter(FilterSchema):
 
 
 @router.get("/records", response=list[RecordOut])
-@paginate(LimitOffsetPagination)
+@paginate(Pagination)
 def records_list(request, filters: Query[RecordFilter]):
     require_perm(request, "fleet.view_maintenancerecord")
     return filters.filter(MaintenanceRecord.objects.select_related("host", "gpu")).order_by("-performed_at", "-id")

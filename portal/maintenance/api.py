@@ -61,8 +61,8 @@ class StateChangeIn(Schema):
 @router.get("/tickets", response=list[TicketOut])
 def tickets_list(request, filters: Query[TicketFilters]):
     require_perm(request, "maintenance.view_ticket")
-    if not 1 <= filters.limit <= 1000 or filters.offset < 0:
-        raise HttpError(400, "limit must be 1..1000 and offset ≥ 0")
+    if not 1 <= filters.limit <= 1000 or not 0 <= filters.offset <= 10**9:
+        raise HttpError(400, "limit must be 1..1000 and offset 0..10^9")
     args = filters.dict(exclude={"limit", "offset"})
     return list(selectors.ticket_list(**args)[filters.offset : filters.offset + filters.limit])
 

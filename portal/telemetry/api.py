@@ -5,9 +5,9 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
 from ninja.errors import HttpError
-from ninja.pagination import LimitOffsetPagination, paginate
+from ninja.pagination import paginate
 
-from portal.api import require_perm
+from portal.api import Pagination, require_perm
 from portal.fleet.models import Gpu
 from portal.telemetry.models import throttle_names
 from portal.telemetry.selectors import DEFAULT_METRICS, SeriesError, gpu_series, gpus_with_latest
@@ -58,7 +58,7 @@ class GpuFilter(FilterSchema):
 
 
 @router.get("/gpus", response=list[GpuOut])
-@paginate(LimitOffsetPagination)
+@paginate(Pagination)
 def gpus_list(request, filters: Query[GpuFilter]):
     require_perm(request, "fleet.view_gpu")
     return filters.filter(gpus_with_latest()).order_by("host__hostname", "index")

@@ -294,3 +294,11 @@ def test_bad_records_filter_is_400(fleet, api, params):
     response = api.get("/api/v1/records", params)
     assert response.status_code == 400
     assert [item["loc"] for item in response.json()["detail"]] == list(params)
+
+
+@pytest.mark.parametrize("path", ["/api/v1/hosts", "/api/v1/gpus", "/api/v1/records"])
+@pytest.mark.parametrize("query", ["offset=121466827448188277882880", "limit=0", "limit=100000", "offset=-1"])
+def test_paging_out_of_bounds_is_a_400_naming_the_field(fleet, api, path, query):
+    response = api.get(f"{path}?{query}")
+    assert response.status_code == 400, response.content
+    assert response.json()["detail"][0]["loc"] == query.split("=")[0]
