@@ -193,3 +193,10 @@ def test_subscriptions_bad_input_is_400_naming_the_field(client_for, technician,
 def test_subscriptions_need_a_role(client_for, outsider):
     assert client_for(outsider).get("/tickets/subscriptions/").status_code == 403
     assert client_for().get("/tickets/subscriptions/").status_code in (302, 403)
+
+
+@pytest.mark.parametrize("query", ["offset=121466827448188277882880", "offset=-1", "limit=0", "limit=5000"])
+def test_api_paging_out_of_bounds_is_a_400(client_for, viewer, ticket, query):
+    response = client_for(viewer).get(f"/api/v1/tickets?{query}")
+    assert response.status_code == 400, response.content
+    assert "offset" in response.json()["error"]
