@@ -8,18 +8,27 @@ the agent extend it compatibly). Every metric must be present; null means "not s
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from portal.telemetry.models import THROTTLE_REASONS
 
 ThrottleReason = Literal[THROTTLE_REASONS]
 
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text cannot hold NUL: refused here as a 400, not failed on in the database.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_no_nul)]
 Percent = Annotated[int, Field(ge=0, le=100)]
 Celsius = Annotated[int, Field(ge=-60, le=200)]
 Watts = Annotated[float, Field(ge=0, le=10_000)]
 MHz = Annotated[int, Field(ge=0, le=100_000)]
 Count = Annotated[int, Field(ge=0, le=2**62)]
-ShortText = Annotated[str, Field(max_length=128)]
+ShortText = Annotated[Text, Field(max_length=128)]
 
 
 class _Strict(BaseModel):
@@ -32,7 +41,7 @@ class XidEventIn(_Strict):
 
 
 class ReadingIn(_Strict):
-    gpu_uuid: Annotated[str, Field(min_length=1, max_length=96)]
+    gpu_uuid: Annotated[Text, Field(min_length=1, max_length=96)]
     ts: AwareDatetime
     temperature_c: Celsius | None
     fan_speed_pct: Percent | None
@@ -59,12 +68,12 @@ class ReadingIn(_Strict):
 
 
 class GpuIn(_Strict):
-    uuid: Annotated[str, Field(min_length=1, max_length=96)]
+    uuid: Annotated[Text, Field(min_length=1, max_length=96)]
     index: Annotated[int, Field(ge=0, le=1023)]
     name: ShortText | None = None
-    serial: Annotated[str, Field(max_length=64)] | None = None
-    pci_bus_id: Annotated[str, Field(max_length=32)] | None = None
-    vbios_version: Annotated[str, Field(max_length=64)] | None = None
+    serial: Annotated[Text, Field(max_length=64)] | None = None
+    pci_bus_id: Annotated[Text, Field(max_length=32)] | None = None
+    vbios_version: Annotated[Text, Field(max_length=64)] | None = None
     memory_total_mib: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
     power_limit_default_w: Watts | None = None
     temp_slowdown_c: Celsius | None = None
@@ -74,11 +83,11 @@ class GpuIn(_Strict):
 
 
 class HostIn(_Strict):
-    hostname: Annotated[str, Field(min_length=1, max_length=253)]
-    agent_version: Annotated[str, Field(max_length=64)] | None = None
-    driver_version: Annotated[str, Field(max_length=64)] | None = None
-    cuda_driver_version: Annotated[str, Field(max_length=64)] | None = None
-    nvml_version: Annotated[str, Field(max_length=64)] | None = None
+    hostname: Annotated[Text, Field(min_length=1, max_length=253)]
+    agent_version: Annotated[Text, Field(max_length=64)] | None = None
+    driver_version: Annotated[Text, Field(max_length=64)] | None = None
+    cuda_driver_version: Annotated[Text, Field(max_length=64)] | None = None
+    nvml_version: Annotated[Text, Field(max_length=64)] | None = None
     # Extensions: batches the agent's bounded spool had to drop, and batches the portal refused
     # with a 4xx (set aside by the agent), both running totals kept in the agent's spool.
     dropped_batches: Count = 0
