@@ -207,7 +207,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    # One line per task run or per request drowns everything else (the demo's credentials too).
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "celery.app.trace": {"level": envstr("CELERY_TASK_LOG_LEVEL", "WARNING")},
+    },
 }
 
 # Ingest (agent → portal). See shared/protocol/ingest-v1.md.
