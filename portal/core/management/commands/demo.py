@@ -67,7 +67,14 @@ class Command(BaseCommand):
             self._wait_until_up(base_url + "/healthz", children[0])
             if not no_agents:
                 children.extend(self._start_agents(base_url, speed, log_dir))
-            self.stdout.write(self.style.SUCCESS(f"\nThe portal is up: {base_url}/  (Ctrl-C stops everything)\n"))
+            credentials = (Path(settings.VAR_DIR) / "demo-credentials.txt").read_text().splitlines()
+            admin_login = next((line for line in credentials if line.startswith("admin ")), "")
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nThe portal is up: {base_url}/  log in as: {admin_login}  (every demo user: "
+                    f"{Path(settings.VAR_DIR) / 'demo-credentials.txt'})  Ctrl-C stops everything\n"
+                )
+            )
             while all(child.poll() is None for child in children[:1]):
                 time.sleep(0.5)
         except KeyboardInterrupt:
