@@ -135,3 +135,28 @@ def test_fleet_heatmap_updates_live(page, portal_server, login, screenshot, host
 
     page.locator('[data-tile="hot"] a').first.click()
     page.wait_for_url(f"**/{GPU_UUID}/")
+
+
+def test_gpu_page_backfills_what_it_missed_while_disconnected(page, portal_server, login, host_token, cleaning_history):
+    sockets = []
+
+    def route(ws):  # pass the page's socket through to the server, keeping a handle to cut it
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket("**/ws/live/gpu/**", route)
+    login(page, "tech", portal_server.credentials["tech"])
+    page.goto(f"/gpus/{GPU_UUID}/")
+    indicator = page.locator("#live-gpu .live-indicator")
+    expect(indicator).to_have_attribute("data-state", "live")
+    temperatures = "document.getElementById('chart-temperature').data[0].y"
+
+    sockets[-1].close(code=1006, reason="network dropped")  # what a flaky Wi-Fi does
+    expect(indicator).to_have_attribute("data-state", "reconnecting")
+    now = dt.datetime.now(dt.UTC)
+    post_readings(portal_server.base_url, host_token, [reading(now - dt.timedelta(seconds=1), 71), reading(now, 72)])
+    assert 72 not in page.evaluate(temperatures)  # nobody told the page yet
+
+    expect(indicator).to_have_attribute("data-state", "live", timeout=15_000)  # reconnected after the backoff
+    page.wait_for_function(f"{temperatures}.includes(71) && {temperatures}.includes(72)", timeout=5_000)
+    assert len(sockets) >= 2
