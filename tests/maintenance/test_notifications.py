@@ -183,3 +183,29 @@ def test_broker_down_leaves_rows_pending_and_the_sweep_sends_them(gpu, django_ca
         assert notifications_pending_sweep(now=T0 + dt.timedelta(minutes=5)) == [row.pk]
         assert notifications_pending_sweep(now=T0 + dt.timedelta(minutes=6)) == []
     assert _attempts(sub) == [(1, "sent")] and len(mail.outbox) == 1
+
+
+def test_an_attempt_stuck_sending_after_a_worker_died_is_retried_once(gpu):
+    sub = _subscribe("oncall")
+    ticket, _ = ticket_fire(rule="overheat", host_id=gpu.host_id, gpu_id=gpu.pk, at=T0, value=88)
+    stuck = Notification.objects.create(
+        ticket=ticket,
+        subscription=sub,
+        fingerprint=ticket.fingerprint,
+        event="opened",
+        channel=sub.channel,
+        target=sub.target,
+        attempt=1,
+        status="sending",
+        created_at=T0,
+    )
+    assert notifications_pending_sweep(now=T0 + dt.timedelta(minutes=5)) == [], "a send may still be under way"
+    assert Notification.objects.get(pk=stuck.pk).status == "sending"
+
+    notifications_pending_sweep(now=T0 + dt.timedelta(minutes=20))
+    notifications_pending_sweep(now=T0 + dt.timedelta(minutes=21))
+
+    stuck.refresh_from_db()
+    assert (stuck.status, stuck.error) == ("failed", "the worker stopped while sending")
+    retries = Notification.objects.filter(ticket=ticket, attempt=2)
+    assert retries.count() == 1, "failed and retried once, however often the sweep runs"

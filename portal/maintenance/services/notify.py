@@ -18,6 +18,9 @@ from portal.maintenance.models import SEVERITY_RANK, Notification, Subscription,
 log = logging.getLogger(__name__)
 NOTIFY_EVENTS = ("opened", "reopened", "escalated", "resolved")
 SWEEP_GRACE_S = 60  # a pending attempt this long past due was not queued (or its queue message was lost)
+# An attempt still "sending" this long after it fell due lost its worker mid-send (a send takes
+# seconds: the webhook timeout, an SMTP exchange).
+STUCK_SENDING_S = 15 * 60
 
 
 def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None) -> list[Notification]:
@@ -89,10 +92,40 @@ def notifications_pending_sweep(*, now: dt.datetime | None = None, grace_s: int 
     enqueue failed (broker down) or was lost. A row queued twice is still sent once (the send
     claims it with a conditional UPDATE). Returns the ids queued."""
     now = now or timezone.now()
+    _stuck_sending_retry(now)
     pending = Notification.objects.filter(status=Notification.Status.PENDING, created_at__lte=now)
     due = [n.pk for n in pending.only("id", "attempt", "created_at") if notification_due_at(n) + dt.timedelta(
         seconds=grace_s) <= now]  # fmt: skip
     return notifications_enqueue(ids=sorted(due)) if due else []
+
+
+def _stuck_sending_retry(now: dt.datetime) -> None:
+    """Attempts whose worker died while sending: marked failed, and retried like a transport
+    error (the receiver may see it twice; delivery is at least once)."""
+    stuck = Notification.objects.filter(
+        status=Notification.Status.SENDING, created_at__lte=now - dt.timedelta(seconds=STUCK_SENDING_S)
+    )
+    for notification in stuck:
+        if notification_due_at(notification) + dt.timedelta(seconds=STUCK_SENDING_S) > now:
+            continue
+        _fail_and_retry(notification, "the worker stopped while sending", permanent=False, now=now)
+
+
+def _fail_and_retry(notification: Notification, error: str, *, permanent: bool, now: dt.datetime):
+    """Close this attempt as failed and, unless permanent or out of attempts, add the next one.
+    Claimed with a conditional UPDATE, so a row is failed (and retried) once."""
+    permanent = permanent or notification.attempt >= settings.MAINTENANCE_NOTIFY_MAX_ATTEMPTS
+    status = Notification.Status.PERMANENT if permanent else Notification.Status.FAILED
+    claimed = Notification.objects.filter(pk=notification.pk, status=notification.status).update(
+        status=status, error=error[:1000]
+    )
+    if not claimed or permanent:
+        return None
+    return Notification.objects.create(
+        ticket=notification.ticket, subscription=notification.subscription, fingerprint=notification.fingerprint,
+        event=notification.event, channel=notification.channel, target=notification.target,
+        attempt=notification.attempt + 1, created_at=now,
+    )  # fmt: skip
 
 
 def _payload(notification: Notification) -> dict:
@@ -129,18 +162,7 @@ def notification_send(*, notification_id: int, now: dt.datetime | None = None) -
             body = f"{ticket['title']}\n\nWhat to do: {ticket['action']}\n\n{ticket['url']}\n"
             transports.email_send(notification.target, subject, body)
     except transports.TransportError as error:
-        permanent = error.permanent or notification.attempt >= settings.MAINTENANCE_NOTIFY_MAX_ATTEMPTS
-        notification.status = Notification.Status.PERMANENT if permanent else Notification.Status.FAILED
-        notification.error = str(error)[:1000]
-        notification.save(update_fields=["status", "error"])
-        if permanent:
-            return None
-        retry = Notification.objects.create(
-            ticket=notification.ticket, subscription=notification.subscription, fingerprint=notification.fingerprint,
-            event=notification.event, channel=notification.channel, target=notification.target,
-            attempt=notification.attempt + 1, created_at=now,
-        )  # fmt: skip
-        return retry
+        return _fail_and_retry(notification, str(error), permanent=error.permanent, now=now)
     notification.status, notification.sent_at = Notification.Status.SENT, now
     notification.save(update_fields=["status", "sent_at"])
     return None
