@@ -129,6 +129,17 @@ class Watchers:
         self._cache = (time.monotonic(), groups)
         return groups
 
+    def surely_unwatched(self, groups: set[str]) -> bool:
+        """True only when none of these groups is watched, as far as a fresh answer says (sync:
+        for the ingest hook). Unknown or stale (over WATCHED_CACHE_S): False, so the batch takes
+        the normal path and its flush refreshes the answer."""
+        if "RedisChannelLayer" not in settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", ""):
+            return not groups & set(self._local)
+        fetched_at, cached = self._cache
+        if cached is None or time.monotonic() - fetched_at >= self.WATCHED_CACHE_S:
+            return False
+        return not groups & cached
+
     def reset(self) -> None:
         self._local.clear()
         self._clients.clear()
@@ -305,6 +316,9 @@ def readings_published(*, batch_pk: int, host_id: int, gpu_ids: list[int], readi
     """The after-commit ingest hook: the batch's readings into the buffer. Ingest hands over the
     rows it stored; without them (a replay), one query reads them back."""
     if not settings.LIVE_ENABLED or not gpu_ids or not publisher.has_listeners():
+        return
+    # Nobody looking at this host, its GPUs or the fleet: no points to build (at night, most batches).
+    if watchers.surely_unwatched({FLEET_GROUP, host_group(host_id), *(gpu_group(g) for g in gpu_ids)}):
         return
     from portal.live.selectors import batch_points
 

@@ -216,3 +216,24 @@ async def test_a_quiet_gpu_group_is_not_held_behind_the_busy_fleet_group(layer, 
         await communicator.disconnect()
     assert [point[0] for point in message["points"]] == [gpus[0].pk]
     assert waited < 0.3, f"the GPU page's point waited {waited:.2f} s behind the fleet group"
+
+
+async def test_a_batch_nobody_watches_builds_no_points(fleet, viewer_user, connect, ingest, settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    host, gpus = fleet
+    other_host = await asyncio.to_thread(lambda: HostFactory(hostname="dgx-08"))
+    other_gpus = await asyncio.to_thread(lambda: [GpuFactory(host=other_host, uuid=gpu_uuid(20), index=0)])
+    communicator, connected, _ = await connect(f"/ws/live/gpu/{gpus[0].uuid}/", viewer_user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=2)  # hello
+        await ingest(other_host, other_gpus)  # nobody looks at dgx-08, its GPU, or the fleet
+        other_group = publish.host_group(other_host.pk)
+        # Neither buffered nor already flushed: the points were never built.
+        assert not publish.publisher._points.get(other_group)
+        assert other_group not in publish.publisher._last_sent
+        await ingest(host, gpus[:1])  # this page's GPU: built and sent
+        message = await receive_points(communicator, timeout=2)
+    finally:
+        await communicator.disconnect()
+    assert [point[0] for point in message["points"]] == [gpus[0].pk]
