@@ -102,3 +102,13 @@ def require_postgres():
     if in_ci() and os.environ.get("DATABASE_URL", "").startswith("postgres"):
         pytest.fail(f"{message}, although DATABASE_URL points at PostgreSQL")
     pytest.skip(message + " (set DATABASE_URL=postgres://...)")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ingest_gpu_cache():
+    """Ingest keeps each host's GPU rows per process; database ids repeat from test to test."""
+    from portal.telemetry.services.ingest import host_gpus_forget
+
+    host_gpus_forget()
+    yield
+    host_gpus_forget()

@@ -22,6 +22,9 @@ class Host(models.Model):
     nvml_version = models.CharField(max_length=64, blank=True)
     dropped_batches = models.PositiveBigIntegerField(default=0)
     rejected_batches = models.PositiveBigIntegerField(default=0)
+    # Bumped whenever one of the host's GPUs is created, changed, moved or deleted, so that
+    # ingest may keep the host's GPU rows in memory and know at once when they are stale.
+    inventory_version = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

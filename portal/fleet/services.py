@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
@@ -99,15 +100,18 @@ def gpu_create(**values) -> Gpu:
     _full_clean(gpu)
     _check_gpu_thresholds(gpu)
     gpu.save()
+    host_inventory_changed(host_ids=[gpu.host_id])
     return gpu
 
 
 @transaction.atomic
 def gpu_update(*, gpu: Gpu, **values) -> Gpu:
+    old_host_id = gpu.host_id
     _apply(gpu, values, GPU_FIELDS)
     _full_clean(gpu)
     _check_gpu_thresholds(gpu)
     gpu.save()
+    host_inventory_changed(host_ids={old_host_id, gpu.host_id})
     return gpu
 
 
@@ -116,6 +120,12 @@ def gpu_delete(*, gpu: Gpu) -> None:
     if gpu.records.exists():
         raise ValidationError("This GPU has maintenance records; retire it instead so its history stays.")
     gpu.delete()
+    host_inventory_changed(host_ids=[gpu.host_id])
+
+
+def host_inventory_changed(*, host_ids) -> None:
+    """Mark the hosts' GPU lists as changed (see Host.inventory_version)."""
+    Host.objects.filter(pk__in=list(host_ids)).update(inventory_version=F("inventory_version") + 1)
 
 
 def _validate_record(record: MaintenanceRecord) -> None:

@@ -8,6 +8,7 @@ only when the agent reports a change.
 
 import datetime as dt
 import logging
+import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -74,6 +75,32 @@ def _check_timestamps(batch: BatchIn, now: dt.datetime) -> None:
         raise IngestRejected(400, "reading timestamps outside the accepted window", errors)
 
 
+# Each host's GPU rows, kept per process between batches: the lookup was a tenth of ingest's CPU.
+# Valid while the host's inventory_version (read with the token, every request) is unchanged; the
+# fleet services bump it on every GPU create, change, move or delete. The age bound is only a
+# backstop for writes that bypass them.
+HOST_GPUS_MAX_AGE_S = 300.0
+_host_gpus: dict[int, tuple[int, float, dict[str, dict]]] = {}
+
+
+def _host_gpu_rows(host: Host) -> dict[str, dict]:
+    cached = _host_gpus.get(host.pk)
+    now = time.monotonic()
+    if cached is not None and cached[0] == host.inventory_version and now - cached[1] < HOST_GPUS_MAX_AGE_S:
+        return cached[2]
+    rows = {row["uuid"]: row for row in Gpu.objects.filter(host_id=host.pk).values(*_GPU_LOOKUP_FIELDS)}
+    _host_gpus[host.pk] = (host.inventory_version, now, rows)
+    return rows
+
+
+def host_gpus_forget(host_id: int | None = None) -> None:
+    """Drop the cached GPU rows of one host, or of all (tests, and after a failed batch)."""
+    if host_id is None:
+        _host_gpus.clear()
+    else:
+        _host_gpus.pop(host_id, None)
+
+
 def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
     """The batch's GPUs already registered, by uuid. Rejects other hosts' GPUs and readings for
     GPUs that are neither registered nor in the batch's inventory."""
@@ -84,7 +111,11 @@ def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
             400, "the inventory lists a GPU twice", [{"loc": "gpus", "msg": f"repeated: {duplicates}"}]
         )
     wanted = set(inventory_uuids) | {reading.gpu_uuid for reading in batch.readings}
-    known = {row["uuid"]: row for row in Gpu.objects.filter(uuid__in=wanted).values(*_GPU_LOOKUP_FIELDS)}
+    own = _host_gpu_rows(host)
+    known = {uuid: own[uuid] for uuid in wanted if uuid in own}
+    missing = wanted - known.keys()
+    if missing:  # new GPUs, or another host's: ask the database
+        known.update({row["uuid"]: row for row in Gpu.objects.filter(uuid__in=missing).values(*_GPU_LOOKUP_FIELDS)})
     foreign = sorted(uuid for uuid, row in known.items() if row["host_id"] != host.pk)
     if foreign:
         raise IngestRejected(403, f"GPU {foreign[0]} is registered to another host; an admin must move it")
@@ -233,5 +264,6 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
         # A batch sent again, or the same one twice at once: the unique index lets one through.
         if IngestBatch.objects.filter(batch_id=batch.batch_id).exists():
             return IngestResult(accepted=0, duplicate=True)
+        host_gpus_forget(host.pk)  # e.g. a GPU deleted behind the cache: the agent's retry re-reads
         raise
     return IngestResult(accepted=len(rows), duplicate=False, batch_pk=stored.pk, gpu_ids=touched)
