@@ -210,8 +210,8 @@ def main() -> None:
     from django.contrib.auth import get_user_model
 
     from portal.accounts.services import api_token_issue, user_set_role
+    from portal.telemetry.models import READING_ROW_COLUMNS
     from portal.telemetry.services import host_token_issue
-    from portal.telemetry.services.ingest import _READING_COLUMNS
 
     tokens = [
         host_token_issue(hostname=f"bench-{n:02d}", label="bench", create_host=True).token for n in range(CLIENTS)
@@ -266,13 +266,13 @@ def main() -> None:
         gpu_ids = list(Gpu.objects.order_by("id").values_list("id", flat=True)[:GPUS_PER_HOST])
         now = dt.datetime.now(dt.UTC)
         sample = _reading("x", now, 0)
-        metrics = list(_READING_COLUMNS[2:-1])
+        metrics = list(READING_ROW_COLUMNS[2:-1])
         rows = []
         for n in range(min(accepted, 200_000)):
             values = {**sample, "throttle_reasons": 4}
             rows.append((gpu_ids[n % len(gpu_ids)], now - dt.timedelta(seconds=n), *[values[m] for m in metrics], 0))
-        copy_rate_per_batch = _copy_baseline(rows, _READING_COLUMNS, 100)
-        copy_rate_bulk = _copy_baseline(rows, _READING_COLUMNS, 10_000)
+        copy_rate_per_batch = _copy_baseline(rows, READING_ROW_COLUMNS, 100)
+        copy_rate_bulk = _copy_baseline(rows, READING_ROW_COLUMNS, 10_000)
 
         _seed_history(gpu_ids[0])
         gpu_uuid = Gpu.objects.get(pk=gpu_ids[0]).uuid

@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 MAX_AGE = dt.timedelta(hours=24)
 MAX_FUTURE = dt.timedelta(minutes=5)
 
-_READING_COLUMNS = READING_ROW_COLUMNS
+# Positions in a stored row (READING_ROW_COLUMNS), worked out once rather than per batch.
+_THROTTLE_POSITION = READING_METRICS.index("throttle_reasons")
 _GPU_LOOKUP_FIELDS = ("id", "uuid", "host_id", *fleet_services.AGENT_GPU_FIELDS.values())
 
 
@@ -167,16 +168,11 @@ def _reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
     rows = []
     for reading in batch.readings:
         values = reading.__dict__
-        reasons = values["throttle_reasons"]
-        mask = None if reasons is None else sum(THROTTLE_BIT[name] for name in set(reasons))
-        rows.append(
-            (
-                gpu_ids[reading.gpu_uuid],
-                reading.ts,
-                *(mask if name == "throttle_reasons" else values[name] for name in READING_METRICS),
-                len(reading.xid_events),
-            )
-        )
+        metrics = [values[name] for name in READING_METRICS]
+        reasons = metrics[_THROTTLE_POSITION]
+        if reasons is not None:
+            metrics[_THROTTLE_POSITION] = sum(THROTTLE_BIT[name] for name in set(reasons))
+        rows.append((gpu_ids[reading.gpu_uuid], reading.ts, *metrics, len(reading.xid_events)))
     return rows
 
 
@@ -187,12 +183,12 @@ def _insert_readings(rows: list[tuple]) -> None:
         table = Reading._meta.db_table
         with connection.cursor() as cursor:
             raw = cursor.cursor  # psycopg 3 cursor inside Django's transaction
-            with raw.copy(f"COPY {table} ({', '.join(_READING_COLUMNS)}) FROM STDIN") as copy:
+            with raw.copy(f"COPY {table} ({', '.join(READING_ROW_COLUMNS)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
         return
     Reading.objects.bulk_create(
-        [Reading(**dict(zip(_READING_COLUMNS, row, strict=True))) for row in rows], batch_size=1000
+        [Reading(**dict(zip(READING_ROW_COLUMNS, row, strict=True))) for row in rows], batch_size=1000
     )
 
 
@@ -200,6 +196,7 @@ _LATEST_COLUMNS = (
     "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "utilization_gpu_pct", "memory_used_mib",
     "throttle_reasons",
 )  # fmt: skip
+_LATEST_POSITIONS = tuple(READING_ROW_COLUMNS.index(name) for name in _LATEST_COLUMNS)
 
 
 def _upsert_latest(rows: list[tuple], received_at: dt.datetime) -> None:
@@ -211,11 +208,10 @@ def _upsert_latest(rows: list[tuple], received_at: dt.datetime) -> None:
             newest[row[0]] = row
     if not newest:
         return
-    index = {name: position for position, name in enumerate(_READING_COLUMNS)}
     columns = ("gpu_id", "ts", "received_at", *_LATEST_COLUMNS)
     params = []
     for row in newest.values():
-        params.extend((row[0], row[1], received_at, *(row[index[name]] for name in _LATEST_COLUMNS)))
+        params.extend((row[0], row[1], received_at, *(row[position] for position in _LATEST_POSITIONS)))
     placeholders = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(newest))
     updates = ", ".join(f"{name} = excluded.{name}" for name in columns[1:])
     table = "telemetry_gpulatest"
