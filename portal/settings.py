@@ -216,6 +216,9 @@ LOGGING = {
 
 # Ingest (agent → portal). See shared/protocol/ingest-v1.md.
 INGEST_MAX_BODY_BYTES = 1024 * 1024
+# PostgreSQL: store the usual batch with one prepared statement (see telemetry.services.ingest);
+# batches that change the inventory, and every batch when this is off, use COPY or bulk insert.
+INGEST_ONE_STATEMENT = envbool("INGEST_ONE_STATEMENT", True)
 INGEST_USE_COPY = envbool("INGEST_USE_COPY", True)
 # Per host token: sustained requests per second and burst. An agent sends one batch per
 # interval; the burst lets it empty its spool quickly after an outage.

@@ -266,14 +266,19 @@ AGENT_HOST_FIELDS = (
 AGENT = "agent"
 
 
-def host_agent_info_update(*, host: Host, reported: dict, seen_at: dt.datetime) -> bool:
-    """Store what the host's agent reports about the host. A changed driver version becomes a
-    driver-update record (from → to, by the agent). Returns whether anything changed."""
-    changes = {
+def host_agent_info_changes(*, host: Host, reported: dict) -> dict:
+    """What the host's agent reports that differs from what we hold (unknown values never count)."""
+    return {
         name: value
         for name, value in reported.items()
         if name in AGENT_HOST_FIELDS and value is not None and getattr(host, name) != value
     }
+
+
+def host_agent_info_update(*, host: Host, reported: dict, seen_at: dt.datetime) -> bool:
+    """Store what the host's agent reports about the host. A changed driver version becomes a
+    driver-update record (from → to, by the agent). Returns whether anything changed."""
+    changes = host_agent_info_changes(host=host, reported=reported)
     if not changes:
         return False
     old_driver = host.driver_version

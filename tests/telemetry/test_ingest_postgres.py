@@ -1,15 +1,17 @@
-"""PostgreSQL only: the same batch posted twice at once is stored once, and the COPY path stores
-exactly what the bulk-insert path stores."""
+"""PostgreSQL only: the same batch posted twice at once is stored once, and the one-statement,
+COPY and bulk-insert paths store exactly the same rows."""
 
 import datetime as dt
 import threading
+import uuid
 
 import pytest
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal.telemetry.models import READING_METRICS, IngestBatch, Reading, XidEvent
+from portal.telemetry.models import READING_METRICS, GpuLatest, IngestBatch, Reading, XidEvent
 from tests.telemetry.batches import gpu_uuid, make_batch, make_gpu, make_reading, post_batch
 from tests.telemetry.conftest import agent_for
 
@@ -53,16 +55,37 @@ def rows_of(hostname):
     )
 
 
+def latest_of(hostname):
+    return sorted(
+        GpuLatest.objects.filter(gpu__host__hostname=hostname).values_list(
+            "gpu__uuid", "ts", "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "utilization_gpu_pct",
+            "memory_used_mib", "throttle_reasons",
+        )
+    )  # fmt: skip
+
+
+WRITE_METHODS = {  # name: (INGEST_ONE_STATEMENT, INGEST_USE_COPY)
+    "one statement": (True, True),
+    "copy": (False, True),
+    "bulk insert": (False, False),
+}
+
+
 @pytest.mark.django_db
-def test_copy_stores_the_same_rows_as_bulk_insert(require_postgres, settings):
+def test_every_write_method_stores_the_same_rows(require_postgres, settings):
+    """The one-statement path (the usual batch on PostgreSQL), COPY and bulk insert store
+    exactly the same readings, XID events and latest state, extreme values included."""
     settings.INGEST_PARALLEL = False
     now = timezone.now().replace(microsecond=0)
-    stored = {}
-    for use_copy, hostname in ((True, "dgx-copy"), (False, "dgx-insert")):
-        settings.INGEST_USE_COPY = use_copy
+    stored, latest, statements = {}, {}, {}
+    for method, (one_statement, use_copy) in WRITE_METHODS.items():
+        settings.INGEST_ONE_STATEMENT, settings.INGEST_USE_COPY = one_statement, use_copy
+        hostname = "dgx-" + method.replace(" ", "-")
         agent = agent_for(hostname)
         uuids = [f"{hostname}-{A}", f"{hostname}-{B}"]
-        batch = make_batch(hostname, gpus=[make_gpu(u, i) for i, u in enumerate(uuids)], readings=0)
+        gpus = [make_gpu(u, i) for i, u in enumerate(uuids)]
+        assert agent.post(make_batch(hostname, gpus=gpus, readings=0)).status_code == 202  # inventory first
+        batch = make_batch(hostname, gpus=gpus, readings=0)
         batch["readings"] = [
             make_reading(uuids[0], now - dt.timedelta(seconds=3)),
             make_reading(uuids[1], now - dt.timedelta(seconds=2), **dict.fromkeys(READING_METRICS)),
@@ -71,13 +94,42 @@ def test_copy_stores_the_same_rows_as_bulk_insert(require_postgres, settings):
                          ecc_corrected_volatile=2**62, pcie_replay_count=0, retired_pages_pending=True,
                          xid_events=[{"ts": batch["sent_at"], "code": 79}, {"ts": batch["sent_at"], "code": 13}]),
             make_reading(uuids[1], now, throttle_reasons=[], fan_speed_pct=100, utilization_gpu_pct=0),
+            make_reading(uuids[1], now - dt.timedelta(seconds=30), temperature_c=99),  # late: not the latest
         ]  # fmt: skip
-        assert agent.post(batch).status_code == 202
-        stored[use_copy] = [(row[0].removeprefix(f"{hostname}-"), *row[1:]) for row in rows_of(hostname)]
-    assert len(stored[True]) == 4
-    assert stored[True] == stored[False]
-    assert XidEvent.objects.filter(gpu__host__hostname="dgx-copy").count() == 2
-    assert connection.vendor == "postgresql"
+        with CaptureQueriesContext(connection) as queries:
+            assert agent.post(batch).status_code == 202
+        statements[method] = [query["sql"] for query in queries.captured_queries]
+        stored[method] = [(row[0].removeprefix(f"{hostname}-"), *row[1:]) for row in rows_of(hostname)]
+        latest[method] = [(row[0].removeprefix(f"{hostname}-"), *row[1:]) for row in latest_of(hostname)]
+        xids = XidEvent.objects.filter(gpu__host__hostname=hostname)
+        assert sorted(xids.values_list("code", flat=True)) == [13, 79]
+        assert {xid.batch.batch_id for xid in xids} == {uuid.UUID(batch["batch_id"])}
+    assert len(stored["copy"]) == 5
+    assert stored["one statement"] == stored["copy"] == stored["bulk insert"]
+    assert latest["one statement"] == latest["copy"] == latest["bulk insert"]
+    assert [row[1] for row in latest["copy"]] == [now - dt.timedelta(seconds=1, milliseconds=250), now]
+    # the usual batch really took one statement after the token lookup; the others several
+    writes = [sql for sql in statements["one statement"] if not sql.lstrip().startswith("SELECT")]
+    assert len(writes) == 1 and writes[0].lstrip().startswith("WITH batch AS"), statements["one statement"]
+    assert any(sql.startswith('INSERT INTO "telemetry_ingestbatch"') for sql in statements["copy"])
+
+
+@pytest.mark.django_db
+def test_one_statement_stores_a_batch_once_and_a_late_batch_keeps_the_newest_latest(require_postgres, settings):
+    settings.INGEST_PARALLEL = False
+    settings.INGEST_ONE_STATEMENT = True
+    agent = agent_for("dgx-once")
+    now = timezone.now().replace(microsecond=0)
+    assert agent.post(make_batch(agent.hostname, gpus=[A], readings=2, now=now)).status_code == 202
+    again = make_batch(agent.hostname, gpus=[A], readings=3, now=now)
+    assert agent.post(again).status_code == 202
+    answer = agent.post(again)
+    assert (answer.status_code, answer.json()) == (200, {"accepted": 0, "duplicate": True})
+    late = make_batch(agent.hostname, gpus=[A], readings=4, now=now - dt.timedelta(minutes=5))
+    assert agent.post(late).status_code == 202
+    assert Reading.objects.count() == 2 + 3 + 4
+    assert IngestBatch.objects.count() == 3
+    assert GpuLatest.objects.get(gpu__uuid=A).ts == now
 
 
 @pytest.mark.django_db

@@ -1,0 +1,60 @@
+"""Database helpers for the few hot statements the portal runs per request or per batch."""
+
+import psycopg
+from django.db import connection
+
+
+class _PreparedCursor(psycopg.Cursor):
+    """Server-side binding, each statement prepared once per connection. Django's own cursors
+    bind on the client and never prepare, so PostgreSQL parses and plans a statement every
+    time. Not for a pooler in transaction mode (PgBouncer before 1.21)."""
+
+    def execute(self, query, params=None, *, prepare=True, binary=None):
+        return super().execute(query, params, prepare=prepare, binary=binary)
+
+
+def hot_cursor():
+    """A cursor for a statement run on every request or batch: prepared on PostgreSQL, Django's
+    usual cursor elsewhere. Wrapped like Django's own, so query logging and execute wrappers
+    (django_assert_num_queries, CaptureQueriesContext) still see it. Use %s / %(name)s."""
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    connection.ensure_connection()
+    raw = _PreparedCursor(connection.connection)
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+
+
+def _converters(model) -> list[tuple[int, list, object]]:
+    # What the ORM's compiler would apply to each column, worked out once per model and backend.
+    key = (model, connection.vendor)
+    if key not in _CONVERTERS:
+        plan = []
+        for position, field in enumerate(model._meta.concrete_fields):
+            column = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+            if found:
+                plan.append((position, found, column))
+        _CONVERTERS[key] = plan
+    return _CONVERTERS[key]
+
+
+_CONVERTERS: dict = {}
+
+
+def row_to_models(row, *models) -> list:
+    """Instances of each model from one row holding all of their concrete fields in order (as
+    select_columns lists them), converted as the ORM would convert them."""
+    instances, start = [], 0
+    for model in models:
+        width = len(model._meta.concrete_fields)
+        values = list(row[start : start + width])
+        for position, converters, column in _converters(model):
+            for converter in converters:
+                values[position] = converter(values[position], column, connection)
+        instances.append(model.from_db(connection.alias, None, values))
+        start += width
+    return instances
+
+
+def select_columns(model, alias: str) -> str:
+    return ", ".join(f"{alias}.{connection.ops.quote_name(field.column)}" for field in model._meta.concrete_fields)
