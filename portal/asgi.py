@@ -10,15 +10,16 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from portal.core.asgi_ingest import BareASGIHandler  # noqa: E402
+from portal.core.asgi_ingest import IngestASGIApp  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
+from portal.telemetry.ingest_view import ingest  # noqa: E402
 
 INGEST_PATH = "/api/v1/ingest"
-ingest_asgi_app = BareASGIHandler()
+ingest_asgi_app = IngestASGIApp(ingest)
 
 
 async def http_application(scope, receive, send):
-    # The agents' endpoint skips the (sync-only) middleware stack; see portal.core.asgi_ingest.
+    # The agents' endpoint skips Django's handler and middleware; see portal.core.asgi_ingest.
     app = ingest_asgi_app if scope["path"] == INGEST_PATH else django_asgi_app
     await app(scope, receive, send)
 
