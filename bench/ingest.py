@@ -36,7 +36,7 @@ CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", str(os.cpu_count() or 1)))
 GPUS_PER_HOST = 10
 READINGS_PER_GPU = 10  # 10 GPUs x 10 readings = 100 readings per batch
-BODIES_PER_CLIENT = int(os.environ.get("BENCH_BODIES", "1200"))
+BODIES_PER_CLIENT = int(os.environ.get("BENCH_BODIES", "2400"))
 
 SERVER_ENV = {
     **os.environ,
