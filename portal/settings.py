@@ -231,12 +231,15 @@ RETENTION_1M_DAYS = envint("RETENTION_1M_DAYS", 90)
 INGEST_PARALLEL = envbool("INGEST_PARALLEL", True)
 
 # Live dashboards (portal/live). The publisher sends at most one message per group every
-# LIVE_COALESCE_S seconds, each with every point since the last, so a big fleet costs Redis and
-# the browsers ~2 messages a second per page whatever its size. Channel capacity (200 messages,
-# CHANNEL_CAPACITY) is then ~100 s of backlog for a stalled browser before frames are dropped, and
-# consumers re-join their group every CHANNEL_GROUP_EXPIRY / 3 s so a wall screen never expires.
+# LIVE_COALESCE_S seconds (GPU, host, tickets) or LIVE_FLEET_COALESCE_S (the one fleet group),
+# each with every point since the last, so a big fleet costs Redis and the browsers a few
+# messages a second per page whatever its size (why the fleet's is shorter: portal/live/publish.py).
+# Channel capacity (200 messages, CHANNEL_CAPACITY) is then 40-100 s of backlog for a stalled
+# browser before frames are dropped, and consumers re-join their group every
+# CHANNEL_GROUP_EXPIRY / 3 s so a wall screen never expires.
 LIVE_ENABLED = envbool("LIVE_ENABLED", True)
 LIVE_COALESCE_S = envint("LIVE_COALESCE_MS", 500) / 1000
+LIVE_FLEET_COALESCE_S = envint("LIVE_FLEET_COALESCE_MS", 200) / 1000
 LIVE_SILENT_AFTER_S = envint("LIVE_SILENT_AFTER_S", 300)  # no reading for this long: "silent" (as the silence rule)
 LIVE_HOT_MARGIN_C = envint("LIVE_HOT_MARGIN_C", 5)  # "hot": within this of the GPU's slowdown temperature
 LIVE_HOT_DEFAULT_C = envint("LIVE_HOT_DEFAULT_C", 85)  # "hot" for GPUs that report no slowdown temperature

@@ -11,7 +11,6 @@ import json
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.conf import settings
 
 from portal.fleet.models import Gpu, Host
 from portal.live import publish
@@ -46,7 +45,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await publish.watchers.watch(group)
         publish.publisher.attach(asyncio.get_running_loop())
         self._refresh = asyncio.create_task(self._keep_membership())
-        await self.send_json({"kind": "hello", "group": group, "coalesce_ms": round(settings.LIVE_COALESCE_S * 1000)})
+        coalesce_ms = round(publish.coalesce_interval(group) * 1000)
+        await self.send_json({"kind": "hello", "group": group, "coalesce_ms": coalesce_ms})
 
     async def resolve_group(self) -> str | None:
         raise NotImplementedError

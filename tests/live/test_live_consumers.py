@@ -1,6 +1,6 @@
 """The live WebSocket endpoints: who may connect, what arrives after an ingest, and the coalescing
-that keeps a busy group to ~2 messages a second. Each test runs on the in-memory layer and again
-on channels-redis (Redis db 15)."""
+that keeps a busy group to ~2 messages a second (the fleet group: ~5). Each test runs on the
+in-memory layer and again on channels-redis (Redis db 15)."""
 
 import asyncio
 import time
@@ -112,14 +112,14 @@ async def test_viewer_receives_the_points_of_an_ingest(layer, fleet, viewer_user
             await communicator.disconnect()
 
 
-async def test_busy_group_is_coalesced_to_two_messages_a_second(layer, fleet, viewer_user, connect, ingest):
-    host, gpus = fleet
-    communicator, connected, _ = await connect("/ws/live/fleet/", viewer_user)
+async def _coalesced(connect, user, path, host, gpus, ingest) -> tuple[list[tuple[float, dict]], dict]:
+    """Ten batches (two readings each) within ~1 s; the points messages that arrive, and the hello."""
+    communicator, connected, _ = await connect(path, user)
     try:
         assert connected
-        await communicator.receive_json_from(timeout=2)  # hello
+        hello = await communicator.receive_json_from(timeout=2)
 
-        async def feed():  # ten batches within ~1 s: 20 readings
+        async def feed():
             for _ in range(10):
                 await ingest(host, gpus, rounds=1)
                 await asyncio.sleep(0.1)
@@ -129,11 +129,40 @@ async def test_busy_group_is_coalesced_to_two_messages_a_second(layer, fleet, vi
         await producer
     finally:
         await communicator.disconnect()
-    messages = [(at, m) for at, m in received if m["kind"] == "points"]
-    assert sum(len(m["points"]) for _, m in messages) == 20  # every point arrives
+    return [(at, m) for at, m in received if m["kind"] == "points"], hello
+
+
+def _gaps(messages) -> list[float]:
+    return [later - earlier for (earlier, _), (later, _) in zip(messages, messages[1:], strict=False)]
+
+
+async def test_busy_gpu_group_is_coalesced_to_two_messages_a_second(layer, fleet, viewer_user, connect, ingest):
+    host, gpus = fleet
+    messages, hello = await _coalesced(connect, viewer_user, f"/ws/live/gpu/{gpus[0].uuid}/", host, gpus, ingest)
+    assert hello["coalesce_ms"] == 500
+    assert sum(len(m["points"]) for _, m in messages) == 10  # every point of this GPU arrives
     assert 2 <= len(messages) <= 4  # not one per batch
-    gaps = [later - earlier for (earlier, _), (later, _) in zip(messages, messages[1:], strict=False)]
-    assert min(gaps) >= 0.42, gaps  # 0.5 s apart, less the polling granularity
+    assert min(_gaps(messages)) >= 0.42, _gaps(messages)  # 0.5 s apart, less the polling granularity
+
+
+async def test_fleet_group_is_coalesced_to_its_own_shorter_window(layer, fleet, viewer_user, connect, ingest):
+    """Fed by every host without pause, the fleet group is flushed every 0.2 s (see publish.py)."""
+    host, gpus = fleet
+    messages, hello = await _coalesced(connect, viewer_user, "/ws/live/fleet/", host, gpus, ingest)
+    assert hello["coalesce_ms"] == 200
+    assert sum(len(m["points"]) for _, m in messages) == 20  # every point arrives
+    assert 3 <= len(messages) <= 7  # fewer than the ten batches
+    assert min(_gaps(messages)) >= 0.16, _gaps(messages)
+
+
+async def test_fleet_window_follows_its_setting(layer, fleet, viewer_user, connect, ingest, settings):
+    settings.LIVE_FLEET_COALESCE_S = 0.5
+    host, gpus = fleet
+    messages, hello = await _coalesced(connect, viewer_user, "/ws/live/fleet/", host, gpus, ingest)
+    assert hello["coalesce_ms"] == 500
+    assert sum(len(m["points"]) for _, m in messages) == 20
+    assert 2 <= len(messages) <= 4
+    assert min(_gaps(messages)) >= 0.42, _gaps(messages)
 
 
 async def test_ticket_changes_reach_the_feed(layer, fleet, viewer_user, connect):
