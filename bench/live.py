@@ -3,12 +3,13 @@
     .venv/bin/python bench/live.py [--seconds 30] [--gpus 500] [--clients 20]
 
 Starts the portal under daphne in a subprocess with the production settings (DEBUG=false,
-channels-redis on REDIS_URL, default redis://127.0.0.1:6379/15, flushed first) on a throwaway
-SQLite database, registers hosts of 8 GPUs with a host token each, and logs in a viewer. Every
-host posts one batch a second through the ingest API (hosts spread over the second, as real
-agents are); each reading's ts is the wall-clock moment of the POST. The WebSocket clients
-(10 on GPU pages, 5 on host pages, 5 on the fleet page) note when each point arrives, so
-latency = arrival - ts: ingest, commit, hook, coalescing, Redis, consumer, socket. Loopback only.
+channels-redis on REDIS_URL, default redis://127.0.0.1:6379/15, flushed first) on a fresh
+PostgreSQL database (bench_live; `--database sqlite` for a throwaway SQLite file), registers
+hosts of 8 GPUs with a host token each, and logs in a viewer. Every host posts one batch a
+second through the ingest API (hosts spread over the second, as real agents are); each
+reading's ts is the wall-clock moment of the POST. The WebSocket clients (10 on GPU pages, 5 on
+host pages, 5 on the fleet page) note when each point arrives, so latency = arrival - ts:
+ingest, commit, hook, coalescing, Redis, consumer, socket. Loopback only.
 """
 
 from __future__ import annotations
@@ -266,6 +267,17 @@ async def run_load(port: int, hosts: list[dict], cookie: str, seconds: float, cl
     return stats
 
 
+def scratch_postgres() -> str:
+    """A fresh, empty database bench_live on the local PostgreSQL; its URL."""
+    import psycopg
+
+    admin_url = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS bench_live WITH (FORCE)")
+        conn.execute("CREATE DATABASE bench_live")
+    return admin_url.rsplit("/", 1)[0] + "/bench_live"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30)
@@ -273,15 +285,20 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--redis", default=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/15"))
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Daphne processes (manage.py serve)")
+    parser.add_argument(
+        "--database", choices=("postgres", "sqlite"), default="postgres",
+        help="PostgreSQL (scratch database bench_live on BENCH_PG_URL's server, as in production) or SQLite",
+    )  # fmt: skip
     args = parser.parse_args()
 
     import redis
 
     redis.Redis.from_url(args.redis, socket_connect_timeout=2).flushdb()
     var_dir = Path(tempfile.mkdtemp(prefix="bench-live-"))
+    database_url = f"sqlite:///{var_dir}/bench.sqlite3" if args.database == "sqlite" else scratch_postgres()
     env = {k: v for k, v in os.environ.items() if k not in {"DJANGO_SETTINGS_MODULE", "DATABASE_URL"}}
     env.update(
-        VAR_DIR=str(var_dir), DATABASE_URL=f"sqlite:///{var_dir}/bench.sqlite3", REDIS_URL=args.redis,
+        VAR_DIR=str(var_dir), DATABASE_URL=database_url, DATABASE_CONN_MAX_AGE="600", REDIS_URL=args.redis,
         DEBUG="false", SECRET_KEY="bench-" + uuidlib.uuid4().hex, ALLOWED_HOSTS="127.0.0.1,localhost",
         SECURE_SSL_REDIRECT="false", SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", LOG_LEVEL="WARNING",
         INGEST_RATE_PER_S="50", DJANGO_SETTINGS_MODULE="portal.settings", PYTHONUNBUFFERED="1",
@@ -328,7 +345,8 @@ def main() -> int:
     shutil.rmtree(var_dir, ignore_errors=True)
 
     print(f"live bench: {args.gpus} GPUs on {len(hosts)} hosts at 1 reading/s, {args.clients} WebSocket clients, "
-          f"{args.seconds:.0f} s measured, channels-redis at {args.redis}")  # fmt: skip
+          f"{args.seconds:.0f} s measured, channels-redis at {args.redis}, {args.database}, "
+          f"{args.workers} server process(es)")  # fmt: skip
     http_p50, http_p95 = percentile(stats.ingest_ms, 50), percentile(stats.ingest_ms, 95)
     print(f"  ingest: {len(stats.ingest_ms)} batches, {stats.ingest_errors} not 202, "
           f"HTTP p50 {http_p50:.1f} ms, p95 {http_p95:.1f} ms")  # fmt: skip
