@@ -88,6 +88,14 @@ DATABASES = {
         conn_max_age=envint("DATABASE_CONN_MAX_AGE", 0),
     )
 }
+# The few statements run for every ingest batch are prepared once per connection (see
+# portal/core/db.py); off behind a pooler in transaction mode that can't keep them.
+DATABASE_PREPARED_STATEMENTS = envbool("DATABASE_PREPARED_STATEMENTS", True)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_PREPARED_STATEMENTS:
+    # Django leaves psycopg's prepare_threshold at None, which refuses even an explicit
+    # prepare=True. Django's own cursors bind on the client and never prepare, so this only
+    # lets the hot cursors (which ask explicitly) prepare; the threshold itself never triggers.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 1_000_000)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # WAL and a busy timeout let the demo's web server and simulated agents write side by side.

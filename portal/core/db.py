@@ -1,27 +1,44 @@
 """Database helpers for the few hot statements the portal runs per request or per batch."""
 
+from contextlib import contextmanager
+
 import psycopg
+from django.conf import settings
 from django.db import connection
+from django.db.backends.utils import CursorDebugWrapper
 
 
 class _PreparedCursor(psycopg.Cursor):
     """Server-side binding, each statement prepared once per connection. Django's own cursors
     bind on the client and never prepare, so PostgreSQL parses and plans a statement every
-    time. Not for a pooler in transaction mode (PgBouncer before 1.21)."""
+    time. Behind a pooler in transaction mode (PgBouncer before 1.21) turn them off with
+    DATABASE_PREPARED_STATEMENTS=false."""
 
     def execute(self, query, params=None, *, prepare=True, binary=None):
         return super().execute(query, params, prepare=prepare, binary=binary)
 
 
+class _LoggedCursor(CursorDebugWrapper):
+    """Logs the statement as written: Django would ask psycopg for the last query's text, which
+    a prepared execution doesn't carry."""
+
+    @contextmanager
+    def debug_sql(self, sql=None, params=None, use_last_executed_query=False, many=False):
+        with super().debug_sql(sql, params, use_last_executed_query=False, many=many):
+            yield
+
+
 def hot_cursor():
-    """A cursor for a statement run on every request or batch: prepared on PostgreSQL, Django's
-    usual cursor elsewhere. Wrapped like Django's own, so query logging and execute wrappers
-    (django_assert_num_queries, CaptureQueriesContext) still see it. Use %s / %(name)s."""
+    """A cursor for a statement run on every request or batch: prepared on PostgreSQL (unless
+    DATABASE_PREPARED_STATEMENTS is off), Django's usual cursor elsewhere. Wrapped like Django's
+    own, so query logging and execute wrappers (django_assert_num_queries,
+    CaptureQueriesContext) still see it. Use %s / %(name)s placeholders."""
     if connection.vendor != "postgresql":
         return connection.cursor()
     connection.ensure_connection()
-    raw = _PreparedCursor(connection.connection)
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    cursor_class = _PreparedCursor if settings.DATABASE_PREPARED_STATEMENTS else psycopg.Cursor
+    raw = cursor_class(connection.connection)
+    return _LoggedCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
 
 
 def _converters(model) -> list[tuple[int, list, object]]:

@@ -144,3 +144,28 @@ def test_copy_inside_a_failing_batch_leaves_nothing(require_postgres, settings):
     assert agent.post(batch).status_code == 400
     assert Reading.objects.count() == 3
     assert IngestBatch.objects.count() == 1
+
+
+def _prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("prepared", [True, False])
+def test_per_batch_statements_are_prepared_unless_turned_off(require_postgres, settings, prepared):
+    """Prepared once per connection (PostgreSQL plans them once); off, for a pooler in
+    transaction mode, nothing is left prepared on the connection and ingest works the same."""
+    settings.INGEST_PARALLEL = False
+    settings.DATABASE_PREPARED_STATEMENTS = prepared
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # what earlier tests left on this connection (psycopg notices)
+    agent = agent_for(f"dgx-prepared-{prepared}")
+    for _ in range(3):
+        assert agent.post(make_batch(agent.hostname, gpus=[A, B], readings=4)).status_code == 202
+    statements = _prepared_statements()
+    ingest_statements = [sql for sql in statements if "WITH batch AS" in sql]
+    token_statements = [sql for sql in statements if "secret_hash" in sql]
+    assert (len(ingest_statements), len(token_statements)) == ((1, 1) if prepared else (0, 0)), statements
+    assert Reading.objects.filter(gpu__host__hostname=agent.hostname).count() == 12
