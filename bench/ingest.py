@@ -3,7 +3,8 @@
 Run with `make bench-ingest`. Needs the local PostgreSQL (and Redis, for the production hooks).
 It creates a scratch database, serves the portal with Daphne (DEBUG off), and for BENCH_SECONDS
 (default 30) lets BENCH_CLIENTS (default 8) clients post 100-reading gzip batches as fast as
-the portal answers. In the same run it stores the same rows with raw COPY, and times the
+the portal answers. In the same run it stores the same rows with raw COPY, compares the
+portal's write methods (one statement, COPY, bulk INSERT) on the same batches, and times the
 readings endpoint over a 30-day span served from rollups. Everything stays on 127.0.0.1.
 
 Targets (2-core machine): >= 20,000 readings/s, ratio to COPY >= 0.25, p99 < 250 ms, and the
@@ -203,6 +204,39 @@ def _seed_history(gpu_id: int) -> None:
         conn.commit()
 
 
+STORE_METHODS = {  # name: (INGEST_ONE_STATEMENT, INGEST_USE_COPY)
+    "one statement": (True, True),
+    "COPY in a transaction": (False, True),
+    "bulk INSERT in a transaction": (False, False),
+}
+
+
+def _store_methods(hostname: str, batches_per_method: int = 300) -> dict[str, float]:
+    """Readings/s that the portal's own storage function reaches with each write method, in this
+    process on one connection, with the same kind of batch and no HTTP: what the choice rests on."""
+    from django.conf import settings
+    from django.db import connection
+
+    from portal.fleet.models import Host
+    from portal.telemetry.schemas import BatchIn
+    from portal.telemetry.services.ingest import reading_batch_ingest
+
+    host = Host.objects.get(hostname=hostname)
+    rates = {}
+    for number, (name, (one_statement, use_copy)) in enumerate(STORE_METHODS.items()):
+        settings.INGEST_ONE_STATEMENT, settings.INGEST_USE_COPY = one_statement, use_copy
+        start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=12 - number * 3)
+        bodies = _bodies(hostname, batches_per_method + 1, start)[1:]  # without the inventory batch
+        batches = [BatchIn.model_validate_json(gzip.decompress(body)) for body in bodies]
+        reading_batch_ingest(host=host, batch=batches[0])  # warm: caches, prepared statement
+        started = time.perf_counter()
+        for batch in batches[1:]:
+            reading_batch_ingest(host=host, batch=batch)
+        rates[name] = (len(batches) - 1) * len(batches[0].readings) / (time.perf_counter() - started)
+    connection.close()
+    return rates
+
+
 def main() -> None:
     _reset_database()
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=SERVER_ENV, check=True)
@@ -274,6 +308,7 @@ def main() -> None:
         copy_rate_per_batch = _copy_baseline(rows, READING_ROW_COLUMNS, 100)
         copy_rate_bulk = _copy_baseline(rows, READING_ROW_COLUMNS, 10_000)
 
+        store_rates = _store_methods("bench-00")
         _seed_history(gpu_ids[0])
         gpu_uuid = Gpu.objects.get(pk=gpu_ids[0]).uuid
         query_times, answer = _readings_query_times(port, api_token, gpu_uuid)
@@ -297,6 +332,9 @@ def main() -> None:
           f"{portal_rate / copy_rate_per_batch:.2f}   (target >= 0.25)")  # fmt: skip
     print(f"  10,000 rows per transaction{copy_rate_bulk:10,.0f} readings/s   ratio portal/COPY = "
           f"{portal_rate / copy_rate_bulk:.2f}")  # fmt: skip
+    print("storing a 100-reading batch, in process, one connection (how the write method was chosen):")
+    for name, rate in store_rates.items():
+        print(f"  {name:30s}{rate:10,.0f} readings/s")
     print(
         f"readings endpoint, 30-day span ({answer.get('resolution')} resolution, {len(answer.get('ts', []))} points):"
     )
