@@ -222,6 +222,39 @@ async def test_a_ticket_opened_and_acknowledged_by_the_engine_reaches_the_feed(l
     assert (event["event"], event["by"]) == ("acknowledged", "charlie")
 
 
+async def test_an_escalation_reaches_the_feed_with_the_counts_after_it(layer, fleet, viewer_user, connect):
+    """The fleet's "open tickets" tile follows the feed's open_counts: after a warning ticket
+    escalates to critical, they must count it as critical."""
+    from django.utils import timezone
+
+    from portal.maintenance.services.tickets import ticket_fire, ticket_update
+
+    host, gpus = fleet
+    communicator, connected, _ = await connect("/ws/live/tickets/", viewer_user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=2)  # hello
+        ticket, _ = await asyncio.to_thread(
+            lambda: ticket_fire(
+                rule="overheat", host_id=host.pk, gpu_id=gpus[0].pk, at=timezone.now(), value=88.0, severity="warning"
+            )
+        )
+        opened = await communicator.receive_json_from(timeout=2)
+        _, what = await asyncio.to_thread(
+            lambda: ticket_update(
+                rule="overheat", host_id=host.pk, gpu_id=gpus[0].pk, at=timezone.now(), value=93.0, severity="critical"
+            )
+        )
+        escalated = await communicator.receive_json_from(timeout=2)
+    finally:
+        await communicator.disconnect()
+    assert what == "escalated"
+    assert opened["events"][0]["open_counts"] == {"critical": 0, "warning": 1, "info": 0}
+    [event] = escalated["events"]
+    assert (event["event"], event["severity"]) == ("escalated", "critical")
+    assert event["open_counts"] == {"critical": 1, "warning": 0, "info": 0}
+
+
 async def test_a_quiet_gpu_group_is_not_held_behind_the_busy_fleet_group(layer, fleet, viewer_user, connect, ingest):
     host, gpus = fleet
     communicator, connected, _ = await connect(f"/ws/live/gpu/{gpus[0].uuid}/", viewer_user)

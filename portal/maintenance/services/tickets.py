@@ -177,11 +177,13 @@ def ticket_update(
             ticket.peak_value = value
             changed.append("peak_value")
         escalated = severity is not None and SEVERITY_RANK[severity] > SEVERITY_RANK[ticket.severity]
+        previous = ticket.severity
         if escalated:
-            previous = ticket.severity
             ticket.severity = severity
-            _event(ticket=ticket, kind=Kind.ESCALATED, at=at, value=value, note=note or f"{previous} → {severity}")
+        # Saved before the event: the event counts open tickets by severity for the fleet tile.
         ticket.save(update_fields=["last_seen", "peak_value", "severity", "updated_at"])
+        if escalated:
+            _event(ticket=ticket, kind=Kind.ESCALATED, at=at, value=value, note=note or f"{previous} → {severity}")
         return ticket, "escalated" if escalated else "updated"
 
 
