@@ -36,7 +36,11 @@ def hot_cursor():
     if connection.vendor != "postgresql":
         return connection.cursor()
     connection.ensure_connection()
-    cursor_class = _PreparedCursor if settings.DATABASE_PREPARED_STATEMENTS else psycopg.Cursor
+    # Preparing costs a round trip of its own: worth it only on a connection that is kept
+    # (DATABASE_CONN_MAX_AGE), not on one opened for a single request.
+    keeps_connection = connection.settings_dict.get("CONN_MAX_AGE") != 0
+    prepare = settings.DATABASE_PREPARED_STATEMENTS and keeps_connection
+    cursor_class = _PreparedCursor if prepare else psycopg.Cursor
     raw = cursor_class(connection.connection)
     return _LoggedCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
 

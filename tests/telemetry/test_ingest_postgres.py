@@ -154,11 +154,12 @@ def _prepared_statements() -> list[str]:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("prepared", [True, False])
-def test_per_batch_statements_are_prepared_unless_turned_off(require_postgres, settings, prepared):
-    """Prepared once per connection (PostgreSQL plans them once); off, for a pooler in
+def test_per_batch_statements_are_prepared_unless_turned_off(require_postgres, settings, monkeypatch, prepared):
+    """Prepared once per kept connection (PostgreSQL plans them once); off, for a pooler in
     transaction mode, nothing is left prepared on the connection and ingest works the same."""
     settings.INGEST_PARALLEL = False
     settings.DATABASE_PREPARED_STATEMENTS = prepared
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)
     with connection.cursor() as cursor:
         cursor.execute("DEALLOCATE ALL")  # what earlier tests left on this connection (psycopg notices)
     agent = agent_for(f"dgx-prepared-{prepared}")
@@ -169,3 +170,19 @@ def test_per_batch_statements_are_prepared_unless_turned_off(require_postgres, s
     token_statements = [sql for sql in statements if "secret_hash" in sql]
     assert (len(ingest_statements), len(token_statements)) == ((1, 1) if prepared else (0, 0)), statements
     assert Reading.objects.filter(gpu__host__hostname=agent.hostname).count() == 12
+
+
+@pytest.mark.django_db
+def test_nothing_is_prepared_on_a_connection_opened_per_request(require_postgres, settings, monkeypatch):
+    """DATABASE_CONN_MAX_AGE=0: the connection ends with the request, so preparing would only
+    add a round trip."""
+    settings.INGEST_PARALLEL = False
+    settings.DATABASE_PREPARED_STATEMENTS = True
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    agent = agent_for("dgx-per-request")
+    for _ in range(2):
+        assert agent.post(make_batch(agent.hostname, gpus=[A], readings=3)).status_code == 202
+    assert _prepared_statements() == []
+    assert Reading.objects.filter(gpu__host__hostname=agent.hostname).count() == 6
