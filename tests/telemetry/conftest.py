@@ -20,7 +20,13 @@ def _ingest_settings(request, settings):
     """A fresh rate limiter per test (its buckets are keyed by token pk, which repeats across
     tests), and the database work on the request's thread unless the test commits for real."""
     ingest_view._limiter = None
-    if "transactional_db" not in request.fixturenames and "live_server" not in request.fixturenames:
+    marker = request.node.get_closest_marker("django_db")
+    commits = (
+        "transactional_db" in request.fixturenames
+        or "live_server" in request.fixturenames
+        or (marker is not None and marker.kwargs.get("transaction", False))
+    )
+    if not commits:
         settings.INGEST_PARALLEL = False
     yield
     ingest_view._limiter = None
