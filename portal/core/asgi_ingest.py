@@ -48,7 +48,9 @@ class IngestASGIApp:
         except Exception:
             log.exception("ingest request failed")
             response = JsonResponse({"error": "internal server error"}, status=500)
-            response["Content-Length"] = str(len(response.content))
+        # What CommonMiddleware sets on the portal's other answers; without it the server
+        # falls back to chunked encoding.
+        response["Content-Length"] = str(len(response.content))
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
         await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
         await send({"type": "http.response.body", "body": response.content})

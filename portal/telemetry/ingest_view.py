@@ -150,8 +150,6 @@ async def ingest(request: HttpRequest):
             response = _error(400, "Host header not in ALLOWED_HOSTS")
         else:
             response = await _run_db(_handle)(request)
-    # CommonMiddleware would set it; without it the server falls back to chunked encoding.
-    response["Content-Length"] = str(len(response.content))
     return response
 
 

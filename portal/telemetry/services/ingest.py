@@ -273,17 +273,23 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
             if xids:
                 XidEvent.objects.bulk_create(xids)
             _upsert_latest(rows, now)
-            touched = sorted({row[0] for row in rows} | set(gpu_ids.values()))
-            transaction.on_commit(
-                lambda: hooks.batch_stored(batch_pk=stored.pk, host_id=host.pk, gpu_ids=touched, readings=rows)
-            )
+            result = _hand_on(host=host, batch_pk=stored.pk, gpu_ids=gpu_ids, rows=rows)
     except IntegrityError:
         # A batch sent again, or the same one twice at once: the unique index lets one through.
         if IngestBatch.objects.filter(batch_id=batch.batch_id).exists():
             return IngestResult(accepted=0, duplicate=True)
         host_gpus_forget(host.pk)  # e.g. a GPU deleted behind the cache: the agent's retry re-reads
         raise
-    return IngestResult(accepted=len(rows), duplicate=False, batch_pk=stored.pk, gpu_ids=touched)
+    return result
+
+
+def _hand_on(*, host: Host, batch_pk: int, gpu_ids: dict[str, int], rows: list[tuple]) -> IngestResult:
+    """Once the batch commits, hand it to the consumers (hooks.batch_stored); what ingest answers."""
+    touched = sorted({row[0] for row in rows} | set(gpu_ids.values()))
+    transaction.on_commit(
+        lambda: hooks.batch_stored(batch_pk=batch_pk, host_id=host.pk, gpu_ids=touched, readings=rows)
+    )
+    return IngestResult(accepted=len(rows), duplicate=False, batch_pk=batch_pk, gpu_ids=touched)
 
 
 @functools.cache
@@ -296,20 +302,20 @@ def _one_statement_sql() -> str:
     batch_id is already stored, the batch CTE returns no row and nothing else is written.
     """
 
-    def sql_type(model, name):
-        return model._meta.get_field(name.removesuffix("_id")).db_type(connection)
+    def sql_type(column):
+        return Reading._meta.get_field(column.removesuffix("_id")).db_type(connection)
 
     batch_table, reading_table, latest_table = (
         IngestBatch._meta.db_table, Reading._meta.db_table, GpuLatest._meta.db_table,
     )  # fmt: skip
     xid_table = XidEvent._meta.db_table
     unpacked = ", ".join(
-        f"(row->>{position})::{sql_type(Reading, name)} AS {name}" for position, name in enumerate(READING_ROW_COLUMNS)
+        f"(row->>{position})::{sql_type(name)} AS {name}" for position, name in enumerate(READING_ROW_COLUMNS)
     )
     columns = ", ".join(READING_ROW_COLUMNS)
     latest_columns = ", ".join(_LATEST_COLUMNS)
     latest_updates = ", ".join(f"{name} = excluded.{name}" for name in ("ts", "received_at", *_LATEST_COLUMNS))
-    gpu_type, ts_type = sql_type(Reading, "gpu_id"), sql_type(Reading, "ts")
+    gpu_type, ts_type = sql_type("gpu_id"), sql_type("ts")
     return f"""
 WITH batch AS (
     INSERT INTO {batch_table} (batch_id, host_id, sent_at, received_at, reading_count, first_ts, last_ts, rolled_up)
@@ -360,9 +366,4 @@ def _ingest_in_one_statement(
         raise
     if stored is None:  # the batch_id is stored already (sent again, or twice at once)
         return IngestResult(accepted=0, duplicate=True)
-    batch_pk = stored[0]
-    touched = sorted({row[0] for row in rows} | set(gpu_ids.values()))
-    transaction.on_commit(
-        lambda: hooks.batch_stored(batch_pk=batch_pk, host_id=host.pk, gpu_ids=touched, readings=rows)
-    )
-    return IngestResult(accepted=len(rows), duplicate=False, batch_pk=batch_pk, gpu_ids=touched)
+    return _hand_on(host=host, batch_pk=stored[0], gpu_ids=gpu_ids, rows=rows)
