@@ -214,12 +214,7 @@ def record_create(
     _apply(record, values, ("performed_at", "performed_by", "notes", *ALL_KIND_FIELDS))
     if not record.performed_by and recorded_by is not None:
         record.performed_by = recorded_by.get_full_name() or recorded_by.get_username()
-    _full_clean(record, exclude=["recorded_by"])
-    _validate_record(record)
-    checked = [(upload, *_checked_attachment(upload)) for upload in attachments]
-    record.save()
-    _attach(record, checked, recorded_by)
-    return record
+    return _record_save(record, attachments, recorded_by)
 
 
 @transaction.atomic
@@ -227,6 +222,11 @@ def record_update(
     *, record: MaintenanceRecord, user=None, attachments: Iterable[UploadedFile] = (), **values
 ) -> MaintenanceRecord:
     _apply(record, values, ("performed_at", "performed_by", "notes", *ALL_KIND_FIELDS))
+    return _record_save(record, attachments, user)
+
+
+def _record_save(record: MaintenanceRecord, attachments: Iterable[UploadedFile], user) -> MaintenanceRecord:
+    """Validate the record and its attachments, all before writing anything; then save both."""
     _full_clean(record, exclude=["recorded_by"])
     _validate_record(record)
     checked = [(upload, *_checked_attachment(upload)) for upload in attachments]
