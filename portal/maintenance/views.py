@@ -33,6 +33,12 @@ def _form_errors(form) -> str:
     return "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items())
 
 
+def _add_service_errors(form, error: InvalidInput) -> None:
+    """Show a service's refusal on the form: on its field where the form has one."""
+    for field, errs in error.field_errors.items():
+        form.add_error(field if field in form.fields else None, errs)
+
+
 def _service_errors(error: InvalidInput) -> str:
     return "; ".join(f"{f}: {' '.join(e)}" for f, e in error.field_errors.items()) or error.message
 
@@ -120,8 +126,7 @@ class SilenceListView(Permission, View):
             silence_create(host=data["host"], gpu=data["gpu"], ends_at=data["ends_at"], comment=data["comment"],
                            user=request.user)  # fmt: skip
         except InvalidInput as error:
-            for field, errs in error.field_errors.items():
-                form.add_error(field if field in form.fields else None, errs)
+            _add_service_errors(form, error)
             return self.get(request, form=form, status=400)
         messages.success(request, "Silence saved.")
         return redirect("maintenance:silences")
@@ -154,8 +159,7 @@ class RuleListView(Permission, View):
             rule_config_set(rule=rule, params=data["params"], enabled=data["enabled"], host=data["host"],
                             user=request.user)  # fmt: skip
         except InvalidInput as error:
-            for field, errs in error.field_errors.items():
-                form.add_error(field if field in form.fields else None, errs)
+            _add_service_errors(form, error)
             return self.get(request, form=form, status=400, selected=rule)
         messages.success(request, f"Thresholds of {rule} saved.")
         return redirect("maintenance:rules")
@@ -192,8 +196,7 @@ class SubscriptionListView(Permission, View):
             subscription_create(user=request.user, channel=data["channel"], target=data["target"],
                                 min_severity=data["min_severity"], rules=data["rules"], host=data["host"])  # fmt: skip
         except InvalidInput as error:
-            for field, errs in error.field_errors.items():
-                form.add_error(field if field in form.fields else None, errs)
+            _add_service_errors(form, error)
             return self.get(request, form=form, status=400)
         messages.success(request, "Subscription saved.")
         return redirect("maintenance:subscriptions")
