@@ -3,13 +3,14 @@ ingest endpoint (a plain Django view for speed, described in the same OpenAPI do
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest
-from ninja import Field, NinjaAPI, Schema
-from ninja.errors import AuthenticationError, HttpError
-from ninja.errors import ValidationError as NinjaValidationError
-from ninja.pagination import LimitOffsetPagination
+from ninja import NinjaAPI
 from ninja.security import APIKeyHeader, SessionAuth
 
 from portal.accounts.services import api_token_authenticate
+from portal.core.api import install_error_handlers
+from portal.fleet.api import router as fleet_router
+from portal.maintenance.api import router as maintenance_router
+from portal.telemetry.api import router as telemetry_router
 from portal.telemetry.ingest_view import ingest_openapi_operation
 
 
@@ -49,43 +50,7 @@ api = PortalAPI(
 )
 
 
-class Pagination(LimitOffsetPagination):
-    """limit/offset with bounds: an offset past what any database can count is a 400, not a 500."""
-
-    class Input(Schema):
-        limit: int = Field(100, ge=1, le=1000)
-        offset: int = Field(0, ge=0, le=10**9)
-
-
-def require_perm(request: HttpRequest, permission: str) -> None:
-    if not request.user.has_perm(permission):
-        raise HttpError(403, f"your role does not allow this ({permission})")
-
-
-@api.exception_handler(NinjaValidationError)
-def _invalid(request, exc: NinjaValidationError):
-    detail = []
-    for error in exc.errors:
-        location = [str(part) for part in error.get("loc", ()) if part not in ("query", "body", "path")]
-        detail.append({"loc": ".".join(location) or "request", "msg": error.get("msg", "invalid")})
-    return api.create_response(request, {"error": "invalid request", "detail": detail}, status=400)
-
-
-@api.exception_handler(HttpError)
-def _http_error(request, exc: HttpError):
-    return api.create_response(request, {"error": str(exc)}, status=exc.status_code)
-
-
-@api.exception_handler(AuthenticationError)
-def _unauthenticated(request, exc):
-    return api.create_response(
-        request, {"error": "log in, or send 'Authorization: Token <personal API token>'"}, status=401
-    )
-
-
-from portal.fleet.api import router as fleet_router  # noqa: E402
-from portal.maintenance.api import router as maintenance_router  # noqa: E402
-from portal.telemetry.api import router as telemetry_router  # noqa: E402
+install_error_handlers(api)
 
 api.add_router("", fleet_router)
 api.add_router("", telemetry_router)

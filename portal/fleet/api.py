@@ -4,7 +4,7 @@ from typing import Annotated
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
 from ninja.pagination import paginate
 
-from portal.api import Pagination, require_perm
+from portal.core.api import Pagination, require_perm
 from portal.fleet.models import Host, MaintenanceRecord
 from portal.fleet.selectors import hosts_with_derived_dates
 

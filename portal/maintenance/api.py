@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Schema
 from ninja.errors import HttpError
 
-from portal.api import require_perm
+from portal.core.api import require_perm
 from portal.maintenance import selectors, services
 from portal.maintenance.errors import InvalidInput, TicketConflict
 from portal.maintenance.models import Ticket

@@ -1,11 +1,9 @@
 """The maintenance app's errors (part of portal.core.errors' hierarchy)."""
 
-from portal.core.errors import ApplicationError
+from portal.core.errors import Conflict, InvalidInput
+
+__all__ = ["InvalidInput", "TicketConflict"]
 
 
-class TicketConflict(ApplicationError):
+class TicketConflict(Conflict):
     """The ticket changed under us (another user or worker got there first)."""
-
-
-class InvalidInput(ApplicationError):
-    pass

@@ -7,7 +7,7 @@ from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 
-from portal.api import Pagination, require_perm
+from portal.core.api import Pagination, require_perm
 from portal.fleet.models import Gpu
 from portal.telemetry.models import throttle_names
 from portal.telemetry.selectors import DEFAULT_METRICS, SeriesError, gpu_series, gpus_with_latest

@@ -1,0 +1,77 @@
+"""The API pieces every app's router uses: paging, the permission check, the error answers.
+
+They live here, below the apps, so an app's `api.py` never imports the module that assembles the
+API (`portal/api.py`), which imports the apps' routers.
+"""
+
+from django.http import HttpRequest
+from ninja import Field, NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+from ninja.pagination import LimitOffsetPagination
+
+from portal.core.errors import ApplicationError, Conflict, Forbidden, InvalidInput, NotFound
+
+ERROR_STATUS: dict[type[ApplicationError], int] = {InvalidInput: 400, Forbidden: 403, NotFound: 404, Conflict: 409}
+
+
+class Pagination(LimitOffsetPagination):
+    """limit/offset with bounds: an offset past what any database can count is a 400, not a 500."""
+
+    class Input(Schema):
+        limit: int = Field(100, ge=1, le=1000)
+        offset: int = Field(0, ge=0, le=10**9)
+
+
+class ErrorDetail(Schema):
+    loc: str
+    msg: str
+
+
+class ErrorOut(Schema):
+    """Every JSON error: what went wrong, and where (one entry per problem)."""
+
+    error: str
+    detail: list[ErrorDetail] = []
+
+
+def require_perm(request: HttpRequest, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise Forbidden(f"your role does not allow this ({permission})")
+
+
+def application_error_status(error: ApplicationError) -> int:
+    for cls in type(error).__mro__:
+        if cls in ERROR_STATUS:
+            return ERROR_STATUS[cls]
+    return 400
+
+
+def error_body(message: str, detail: list[dict] | None = None) -> dict:
+    return {"error": message, "detail": detail or []}
+
+
+def install_error_handlers(api: NinjaAPI) -> None:
+    """The one translation of errors into JSON answers for the whole API."""
+
+    @api.exception_handler(ApplicationError)
+    def _application_error(request, exc: ApplicationError):
+        return api.create_response(request, error_body(exc.message, exc.detail()), status=application_error_status(exc))
+
+    @api.exception_handler(NinjaValidationError)
+    def _invalid(request, exc: NinjaValidationError):
+        detail = []
+        for error in exc.errors:
+            location = [str(part) for part in error.get("loc", ()) if part not in ("query", "body", "path", "form")]
+            detail.append({"loc": ".".join(location) or "request", "msg": error.get("msg", "invalid")})
+        return api.create_response(request, error_body("invalid request", detail), status=400)
+
+    @api.exception_handler(HttpError)
+    def _http_error(request, exc: HttpError):
+        return api.create_response(request, error_body(str(exc)), status=exc.status_code)
+
+    @api.exception_handler(AuthenticationError)
+    def _unauthenticated(request, exc):
+        return api.create_response(
+            request, error_body("log in, or send 'Authorization: Token <personal API token>'"), status=401
+        )
