@@ -30,6 +30,17 @@ class PersonalTokenAuth(APIKeyHeader):
         return user
 
 
+class PortalSessionAuth(SessionAuth):
+    """The browser's session cookie, CSRF-checked on writes. Without a session cookie there is
+    nothing to check: the request is not a session request (a script's token request, or an
+    anonymous one, which then answers 401 rather than a misleading 403 "CSRF check Failed")."""
+
+    def _get_key(self, request: HttpRequest):
+        if self.param_name not in request.COOKIES:
+            return None
+        return super()._get_key(request)
+
+
 class PortalAPI(NinjaAPI):
     def get_openapi_schema(self, *args, **kwargs):
         schema = super().get_openapi_schema(*args, **kwargs)
@@ -43,7 +54,10 @@ api = PortalAPI(
     title="GPU Fleet Portal API",
     version="1.0.0",
     urls_namespace="api",
-    auth=[SessionAuth(), PersonalTokenAuth()],
+    # The token first: a request carrying `Authorization: Token …` is a script's, never a
+    # browser's forged one (a cross-site page cannot set that header), so it needs no CSRF token;
+    # a session request keeps Django's CSRF check.
+    auth=[PersonalTokenAuth(), PortalSessionAuth()],
     # The interactive docs page would load Swagger UI from a CDN; pages must work offline.
     docs_url=None,
     openapi_url="/openapi.json",
