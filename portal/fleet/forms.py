@@ -1,5 +1,4 @@
 from django import forms
-from django.core.exceptions import ValidationError
 
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import COMMON_FIELDS, KIND_SPECS
@@ -30,15 +29,6 @@ class MultipleFileField(forms.FileField):
         if isinstance(data, list | tuple):
             return [super(MultipleFileField, self).clean(item, initial) for item in data]
         return [super().clean(data, initial)] if data else []
-
-
-def add_service_errors(form: forms.Form, error: ValidationError) -> None:
-    """Show a service's ValidationError on the form: beside its field where the form has one."""
-    if not hasattr(error, "error_dict"):
-        form.add_error(None, error)
-        return
-    for field, errors in error.error_dict.items():
-        form.add_error(field if field in form.fields else None, errors)
 
 
 class HostForm(forms.ModelForm):
@@ -114,7 +104,3 @@ def record_form_class(kind: str) -> type[forms.ModelForm]:
     form_class = type(f"{kind.title().replace('_', '')}RecordForm", (forms.ModelForm,), attrs)
     form_class.base_fields["performed_by"].required = False
     return form_class
-
-
-class RecordKindForm(forms.Form):
-    kind = forms.ChoiceField(choices=MaintenanceRecord.Kind.choices)

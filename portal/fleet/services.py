@@ -1,8 +1,9 @@
 """Functions that write fleet records: hosts, GPUs, maintenance records and their attachments.
 
 Every function validates everything before it writes anything, and writes in one transaction,
-so a bad input never leaves half a record behind. Errors are django ValidationErrors keyed by
-field name, which forms show beside the field and the API returns as JSON.
+so a bad input never leaves half a record behind. Refusals are portal.core.errors' InvalidInput
+(a problem per field name, which forms show beside the field and the API returns as JSON) or
+Conflict (the record's state does not allow it).
 """
 
 import datetime as dt
@@ -16,6 +17,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from portal.core.errors import Conflict, InvalidInput
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import ALL_KIND_FIELDS, HOST_ONLY_KINDS, KIND_SPECS
 
@@ -45,13 +47,16 @@ ATTACHMENT_TYPES: dict[str, tuple[str, bytes | None]] = {
 def _apply(instance, values: dict, allowed: Iterable[str]) -> None:
     unknown = set(values) - set(allowed)
     if unknown:
-        raise ValidationError(dict.fromkeys(sorted(unknown), "Unknown field."))
+        raise InvalidInput("unknown fields", field_errors=dict.fromkeys(sorted(unknown), "Unknown field."))
     for name, value in values.items():
         setattr(instance, name, value)
 
 
 def _full_clean(instance, exclude: Iterable[str] = ()) -> None:
-    instance.full_clean(exclude=list(exclude), validate_constraints=True)
+    try:
+        instance.full_clean(exclude=list(exclude), validate_constraints=True)
+    except ValidationError as error:  # the model's own checks, as this app's one error
+        raise InvalidInput.from_django(error) from None
 
 
 @transaction.atomic
@@ -74,9 +79,7 @@ def host_update(*, host: Host, **values) -> Host:
 @transaction.atomic
 def host_delete(*, host: Host) -> None:
     if host.gpus.exists() or host.records.exists():
-        raise ValidationError(
-            "This host still has GPUs or maintenance records; retire it instead, or move its GPUs first."
-        )
+        raise Conflict("This host still has GPUs or maintenance records; retire it instead, or move its GPUs first.")
     host.delete()
 
 
@@ -90,7 +93,7 @@ def _check_gpu_thresholds(gpu: Gpu) -> None:
     if gpu.power_limit_default_w is not None and gpu.power_limit_default_w <= 0:
         errors["power_limit_default_w"] = "The default power limit must be positive."
     if errors:
-        raise ValidationError(errors)
+        raise InvalidInput("invalid GPU", field_errors=errors)
 
 
 @transaction.atomic
@@ -118,7 +121,7 @@ def gpu_update(*, gpu: Gpu, **values) -> Gpu:
 @transaction.atomic
 def gpu_delete(*, gpu: Gpu) -> None:
     if gpu.records.exists():
-        raise ValidationError("This GPU has maintenance records; retire it instead so its history stays.")
+        raise Conflict("This GPU has maintenance records; retire it instead so its history stays.")
     gpu.delete()
     host_inventory_changed(host_ids=[gpu.host_id])
 
@@ -131,7 +134,7 @@ def host_inventory_changed(*, host_ids) -> None:
 def _validate_record(record: MaintenanceRecord) -> None:
     spec = KIND_SPECS.get(record.kind)
     if spec is None:
-        raise ValidationError({"kind": f"Unknown kind {record.kind!r}."})
+        raise InvalidInput("invalid record", field_errors={"kind": f"Unknown kind {record.kind!r}."})
     errors: dict[str, str] = {}
     for name in spec.required:
         if getattr(record, name) in (None, ""):
@@ -156,7 +159,11 @@ def _validate_record(record: MaintenanceRecord) -> None:
     if record.from_version and record.to_version and record.from_version == record.to_version:
         errors["to_version"] = "The new version is the same as the old one."
     if errors:
-        raise ValidationError(errors)
+        raise InvalidInput("invalid record", field_errors=errors)
+
+
+def _attachment_refused(message: str) -> InvalidInput:
+    return InvalidInput("attachment not accepted", field_errors={"attachments": message})
 
 
 def _checked_attachment(upload: UploadedFile) -> tuple[str, str]:
@@ -165,25 +172,25 @@ def _checked_attachment(upload: UploadedFile) -> tuple[str, str]:
     extension = ("." + name.rsplit(".", 1)[-1].lower()) if "." in name else ""
     if extension not in ATTACHMENT_TYPES:
         allowed = ", ".join(sorted(ATTACHMENT_TYPES))
-        raise ValidationError({"attachments": f"{name}: type not accepted (allowed: {allowed})."})
+        raise _attachment_refused(f"{name}: type not accepted (allowed: {allowed}).")
     if upload.size > settings.ATTACHMENT_MAX_BYTES:
         limit_mib = settings.ATTACHMENT_MAX_BYTES / (1024 * 1024)
-        raise ValidationError({"attachments": f"{name}: larger than {limit_mib:g} MiB."})
+        raise _attachment_refused(f"{name}: larger than {limit_mib:g} MiB.")
     if upload.size == 0:
-        raise ValidationError({"attachments": f"{name}: the file is empty."})
+        raise _attachment_refused(f"{name}: the file is empty.")
     content_type, magic = ATTACHMENT_TYPES[extension]
     upload.seek(0)
     if magic is not None:
         if not upload.read(len(magic)).startswith(magic):
-            raise ValidationError({"attachments": f"{name}: the content is not a {extension[1:].upper()} file."})
+            raise _attachment_refused(f"{name}: the content is not a {extension[1:].upper()} file.")
     else:
         content = upload.read()
         if b"\x00" in content:
-            raise ValidationError({"attachments": f"{name}: not a text file."})
+            raise _attachment_refused(f"{name}: not a text file.")
         try:
             content.decode("utf-8")
         except UnicodeDecodeError:
-            raise ValidationError({"attachments": f"{name}: text files must be UTF-8."}) from None
+            raise _attachment_refused(f"{name}: text files must be UTF-8.") from None
     upload.seek(0)
     return content_type, name[-255:]
 

@@ -3,15 +3,16 @@
 from auditlog.models import LogEntry
 from django.contrib import messages
 from django.contrib.auth.mixins import PermissionRequiredMixin
-from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views import View
 
+from portal.core.errors import ApplicationError
+from portal.core.forms import add_application_error
 from portal.fleet import selectors, services
-from portal.fleet.forms import GpuForm, HostForm, add_service_errors, record_form_class
+from portal.fleet.forms import GpuForm, HostForm, record_form_class
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import KIND_SPECS
 
@@ -129,8 +130,8 @@ class _ObjectFormView(Permission, View):
         if form.is_valid():
             try:
                 saved = self.save(obj, form.cleaned_data)
-            except ValidationError as error:
-                add_service_errors(form, error)
+            except ApplicationError as error:
+                add_application_error(form, error)
             else:
                 messages.success(request, f"Saved {saved}.")
                 return HttpResponseRedirect(saved.get_absolute_url())
@@ -207,11 +208,12 @@ class _DeleteView(Permission, View):
         obj = self.get_object()
         try:
             self.delete(obj)
-        except ValidationError as error:
+        except ApplicationError as error:
+            reasons = [problem.msg for problem in error.problems] or [error.message]
             return render(
                 request,
                 self.template_name,
-                {"object": obj, "cancel_url": obj.get_absolute_url(), "errors": error.messages},
+                {"object": obj, "cancel_url": obj.get_absolute_url(), "errors": reasons},
                 status=400,
             )
         messages.success(request, f"Deleted {obj}. It stays in the audit log.")
@@ -308,8 +310,8 @@ class RecordCreateView(Permission, View):
                 record = services.record_create(
                     kind=kind, host=host, gpu=gpu, recorded_by=request.user, attachments=attachments, **values
                 )
-            except ValidationError as error:
-                add_service_errors(form, error)
+            except ApplicationError as error:
+                add_application_error(form, error)
             else:
                 messages.success(request, f"Recorded: {record}.")
                 return HttpResponseRedirect((gpu or host).get_absolute_url())
@@ -372,8 +374,8 @@ class RecordEditView(Permission, View):
                 saved = services.record_update(
                     record=selectors.record_get(pk=pk), user=request.user, attachments=attachments, **values
                 )
-            except ValidationError as error:
-                add_service_errors(form, error)
+            except ApplicationError as error:
+                add_application_error(form, error)
             else:
                 messages.success(request, f"Saved {saved}.")
                 return HttpResponseRedirect(saved.get_absolute_url())

@@ -5,11 +5,10 @@ from typing import Literal
 
 from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Schema
-from ninja.errors import HttpError
 
 from portal.core.api import require_perm
+from portal.core.errors import InvalidInput
 from portal.maintenance import selectors, services
-from portal.maintenance.errors import InvalidInput, TicketConflict
 from portal.maintenance.models import Ticket
 
 router = Router(tags=["tickets"])
@@ -61,8 +60,13 @@ class StateChangeIn(Schema):
 @router.get("/tickets", response=list[TicketOut])
 def tickets_list(request, filters: Query[TicketFilters]):
     require_perm(request, "maintenance.view_ticket")
-    if not 1 <= filters.limit <= 1000 or not 0 <= filters.offset <= 10**9:
-        raise HttpError(400, "limit must be 1..1000 and offset 0..10^9")
+    problems = []
+    if not 1 <= filters.limit <= 1000:
+        problems.append(("limit", "must be 1..1000"))
+    if not 0 <= filters.offset <= 10**9:
+        problems.append(("offset", "must be 0..10^9"))
+    if problems:
+        raise InvalidInput("limit must be 1..1000 and offset 0..10^9", problems=problems)
     args = filters.dict(exclude={"limit", "offset"})
     return list(selectors.ticket_list(**args)[filters.offset : filters.offset + filters.limit])
 
@@ -79,9 +83,4 @@ def ticket_state_change(request, ticket_id: int, payload: StateChangeIn):
     if payload.state == "closed":
         require_perm(request, "maintenance.close_ticket")
     ticket = get_object_or_404(Ticket.objects.select_related("host", "gpu"), pk=ticket_id)
-    try:
-        return services.ticket_transition(ticket=ticket, to_state=payload.state, user=request.user, note=payload.note)
-    except InvalidInput as error:
-        raise HttpError(400, f"state: {error.message}") from error
-    except TicketConflict as error:
-        raise HttpError(409, error.message) from error
+    return services.ticket_transition(ticket=ticket, to_state=payload.state, user=request.user, note=payload.note)

@@ -8,8 +8,9 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views import View
 
+from portal.core.errors import Conflict, InvalidInput
+from portal.core.forms import add_application_error
 from portal.maintenance import selectors, services
-from portal.maintenance.errors import InvalidInput, TicketConflict
 from portal.maintenance.forms import (
     AssignForm,
     CommentForm,
@@ -31,12 +32,6 @@ class Permission(PermissionRequiredMixin):
 
 def _form_errors(form) -> str:
     return "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items())
-
-
-def _add_service_errors(form, error: InvalidInput) -> None:
-    """Show a service's refusal on the form: on its field where the form has one."""
-    for field, errs in error.field_errors.items():
-        form.add_error(field if field in form.fields else None, errs)
 
 
 def _service_errors(error: InvalidInput) -> str:
@@ -101,7 +96,7 @@ class TicketDetailView(Permission, View):
         except InvalidInput as error:
             messages.error(request, _service_errors(error))
             return self.get(request, pk, status=400)
-        except TicketConflict as error:
+        except Conflict as error:
             messages.error(request, error.message)
             return self.get(request, pk, status=409)
         return redirect(ticket)
@@ -126,7 +121,7 @@ class SilenceListView(Permission, View):
             silence_create(host=data["host"], gpu=data["gpu"], ends_at=data["ends_at"], comment=data["comment"],
                            user=request.user)  # fmt: skip
         except InvalidInput as error:
-            _add_service_errors(form, error)
+            add_application_error(form, error)
             return self.get(request, form=form, status=400)
         messages.success(request, "Silence saved.")
         return redirect("maintenance:silences")
@@ -159,7 +154,7 @@ class RuleListView(Permission, View):
             rule_config_set(rule=rule, params=data["params"], enabled=data["enabled"], host=data["host"],
                             user=request.user)  # fmt: skip
         except InvalidInput as error:
-            _add_service_errors(form, error)
+            add_application_error(form, error)
             return self.get(request, form=form, status=400, selected=rule)
         messages.success(request, f"Thresholds of {rule} saved.")
         return redirect("maintenance:rules")
@@ -196,7 +191,7 @@ class SubscriptionListView(Permission, View):
             subscription_create(user=request.user, channel=data["channel"], target=data["target"],
                                 min_severity=data["min_severity"], rules=data["rules"], host=data["host"])  # fmt: skip
         except InvalidInput as error:
-            _add_service_errors(form, error)
+            add_application_error(form, error)
             return self.get(request, form=form, status=400)
         messages.success(request, "Subscription saved.")
         return redirect("maintenance:subscriptions")

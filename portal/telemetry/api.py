@@ -4,13 +4,13 @@ from typing import Annotated
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
-from ninja.errors import HttpError
 from ninja.pagination import paginate
 
 from portal.core.api import Pagination, require_perm
+from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
 from portal.telemetry.models import throttle_names
-from portal.telemetry.selectors import DEFAULT_METRICS, SeriesError, gpu_series, gpus_with_latest
+from portal.telemetry.selectors import DEFAULT_METRICS, gpu_series, gpus_with_latest
 
 router = Router(tags=["gpus"])
 MAX_SPAN = dt.timedelta(days=400)
@@ -96,17 +96,16 @@ def gpu_readings(request, uuid: str, query: Query[SeriesQuery]):
     gpu = get_object_or_404(Gpu, uuid=uuid)
     end = query.end or timezone.now()
     start = query.start or end - dt.timedelta(hours=1)
-    if timezone.is_naive(start) or timezone.is_naive(end):
-        raise HttpError(400, "from/to need a time zone (RFC 3339)")
+    naive = [name for name, value in (("from", start), ("to", end)) if timezone.is_naive(value)]
+    if naive:
+        raise InvalidInput("from/to need a time zone (RFC 3339)", problems=[(name, "no time zone") for name in naive])
     if end - start > MAX_SPAN:
-        raise HttpError(400, f"the span from 'from' to 'to' is over {MAX_SPAN.days} days")
+        message = f"the span from 'from' to 'to' is over {MAX_SPAN.days} days"
+        raise InvalidInput(message, problems=[("from", message)])
     metrics = tuple(dict.fromkeys(m.strip() for m in query.metrics.split(",") if m.strip()))
     if not metrics:
-        raise HttpError(400, "metrics: name at least one")
-    try:
-        series = gpu_series(gpu=gpu, start=start, end=end, metrics=metrics, resolution=query.resolution)
-    except SeriesError as error:
-        raise HttpError(400, f"{error.field}: {error.message}") from None
+        raise InvalidInput("metrics: name at least one", problems=[("metrics", "name at least one")])
+    series = gpu_series(gpu=gpu, start=start, end=end, metrics=metrics, resolution=query.resolution)
     return {
         "gpu": gpu.uuid,
         "resolution": series.resolution,

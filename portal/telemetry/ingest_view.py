@@ -14,10 +14,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
 
+from portal.core.api import application_error_status
+from portal.core.errors import ApplicationError
 from portal.telemetry.ratelimit import TokenBucketLimiter
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services import host_token_authenticate
-from portal.telemetry.services.ingest import IngestRejected, reading_batch_ingest
+from portal.telemetry.services.ingest import reading_batch_ingest
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +122,10 @@ def _handle(request: HttpRequest) -> JsonResponse:
             return _error(400, message, detail)
         try:
             result = reading_batch_ingest(host=token.host, batch=batch)
-        except IngestRejected as rejected:
-            return _error(rejected.status, rejected.message, rejected.detail)
+        except ApplicationError as refused:
+            # The protocol's answers: 400 with a detail per problem, 403 with the error alone.
+            detail = refused.detail() if refused.problems else None
+            return _error(application_error_status(refused), refused.message, detail)
     finally:
         _close_stale_connections()
     if result.duplicate:

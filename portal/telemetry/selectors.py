@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
+from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
 from portal.telemetry.models import READING_METRICS, ROLLUP_METRICS, Reading, Rollup1h, Rollup1m, throttle_names
 
@@ -14,11 +15,8 @@ DEFAULT_METRICS = ("temperature_c", "power_w", "utilization_gpu_pct", "fan_speed
 _STEP = {"1m": dt.timedelta(minutes=1), "1h": dt.timedelta(hours=1)}
 
 
-class SeriesError(ValueError):
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-        self.message = message
+def _refused(field: str, message: str) -> InvalidInput:
+    return InvalidInput(f"{field}: {message}", problems=[(field, message)])
 
 
 @dataclass
@@ -46,15 +44,15 @@ def gpu_series(
     *, gpu: Gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
 ) -> Series:
     if end <= start:
-        raise SeriesError("from", "must be before 'to'")
+        raise _refused("from", "must be before 'to'")
     if resolution == "auto":
         resolution = resolution_for(gpu=gpu, start=start, end=end)
     if resolution not in RESOLUTIONS:
-        raise SeriesError("resolution", f"one of auto, {', '.join(RESOLUTIONS)}")
+        raise _refused("resolution", f"one of auto, {', '.join(RESOLUTIONS)}")
     allowed = (*READING_METRICS, "xid_count") if resolution == "raw" else ROLLUP_METRICS
     unknown = [metric for metric in metrics if metric not in allowed]
     if unknown:
-        raise SeriesError("metrics", f"not available at resolution {resolution}: {', '.join(unknown)}")
+        raise _refused("metrics", f"not available at resolution {resolution}: {', '.join(unknown)}")
     if resolution == "raw":
         rows = list(
             Reading.objects.filter(gpu=gpu, ts__gte=start, ts__lt=end)

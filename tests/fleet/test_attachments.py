@@ -3,11 +3,11 @@
 import datetime as dt
 
 import pytest
-from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import override_settings
 from django.utils import timezone
 
+from portal.core.errors import InvalidInput
 from portal.fleet import services
 from portal.fleet.models import Attachment, MaintenanceRecord
 from tests.core.pages import field_errors, form_data
@@ -72,7 +72,7 @@ REJECTED = [
 @pytest.mark.parametrize(("name", "content", "message"), [r[1:] for r in REJECTED], ids=[r[0] for r in REJECTED])
 def test_service_rejects_bad_file_and_writes_nothing(name, content, message, media_root, technician):
     gpu = GpuFactory()
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InvalidInput) as caught:
         services.record_create(
             kind="cleaning",
             host=gpu.host,
@@ -81,7 +81,7 @@ def test_service_rejects_bad_file_and_writes_nothing(name, content, message, med
             attachments=[upload("fine.png", PNG), upload(name, content)],
             **cleaning_values(),
         )
-    errors = caught.value.message_dict["attachments"]
+    errors = caught.value.field_errors["attachments"]
     assert any(message in e and name in e for e in errors), errors
     assert MaintenanceRecord.objects.count() == 0
     assert Attachment.objects.count() == 0
@@ -90,11 +90,11 @@ def test_service_rejects_bad_file_and_writes_nothing(name, content, message, med
 
 def test_service_rejects_too_large_file(media_root):
     gpu = GpuFactory()
-    with override_settings(ATTACHMENT_MAX_BYTES=1024), pytest.raises(ValidationError) as caught:
+    with override_settings(ATTACHMENT_MAX_BYTES=1024), pytest.raises(InvalidInput) as caught:
         services.record_create(
             kind="cleaning", host=gpu.host, gpu=gpu, attachments=[upload("big.log", b"x" * 1025)], **cleaning_values()
         )
-    assert "larger than" in caught.value.message_dict["attachments"][0]
+    assert "larger than" in caught.value.field_errors["attachments"][0]
     assert MaintenanceRecord.objects.count() == 0
     assert files_under(media_root) == []
     with override_settings(ATTACHMENT_MAX_BYTES=1024):
@@ -106,7 +106,7 @@ def test_service_rejects_too_large_file(media_root):
 
 def test_update_with_bad_file_leaves_record_unchanged(media_root):
     record = RecordFactory(notes="before")
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidInput):
         services.record_update(record=record, notes="after", attachments=[upload("x.png", b"GIF89a")])
     record.refresh_from_db()
     assert record.notes == "before"

@@ -1,8 +1,8 @@
 """Host and GPU forms: bad input gets a 400 with the error beside the field and changes nothing."""
 
 import pytest
-from django.core.exceptions import ValidationError
 
+from portal.core.errors import InvalidInput
 from portal.fleet import services
 from portal.fleet.models import Gpu, Host
 from tests.core.pages import field_errors, form_errors
@@ -116,12 +116,12 @@ def test_gpu_edit_rejects_bad_input_and_keeps_the_gpu(changes, field, client_for
 
 def test_service_errors_are_keyed_by_field():
     host = HostFactory()
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InvalidInput) as caught:
         services.gpu_create(uuid="GPU-x", host=host, temp_slowdown_c=90, temp_shutdown_c=80)
-    assert set(caught.value.message_dict) == {"temp_shutdown_c"}
-    with pytest.raises(ValidationError) as caught:
+    assert set(caught.value.field_errors) == {"temp_shutdown_c"}
+    with pytest.raises(InvalidInput) as caught:
         services.host_create(hostname="h", flavour="vanilla")
-    assert set(caught.value.message_dict) == {"flavour"}
+    assert set(caught.value.field_errors) == {"flavour"}
     assert not Gpu.objects.exists() and not Host.objects.filter(hostname="h").exists()
 
 

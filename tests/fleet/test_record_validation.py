@@ -5,9 +5,9 @@ from decimal import Decimal
 
 import pytest
 from auditlog.models import LogEntry
-from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from portal.core.errors import InvalidInput
 from portal.fleet import services
 from portal.fleet.models import MaintenanceRecord
 from portal.fleet.record_kinds import HOST_ONLY_KINDS, KIND_SPECS
@@ -106,12 +106,12 @@ def test_service_accepts_a_clock_a_few_minutes_fast():
 
 def assert_rejected(field, **kwargs):
     records, entries = MaintenanceRecord.objects.count(), LogEntry.objects.count()
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InvalidInput) as caught:
         services.record_create(**kwargs)
-    assert field in caught.value.message_dict, caught.value.message_dict
+    assert field in caught.value.field_errors, caught.value.field_errors
     assert MaintenanceRecord.objects.count() == records
     assert LogEntry.objects.count() == entries
-    return caught.value.message_dict[field]
+    return caught.value.field_errors[field]
 
 
 @pytest.mark.parametrize(("kind", "field"), REQUIRED, ids=[f"{k}-{f}" for k, f in REQUIRED])
@@ -158,9 +158,9 @@ UPDATE_BAD = [
 def test_service_update_rejects_bad_values_and_keeps_the_stored_record(field, changes):
     record = RecordFactory(dust_level="moderate")
     before = MaintenanceRecord.objects.filter(pk=record.pk).values().get()
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(InvalidInput) as caught:
         services.record_update(record=record, **changes)
-    assert field in caught.value.message_dict
+    assert field in caught.value.field_errors
     assert MaintenanceRecord.objects.filter(pk=record.pk).values().get() == before
 
 

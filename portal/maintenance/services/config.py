@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from portal.core.errors import InvalidInput
 from portal.fleet.models import Host
-from portal.maintenance.errors import InvalidInput
 from portal.maintenance.models import RuleConfig
 from portal.maintenance.rules import RULES
 

@@ -6,8 +6,8 @@ import datetime as dt
 
 from django.utils import timezone
 
+from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu, Host
-from portal.maintenance.errors import InvalidInput
 from portal.maintenance.models import Silence
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator, URLValidator
 
+from portal.core.errors import InvalidInput
 from portal.fleet.models import Host
-from portal.maintenance.errors import InvalidInput
 from portal.maintenance.models import Severity, Subscription
 from portal.maintenance.rules import RULES
 

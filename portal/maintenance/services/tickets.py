@@ -12,8 +12,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from portal.core.errors import Conflict, InvalidInput
 from portal.fleet.models import Gpu, MaintenanceRecord
-from portal.maintenance.errors import InvalidInput, TicketConflict
 from portal.maintenance.models import (
     SEVERITY_RANK,
     RuleState,
@@ -276,7 +276,7 @@ def ticket_transition(*, ticket: Ticket, to_state: str, user=None, note: str = "
                 "another ticket for the same rule and subject is open", field_errors={"state": [str(error)[:200]]}
             ) from error
         if not claimed:
-            raise TicketConflict("the ticket changed meanwhile; reload and try again")
+            raise Conflict("the ticket changed meanwhile; reload and try again")
         _event(ticket=ticket, kind=Kind.STATE, at=now, from_state=previous, to_state=to_state, user=user, note=note)
     ticket.refresh_from_db()
     return ticket

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import pydantic_core
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from portal.core.db import hot_cursor
+from portal.core.errors import Forbidden, InvalidInput
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Gpu, Host
 from portal.telemetry import hooks
@@ -45,16 +45,6 @@ _THROTTLE_POSITION = READING_METRICS.index("throttle_reasons")
 _GPU_LOOKUP_FIELDS = ("id", "uuid", "host_id", *fleet_services.AGENT_GPU_FIELDS.values())
 
 
-class IngestRejected(Exception):
-    """The batch will never be accepted (a 4xx for the agent)."""
-
-    def __init__(self, status: int, message: str, detail: list[dict] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.detail = detail
-
-
 @dataclass
 class IngestResult:
     accepted: int
@@ -68,18 +58,16 @@ def _check_timestamps(batch: BatchIn, now: dt.datetime) -> None:
     errors = []
     for position, reading in enumerate(batch.readings):
         if reading.ts < oldest:
-            errors.append({"loc": f"readings.{position}.ts", "msg": "more than 24 h old"})
+            errors.append((f"readings.{position}.ts", "more than 24 h old"))
         elif reading.ts > newest:
-            errors.append({"loc": f"readings.{position}.ts", "msg": "more than 5 min in the future"})
+            errors.append((f"readings.{position}.ts", "more than 5 min in the future"))
         for event_position, event in enumerate(reading.xid_events):
             if not oldest <= event.ts <= newest:
-                errors.append(
-                    {"loc": f"readings.{position}.xid_events.{event_position}.ts", "msg": "outside the accepted window"}
-                )
+                errors.append((f"readings.{position}.xid_events.{event_position}.ts", "outside the accepted window"))
         if len(errors) >= 20:
             break
     if errors:
-        raise IngestRejected(400, "reading timestamps outside the accepted window", errors)
+        raise InvalidInput("reading timestamps outside the accepted window", problems=errors)
 
 
 # Each host's GPU rows, kept per process between batches: the lookup was a tenth of ingest's CPU.
@@ -114,9 +102,7 @@ def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
     inventory_uuids = [gpu.uuid for gpu in batch.gpus]
     if len(set(inventory_uuids)) != len(inventory_uuids):
         duplicates = sorted({u for u in inventory_uuids if inventory_uuids.count(u) > 1})
-        raise IngestRejected(
-            400, "the inventory lists a GPU twice", [{"loc": "gpus", "msg": f"repeated: {duplicates}"}]
-        )
+        raise InvalidInput("the inventory lists a GPU twice", problems=[("gpus", f"repeated: {duplicates}")])
     wanted = set(inventory_uuids) | {reading.gpu_uuid for reading in batch.readings}
     own = _host_gpu_rows(host)
     known = {uuid: own[uuid] for uuid in wanted if uuid in own}
@@ -125,15 +111,15 @@ def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
         known.update({row["uuid"]: row for row in Gpu.objects.filter(uuid__in=missing).values(*_GPU_LOOKUP_FIELDS)})
     foreign = sorted(uuid for uuid, row in known.items() if row["host_id"] != host.pk)
     if foreign:
-        raise IngestRejected(403, f"GPU {foreign[0]} is registered to another host; an admin must move it")
+        raise Forbidden(f"GPU {foreign[0]} is registered to another host; an admin must move it")
     listed = set(inventory_uuids)
     unknown = [
-        {"loc": f"readings.{position}.gpu_uuid", "msg": "unknown GPU and not in this batch's gpus"}
+        (f"readings.{position}.gpu_uuid", "unknown GPU and not in this batch's gpus")
         for position, reading in enumerate(batch.readings)
         if reading.gpu_uuid not in known and reading.gpu_uuid not in listed
     ]
     if unknown:
-        raise IngestRejected(400, "readings for unknown GPUs", unknown[:20])
+        raise InvalidInput("readings for unknown GPUs", problems=unknown[:20])
     return known
 
 
@@ -164,23 +150,22 @@ def _sync_inventory(host: Host, batch: BatchIn, known: dict[str, dict], seen_at:
         existing = Gpu.objects.get(pk=row["id"]) if row else None
         try:
             gpu = fleet_services.gpu_inventory_sync(host=host, reported=values, existing=existing, seen_at=seen_at)
-        except ValidationError as error:
+        except InvalidInput as error:
             # Values the GPU model refuses (shutdown below slowdown, …) will never be accepted: a
             # 4xx, not a 5xx that the agent would retry for ever. Rolls back the whole batch.
-            raise IngestRejected(400, "invalid GPU inventory", _inventory_detail(position, error)) from None
+            raise InvalidInput("invalid GPU inventory", problems=_inventory_problems(position, error)) from None
         gpu_ids[gpu.uuid] = gpu.pk
     return gpu_ids
 
 
-def _inventory_detail(position: int, error: ValidationError) -> list[dict]:
+def _inventory_problems(position: int, error: InvalidInput) -> list[tuple[str, str]]:
+    """The fleet's problems (by GPU column) as the protocol names them (gpus.<position>.<name>)."""
     protocol_names = {column: name for name, column in fleet_services.AGENT_GPU_FIELDS.items()}
-    messages = error.message_dict if hasattr(error, "error_dict") else {"__all__": error.messages}
-    detail = []
-    for column, texts in messages.items():
-        name = protocol_names.get(column, column)
-        loc = f"gpus.{position}" if name == "__all__" else f"gpus.{position}.{name}"
-        detail.extend({"loc": loc, "msg": text} for text in texts)
-    return detail
+    problems = []
+    for problem in error.problems:
+        name = protocol_names.get(problem.loc, problem.loc)
+        problems.append((f"gpus.{position}" if name == "request" else f"gpus.{position}.{name}", problem.msg))
+    return problems
 
 
 def _reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
@@ -245,7 +230,7 @@ def _upsert_latest(rows: list[tuple], received_at: dt.datetime) -> None:
 def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None = None) -> IngestResult:
     now = now or timezone.now()
     if batch.host.hostname != host.hostname:
-        raise IngestRejected(403, f"this token belongs to host {host.hostname!r}, not {batch.host.hostname!r}")
+        raise Forbidden(f"this token belongs to host {host.hostname!r}, not {batch.host.hostname!r}")
     _check_timestamps(batch, now)
     # No "seen this batch_id?" query up front: duplicates are rare, and the unique index on
     # batch_id answers it inside the transaction below, race-free.

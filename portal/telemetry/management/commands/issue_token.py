@@ -1,6 +1,6 @@
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from portal.core.errors import ApplicationError
 from portal.telemetry.services import host_token_issue
 
 
@@ -14,8 +14,8 @@ class Command(BaseCommand):
     def handle(self, *args, hostname, label, **options):
         try:
             issued = host_token_issue(hostname=hostname, label=label, create_host=True)
-        except ValidationError as error:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in error.message_dict.items())) from None
+        except ApplicationError as error:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in error.field_errors.items())) from None
         self.stderr.write(
             f"Token {issued.record.prefix}… for host {hostname}. It is shown only now; keep it in the agent's config."
         )
