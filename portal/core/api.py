@@ -62,7 +62,10 @@ def install_error_handlers(api: NinjaAPI) -> None:
     def _invalid(request, exc: NinjaValidationError):
         detail = []
         for error in exc.errors:
-            location = [str(part) for part in error.get("loc", ()) if part not in ("query", "body", "path", "form")]
+            loc = list(error.get("loc", ()))
+            if len(loc) > 2 and loc[0] in ("body", "form"):
+                del loc[1]  # the view's parameter name ("payload"): the contract names the body's own fields
+            location = [str(part) for part in loc if part not in ("query", "body", "path", "form")]
             detail.append({"loc": ".".join(location) or "request", "msg": error.get("msg", "invalid")})
         return api.create_response(request, error_body("invalid request", detail), status=400)
 

@@ -22,7 +22,7 @@ from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import ALL_KIND_FIELDS, HOST_ONLY_KINDS, KIND_SPECS
 
 # A clock a few minutes fast on a technician's phone is not an error; a record dated next week is.
-FUTURE_TOLERANCE = dt.timedelta(minutes=10)
+FUTURE_TOLERANCE = dt.timedelta(minutes=5)
 
 HOST_FIELDS = ("hostname", "location", "rack", "owner", "contact", "status", "notes")
 GPU_FIELDS = (

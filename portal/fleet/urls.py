@@ -1,6 +1,6 @@
 from django.urls import path
 
-from portal.fleet import views
+from portal.fleet import records_views, views
 
 app_name = "fleet"
 
@@ -17,6 +17,8 @@ urlpatterns = [
     path("gpus/<str:uuid>/edit/", views.GpuEditView.as_view(), name="gpu_edit"),
     path("gpus/<str:uuid>/delete/", views.GpuDeleteView.as_view(), name="gpu_delete"),
     path("gpus/<str:uuid>/records/new/", views.RecordCreateView.as_view(), name="gpu_record_create"),
+    path("records/", records_views.RecordListView.as_view(), name="records"),
+    path("records/import/", records_views.RecordImportView.as_view(), name="records_import"),
     path("records/<int:pk>/", views.RecordDetailView.as_view(), name="record"),
     path("records/<int:pk>/edit/", views.RecordEditView.as_view(), name="record_edit"),
     path("records/<int:pk>/delete/", views.RecordDeleteView.as_view(), name="record_delete"),
