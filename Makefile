@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent lint serve worker beat bench bench-agent bench-ingest bench-anomaly bench-live install browser clean
+.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-ingest bench-anomaly bench-live bench-pipeline install browser clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,13 +36,21 @@ test-agent: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) manage.py check
-	$(PY) manage.py makemigrations --check --dry-run
+	DEBUG=true $(PY) manage.py check
+	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
 serve: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py serve --host 127.0.0.1 --port 8000
+
+# A small lab on one machine: web server, Celery worker and beat in one supervised process tree,
+# no Redis needed (the broker is kept in files under var/). Needs SECRET_KEY and ALLOWED_HOSTS
+# (README, "A small lab"). Ctrl-C stops all of it.
+HOST ?= 127.0.0.1
+PORT ?= 8000
+serve-small: $(STAMP)
+	$(PY) manage.py run --host $(HOST) --port $(PORT)
 
 worker: $(STAMP)
 	$(VENV)/bin/celery -A portal worker -l info
@@ -50,7 +58,7 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent bench-ingest bench-anomaly bench-live
+bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
@@ -64,6 +72,11 @@ bench-anomaly: $(STAMP)
 
 bench-live: $(STAMP)
 	$(PY) bench/live.py
+
+# Ingested + evaluated + rolled up per second with worker and beat running: the embedded default
+# (SQLite, broker in files) and production (PostgreSQL scratch database bench_pipeline, Redis db 13).
+bench-pipeline: $(STAMP)
+	$(PY) bench/pipeline.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache test-artifacts

@@ -5,6 +5,10 @@ import sys
 
 def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    if sys.argv[1:2] == ["demo"]:
+        # The settings are production-safe by default (DEBUG off, a SECRET_KEY required); the
+        # demo runs on this machine only and turns DEBUG on for itself and its children.
+        os.environ.setdefault("DEBUG", "true")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

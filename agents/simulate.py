@@ -1,7 +1,10 @@
 """A simulated GPU backend behind the DeviceClient interface, with named failure scenarios.
 
 Readings carry real wall-clock timestamps; only the *scenario* clock runs `speed` times
-faster, so a demo shows days of drift in minutes while the portal still gets fresh data.
+faster, so a demo shows days of drift in minutes while the portal still gets fresh data. The
+training jobs that load the GPUs run on the real clock (jobs 4-12 minutes long with a short pause
+between them, every GPU of a host in the same job, a dip for evaluation every few minutes), so
+the charts look like a lab's whatever the speed.
 Everything is derived from (hostname, index, scenario time), so a restarted simulator
 reports the same GPUs (same uuids) with the same character.
 """
@@ -37,11 +40,20 @@ MODEL = {
     "mem_clock_mhz": 10001,
     "idle_w": 28.0,
 }
-XID_CYCLE = (13, 31, 48, 94, 79, 43)
+XID_CYCLE = (79, 13, 48, 94, 31, 43)  # 79 first: 'fallen off the bus' opens a ticket at once
+XID_FIRST_S = 15 * 60  # the first XID, in scenario seconds
+JOB_S = (240.0, 720.0)  # training job length, real seconds
+JOB_PAUSE_S = (30.0, 90.0)  # between two jobs
+JOB_WARMUP_S = 20.0  # data loading at the start of a job
+EVAL_EVERY_S, EVAL_S = (150.0, 240.0), 12.0  # evaluation pass: every so often, this long
 
 
 def gpu_uuid(hostname: str, index: int) -> str:
     return f"GPU-{uuidlib.uuid5(UUID_NAMESPACE, f'{hostname}/{index}')}"
+
+
+def _host_seed(hostname: str) -> int:
+    return int.from_bytes(hashlib.sha256(hostname.encode()).digest()[:8], "big")
 
 
 def parse_scenarios(text: str) -> list[str]:
@@ -52,13 +64,50 @@ def parse_scenarios(text: str) -> list[str]:
     return names
 
 
+class JobSchedule:
+    """The training jobs of one host on the real clock, from `origin` on: the first starts at
+    once; every GPU of the host takes part in the first job and most later ones."""
+
+    def __init__(self, host_seed: int, origin: float) -> None:
+        self.host_seed = host_seed
+        self.origin = origin
+        self._jobs: list[tuple[float, float, float, float]] = []  # (start, end, level, eval period)
+
+    def _job(self, k: int) -> tuple[float, float, float, float]:
+        while len(self._jobs) <= k:
+            rng = random.Random(self.host_seed * 1_000_003 + len(self._jobs))
+            start = self._jobs[-1][1] + rng.uniform(*JOB_PAUSE_S) if self._jobs else 0.0
+            self._jobs.append((start, start + rng.uniform(*JOB_S), rng.uniform(0.86, 0.99), rng.uniform(*EVAL_EVERY_S)))
+        return self._jobs[k]
+
+    def load(self, real_now: float, gpu_seed: int) -> float:
+        """Utilisation 0..1 of one GPU at real time real_now."""
+        elapsed = real_now - self.origin
+        if elapsed < 0:
+            return 0.0
+        k = 0
+        while self._job(k)[1] <= elapsed:
+            k += 1
+        start, _end, level, eval_every = self._job(k)
+        if elapsed < start or (k > 0 and random.Random(gpu_seed ^ k).random() > 0.85):
+            return 0.0
+        into = elapsed - start
+        wobble = math.sin(real_now / 7 + gpu_seed % 11) * 0.015
+        if into < JOB_WARMUP_S:
+            return 0.35 + 0.2 * into / JOB_WARMUP_S + wobble  # loading data, compiling
+        if into % eval_every > eval_every - EVAL_S:
+            return 0.4 + wobble  # evaluation pass
+        return min(1.0, level + wobble)
+
+
 class SimulatedGpu:
-    def __init__(self, hostname: str, index: int, scenario: str) -> None:
+    def __init__(self, hostname: str, index: int, scenario: str, jobs: JobSchedule | None = None) -> None:
         self.index = index
         self.scenario = scenario
         self.uuid = gpu_uuid(hostname, index)
         seed = int.from_bytes(hashlib.sha256(self.uuid.encode()).digest()[:8], "big")
         self.seed = seed
+        self.jobs = jobs or JobSchedule(_host_seed(hostname), time.time())
         self.rng = random.Random(seed)
         self.ambient_c = 24.0 + (seed % 50) / 10  # each GPU its own spot in the rack
         self.thermal_c_per_w = 0.145 + (seed % 7) / 1000
@@ -83,17 +132,9 @@ class SimulatedGpu:
             "pcie_link_width_max": MODEL["pcie_link_width_max"],
         }
 
-    def load(self, t: float) -> float:
-        """Utilisation 0..1: jobs of half an hour, busy about three quarters of the time."""
-        block = int(t // 1800)
-        job = random.Random(self.seed ^ block)
-        if job.random() > 0.75:
-            return 0.0
-        return min(1.0, job.uniform(0.7, 1.0) + self.rng.uniform(-0.03, 0.03))
-
     def sample(self, t: float, real_now: float) -> dict[str, Any]:
         s = self.scenario
-        load = self.load(t)
+        load = self.jobs.load(real_now, self.seed)
         power_limit = MODEL["power_limit_default_w"] * (1.1 if s == "overclock" else 1.0)
         power = MODEL["idle_w"] + load * (power_limit * 0.93 - MODEL["idle_w"]) + self.rng.uniform(-3, 3)
         reasons: list[str] = [] if load else ["gpu_idle"]
@@ -188,8 +229,10 @@ class SimulatedGpu:
             return [48] if t0 < 3 * DAY <= t1 else []
         if self.scenario != "xid":
             return []
-        period = 3 * HOUR  # one XID every three scenario hours, cycling through common codes
-        first, last = math.floor(t0 / period) + 1, math.floor(t1 / period)
+        # One XID XID_FIRST_S in, then every three scenario hours, cycling through common codes.
+        period = 3 * HOUR
+        first = max(0, math.floor((t0 - XID_FIRST_S) / period) + 1)
+        last = math.floor((t1 - XID_FIRST_S) / period)
         return [XID_CYCLE[k % len(XID_CYCLE)] for k in range(first, last + 1)][:20]
 
 
@@ -210,7 +253,8 @@ class SimulatedDeviceClient:
         self._start = clock()
         self._speed = speed
         self._silent_after_s = silent_after_s
-        self._gpus = [SimulatedGpu(hostname, i, scenarios[i % len(scenarios)]) for i in range(count)]
+        jobs = JobSchedule(_host_seed(hostname), self._start)
+        self._gpus = [SimulatedGpu(hostname, i, scenarios[i % len(scenarios)], jobs) for i in range(count)]
         self._xid_checked_t = 0.0
 
     def scenario_time(self) -> float:

@@ -48,6 +48,7 @@ def portal_env(var_dir: Path, **overrides: str) -> dict[str, str]:
         DATABASE_URL=f"sqlite:///{var_dir}/e2e.sqlite3",  # always SQLite, whatever the suite runs on
         DJANGO_SETTINGS_MODULE="portal.settings",
         DEBUG="true",
+        CELERY_TASK_ALWAYS_EAGER="true",  # Daphne alone, no worker: tasks run where they are sent
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)

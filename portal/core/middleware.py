@@ -1,10 +1,14 @@
-"""Refuse NUL characters in query strings and form fields before any view sees them.
+"""Request middleware: NUL characters refused, the audit trail's client address.
+
+Refuse NUL characters in query strings and form fields before any view sees them.
 
 PostgreSQL text cannot hold NUL, so a search or filter containing one would fail in the
 database as a 500. Django's form fields refuse NUL already; query parameters read directly by
 views and API filters do not, so the check lives here, once, for every page and endpoint.
 """
 
+from auditlog.middleware import AuditlogMiddleware as _AuditlogMiddleware
+from django.conf import settings
 from django.http import JsonResponse
 
 
@@ -24,3 +28,20 @@ class RejectNulCharactersMiddleware:
                         status=400,
                     )
         return self.get_response(request)
+
+
+class AuditlogMiddleware(_AuditlogMiddleware):
+    """django-auditlog's middleware, but the audit trail records the address the server
+    believes (REMOTE_ADDR) instead of whatever X-Forwarded-For a client sends. Daphne rewrites
+    REMOTE_ADDR from the proxy's headers when TRUST_PROXY_HEADERS is on, and only then."""
+
+    @staticmethod
+    def _get_remote_addr(request):
+        return None if settings.AUDITLOG_DISABLE_REMOTE_ADDR else request.META.get("REMOTE_ADDR")
+
+    @staticmethod
+    def _get_remote_port(request) -> int | None:
+        try:
+            return int(request.META.get("REMOTE_PORT", ""))
+        except ValueError:
+            return None

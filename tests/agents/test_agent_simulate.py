@@ -161,3 +161,29 @@ def test_energy_counter_follows_real_time_power():
     clock.now += 10
     second = client.metrics(0)
     assert second["energy_mj"] - first["energy_mj"] == pytest.approx(second["power_w"] * 10 * 1000, rel=1e-3)
+
+
+def test_load_looks_like_training_jobs_on_the_real_clock_whatever_the_speed():
+    """Jobs minutes long (not load flipping every second), all GPUs of a host in the first job."""
+    for speed in (1.0, 720.0):
+        clock = FakeClock()
+        client = SimulatedDeviceClient(count=2, scenarios=["healthy"], hostname="sim-j", speed=speed, clock=clock)
+        busy_flags = []
+        for _ in range(30 * 60):  # half an hour, a reading a second
+            clock.now += 1
+            utilisation = [client.metrics(i)["utilization_gpu_pct"] for i in range(2)]
+            busy_flags.append(utilisation[0] >= 30)
+            if len(busy_flags) < 240:
+                assert min(utilisation) >= 30  # the first job, on both GPUs, lasts minutes
+        idle_runs = sum(1 for a, b in zip(busy_flags, busy_flags[1:], strict=False) if a and not b)
+        assert 1 <= idle_runs <= 8, idle_runs  # a few pauses between jobs in half an hour
+        assert 0.6 < sum(busy_flags) / len(busy_flags) < 0.99
+
+
+def test_first_xid_comes_a_quarter_of_a_scenario_hour_in():
+    clock = FakeClock()
+    client = SimulatedDeviceClient(count=1, scenarios=["xid"], hostname="sim-x", speed=60, clock=clock)
+    clock.now += 14
+    assert client.take_xid_events() == []
+    clock.now += 2
+    assert [event.code for event in client.take_xid_events()] == [79]

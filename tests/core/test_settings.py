@@ -58,7 +58,12 @@ def test_envlist_splits_on_commas_and_drops_blanks(monkeypatch):
 def manage(*args, tmp_path, **env_changes):
     """Run manage.py in a fresh interpreter with a clean, production-like environment."""
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"}}
-    env.update(VAR_DIR=str(tmp_path), DATABASE_URL=f"sqlite:///{tmp_path}/check.sqlite3", **env_changes)
+    env.update(
+        VAR_DIR=str(tmp_path),
+        DATABASE_URL=f"sqlite:///{tmp_path}/check.sqlite3",
+        DJANGO_SETTINGS_MODULE="portal.settings",  # the portal's own, not the suite's
+        **env_changes,
+    )
     env = {k: v for k, v in env.items() if v is not None}
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
@@ -86,6 +91,18 @@ def test_bad_value_in_environment_fails_loudly(tmp_path):
     result = manage("check", tmp_path=tmp_path, DEBUG="sometimes")
     assert result.returncode != 0
     assert "DEBUG must be a boolean" in result.stderr
-    result = manage("check", tmp_path=tmp_path, ATTACHMENT_MAX_BYTES="10MB")
+    result = manage("check", tmp_path=tmp_path, SECRET_KEY="x" * 50, ATTACHMENT_MAX_BYTES="10MB")
     assert result.returncode != 0
     assert "ATTACHMENT_MAX_BYTES must be an integer" in result.stderr
+
+
+def test_debug_is_off_unless_asked_for(tmp_path):
+    """Production-safe by default: no DEBUG, so no secret key means no start."""
+    result = manage("check", tmp_path=tmp_path)
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set when DEBUG is off" in result.stderr
+    shell = "from django.conf import settings; print(settings.DEBUG, settings.TRUST_PROXY_HEADERS)"
+    result = manage("shell", "-c", shell, tmp_path=tmp_path, SECRET_KEY="x" * 50)
+    assert result.stdout.split()[-2:] == ["False", "False"], result.stdout + result.stderr
+    result = manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true", TRUST_PROXY_HEADERS="true")
+    assert result.stdout.split()[-2:] == ["True", "True"], result.stdout + result.stderr

@@ -21,7 +21,7 @@ def _dead_port() -> int:
 @pytest.fixture(scope="module")
 def portal_without_redis(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("redis-down")
-    env = portal_env(var_dir, REDIS_URL=f"redis://127.0.0.1:{_dead_port()}/0")
+    env = portal_env(var_dir, REDIS_URL=f"redis://127.0.0.1:{_dead_port()}/0", CELERY_TASK_ALWAYS_EAGER="false")
     manage(env, "migrate", "--noinput", "-v", "0")
     token = manage(env, "issue_token", "lonely-host").stdout.strip().splitlines()[-1]
     with running_portal(env, var_dir) as portal:

@@ -16,6 +16,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 
+def daphne_command(fd: int, access_log: str | None = None) -> list[str]:
+    """One Daphne on the inherited socket. X-Forwarded-* are believed only when configured
+    (TRUST_PROXY_HEADERS): without a proxy in front, any client could claim any address."""
+    proxy = ["--proxy-headers"] if settings.TRUST_PROXY_HEADERS else []
+    log = ["--access-log", access_log] if access_log else []
+    return [sys.executable, "-m", "daphne", "--fd", str(fd), *proxy, *log, "portal.asgi:application"]
+
+
 class Command(BaseCommand):
     help = "Serve the portal over HTTP and WebSockets with N Daphne processes sharing one socket."
 
@@ -23,8 +31,9 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+        parser.add_argument("--access-log", default=None, help="File for the access log (default: stdout).")
 
-    def handle(self, *args, host, port, workers, **options):
+    def handle(self, *args, host, port, workers, access_log, **options):
         if workers < 1:
             raise CommandError("--workers must be at least 1")
         if workers > 1 and "InMemoryChannelLayer" in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
@@ -36,7 +45,7 @@ class Command(BaseCommand):
         listener.listen(1024)
         listener.set_inheritable(True)
         fd = listener.fileno()
-        command = [sys.executable, "-m", "daphne", "--fd", str(fd), "--proxy-headers", "portal.asgi:application"]
+        command = daphne_command(fd, access_log)
         children = [subprocess.Popen(command, pass_fds=(fd,)) for _ in range(workers)]
         self.stdout.write(f"serving on http://{host}:{port}/ with {workers} Daphne process(es)")
 

@@ -1,0 +1,296 @@
+"""Pipeline benchmark: readings ingested *and* evaluated *and* rolled up, per second, with the
+worker and beat running beside the web server on the same 2 cores.
+
+Run with `make bench-pipeline` (both set-ups) or `python bench/pipeline.py embedded|production`.
+
+- embedded: the default a small lab runs (`manage.py run`): SQLite in WAL mode, the Celery
+  broker in files under VAR_DIR, one Daphne, a worker and beat. Target >= 2,000 readings/s
+  (200 GPUs at 10 Hz) with ingest p99 < 250 ms meanwhile.
+- production: PostgreSQL (scratch database bench_pipeline), Redis (db 13), `manage.py run
+  --workers 2`: `serve --workers 2`, a worker (2 processes) and beat. Target 20,000 readings/s.
+
+BENCH_CLIENTS (default 8) clients post 100-reading gzip batches (10 GPUs x 10 readings, a
+host's second at 10 Hz) as fast as the portal answers, BENCH_BATCHES batches in all. The figure
+is the readings posted divided by the time from the first post until the last batch is evaluated
+(rules run, tickets written) and rolled up. Beat runs its schedule at BEAT_SCALE=0.1 (rollups
+every 3 s instead of 30 s) so the wait for the next rollup run does not dominate the tail.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import http.client
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from portal.core.supervise import ChildFailed, wait_until_answers  # noqa: E402
+
+PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+PG_DB = "bench_pipeline"
+REDIS_URL = os.environ.get("BENCH_PIPELINE_REDIS_URL", "redis://127.0.0.1:6379/13")
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
+GPUS_PER_HOST = 10
+READINGS_PER_GPU = 10
+HOSTS = 20
+TARGETS = {"embedded": 2_000, "production": 20_000}
+DEFAULT_BATCHES = {"embedded": 1_200, "production": 3_000}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env(setup: str, var_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DATABASE_URL", "CELERY_TASK_ALWAYS_EAGER"}}
+    env.update(
+        VAR_DIR=str(var_dir),
+        DEBUG="false",
+        SECRET_KEY=secrets.token_urlsafe(50),
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        SECURE_SSL_REDIRECT="false",
+        SECURE_COOKIES="false",
+        SECURE_HSTS_SECONDS="0",
+        INGEST_RATE_PER_S="1000000",
+        INGEST_RATE_BURST="1000000",
+        LOG_LEVEL="WARNING",
+        BEAT_SCALE="0.1",
+        DJANGO_SETTINGS_MODULE="portal.settings",
+    )
+    if setup == "production":
+        env.update(DATABASE_URL=PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_DB, DATABASE_CONN_MAX_AGE="600")
+        env.update(REDIS_URL=REDIS_URL)
+    return env
+
+
+def _reset(setup: str) -> None:
+    if setup == "production":
+        import psycopg
+        import redis
+
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {PG_DB}")
+        redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+def _reading(uuid_: str, ts: dt.datetime, step: int) -> dict:
+    return {
+        "gpu_uuid": uuid_, "ts": ts.isoformat(), "temperature_c": 60 + step % 15, "fan_speed_pct": 40 + step % 30,
+        "power_w": 300.0 + step % 100, "power_limit_w": 700.0, "energy_mj": 1e6 + step * 100.0,
+        "utilization_gpu_pct": 90 + step % 10, "utilization_memory_pct": step % 60, "memory_used_mib": 40000,
+        "sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "pstate": 0, "throttle_reasons": ["sw_power_cap"],
+        "ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
+        "retired_pages_pending": False, "remapped_rows_pending": False, "remapped_rows_failure": False,
+        "pcie_link_gen": 5, "pcie_link_width": 16, "pcie_replay_count": 0, "xid_events": [],
+    }  # fmt: skip
+
+
+def _bodies(hostname: str, count: int, start: dt.datetime) -> list[bytes]:
+    """count batches of one host: 10 GPUs at 10 Hz, one second per batch."""
+    uuids = [f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{hostname}-{i}')}" for i in range(GPUS_PER_HOST)]
+    inventory = [
+        {"uuid": u, "index": i, "name": "NVIDIA H200", "serial": f"{hostname}-{i}", "vbios_version": "96.00.A5",
+         "memory_total_mib": 143771, "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95}
+        for i, u in enumerate(uuids)
+    ]  # fmt: skip
+    bodies = []
+    for number in range(count):
+        readings = []
+        for step in range(READINGS_PER_GPU):
+            ts = start + dt.timedelta(seconds=number + step / READINGS_PER_GPU)
+            readings.extend(_reading(u, ts, number * READINGS_PER_GPU + step) for u in uuids)
+        batch = {
+            "batch_id": str(uuid.uuid4()),
+            "sent_at": ts.isoformat(),
+            "host": {"hostname": hostname, "agent_version": "bench", "driver_version": "580.65.06"},
+            "gpus": inventory if number == 0 else [],
+            "readings": readings,
+        }
+        bodies.append(gzip.compress(json.dumps(batch).encode(), compresslevel=1))
+    return bodies
+
+
+class Client(threading.Thread):
+    """Posts its hosts' batches in order (each host's batches arrive in time order)."""
+
+    def __init__(self, port: int, work: list[tuple[str, bytes]]):
+        super().__init__(daemon=True)
+        self.port, self.work = port, work
+        self.latencies: list[float] = []
+        self.accepted = 0
+        self.errors: dict[int | str, int] = {}
+        self.first_post = self.last_answer = 0.0
+
+    def run(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        self.first_post = time.monotonic()
+        for token, body in self.work:
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                       "Content-Encoding": "gzip"}  # fmt: skip
+            started = time.perf_counter()
+            try:
+                conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
+                response = conn.getresponse()
+                payload = response.read()
+            except (OSError, http.client.HTTPException) as error:
+                self.errors[type(error).__name__] = self.errors.get(type(error).__name__, 0) + 1
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                continue
+            self.latencies.append(time.perf_counter() - started)
+            if response.status == 202:
+                self.accepted += json.loads(payload)["accepted"]
+            else:
+                self.errors[response.status] = self.errors.get(response.status, 0) + 1
+        self.last_answer = time.monotonic()
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
+
+
+def _progress() -> tuple[int, int, int]:
+    """(batches stored, evaluated, rolled up), read through Django on the benchmark's database."""
+    from portal.maintenance.models import BatchEvaluation
+    from portal.telemetry.models import IngestBatch
+
+    stored = IngestBatch.objects.count()
+    rolled = IngestBatch.objects.filter(rolled_up=True).count()
+    return stored, BatchEvaluation.objects.count(), rolled
+
+
+def measure(setup: str, batches: int) -> dict:
+    var_dir = Path(tempfile.mkdtemp(prefix=f"bench-pipeline-{setup}-"))
+    env = _env(setup, var_dir)
+    _reset(setup)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from portal.telemetry.services import host_token_issue
+
+    hostnames = [f"pipe-{n:02d}" for n in range(HOSTS)]
+    tokens = {h: host_token_issue(hostname=h, label="bench", create_host=True).token for h in hostnames}
+    per_host = batches // HOSTS
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=per_host + 120)
+    print(f"[{setup}] preparing {per_host * HOSTS} batches of {GPUS_PER_HOST * READINGS_PER_GPU} readings…")
+    bodies = {h: _bodies(h, per_host, start) for h in hostnames}
+    work: list[list[tuple[str, bytes]]] = [[] for _ in range(CLIENTS)]
+    for number, hostname in enumerate(hostnames):
+        work[number % CLIENTS].extend((tokens[hostname], body) for body in bodies[hostname])
+
+    port = _free_port()
+    command = [sys.executable, "manage.py", "run", "--port", str(port), "--no-migrate"]
+    if setup == "production":
+        command += ["--workers", "2"]
+    log = var_dir / "portal.log"
+    with open(log, "wb") as out:
+        portal = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def check():
+        if portal.poll() is not None:
+            raise ChildFailed(f"the portal exited with {portal.returncode}:\n{log.read_text()[-3000:]}")
+
+    try:
+        wait_until_answers(f"http://127.0.0.1:{port}/healthz", check=check, timeout_s=120)
+        time.sleep(2)  # worker and beat ready
+        clients = [Client(port, items) for items in work if items]
+        started = time.monotonic()
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join()
+        posted = max(client.last_answer for client in clients)
+        total = sum(len(items) for items in work)
+        evaluated_at = rolled_at = None
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            stored, evaluated, rolled = _progress()
+            now = time.monotonic()
+            if evaluated_at is None and evaluated >= stored >= total:
+                evaluated_at = now
+            if rolled_at is None and rolled >= stored >= total:
+                rolled_at = now
+            if evaluated_at and rolled_at:
+                break
+            connection.close()
+            time.sleep(0.2)
+        else:
+            raise SystemExit(f"[{setup}] the pipeline did not finish within 10 minutes: {_progress()}")
+    finally:
+        portal.send_signal(signal.SIGTERM)
+        try:
+            portal.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            portal.kill()
+        connection.close()
+    accepted = sum(client.accepted for client in clients)
+    errors: dict = {}
+    for client in clients:
+        for key, count in client.errors.items():
+            errors[key] = errors.get(key, 0) + count
+    latencies = [value for client in clients for value in client.latencies]
+    done = max(evaluated_at, rolled_at)
+    locked = log.read_text().count("database is locked")
+    return {
+        "setup": setup, "accepted": accepted, "errors": errors, "locked": locked,
+        "ingest_rate": accepted / (posted - started), "pipeline_rate": accepted / (done - started),
+        "p50": _percentile(latencies, 0.5) * 1000, "p99": _percentile(latencies, 0.99) * 1000,
+        "evaluated_after": evaluated_at - posted, "rolled_after": rolled_at - posted, "seconds": done - started,
+    }  # fmt: skip
+
+
+def report(result: dict) -> None:
+    setup = result["setup"]
+    what = {
+        "embedded": "embedded default: SQLite (WAL), broker in files, 1 Daphne + worker (1) + beat",
+        "production": "production: PostgreSQL + Redis, serve --workers 2 + worker (2) + beat",
+    }[setup]
+    print(f"\n{what}, {CLIENTS} clients, 2 cores shared with the clients")
+    print(f"  {result['accepted']:,} readings in {result['seconds']:.1f} s; errors: {result['errors'] or 'none'}; "
+          f"'database is locked': {result['locked']}")  # fmt: skip
+    print(f"  pipeline readings/s (ingested, evaluated, rolled up) {result['pipeline_rate']:10,.0f}"
+          f"   (target >= {TARGETS[setup]:,})")  # fmt: skip
+    print(f"  ingest readings/s while posting                      {result['ingest_rate']:10,.0f}")
+    print(f"  ingest latency p50 / p99                  {result['p50']:7.1f} / {result['p99']:.1f} ms"
+          "   (target p99 < 250 ms)")  # fmt: skip
+    print(f"  after the last post: evaluated +{result['evaluated_after']:.1f} s, "
+          f"rolled up +{result['rolled_after']:.1f} s")  # fmt: skip
+
+
+def main() -> None:
+    setups = sys.argv[1:] or ["embedded", "production"]
+    if len(setups) > 1:
+        # Django is set up once per process: each set-up runs in its own interpreter.
+        for setup in setups:
+            subprocess.run([sys.executable, __file__, setup], check=True)
+        return
+    setup = setups[0]
+    if setup not in TARGETS:
+        raise SystemExit(f"unknown set-up {setup!r}: embedded or production")
+    batches = int(os.environ.get("BENCH_BATCHES", DEFAULT_BATCHES[setup]))
+    report(measure(setup, batches))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""`make demo`: `manage.py run` (web server, Celery worker and beat on the embedded default) plus
+the demo data and a few simulated agents; Ctrl-C stops every process it started.
+
+A fresh clone needs nothing but Python: SQLite, the in-memory channel layer and the broker kept in
+files under VAR_DIR. manage.py turns DEBUG on for this command (the settings are production-safe).
+"""
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from portal.core.management.commands.run import prepare, start_portal
+from portal.core.supervise import Child, ChildFailed, Stop, Supervisor
+from portal.demo import story
+
+
+class Command(BaseCommand):
+    help = "Run the demo: the portal on http://127.0.0.1:8000 with simulated agents pushing readings."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-agents", action="store_true", help="Start the portal only.")
+        parser.add_argument(
+            "--speed", type=float, default=720.0, help="Simulated seconds per real second on the drifting host."
+        )
+
+    def handle(self, *args, host, port, no_agents, speed, **options):
+        prepare()
+        call_command("seed_demo")
+        tokens = story.prepare_simulated_hosts()
+        backfilled = story.backfill_history()
+        if backfilled:
+            self.stdout.write(f"History: {backfilled} readings of the last 24 h for the simulated hosts.")
+        log_dir = Path(settings.VAR_DIR) / "demo-logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        access_log = str(log_dir / "access.log")
+        supervisor = Supervisor(say=lambda text: self.stderr.write(text))
+        with supervisor.signals():
+            try:
+                base_url = start_portal(supervisor, host=host, port=port, access_log=access_log)
+                if not no_agents:
+                    for hostname, scenarios, command in story.agent_commands(base_url, speed, tokens):
+                        log = log_dir / f"{hostname}.log"
+                        env = {**story.agent_env(), "GPU_AGENT_TOKEN": tokens[hostname]}
+                        supervisor.start(Child(f"simulated agent {hostname}", command, env, log))
+                        self.stdout.write(f"simulated agent {hostname}: {scenarios} (log: {log})")
+                self.stdout.write(self.style.SUCCESS(self.banner(base_url)))
+                supervisor.run_forever()
+            except Stop:
+                self.stdout.write("\nStopping…")
+            except ChildFailed as failure:
+                raise CommandError(str(failure)) from None
+            finally:
+                supervisor.stop()
+
+    def banner(self, base_url: str) -> str:
+        credentials = (Path(settings.VAR_DIR) / "demo-credentials.txt").read_text().splitlines()
+        admin_login = next((line for line in credentials if line.startswith("admin ")), "")
+        return (
+            f"\nThe portal is up: {base_url}/  log in as: {admin_login}  (every demo user: "
+            f"{Path(settings.VAR_DIR) / 'demo-credentials.txt'})\n" + story.TIMELINE + "Ctrl-C stops everything.\n"
+        )

@@ -1,0 +1,143 @@
+"""What the demo shows, and when: the simulated hosts, their scenarios and speeds, a day of
+history so the 24 h charts and rollups are not empty, and the timeline printed at start.
+
+Rules judge conditions over the readings' own (real) timestamps, while each simulated host's
+scenario clock sets how fast its faults develop (agents/simulate.py). Training jobs run on real
+time (minutes long), whatever the speed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+# (hostname, scenarios, speed): one simulated host per line, each GPU gets the next scenario.
+# sim-desk-c at 60x: an XID 15 scenario minutes in (15 s), its silent GPU stops after 30 (30 s);
+# sim-rack-a at 120x: a failing rack cooler over 6 simulated hours (3 minutes), throttling;
+# sim-rack-b on --speed (720x): dust, fan wear and ECC drifting over simulated days.
+SIMULATED_HOSTS = [
+    ("sim-desk-c", "xid,silent,healthy,healthy", 60.0),
+    ("sim-rack-a", "overheat,throttle,overclock,pcie", 120.0),
+    ("sim-rack-b", "dust,fan-wear,ecc,healthy", None),
+]
+AGENT_INTERVAL_S = 2
+# The demo's hosts count as silent after a minute without readings (the fleet default is 5).
+DEMO_SILENT_AFTER_S = 60
+HISTORY = dt.timedelta(hours=23, minutes=50)
+HISTORY_STEP = dt.timedelta(seconds=60)
+
+TIMELINE = """What happens next (times from now):
+  at once    "due"/"overdue" maintenance tickets for dgx-02 and ws-lab-03 (old records); the
+             24 h charts of the sim-* GPUs show a day of training jobs; thermal throttling on
+             sim-rack-a GPU 1
+  ~20 s      "GPU fell off the bus (XID 79)" on sim-desk-c GPU 0, then an XID every 3 minutes
+  1-3 min    "Agent silent" for sim-desk-c GPU 1, which stops answering after 30 s
+  3-15 min   overheating on sim-rack-a GPU 0, then dust, fan wear, ECC and PCIe faults
+"""
+
+
+def prepare_simulated_hosts() -> dict[str, str]:
+    """One host token per simulated host (kept in VAR_DIR and reused while it still works, so
+    repeated demos don't pile up tokens), and the demo's silence threshold on each host."""
+    from portal.fleet.models import Host
+    from portal.maintenance.rules import SILENCE
+    from portal.maintenance.services.config import rule_config_set
+    from portal.telemetry.services import host_token_authenticate, host_token_issue
+
+    store = Path(settings.VAR_DIR) / "demo-agent-tokens.json"
+    tokens = json.loads(store.read_text()) if store.exists() else {}
+    for hostname, *_ in SIMULATED_HOSTS:
+        token = tokens.get(hostname)
+        if not token or host_token_authenticate(token) is None:
+            tokens[hostname] = host_token_issue(hostname=hostname, label="demo simulator", create_host=True).token
+        host = Host.objects.get(hostname=hostname)
+        rule_config_set(rule=SILENCE.key, params={"silent_after_s": DEMO_SILENT_AFTER_S}, host=host)
+    store.write_text(json.dumps(tokens))
+    store.chmod(0o600)
+    return tokens
+
+
+def backfill_history(now: dt.datetime | None = None, span: dt.timedelta = HISTORY) -> int:
+    """A day of healthy training jobs for every simulated GPU, stored through the ingest service
+    (so rollups, latest state and evaluation treat it like any batch), once: hosts that already
+    have readings are left alone. Returns the number of readings stored."""
+    from agents.simulate import SimulatedDeviceClient
+    from portal.fleet.models import Host
+    from portal.telemetry.models import Reading
+    from portal.telemetry.schemas import BatchIn
+    from portal.telemetry.services.ingest import reading_batch_ingest
+
+    now = now or timezone.now()
+    start = now - span
+    stored = 0
+    for hostname, *_ in SIMULATED_HOSTS:
+        host = Host.objects.get(hostname=hostname)
+        if Reading.objects.filter(gpu__host=host).exists():
+            continue
+        clock = _Clock(start.timestamp())
+        client = SimulatedDeviceClient(count=4, scenarios=["healthy"], hostname=hostname, speed=1.0, clock=clock)
+        gpus = [client.inventory(index) for index in client.gpu_indices()]
+        readings: list[dict] = []
+        moment = start
+        while moment < now:
+            clock.now = moment.timestamp()
+            for index in client.gpu_indices():
+                readings.append(_reading(client, index, moment))
+            moment += HISTORY_STEP
+            if len(readings) >= 240 or moment >= now:
+                batch = {
+                    "batch_id": str(uuid.uuid4()),
+                    "sent_at": _iso(moment),
+                    "host": {"hostname": hostname, "agent_version": "demo-backfill", **client.system_info()},
+                    "gpus": gpus,
+                    "readings": readings,
+                }
+                with transaction.atomic():
+                    stored += reading_batch_ingest(
+                        host=host, batch=BatchIn.model_validate_json(json.dumps(batch)), now=now
+                    ).accepted
+                readings = []
+    return stored
+
+
+class _Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _iso(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _reading(client, index: int, moment: dt.datetime) -> dict:
+    metrics = client.metrics(index)
+    return {"gpu_uuid": client.inventory(index)["uuid"], "ts": _iso(moment), **metrics, "xid_events": []}
+
+
+def agent_commands(base_url: str, speed: float, tokens: dict[str, str]) -> list[tuple[str, str, list[str]]]:
+    commands = []
+    for hostname, scenarios, host_speed in SIMULATED_HOSTS:
+        spool = Path(settings.VAR_DIR) / "demo-spool" / hostname
+        spool.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable, "-m", "agents", "--simulate", "4", "--scenario", scenarios, "--hostname", hostname,
+            "--speed", str(host_speed or speed), "--interval", str(AGENT_INTERVAL_S), "--url", base_url,
+            "--spool-dir", str(spool),
+        ]  # fmt: skip
+        commands.append((hostname, scenarios, command))
+    return commands
+
+
+def agent_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(settings.BASE_DIR)}

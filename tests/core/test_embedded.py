@@ -1,0 +1,180 @@
+"""The embedded default runs the whole product: `manage.py run` starts the web server, a real
+Celery worker and beat on the broker kept in files under VAR_DIR, over SQLite, and stops every
+process it started on SIGTERM.
+
+These start real processes (a few seconds each); the unit tests elsewhere call services directly.
+"""
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from portal.maintenance.models import BatchEvaluation, Ticket
+from portal.maintenance.rules import SILENCE
+from portal.telemetry.models import Rollup1m
+from tests.portal_process import REPO, manage
+from tests.telemetry.batches import make_batch
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def embedded_env(var_dir: Path, **overrides: str) -> dict[str, str]:
+    """The embedded default as a new user gets it: no REDIS_URL, SQLite, tasks sent to a worker."""
+    drop = {"REDIS_URL", "DJANGO_SETTINGS_MODULE", "DATABASE_URL", "CELERY_TASK_ALWAYS_EAGER"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(VAR_DIR=str(var_dir), DEBUG="true", PYTHONUNBUFFERED="1", **overrides)
+    return env
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below pid (children of children too), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_for(predicate, timeout_s: float, what: str, log: Path):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"{what} within {timeout_s:.0f} s; the portal's output:\n{log.read_text()[-6000:]}")
+
+
+@contextlib.contextmanager
+def portal_run(var_dir: Path, **overrides: str):
+    """`manage.py run` in a subprocess; yields (process, base_url, env, log)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc")
+    env = embedded_env(var_dir, **overrides)
+    port = _free_port()
+    log = var_dir / "run.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "run", "--port", str(port)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: "The portal is up" in log.read_text(), 60, "the portal did not come up", log)
+        yield process, base_url, env, log
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def test_run_starts_web_worker_and_beat_and_sigterm_stops_every_one(tmp_path):
+    with portal_run(tmp_path) as (process, base_url, env, log):
+        children = _descendants(process.pid)
+        commands = " ".join(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ") for pid in children)
+        assert "daphne" in commands
+        assert "celery -A portal worker" in commands
+        assert "celery -A portal beat" in commands
+        with urllib.request.urlopen(base_url + "/healthz", timeout=5) as response:
+            assert response.status == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text()[-4000:]
+    time.sleep(0.2)
+    left = [pid for pid in children if _alive(pid)]
+    assert not left, f"processes left behind: {left}"
+
+
+def _post(base_url: str, token: str, batch: dict) -> int:
+    request = urllib.request.Request(
+        base_url + "/api/v1/ingest",
+        data=json.dumps(batch).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status
+
+
+def _count(db: Path, model, where: str = "1=1", *params) -> int:
+    with contextlib.closing(sqlite3.connect(db, timeout=10)) as connection:
+        return connection.execute(f"SELECT COUNT(*) FROM {model._meta.db_table} WHERE {where}", params).fetchone()[0]
+
+
+def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
+    # Beat's intervals at 2 %: rollups every 0.6 s, the silence check every 1.2 s.
+    env = embedded_env(tmp_path, BEAT_SCALE="0.02")
+    manage(env, "migrate", "--noinput", "-v", "0")
+    token = manage(env, "issue_token", "lab-01").stdout.strip().splitlines()[-1]
+    silence = (
+        "from portal.fleet.models import Host; from portal.maintenance.rules import SILENCE; "
+        "from portal.maintenance.services.config import rule_config_set; "
+        "rule_config_set(rule=SILENCE.key, params={'silent_after_s': 3}, host=Host.objects.get(hostname='lab-01'))"
+    )
+    manage(env, "shell", "-c", silence)
+    db = tmp_path / "portal.sqlite3"
+    with portal_run(tmp_path, BEAT_SCALE="0.02") as (process, base_url, env, log):
+        batch = make_batch("lab-01", readings=3)
+        batch["readings"][-1]["xid_events"] = [{"code": 79, "ts": batch["readings"][-1]["ts"]}]
+        assert _post(base_url, token, batch) == 202
+        # The web server only stored the batch: the worker evaluated it (an XID ticket) ...
+        _wait_for(lambda: _count(db, BatchEvaluation), 30, "no batch was evaluated", log)
+        _wait_for(lambda: "Task portal.maintenance.tasks.batch_evaluate_task" in log.read_text(), 10,
+                  "the worker did not receive the evaluation task", log)  # fmt: skip
+        assert _count(db, Ticket, "rule LIKE 'xid%'") == 1
+        # ... beat's rollups task rolled it up ...
+        _wait_for(lambda: _count(db, Rollup1m), 30, "no rollup appeared", log)
+        # ... and with no reading for 3 s, beat's silence check opened "agent silent".
+        _wait_for(lambda: _count(db, Ticket, "rule = ?", SILENCE.key), 30, "no silence ticket", log)
+
+
+def test_readings_wait_for_a_worker_without_one_and_are_caught_up_when_it_starts(tmp_path):
+    """Plain Daphne serves ingest without a worker; `run` catches up what was stored meanwhile."""
+    from tests.portal_process import running_portal
+
+    env = embedded_env(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path}/portal.sqlite3")
+    manage(env, "migrate", "--noinput", "-v", "0")
+    token = manage(env, "issue_token", "lab-02").stdout.strip().splitlines()[-1]
+    db = tmp_path / "portal.sqlite3"
+    with running_portal(env, tmp_path) as portal:
+        batch = make_batch("lab-02", readings=3)
+        assert _post(portal.base_url, token, batch) == 202
+        time.sleep(1)
+        assert _count(db, BatchEvaluation) == 0  # nothing evaluates without a worker
+    with portal_run(tmp_path) as (process, base_url, env, log):
+        _wait_for(lambda: _count(db, BatchEvaluation), 30, "the stored batch was not caught up", log)
+        _wait_for(lambda: _count(db, Rollup1m), 30, "the stored batch was not rolled up", log)

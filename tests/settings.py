@@ -1,0 +1,24 @@
+"""The test suite's settings: the portal's own, plus what the tests need.
+
+The portal's defaults are production-safe (DEBUG off, SECRET_KEY required); the suite turns
+DEBUG on while the settings are read (plain static files, no HTTPS redirect; Django's test
+runner still runs the views with DEBUG off) and runs Celery tasks in-process where they are
+sent, so unit tests see a task's effect right away. The integration tests in
+tests/core/test_embedded.py run the real worker and beat instead.
+"""
+
+import os
+
+_TEST_ENV = {"DEBUG": "true", "SECRET_KEY": "tests-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"}
+_saved = {name: os.environ.get(name) for name in _TEST_ENV}
+for _name, _value in _TEST_ENV.items():
+    os.environ.setdefault(_name, _value)
+try:
+    from portal.settings import *  # noqa: F403
+finally:
+    # Subprocesses the tests start (manage.py, Daphne) get the environment as it was.
+    for _name, _value in _saved.items():
+        if _value is None:
+            os.environ.pop(_name, None)
+
+CELERY_TASK_ALWAYS_EAGER = True
