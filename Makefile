@@ -38,6 +38,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	DEBUG=true $(PY) manage.py check
 	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) .ci/import_cycles.py
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
 serve: $(STAMP)

@@ -38,6 +38,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
+from portal.live.selectors import POINT_FIELDS, READING_COLUMNS, batch_points, open_ticket_counts
 from portal.telemetry.models import READING_ROW_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -46,14 +47,6 @@ FLEET_GROUP = "fleet"
 TICKETS_GROUP = "tickets"
 MESSAGE_TYPE = "live.message"  # handled by LiveConsumer.live_message
 SEND_CONCURRENCY = 16
-
-# The compact point: one list per reading, in this order (the pages read the names from "fields").
-POINT_FIELDS = (
-    "gpu_id", "ts", "temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct",
-    "utilization_memory_pct", "fan_speed_pct", "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib",
-    "throttle_reasons",
-)  # fmt: skip
-READING_COLUMNS = POINT_FIELDS[2:]
 
 
 def gpu_group(gpu_id: int) -> str:
@@ -328,8 +321,6 @@ def readings_published(*, batch_pk: int, host_id: int, gpu_ids: list[int], readi
     # Nobody looking at this host, its GPUs or the fleet: no points to build (at night, most batches).
     if watchers.surely_unwatched({FLEET_GROUP, host_group(host_id), *(gpu_group(g) for g in gpu_ids)}):
         return
-    from portal.live.selectors import batch_points
-
     points = _points_from_rows(readings) if readings else batch_points(batch_pk=batch_pk, gpu_ids=gpu_ids)
     groups: dict[str, list] = defaultdict(list)
     for point in points:
@@ -345,8 +336,8 @@ def readings_published(*, batch_pk: int, host_id: int, gpu_ids: list[int], readi
 def ticket_changed(ticket_id: int, host_id: int, gpu_id: int | None, payload: dict) -> None:
     """Push one ticket change to the ticket feed (`tickets` group) once the caller's transaction commits.
 
-    Call it from the maintenance services right where a ticket is opened, acknowledged or
-    resolved. Outside a transaction it is queued at once. It never raises for a delivery problem
+    `ticket_event_published` (subscribed to portal.maintenance.hooks) calls it for every ticket
+    change people watch for. Outside a transaction it is queued at once. It never raises for a delivery problem
     and never blocks on the channel layer. `payload` must be JSON-serialisable (datetimes are
     fine). The feed reads these keys, all optional but the first:
 
@@ -362,6 +353,26 @@ def ticket_changed(ticket_id: int, host_id: int, gpu_id: int | None, payload: di
     """
     event = {**payload, "ticket_id": ticket_id, "host_id": host_id, "gpu_id": gpu_id}
     transaction.on_commit(lambda: _queue_ticket_event(event))
+
+
+def ticket_event_published(*, ticket, event, change: str) -> None:
+    """The maintenance ticket hook: one feed item per change people watch for."""
+    ticket_changed(
+        ticket.pk,
+        ticket.host_id,
+        ticket.gpu_id,
+        {
+            "event": change,
+            "severity": ticket.severity,
+            "title": ticket.title,
+            "url": ticket.get_absolute_url(),
+            "at": event.at,
+            "by": event.user.get_username() if event.user_id else "",
+            "hostname": ticket.host.hostname,
+            "gpu_label": f"GPU {ticket.gpu.index}" if ticket.gpu_id else "",
+            "open_counts": open_ticket_counts(),
+        },
+    )
 
 
 def _queue_ticket_event(event: dict) -> None:

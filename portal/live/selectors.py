@@ -11,7 +11,16 @@ from django.urls import reverse
 from django.utils import timezone
 
 from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.maintenance import selectors as maintenance_selectors
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading
+
+# The compact point: one list per reading, in this order (the pages read the names from "fields").
+POINT_FIELDS = (
+    "gpu_id", "ts", "temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct",
+    "utilization_memory_pct", "fan_speed_pct", "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib",
+    "throttle_reasons",
+)  # fmt: skip
+READING_COLUMNS = POINT_FIELDS[2:]
 
 # Clock event reasons that mean "slowed down because of heat or power", for the throttling tile.
 THROTTLING_MASK = (
@@ -25,14 +34,12 @@ def ts_ms(moment: dt.datetime) -> int:
 
 
 def batch_points(*, batch_pk: int, gpu_ids: list[int]) -> list[list]:
-    """The batch's readings as compact points (see publish.POINT_FIELDS), oldest first, in one query.
+    """The batch's readings as compact points (POINT_FIELDS), oldest first, in one query.
 
     Readings carry no batch key, so this selects the batch's GPUs over the batch's time span.
     A reading of another batch in the same span (an agent's spool replay) may come along; the
     pages merge points by timestamp, so that costs nothing.
     """
-    from portal.live.publish import READING_COLUMNS
-
     batch = IngestBatch.objects.filter(pk=batch_pk)
     rows = (
         Reading.objects.filter(
@@ -88,14 +95,9 @@ def fleet_live_state() -> dict:
     }
 
 
-def open_ticket_counts() -> dict | None:
-    """Open tickets by severity, when the maintenance app offers the count; None until then."""
-    try:
-        from portal.maintenance import selectors as maintenance_selectors
-    except ImportError:
-        return None
-    counter = getattr(maintenance_selectors, "open_ticket_counts", None)
-    return dict(counter()) if counter else None
+def open_ticket_counts() -> dict:
+    """Open tickets by severity, for the fleet page's tile."""
+    return dict(maintenance_selectors.open_ticket_counts())
 
 
 def gpu_live_config(*, gpu: Gpu, records) -> dict:

@@ -10,6 +10,7 @@ class MaintenanceConfig(AppConfig):
         from django.db.models.signals import post_save
 
         from portal.fleet.models import MaintenanceRecord
+        from portal.maintenance import enqueue, hooks
         from portal.maintenance.models import RuleConfig, Silence
         from portal.telemetry.hooks import on_batch_stored
 
@@ -18,9 +19,9 @@ class MaintenanceConfig(AppConfig):
 
         @on_batch_stored("maintenance")
         def _evaluate(*, batch_pk, host_id, gpu_ids):
-            from portal.maintenance.enqueue import evaluation_enqueue
+            enqueue.evaluation_enqueue(batch_pk=batch_pk, gpu_ids=gpu_ids)
 
-            evaluation_enqueue(batch_pk=batch_pk, gpu_ids=gpu_ids)
+        hooks.on_notifications_ready(enqueue.notifications_enqueue)
 
         post_save.connect(_record_saved, sender=MaintenanceRecord, dispatch_uid="maintenance.record_saved")
 

@@ -1,4 +1,8 @@
-"""Sending evaluation tasks from the ingest path, at most a few times a second per process.
+"""The one module that sends the maintenance tasks (services never do: the tasks import them).
+
+Notifications: `notifications_enqueue`, the sender registered with portal.maintenance.hooks.
+
+Evaluation, from the ingest path, at most a few times a second per process.
 
 An evaluation task runs a pass over every batch not yet evaluated (services.evaluate), so one
 task per batch is wasted work under load: each costs the broker a message and the ingest request
@@ -12,6 +16,8 @@ import threading
 import time
 
 from django.conf import settings
+
+from portal.maintenance.tasks import batch_evaluate_task, notification_send_task
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +58,6 @@ class Debouncer:
 
 
 def _send_evaluation(batch_pk: int, gpu_ids: list[int]) -> None:
-    from portal.maintenance.tasks import batch_evaluate_task
-
     batch_evaluate_task.delay(batch_pk, gpu_ids)
 
 
@@ -70,3 +74,17 @@ def evaluation_enqueue(*, batch_pk: int, gpu_ids: list[int]) -> None:
     if _debouncer is None or _debouncer.interval_s != interval:
         _debouncer = Debouncer(interval, _send_evaluation)
     _debouncer(batch_pk, gpu_ids)
+
+
+def notifications_enqueue(*, ids: list[int]) -> list[int]:
+    """Hand notifications to the workers. With the broker down the rows stay pending and
+    `notifications_pending_sweep` sends them later. Returns the ids that were queued."""
+    queued = []
+    for pk in ids:
+        try:
+            notification_send_task.delay(pk)
+        except Exception:
+            log.exception("could not enqueue notification %s; the send sweep will pick it up", pk)
+        else:
+            queued.append(pk)
+    return queued

@@ -8,10 +8,6 @@ error: the agent would only send the same batch again.
 import logging
 from collections.abc import Callable
 
-from portal.telemetry.models import READING_ROW_COLUMNS
-
-__all__ = ["READING_ROW_COLUMNS", "batch_stored", "on_batch_stored"]
-
 log = logging.getLogger(__name__)
 
 BatchConsumer = Callable[..., None]
@@ -21,7 +17,8 @@ _consumers: list[tuple[str, BatchConsumer, bool]] = []
 def on_batch_stored(name: str, *, with_readings: bool = False) -> Callable[[BatchConsumer], BatchConsumer]:
     """Register a consumer: it is called with batch_pk, host_id and gpu_ids keyword arguments,
     and with `readings` too when with_readings is set: the batch's stored rows as tuples in
-    READING_ROW_COLUMNS order, still in memory, so an in-process consumer needs no query."""
+    `telemetry.models.READING_ROW_COLUMNS` order, still in memory, so an in-process consumer
+    needs no query."""
 
     def register(consumer: BatchConsumer) -> BatchConsumer:
         _consumers[:] = [entry for entry in _consumers if entry[0] != name]

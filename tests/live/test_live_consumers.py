@@ -8,14 +8,14 @@ import time
 import pytest
 
 from portal.accounts.roles import ROLE_VIEWER
-from portal.live import publish
+from portal.live import publish, selectors
 from portal.live.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from tests.factories import GpuFactory, HostFactory, UserFactory
 from tests.telemetry.batches import gpu_uuid
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
-FIELDS = list(publish.POINT_FIELDS)
+FIELDS = list(selectors.POINT_FIELDS)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.maintenance import transports
+from portal.maintenance import hooks, transports
 from portal.maintenance.models import SEVERITY_RANK, Notification, Subscription, Ticket
 
 log = logging.getLogger(__name__)
@@ -61,24 +61,8 @@ def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None)
         return []
     Notification.objects.bulk_create(rows)
     ids = [row.pk for row in rows]
-    transaction.on_commit(lambda: notifications_enqueue(ids=ids))
+    transaction.on_commit(lambda: hooks.notifications_ready(ids=ids))
     return rows
-
-
-def notifications_enqueue(*, ids: list[int]) -> list[int]:
-    """Hand notifications to the workers. With the broker down the rows stay pending and
-    `notifications_pending_sweep` sends them later. Returns the ids that were queued."""
-    from portal.maintenance.tasks import notification_send_task
-
-    queued = []
-    for pk in ids:
-        try:
-            notification_send_task.delay(pk)
-        except Exception:
-            log.exception("could not enqueue notification %s; the send sweep will pick it up", pk)
-        else:
-            queued.append(pk)
-    return queued
 
 
 def notification_due_at(notification: Notification) -> dt.datetime:
@@ -96,7 +80,7 @@ def notifications_pending_sweep(*, now: dt.datetime | None = None, grace_s: int 
     pending = Notification.objects.filter(status=Notification.Status.PENDING, created_at__lte=now)
     due = [n.pk for n in pending.only("id", "attempt", "created_at") if notification_due_at(n) + dt.timedelta(
         seconds=grace_s) <= now]  # fmt: skip
-    return notifications_enqueue(ids=sorted(due)) if due else []
+    return hooks.notifications_ready(ids=sorted(due)) if due else []
 
 
 def _stuck_sending_retry(now: dt.datetime) -> None:

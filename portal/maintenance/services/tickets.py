@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput
 from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.maintenance import hooks
 from portal.maintenance.models import (
     SEVERITY_RANK,
     RuleState,
@@ -41,31 +42,12 @@ Kind = TicketEvent.Kind
 
 
 def _event(**fields) -> TicketEvent:
-    """Record a ticket event (every change is a row) and push the ones people watch for to the
-    live ticket feed, after the transaction commits."""
+    """Record a ticket event (every change is a row) and hand the ones people watch for to the
+    ticket hooks (the live ticket feed; see portal.maintenance.hooks)."""
     event = TicketEvent.objects.create(**fields)
-    word = _FEED_EVENTS.get(event.kind) or (event.to_state if event.kind == TicketEvent.Kind.STATE else None)
-    if word:
-        from portal.live.publish import ticket_changed
-        from portal.maintenance.selectors import open_ticket_counts
-
-        ticket = event.ticket
-        ticket_changed(
-            ticket.pk,
-            ticket.host_id,
-            ticket.gpu_id,
-            {
-                "event": word,
-                "severity": ticket.severity,
-                "title": ticket.title,
-                "url": ticket.get_absolute_url(),
-                "at": event.at,
-                "by": event.user.get_username() if event.user_id else "",
-                "hostname": ticket.host.hostname,
-                "gpu_label": f"GPU {ticket.gpu.index}" if ticket.gpu_id else "",
-                "open_counts": open_ticket_counts(),
-            },
-        )
+    change = _FEED_EVENTS.get(event.kind) or (event.to_state if event.kind == TicketEvent.Kind.STATE else None)
+    if change:
+        hooks.ticket_changed(ticket=event.ticket, event=event, change=change)
     return event
 
 
