@@ -160,7 +160,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "inte
 CELERY_BEAT_SCHEDULE: dict = {
     "rollups": {"task": "portal.telemetry.tasks.rollups_process_pending_task", "schedule": 30.0},
     "telemetry-prune": {"task": "portal.telemetry.tasks.telemetry_prune_task", "schedule": 3600.0},
-    "maintenance-silence": {"task": "portal.maintenance.tasks.silence_check_task", "schedule": 60.0},
+    "maintenance-agent-silent": {"task": "portal.maintenance.tasks.agent_silent_check_task", "schedule": 60.0},
     "maintenance-xid-quiet": {"task": "portal.maintenance.tasks.xid_quiet_check_task", "schedule": 600.0},
     "maintenance-schedules": {"task": "portal.maintenance.tasks.schedules_check_task", "schedule": 3600.0},
     "maintenance-batches": {"task": "portal.maintenance.tasks.batches_sweep_task", "schedule": 300.0},
@@ -276,7 +276,9 @@ INGEST_PARALLEL = envbool("INGEST_PARALLEL", True)
 LIVE_ENABLED = envbool("LIVE_ENABLED", True)
 LIVE_COALESCE_S = envint("LIVE_COALESCE_MS", 500) / 1000
 LIVE_FLEET_COALESCE_S = envint("LIVE_FLEET_COALESCE_MS", 200) / 1000
-LIVE_SILENT_AFTER_S = envint("LIVE_SILENT_AFTER_S", 300)  # no reading for this long: "silent" (as the silence rule)
+LIVE_SILENT_AFTER_S = envint(
+    "LIVE_SILENT_AFTER_S", 300
+)  # no reading for this long: "silent" (as the agent_silent rule)
 LIVE_HOT_MARGIN_C = envint("LIVE_HOT_MARGIN_C", 5)  # "hot": within this of the GPU's slowdown temperature
 LIVE_HOT_DEFAULT_C = envint("LIVE_HOT_DEFAULT_C", 85)  # "hot" for GPUs that report no slowdown temperature
 

@@ -48,7 +48,7 @@ def prepare_simulated_hosts() -> dict[str, str]:
     """One host token per simulated host (kept in VAR_DIR and reused while it still works, so
     repeated demos don't pile up tokens), and the demo's silence threshold on each host."""
     from portal.fleet.models import Host
-    from portal.maintenance.rules import SILENCE
+    from portal.maintenance.rules import AGENT_SILENT
     from portal.maintenance.services.config import rule_config_set
     from portal.telemetry.services import host_token_authenticate, host_token_issue
 
@@ -59,7 +59,7 @@ def prepare_simulated_hosts() -> dict[str, str]:
         if not token or host_token_authenticate(token) is None:
             tokens[hostname] = host_token_issue(hostname=hostname, label="demo simulator", create_host=True).token
         host = Host.objects.get(hostname=hostname)
-        rule_config_set(rule=SILENCE.key, params={"silent_after_s": DEMO_SILENT_AFTER_S}, host=host)
+        rule_config_set(rule=AGENT_SILENT.key, params={"silent_after_s": DEMO_SILENT_AFTER_S}, host=host)
     store.write_text(json.dumps(tokens))
     store.chmod(0o600)
     return tokens

@@ -20,8 +20,8 @@ def batches_sweep_task():
 
 
 @shared_task(acks_late=True, ignore_result=True)
-def silence_check_task():
-    beat.silence_check()
+def agent_silent_check_task():
+    beat.agent_silent_check()
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from portal.maintenance.models import BatchEvaluation, Ticket
-from portal.maintenance.rules import SILENCE
+from portal.maintenance.rules import AGENT_SILENT
 from portal.telemetry.models import Rollup1m
 from tests.portal_process import REPO, manage
 from tests.telemetry.batches import make_batch
@@ -141,9 +141,9 @@ def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
     manage(env, "migrate", "--noinput", "-v", "0")
     token = manage(env, "issue_token", "lab-01").stdout.strip().splitlines()[-1]
     silence = (
-        "from portal.fleet.models import Host; from portal.maintenance.rules import SILENCE; "
+        "from portal.fleet.models import Host; from portal.maintenance.rules import AGENT_SILENT; "
         "from portal.maintenance.services.config import rule_config_set; "
-        "rule_config_set(rule=SILENCE.key, params={'silent_after_s': 3}, host=Host.objects.get(hostname='lab-01'))"
+        "rule_config_set(rule=AGENT_SILENT.key, params={'silent_after_s': 3}, host=Host.objects.get(hostname='lab-01'))"
     )
     manage(env, "shell", "-c", silence)
     db = tmp_path / "portal.sqlite3"
@@ -159,7 +159,7 @@ def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
         # ... beat's rollups task rolled it up ...
         _wait_for(lambda: _count(db, Rollup1m), 30, "no rollup appeared", log)
         # ... and with no reading for 3 s, beat's silence check opened "agent silent".
-        _wait_for(lambda: _count(db, Ticket, "rule = ?", SILENCE.key), 30, "no silence ticket", log)
+        _wait_for(lambda: _count(db, Ticket, "rule = ?", AGENT_SILENT.key), 30, "no agent-silent ticket", log)
 
 
 def test_readings_wait_for_a_worker_without_one_and_are_caught_up_when_it_starts(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 
 from portal.demo import story
 from portal.fleet.models import Gpu, Host
-from portal.maintenance.rules import SILENCE
+from portal.maintenance.rules import AGENT_SILENT
 from portal.maintenance.services.config import RuleParams
 from portal.telemetry.models import IngestBatch, Reading, Rollup1m
 from portal.telemetry.services import host_token_authenticate
@@ -21,7 +21,7 @@ def test_simulated_hosts_get_working_tokens_reused_on_the_next_run_and_a_short_s
     assert all(host_token_authenticate(token) for token in tokens.values())
     assert story.prepare_simulated_hosts() == tokens
     host = Host.objects.get(hostname="sim-desk-c")
-    assert RuleParams().get(SILENCE.key, host.pk)[1]["silent_after_s"] == story.DEMO_SILENT_AFTER_S
+    assert RuleParams().get(AGENT_SILENT.key, host.pk)[1]["silent_after_s"] == story.DEMO_SILENT_AFTER_S
 
 
 def test_history_is_stored_through_ingest_once_and_rolled_up(settings, tmp_path):

@@ -35,7 +35,7 @@ EXPECTED = {
     "throttle": {"thermal_throttle"},
     "overclock": {"overclock"},
     "pcie": {"pcie"},
-    "silent": {"silence"},
+    "silent": {"agent_silent"},
 }
 
 
@@ -71,7 +71,7 @@ def test_every_scenario_raises_its_ticket_and_healthy_none(db):
         readings = []
         batches_evaluate_pending(now=now)
         if not silent_checked and clock.t - START > 3600:
-            beat.silence_check(now=now)  # the silent GPU stopped after 30 min; the others report
+            beat.agent_silent_check(now=now)  # the silent GPU stopped after 30 min; the others report
             silent_checked = True
     by_scenario = defaultdict(set)
     for uuid, rule in Ticket.objects.filter(gpu__isnull=False).values_list("gpu__uuid", "rule"):

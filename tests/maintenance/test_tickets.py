@@ -132,17 +132,17 @@ def test_silence_rule_fires_and_the_next_reading_resolves(host8):
     from portal.telemetry.models import GpuLatest
 
     GpuLatest.objects.bulk_create([GpuLatest(gpu=g, ts=T0, received_at=T0) for g in gpus])
-    beat.silence_check(now=T0 + dt.timedelta(minutes=4))
+    beat.agent_silent_check(now=T0 + dt.timedelta(minutes=4))
     assert not Ticket.objects.exists()
-    beat.silence_check(now=T0 + dt.timedelta(minutes=6))
-    host_ticket = Ticket.objects.get(rule="silence", gpu__isnull=True)
-    assert Ticket.objects.filter(rule="silence", parent=host_ticket).count() == 8
-    beat.silence_check(now=T0 + dt.timedelta(minutes=8))  # idempotent
-    assert Ticket.objects.filter(rule="silence").count() == 9
+    beat.agent_silent_check(now=T0 + dt.timedelta(minutes=6))
+    host_ticket = Ticket.objects.get(rule="agent_silent", gpu__isnull=True)
+    assert Ticket.objects.filter(rule="agent_silent", parent=host_ticket).count() == 8
+    beat.agent_silent_check(now=T0 + dt.timedelta(minutes=8))  # idempotent
+    assert Ticket.objects.filter(rule="agent_silent").count() == 9
     with transaction.atomic():
         readings_evaluate(host_id=host.pk, readings={g.pk: series([COOL], start=T0 + dt.timedelta(minutes=9))
                                                      for g in gpus})  # fmt: skip
-    assert set(Ticket.objects.filter(rule="silence").values_list("state", flat=True)) == {"resolved"}
+    assert set(Ticket.objects.filter(rule="agent_silent").values_list("state", flat=True)) == {"resolved"}
 
 
 def test_schedules_due_then_overdue_then_resolved_by_record(gpu):

@@ -2,15 +2,11 @@
 
 from .base import Rule
 from .gpu import GPU_RULES
-from .host import SCHEDULES, SILENCE
+from .host import AGENT_SILENT, SCHEDULES
 from .xid import XID_RULES
 
 GPU_RULE_LIST = GPU_RULES
-RULES: dict[str, Rule] = {rule.key: rule for rule in [*GPU_RULES, *XID_RULES.values(), SILENCE, *SCHEDULES]}
+RULES: dict[str, Rule] = {rule.key: rule for rule in [*GPU_RULES, *XID_RULES.values(), AGENT_SILENT, *SCHEDULES]}
 
 
-def get_rule(key: str) -> Rule:
-    return RULES[key]
-
-
-__all__ = ["RULES", "GPU_RULE_LIST", "XID_RULES", "SILENCE", "SCHEDULES", "get_rule", "Rule"]
+__all__ = ["RULES", "GPU_RULE_LIST", "XID_RULES", "AGENT_SILENT", "SCHEDULES", "Rule"]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from .base import Rule
 
 
-class Silence(Rule):
+class AgentSilent(Rule):
     """A GPU without readings for `silent_after_s` (default 5 minutes; 3 × `interval_s` when an
     admin sets the host's collection interval) opens "agent silent"; the next reading resolves it.
     When every GPU of a host is silent, one host ticket holds them."""
 
-    key = "silence"
+    key = "agent_silent"
     title = "Agent silent"
     watches = "time since the last reading"
     scope = "host"
@@ -60,4 +60,4 @@ SCHEDULES: list[Schedule] = [
     ),
 ]  # fmt: skip
 
-SILENCE = Silence()
+AGENT_SILENT = AgentSilent()

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance.models import RuleState, Ticket
-from portal.maintenance.rules import SCHEDULES, SILENCE, XID_RULES
+from portal.maintenance.rules import AGENT_SILENT, SCHEDULES, XID_RULES
 from portal.maintenance.rules.base import FIRING, OK, Event, Track, fingerprint, to_epoch
 from portal.maintenance.services import tickets as ticket_services
 from portal.maintenance.services.config import RuleParams
@@ -27,7 +27,7 @@ def _silent_after(params: dict) -> float:
 
 
 @transaction.atomic
-def silence_check(*, now: dt.datetime | None = None) -> list:
+def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     """Open "agent silent" for GPUs without readings for 3 × their interval, and one host ticket
     holding them when every GPU of a host is silent."""
     now = now or timezone.now()
@@ -39,24 +39,24 @@ def silence_check(*, now: dt.datetime | None = None) -> list:
     )
     host_ids = {host_id for _, host_id, _ in latest}
     tracks = Tracks(gpu_ids=[], host_ids=host_ids, keys=[])
-    for obj in RuleState.objects.filter(rule=SILENCE.key, gpu__isnull=False):
+    for obj in RuleState.objects.filter(rule=AGENT_SILENT.key, gpu__isnull=False):
         tracks.by_key[obj.key] = Track(obj.key, obj.rule, obj.host_id, obj.gpu_id, obj.state, to_epoch(obj.since_ts),
                                        to_epoch(obj.last_ts), obj.peak, obj.data, obj)  # fmt: skip
     events: list[Event] = []
     per_host: dict[int, list[bool]] = defaultdict(list)
     host_last: dict[int, dt.datetime] = {}
     for gpu_id, host_id, ts in latest:
-        enabled, p = params.get(SILENCE.key, host_id)
+        enabled, p = params.get(AGENT_SILENT.key, host_id)
         silent = enabled and (now - ts).total_seconds() > _silent_after(p)
         per_host[host_id].append(silent)
         host_last[host_id] = max(host_last.get(host_id, ts), ts)
-        track = tracks.get(SILENCE.key, host_id, gpu_id)
+        track = tracks.get(AGENT_SILENT.key, host_id, gpu_id)
         if silent and track.state == OK:
             track.state, track.since, track.last, track.changed = FIRING, now.timestamp(), ts.timestamp(), True
             events.append(Event("fire", track, now.timestamp(), value=round((now - ts).total_seconds()),
                                 note=f"last reading {ts.isoformat()}"))  # fmt: skip
     for host_id, flags in per_host.items():
-        track = tracks.get(SILENCE.key, host_id, None)
+        track = tracks.get(AGENT_SILENT.key, host_id, None)
         if all(flags) and track.state == OK:
             track.state, track.since, track.changed = FIRING, now.timestamp(), True
             track.last = host_last[host_id].timestamp()
@@ -78,11 +78,12 @@ def silence_check(*, now: dt.datetime | None = None) -> list:
     for event in grouped:
         track = event.track
         ticket, _ = ticket_services.ticket_fire(
-            rule=SILENCE.key, host_id=track.host_id, gpu_id=track.gpu_id, at=now, value=event.value, note=event.note,
+            rule=AGENT_SILENT.key, host_id=track.host_id, gpu_id=track.gpu_id, at=now, value=event.value,
+            note=event.note,
             silenced=True,  # the host ticket speaks for it
         )  # fmt: skip
         parent = Ticket.objects.filter(
-            fingerprint=fingerprint(SILENCE.key, host_id=track.host_id), state__in=Ticket.OPEN_STATES
+            fingerprint=fingerprint(AGENT_SILENT.key, host_id=track.host_id), state__in=Ticket.OPEN_STATES
         ).first()
         if parent is not None:
             Ticket.objects.filter(pk=ticket.pk).update(parent=parent, silenced=False)

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from portal.fleet.models import Gpu
 from portal.maintenance.models import BatchEvaluation, RuleState, Silence
-from portal.maintenance.rules import GPU_RULE_LIST, SILENCE, XID_RULES
+from portal.maintenance.rules import AGENT_SILENT, GPU_RULE_LIST, XID_RULES
 from portal.maintenance.rules.base import (
     OK,
     READING_COLUMNS,
@@ -172,7 +172,7 @@ def readings_evaluate(
     params = params or RuleParams()
     gpus = _gpu_infos(gpu_ids)
     host_ids = {gpu.host_id for gpu in gpus.values()} | ({host_id} if host_id is not None else set())
-    tracks = Tracks(gpu_ids=gpu_ids, keys=[fingerprint(SILENCE.key, host_id=h) for h in host_ids])
+    tracks = Tracks(gpu_ids=gpu_ids, keys=[fingerprint(AGENT_SILENT.key, host_id=h) for h in host_ids])
     result = EvaluationResult()
     emit = result.events.append
     first_by_host: dict[int, float] = {}
@@ -190,7 +190,7 @@ def readings_evaluate(
                 enabled, p = params.get(rule.key, gpu.host_id)
                 if enabled:
                     rule.evaluate(tracks.get(rule.key, gpu.host_id, gpu_id), gpu, rows, p, emit)
-            silent = tracks.by_key.get(fingerprint(SILENCE.key, gpu_id=gpu_id))
+            silent = tracks.by_key.get(fingerprint(AGENT_SILENT.key, gpu_id=gpu_id))
             if silent is not None and silent.state != OK:
                 silent.state, silent.since, silent.last, silent.changed = OK, None, rows[0][0], True
                 emit(Event("clear", silent, rows[0][0]))
@@ -203,7 +203,7 @@ def readings_evaluate(
             if enabled:
                 rule.evaluate_xids(tracks.get(rule.key, gpu.host_id, gpu_id), events, p, emit)
     for host, first in first_by_host.items():
-        host_silent = tracks.by_key.get(fingerprint(SILENCE.key, host_id=host))
+        host_silent = tracks.by_key.get(fingerprint(AGENT_SILENT.key, host_id=host))
         if host_silent is not None and host_silent.state != OK:
             host_silent.state, host_silent.since, host_silent.changed = OK, None, True
             emit(Event("clear", host_silent, first))
@@ -243,7 +243,7 @@ def events_apply(events: list[Event], *, silenced, params: RuleParams) -> list:
                 outcomes.append((ticket, outcome))
     seen = set()
     for rule, host_id, at in fired_groups:
-        if (rule, host_id) in seen or rule == SILENCE.key:
+        if (rule, host_id) in seen or rule == AGENT_SILENT.key:
             continue
         seen.add((rule, host_id))
         parent, outcome = ticket_services.tickets_group(
