@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -115,6 +114,7 @@ def cuda_version_text(version: int) -> str:
 
 
 def _text(value: Any) -> str:
+    """NVML's text answers: bytes from older nvidia-ml-py releases, str from newer ones."""
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
@@ -145,44 +145,46 @@ class NvmlDeviceClient:
         self._xid_poll_ms = xid_poll_ms
         self._xid_thread: threading.Thread | None = None
         self._event_set: Any = None
-        count = self._query("nvmlDeviceGetCount", nvml.nvmlDeviceGetCount) or 0
+        count = self._query("nvmlDeviceGetCount") or 0
         self._indices = list(range(count))
         self._start_xid_watch()
 
-    # One wrapper for every NVML call (nvitop's nvmlQuery idea): any NVML error but a lost GPU
-    # becomes None for that field, logged once per (call, error) so a quiet failure is visible.
-    def _query(self, name: str, func: Callable[..., Any], *args: Any) -> Any:
+    # One wrapper for every NVML call (nvitop's nvmlQuery idea): the call is named once, by the
+    # function's name in nvidia-ml-py; any NVML error but a lost GPU becomes None for that field,
+    # logged once per (call, error) so a quiet failure is visible. `text=True` decodes the answer
+    # (bytes from older bindings, str from newer ones); `detail` tells apart calls of one function
+    # with different arguments in the log.
+    def _query(self, function: str, *args: Any, text: bool = False, detail: str = "") -> Any:
         nvml = self._nvml
         try:
-            return func(*args)
+            value = getattr(nvml, function)(*args)
         except nvml.NVMLError as exc:
             if exc.value == nvml.NVML_ERROR_GPU_IS_LOST:
                 raise GpuLost(str(exc)) from exc
+            name = f"{function}({detail})" if detail else function
             key = (name, type(exc).__name__)
             if key not in self._reported_errors:
                 self._reported_errors.add(key)
                 level = logging.DEBUG if exc.value == nvml.NVML_ERROR_NOT_SUPPORTED else logging.WARNING
                 log.log(level, "%s: %s; reporting null", name, exc)
             return None
+        return _text(value) if text and value is not None else value
 
     def _handle(self, index: int) -> Any:
         handle = self._handles.get(index)
         if handle is None:
-            handle = self._query("nvmlDeviceGetHandleByIndex", self._nvml.nvmlDeviceGetHandleByIndex, index)
+            handle = self._query("nvmlDeviceGetHandleByIndex", index)
             if handle is None:
                 raise GpuLost(f"no NVML handle for GPU {index}")
             self._handles[index] = handle
         return handle
 
     def system_info(self) -> dict[str, str | None]:
-        nvml = self._nvml
-        driver = self._query("nvmlSystemGetDriverVersion", nvml.nvmlSystemGetDriverVersion)
-        cuda = self._query("nvmlSystemGetCudaDriverVersion", nvml.nvmlSystemGetCudaDriverVersion)
-        nvml_version = self._query("nvmlSystemGetNVMLVersion", nvml.nvmlSystemGetNVMLVersion)
+        cuda = self._query("nvmlSystemGetCudaDriverVersion")
         return {
-            "driver_version": None if driver is None else _text(driver),
+            "driver_version": self._query("nvmlSystemGetDriverVersion", text=True),
             "cuda_driver_version": None if cuda is None else cuda_version_text(cuda),
-            "nvml_version": None if nvml_version is None else _text(nvml_version),
+            "nvml_version": self._query("nvmlSystemGetNVMLVersion", text=True),
         }
 
     def gpu_indices(self) -> list[int]:
@@ -190,53 +192,50 @@ class NvmlDeviceClient:
 
     def inventory(self, index: int) -> dict[str, Any]:
         nvml, q, h = self._nvml, self._query, self._handle(index)
-        uuid = q("nvmlDeviceGetUUID", nvml.nvmlDeviceGetUUID, h)
+        uuid = q("nvmlDeviceGetUUID", h, text=True)
         if uuid is None:
             # Without a uuid the portal cannot place the readings; treat it like a lost GPU.
             raise GpuLost(f"GPU {index} has no readable uuid")
-        uuid = _text(uuid)
         self._uuid_by_index[index] = uuid
-        name = q("nvmlDeviceGetName", nvml.nvmlDeviceGetName, h)
-        serial = q("nvmlDeviceGetSerial", nvml.nvmlDeviceGetSerial, h)
-        pci = q("nvmlDeviceGetPciInfo", nvml.nvmlDeviceGetPciInfo, h)
-        vbios = q("nvmlDeviceGetVbiosVersion", nvml.nvmlDeviceGetVbiosVersion, h)
-        memory = q("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h)
-        power_default = q("nvmlDeviceGetPowerManagementDefaultLimit", nvml.nvmlDeviceGetPowerManagementDefaultLimit, h)
-        threshold = nvml.nvmlDeviceGetTemperatureThreshold
+        name = q("nvmlDeviceGetName", h, text=True)
+        serial = q("nvmlDeviceGetSerial", h, text=True)
+        pci = q("nvmlDeviceGetPciInfo", h)
+        vbios = q("nvmlDeviceGetVbiosVersion", h, text=True)
+        memory = q("nvmlDeviceGetMemoryInfo", h)
+        power_default = q("nvmlDeviceGetPowerManagementDefaultLimit", h)
         return {
             "uuid": uuid,
             "index": index,
-            "name": None if name is None else _text(name),
-            "serial": None if serial is None else _text(serial),
+            "name": name,
+            "serial": serial,
             "pci_bus_id": None if pci is None else _text(pci.busId),
-            "vbios_version": None if vbios is None else _text(vbios),
+            "vbios_version": vbios,
             "memory_total_mib": None if memory is None else memory.total // MIB,
             "power_limit_default_w": None if power_default is None else _watts(power_default),
             "temp_slowdown_c": q(
-                "nvmlDeviceGetTemperatureThreshold(slowdown)", threshold, h, nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+                "nvmlDeviceGetTemperatureThreshold", h, nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, detail="slowdown"
             ),
             "temp_shutdown_c": q(
-                "nvmlDeviceGetTemperatureThreshold(shutdown)", threshold, h, nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN
+                "nvmlDeviceGetTemperatureThreshold", h, nvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, detail="shutdown"
             ),
-            "pcie_link_gen_max": q("nvmlDeviceGetMaxPcieLinkGeneration", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
-            "pcie_link_width_max": q("nvmlDeviceGetMaxPcieLinkWidth", nvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+            "pcie_link_gen_max": q("nvmlDeviceGetMaxPcieLinkGeneration", h),
+            "pcie_link_width_max": q("nvmlDeviceGetMaxPcieLinkWidth", h),
         }
 
     def metrics(self, index: int) -> dict[str, Any]:
         nvml, q, h = self._nvml, self._query, self._handle(index)
-        fan = q("nvmlDeviceGetFanSpeed", nvml.nvmlDeviceGetFanSpeed, h)
-        power = q("nvmlDeviceGetPowerUsage", nvml.nvmlDeviceGetPowerUsage, h)
-        power_limit = q("nvmlDeviceGetEnforcedPowerLimit", nvml.nvmlDeviceGetEnforcedPowerLimit, h)
-        energy = q("nvmlDeviceGetTotalEnergyConsumption", nvml.nvmlDeviceGetTotalEnergyConsumption, h)
-        utilization = q("nvmlDeviceGetUtilizationRates", nvml.nvmlDeviceGetUtilizationRates, h)
-        memory = q("nvmlDeviceGetMemoryInfo", nvml.nvmlDeviceGetMemoryInfo, h)
-        pstate = q("nvmlDeviceGetPerformanceState", nvml.nvmlDeviceGetPerformanceState, h)
+        fan = q("nvmlDeviceGetFanSpeed", h)
+        power = q("nvmlDeviceGetPowerUsage", h)
+        power_limit = q("nvmlDeviceGetEnforcedPowerLimit", h)
+        energy = q("nvmlDeviceGetTotalEnergyConsumption", h)
+        utilization = q("nvmlDeviceGetUtilizationRates", h)
+        memory = q("nvmlDeviceGetMemoryInfo", h)
+        pstate = q("nvmlDeviceGetPerformanceState", h)
         reasons = self._clock_event_reasons(h)
-        ecc = nvml.nvmlDeviceGetTotalEccErrors
-        retired = q("nvmlDeviceGetRetiredPagesPendingStatus", nvml.nvmlDeviceGetRetiredPagesPendingStatus, h)
-        remapped = q("nvmlDeviceGetRemappedRows", nvml.nvmlDeviceGetRemappedRows, h)
+        retired = q("nvmlDeviceGetRetiredPagesPendingStatus", h)
+        remapped = q("nvmlDeviceGetRemappedRows", h)
         return {
-            "temperature_c": q("nvmlDeviceGetTemperature", nvml.nvmlDeviceGetTemperature, h, nvml.NVML_TEMPERATURE_GPU),
+            "temperature_c": q("nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU),
             # Some boards report a fan target above 100 %; the protocol's range is 0-100 and an
             # out-of-range value would get the whole batch rejected.
             "fan_speed_pct": None if fan is None else min(fan, 100),
@@ -246,72 +245,64 @@ class NvmlDeviceClient:
             "utilization_gpu_pct": None if utilization is None else utilization.gpu,
             "utilization_memory_pct": None if utilization is None else utilization.memory,
             "memory_used_mib": None if memory is None else memory.used // MIB,
-            "sm_clock_mhz": q("nvmlDeviceGetClockInfo(sm)", nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": q("nvmlDeviceGetClockInfo(mem)", nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_MEM),
+            "sm_clock_mhz": q("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM, detail="sm"),
+            "mem_clock_mhz": q("nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM, detail="mem"),
             # NVML_PSTATE_UNKNOWN (32) is "not known", which the protocol spells null.
             "pstate": pstate if pstate is not None and 0 <= pstate <= 15 else None,
             "throttle_reasons": None if reasons is None else throttle_reason_names(reasons),
             "ecc_corrected_volatile": q(
-                "nvmlDeviceGetTotalEccErrors(corrected,volatile)",
-                ecc,
+                "nvmlDeviceGetTotalEccErrors",
                 h,
                 nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED,
                 nvml.NVML_VOLATILE_ECC,
+                detail="corrected,volatile",
             ),
             "ecc_uncorrected_volatile": q(
-                "nvmlDeviceGetTotalEccErrors(uncorrected,volatile)",
-                ecc,
+                "nvmlDeviceGetTotalEccErrors",
                 h,
                 nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                 nvml.NVML_VOLATILE_ECC,
+                detail="uncorrected,volatile",
             ),
             "ecc_uncorrected_aggregate": q(
-                "nvmlDeviceGetTotalEccErrors(uncorrected,aggregate)",
-                ecc,
+                "nvmlDeviceGetTotalEccErrors",
                 h,
                 nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                 nvml.NVML_AGGREGATE_ECC,
+                detail="uncorrected,aggregate",
             ),
             "retired_pages_pending": None if retired is None else retired == nvml.NVML_FEATURE_ENABLED,
             "remapped_rows_pending": None if remapped is None else bool(remapped[2]),
             "remapped_rows_failure": None if remapped is None else bool(remapped[3]),
-            "pcie_link_gen": q("nvmlDeviceGetCurrPcieLinkGeneration", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
-            "pcie_link_width": q("nvmlDeviceGetCurrPcieLinkWidth", nvml.nvmlDeviceGetCurrPcieLinkWidth, h),
-            "pcie_replay_count": q("nvmlDeviceGetPcieReplayCounter", nvml.nvmlDeviceGetPcieReplayCounter, h),
+            "pcie_link_gen": q("nvmlDeviceGetCurrPcieLinkGeneration", h),
+            "pcie_link_width": q("nvmlDeviceGetCurrPcieLinkWidth", h),
+            "pcie_replay_count": q("nvmlDeviceGetPcieReplayCounter", h),
         }
 
     def _clock_event_reasons(self, handle: Any) -> int | None:
         # "Clock event reasons" is the name since driver 535; older drivers only know the
         # deprecated "throttle reasons" call, which returns the same bitmask.
-        nvml = self._nvml
-        reasons = self._query(
-            "nvmlDeviceGetCurrentClocksEventReasons", nvml.nvmlDeviceGetCurrentClocksEventReasons, handle
-        )
+        reasons = self._query("nvmlDeviceGetCurrentClocksEventReasons", handle)
         if reasons is None:
-            reasons = self._query(
-                "nvmlDeviceGetCurrentClocksThrottleReasons", nvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle
-            )
+            reasons = self._query("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         return reasons
 
     # XID errors ---------------------------------------------------------------------------
 
     def _start_xid_watch(self) -> None:
         nvml = self._nvml
-        event_set = self._query("nvmlEventSetCreate", nvml.nvmlEventSetCreate)
+        event_set = self._query("nvmlEventSetCreate")
         if event_set is None:
             return
         registered = 0
         for index in self._indices:
             try:
                 handle = self._handle(index)
-                supported = self._query(
-                    "nvmlDeviceGetSupportedEventTypes", nvml.nvmlDeviceGetSupportedEventTypes, handle
-                )
+                supported = self._query("nvmlDeviceGetSupportedEventTypes", handle)
                 if not supported or not supported & nvml.nvmlEventTypeXidCriticalError:
                     continue
                 self._query(
                     "nvmlDeviceRegisterEvents",
-                    nvml.nvmlDeviceRegisterEvents,
                     handle,
                     nvml.nvmlEventTypeXidCriticalError,
                     event_set,
@@ -321,7 +312,7 @@ class NvmlDeviceClient:
                 log.warning("GPU %d is lost; not watching it for XID errors", index)
         if not registered:
             log.info("no GPU supports XID events; xid_events will stay empty")
-            self._query("nvmlEventSetFree", nvml.nvmlEventSetFree, event_set)
+            self._query("nvmlEventSetFree", event_set)
             return
         self._event_set = event_set
         self._xid_thread = threading.Thread(target=self._watch_xid, name="xid-watch", daemon=True)
@@ -358,7 +349,6 @@ class NvmlDeviceClient:
         self._stop.set()
         if self._xid_thread is not None:
             self._xid_thread.join(timeout=self._xid_poll_ms / 1000 + 2)
-        nvml = self._nvml
         if self._event_set is not None:
-            self._query("nvmlEventSetFree", nvml.nvmlEventSetFree, self._event_set)
-        self._query("nvmlShutdown", nvml.nvmlShutdown)
+            self._query("nvmlEventSetFree", self._event_set)
+        self._query("nvmlShutdown")

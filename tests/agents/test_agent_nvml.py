@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -388,3 +389,17 @@ def test_with_batch_interval_equal_to_interval_each_collection_is_its_own_batch(
     for _ in range(4):
         assert [len(b["readings"]) for b in agent.collect()] == [2]
         now[0] += 10
+
+
+def test_a_failing_call_is_logged_once_by_its_nvml_name(fake_nvml, open_client, caplog):
+    gpus = fake_nvml.fake_reset(count=2)
+    gpus[0].errors["nvmlDeviceGetTemperatureThreshold"] = fake_nvml.NVML_ERROR_UNKNOWN
+    client = open_client()
+    with caplog.at_level(logging.DEBUG, logger="agents.device"):
+        for _ in range(3):
+            collect(client)
+    named = [r.getMessage().split(":")[0] for r in caplog.records if "reporting null" in r.getMessage()]
+    assert sorted(named) == [
+        "nvmlDeviceGetTemperatureThreshold(shutdown)",
+        "nvmlDeviceGetTemperatureThreshold(slowdown)",
+    ]
