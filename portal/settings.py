@@ -260,6 +260,9 @@ INGEST_USE_COPY = envbool("INGEST_USE_COPY", True)
 # interval; the burst lets it empty its spool quickly after an outage.
 INGEST_RATE_PER_S = float(envint("INGEST_RATE_PER_S", 20))
 INGEST_RATE_BURST = envint("INGEST_RATE_BURST", 200)
+# Oldest reading accepted, in hours: 7 days, so that an agent's spool delivers a long weekend's
+# outage. Retention keeps raw readings at least this long (late data is rolled up from them).
+INGEST_MAX_AGE_HOURS = envint("INGEST_MAX_AGE_HOURS", 168)
 
 # Retention (days) of raw readings and 1-minute rollups; 1-hour rollups are kept.
 RETENTION_RAW_DAYS = envint("RETENTION_RAW_DAYS", 14)

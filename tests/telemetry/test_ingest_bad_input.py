@@ -84,10 +84,10 @@ CASES = [
     ("negative-gpu-index", _set(["gpus", 0, "index"], -1), 400, "gpus.0.index"),
     ("long-gpu-name", _set(["gpus", 0, "name"], "x" * 129), 400, "gpus.0.name"),
     # timestamps
-    ("too-old", _set(["readings", 1, "ts"], lambda now: iso(now - dt.timedelta(hours=24, minutes=1))), 400,
+    ("too-old", _set(["readings", 1, "ts"], lambda now: iso(now - dt.timedelta(days=7, minutes=1))), 400,
      "readings.1.ts"),
     ("future", _set(["readings", 2, "ts"], lambda now: iso(now + dt.timedelta(minutes=6))), 400, "readings.2.ts"),
-    ("xid-too-old", _set(["readings", 0, "xid_events"], lambda now: [{"ts": iso(now - dt.timedelta(days=2)),
+    ("xid-too-old", _set(["readings", 0, "xid_events"], lambda now: [{"ts": iso(now - dt.timedelta(days=8)),
                                                                       "code": 79}]), 400,
      "readings.0.xid_events.0.ts"),
     ("naive-ts", _set(["readings", 0, "ts"], lambda now: now.replace(tzinfo=None).isoformat()), 400, "readings.0.ts"),

@@ -37,7 +37,6 @@ from portal.telemetry.schemas import BatchIn
 
 log = logging.getLogger(__name__)
 
-MAX_AGE = dt.timedelta(hours=24)
 MAX_FUTURE = dt.timedelta(minutes=5)
 
 # Positions in a stored row (READING_ROW_COLUMNS), worked out once rather than per batch.
@@ -54,11 +53,12 @@ class IngestResult:
 
 
 def _check_timestamps(batch: BatchIn, now: dt.datetime) -> None:
-    oldest, newest = now - MAX_AGE, now + MAX_FUTURE
+    max_age_h = settings.INGEST_MAX_AGE_HOURS  # read per batch, so tests and admins can change it
+    oldest, newest = now - dt.timedelta(hours=max_age_h), now + MAX_FUTURE
     errors = []
     for position, reading in enumerate(batch.readings):
         if reading.ts < oldest:
-            errors.append((f"readings.{position}.ts", "more than 24 h old"))
+            errors.append((f"readings.{position}.ts", f"more than {max_age_h} h old"))
         elif reading.ts > newest:
             errors.append((f"readings.{position}.ts", "more than 5 min in the future"))
         for event_position, event in enumerate(reading.xid_events):

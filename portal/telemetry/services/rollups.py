@@ -100,7 +100,8 @@ def _hour_rollups(gpu_id: int, start: dt.datetime, end: dt.datetime) -> list[Rol
         aggregates[f"{metric}_max"] = Max(f"{metric}_max")
     # An hour's mean is the mean of its readings. Minute means weighted by the minute's reading
     # count are not that when some readings lack the metric (null), so the means come from the
-    # raw readings, which every hour a batch touches still has (readings older than 24 h are refused).
+    # raw readings, which every hour a batch touches still has (retention keeps them past
+    # INGEST_MAX_AGE_HOURS, and never drops readings not rolled up yet).
     raw_means = {
         row.pop("hour"): row
         for row in Reading.objects.filter(gpu_id=gpu_id, ts__gte=start, ts__lt=end)
