@@ -21,6 +21,8 @@ ROLE_PERMISSIONS = {
     },
     ROLE_TECHNICIAN: {
         "fleet": ["view"],
+        # Status (out for repair, retired), service dates and notes, not the inventory itself.
+        "fleet.gpu": ["view", "service"],
         "fleet.maintenancerecord": ["add", "change", "view"],
         "fleet.attachment": ["add", "change", "view"],
         "telemetry": ["view"],

@@ -1,12 +1,14 @@
 from django.contrib import admin
 
-from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
-from portal.fleet.services import host_inventory_changed
+from portal.fleet.models import Attachment, Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.fleet.services import gpu_status_history_start, gpu_status_set, host_inventory_changed
 
 
 class GpuInline(admin.TabularInline):
     model = Gpu
     fields = ("index", "uuid", "model_name", "serial", "status")
+    # A status change goes through gpu_status_set (its history); change it on the GPU's own page.
+    readonly_fields = ("status",)
     extra = 0
     show_change_link = True
 
@@ -21,6 +23,8 @@ class HostAdmin(admin.ModelAdmin):
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)
         if formset.model is Gpu:
+            for gpu in formset.new_objects:
+                gpu_status_history_start(gpu=gpu, user=request.user, source=GpuStatusChange.Source.ADMIN)
             host_inventory_changed(host_ids=[form.instance.pk])
 
 
@@ -31,11 +35,19 @@ class GpuAdmin(admin.ModelAdmin):
     search_fields = ("uuid", "serial", "host__hostname")
     list_select_related = ("host",)
 
-    # The admin writes GPUs without the services: tell ingest's cache (old and new host).
+    # The admin writes GPUs without the services: tell ingest's cache (old and new host), and
+    # send a status change through gpu_status_set so the GPU's history keeps it.
     def save_model(self, request, obj, form, change):
-        old_host_id = Gpu.objects.filter(pk=obj.pk).values_list("host_id", flat=True).first() if change else None
+        old = Gpu.objects.filter(pk=obj.pk).values("host_id", "status").first() if change else None
+        new_status = obj.status
+        if old is not None:
+            obj.status = old["status"]
         super().save_model(request, obj, form, change)
-        host_inventory_changed(host_ids={obj.host_id, old_host_id} - {None})
+        if old is None:
+            gpu_status_history_start(gpu=obj, user=request.user, source=GpuStatusChange.Source.ADMIN)
+        elif new_status != old["status"]:
+            gpu_status_set(gpu=obj, status=new_status, user=request.user, source=GpuStatusChange.Source.ADMIN)
+        host_inventory_changed(host_ids={obj.host_id, old and old["host_id"]} - {None})
 
     def delete_model(self, request, obj):
         super().delete_model(request, obj)
@@ -45,6 +57,20 @@ class GpuAdmin(admin.ModelAdmin):
         host_ids = set(queryset.values_list("host_id", flat=True))
         super().delete_queryset(request, queryset)
         host_inventory_changed(host_ids=host_ids)
+
+
+class GpuStatusChangeInline(admin.TabularInline):
+    model = GpuStatusChange
+    fields = ("changed_at", "from_status", "to_status", "changed_by", "source", "override", "reason")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+GpuAdmin.inlines = [GpuStatusChangeInline]
 
 
 class AttachmentInline(admin.TabularInline):

@@ -5,13 +5,15 @@ from typing import Annotated
 
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Status
 from ninja.pagination import paginate
-from pydantic import AwareDatetime, model_serializer
+from pydantic import AwareDatetime, ConfigDict, model_serializer
 
 from portal.core.api import ErrorOut, Pagination, require_perm
-from portal.fleet.models import Host, MaintenanceRecord
+from portal.core.errors import InvalidInput, NotFound
+from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_input import record_create_from_fields
 from portal.fleet.record_kinds import ALL_KIND_FIELDS
-from portal.fleet.selectors import hosts_with_derived_dates
+from portal.fleet.selectors import gpu_status_history, hosts_with_derived_dates
+from portal.fleet.services import gpu_update
 
 router = Router(tags=["fleet"])
 
@@ -154,3 +156,105 @@ def records_create(request, payload: RecordIn):
         values.update({name: raw[name] for name in raw if name not in RecordIn.model_fields})
     record = record_create_from_fields(values=values, user=request.user)
     return Status(201, MaintenanceRecord.objects.select_related("host", "gpu").get(pk=record.pk))
+
+
+class GpuOut(Schema):
+    uuid: str
+    host: str
+    hostname: str
+    index: int
+    model: str
+    serial: str
+    pci_bus_id: str
+    vbios_version: str
+    memory_total_mib: int | None
+    install_date: dt.date | None
+    warranty_end: dt.date | None
+    status: str
+    notes: str
+    registered_at: dt.datetime
+
+    @staticmethod
+    def resolve_host(gpu):
+        return gpu.host.hostname
+
+    @staticmethod
+    def resolve_hostname(gpu):
+        return gpu.host.hostname
+
+    @staticmethod
+    def resolve_model(gpu):
+        return gpu.model_name
+
+    @staticmethod
+    def resolve_registered_at(gpu):
+        return gpu.created_at
+
+
+class GpuPatchIn(Schema):
+    """`PATCH /gpus/{uuid}`: only the fields sent change. `reason` is kept with a status change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Gpu.Status | None = None
+    install_date: dt.date | None = None
+    warranty_end: dt.date | None = None
+    notes: str | None = Field(None, max_length=20_000)
+    reason: str = Field("", max_length=2_000)
+
+
+class GpuStatusChangeOut(Schema):
+    changed_at: dt.datetime
+    from_status: str | None
+    to_status: str
+    changed_by: str | None
+    source: str
+    reason: str
+    override: bool
+
+    @staticmethod
+    def resolve_from_status(change):
+        return change.from_status or None
+
+    @staticmethod
+    def resolve_changed_by(change):
+        return change.changed_by.get_username() if change.changed_by_id else None
+
+
+def _gpu_or_404(uuid: str) -> Gpu:
+    gpu = Gpu.objects.select_related("host").filter(uuid=uuid).first()
+    if gpu is None:
+        raise NotFound(f"no GPU {uuid}", field_errors={"uuid": "No GPU with this uuid."})
+    return gpu
+
+
+@router.get("/gpus/{uuid}", response={200: GpuOut, 403: ErrorOut, 404: ErrorOut})
+def gpu_detail(request, uuid: str):
+    require_perm(request, "fleet.view_gpu")
+    return _gpu_or_404(uuid)
+
+
+@router.patch("/gpus/{uuid}", response={200: GpuOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut})
+def gpu_patch(request, uuid: str, payload: GpuPatchIn):
+    """Admins and technicians. A GPU out for repair returns to in_service through a passed
+    repair_return checklist run; here only an admin may do it (kept as an override), anyone else
+    gets 409."""
+    require_perm(request, "fleet.service_gpu")
+    gpu = _gpu_or_404(uuid)
+    values = payload.model_dump(exclude_unset=True)
+    reason = values.pop("reason", "") or ""
+    if "status" in values and values["status"] is None:
+        raise InvalidInput("invalid request", field_errors={"status": "Cannot be null."})
+    if values.get("notes", "") is None:
+        values["notes"] = ""
+    if "status" in values:
+        values["status"] = str(values["status"].value if hasattr(values["status"], "value") else values["status"])
+    gpu_update(gpu=gpu, user=request.user, source=GpuStatusChange.Source.API, reason=reason, **values)
+    return _gpu_or_404(uuid)
+
+
+@router.get("/gpus/{uuid}/status-history", response={200: list[GpuStatusChangeOut], 403: ErrorOut, 404: ErrorOut})
+def gpu_status_history_list(request, uuid: str):
+    """Every status change of the GPU, oldest first (the first: its status as of registration)."""
+    require_perm(request, "fleet.view_gpu")
+    return list(gpu_status_history(gpu=_gpu_or_404(uuid)))

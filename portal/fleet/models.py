@@ -65,6 +65,10 @@ class Gpu(models.Model):
     class Meta:
         ordering = ["host__hostname", "index"]
         verbose_name = "GPU"
+        permissions = [
+            ("service_gpu", "Can set a GPU's status, service dates and notes"),
+            ("override_gpu", "Can return a GPU out for repair to service without a repair-return checklist"),
+        ]
 
     def __str__(self):
         return f"{self.host.hostname} #{self.index} {self.model_name}".strip()
@@ -79,6 +83,42 @@ class Gpu(models.Model):
             return self.latest
         except models.ObjectDoesNotExist:
             return None
+
+
+class GpuStatusChange(models.Model):
+    """One change of a GPU's status: when, by whom, from what to what, why and through which path.
+    A GPU's first row (from_status empty) is its status as of its registration. Written only by
+    fleet.services.gpu_status_set / gpu_create; the reliability report reads the intervals."""
+
+    class Source(models.TextChoices):
+        REGISTRATION = "registration", "Registration"
+        PORTAL = "portal", "Portal form"
+        API = "api", "API"
+        ADMIN = "admin", "Django admin"
+        CHECKLIST = "checklist", "Checklist run"
+        IMPORT = "import", "Import"
+        AGENT = "agent", "Host agent"
+        SYSTEM = "system", "System"
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="status_changes")
+    changed_at = models.DateTimeField()
+    from_status = models.CharField(max_length=16, choices=Gpu.Status.choices, blank=True)
+    to_status = models.CharField(max_length=16, choices=Gpu.Status.choices)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    source = models.CharField(max_length=16, choices=Source.choices)
+    reason = models.TextField(blank=True)
+    # An admin returned a GPU out for repair to service without a passed repair-return checklist.
+    override = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["gpu_id", "changed_at", "id"]
+        indexes = [models.Index(fields=["gpu", "changed_at"]), models.Index(fields=["to_status", "changed_at"])]
+        verbose_name = "GPU status change"
+
+    def __str__(self):
+        return f"{self.gpu_id}: {self.from_status or '—'} → {self.to_status} at {self.changed_at:%Y-%m-%d %H:%M}"
 
 
 class MaintenanceRecord(models.Model):

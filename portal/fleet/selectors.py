@@ -4,7 +4,7 @@ fleet's size: every "last X" is a subquery, never a query per row."""
 from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
-from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 
 Kind = MaintenanceRecord.Kind
 
@@ -113,3 +113,8 @@ def fleet_search(*, query: str, limit: int = 50) -> dict:
         )[:limit]
     )
     return {"hosts": hosts, "gpus": gpus}
+
+
+def gpu_status_history(*, gpu: Gpu) -> QuerySet[GpuStatusChange]:
+    """The GPU's status changes, oldest first."""
+    return GpuStatusChange.objects.filter(gpu=gpu).select_related("changed_by").order_by("changed_at", "id")

@@ -18,7 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput
-from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
+from portal.fleet.models import Attachment, Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_kinds import ALL_KIND_FIELDS, HOST_ONLY_KINDS, KIND_SPECS
 
 # A clock a few minutes fast on a technician's phone is not an error; a record dated next week is.
@@ -97,25 +97,102 @@ def _check_gpu_thresholds(gpu: Gpu) -> None:
 
 
 @transaction.atomic
-def gpu_create(**values) -> Gpu:
+def gpu_create(*, user=None, source: str = GpuStatusChange.Source.PORTAL, reason: str = "", **values) -> Gpu:
+    """Register a GPU; its status history starts with its status as of now (its registration)."""
     gpu = Gpu()
     _apply(gpu, values, GPU_FIELDS)
     _full_clean(gpu)
     _check_gpu_thresholds(gpu)
     gpu.save()
+    gpu_status_history_start(gpu=gpu, user=user, source=source, reason=reason)
     host_inventory_changed(host_ids=[gpu.host_id])
     return gpu
 
 
 @transaction.atomic
-def gpu_update(*, gpu: Gpu, **values) -> Gpu:
+def gpu_update(*, gpu: Gpu, user=None, source: str = GpuStatusChange.Source.PORTAL, reason: str = "", **values) -> Gpu:
+    """Change a GPU's fields. A new `status` goes through gpu_status_set (history, repair rule);
+    everything is validated before anything is written."""
+    new_status = values.pop("status", gpu.status)
     old_host_id = gpu.host_id
     _apply(gpu, values, GPU_FIELDS)
     _full_clean(gpu)
     _check_gpu_thresholds(gpu)
+    if new_status != gpu.status:
+        _check_status_change(gpu=gpu, status=new_status, user=user, source=source)
     gpu.save()
+    if new_status != gpu.status:
+        gpu_status_set(gpu=gpu, status=new_status, user=user, reason=reason, source=source)
     host_inventory_changed(host_ids={old_host_id, gpu.host_id})
     return gpu
+
+
+REPAIR_HOLD_MESSAGE = (
+    "A GPU out for repair returns to service only through a passed repair-return checklist run; an admin may override."
+)
+
+
+def gpu_status_override_allowed(*, user) -> bool:
+    return user is not None and user.has_perm("fleet.override_gpu")
+
+
+def _check_status_change(*, gpu: Gpu, status: str, user, source: str) -> bool:
+    """Validate a status change; return whether it is an admin's override of the repair hold."""
+    if status not in Gpu.Status.values:
+        choices = ", ".join(Gpu.Status.values)
+        raise InvalidInput("invalid status", field_errors={"status": f"Unknown status {status!r} (one of {choices})."})
+    if source not in GpuStatusChange.Source.values:
+        raise InvalidInput("invalid source", field_errors={"source": f"Unknown source {source!r}."})
+    returning = gpu.status == Gpu.Status.OUT_FOR_REPAIR and status == Gpu.Status.IN_SERVICE
+    if not returning or source == GpuStatusChange.Source.CHECKLIST:
+        return False
+    if gpu_status_override_allowed(user=user):
+        return True
+    raise Conflict(REPAIR_HOLD_MESSAGE, field_errors={"status": REPAIR_HOLD_MESSAGE})
+
+
+@transaction.atomic
+def gpu_status_set(
+    *,
+    gpu: Gpu,
+    status: str,
+    user=None,
+    reason: str = "",
+    source: str = GpuStatusChange.Source.PORTAL,
+    at: dt.datetime | None = None,
+) -> GpuStatusChange | None:
+    """Set a GPU's status and keep the change (time, user, from/to, reason, source) in its history.
+
+    The one path every status change takes (forms, API, admin, checklists). A GPU out for repair
+    returns to in_service only with source="checklist" (a passed repair_return run); an admin
+    (fleet.override_gpu) may do it from elsewhere, recorded as an override; anyone else gets
+    Conflict. Setting the status it already has changes nothing and returns None.
+    """
+    # The row itself, locked: two concurrent changes must not both read the same "from".
+    current = Gpu.objects.select_for_update().only("status").get(pk=gpu.pk).status
+    gpu.status = current
+    if status == current:
+        return None
+    override = _check_status_change(gpu=gpu, status=status, user=user, source=source)
+    at = at or timezone.now()
+    gpu.status = status
+    gpu.save(update_fields=["status"])  # a save, so the audit trail has it too
+    user = user if getattr(user, "is_authenticated", False) else None
+    return GpuStatusChange.objects.create(
+        gpu=gpu, changed_at=at, from_status=current, to_status=status, changed_by=user,
+        source=source, reason=reason[:2000], override=override,
+    )  # fmt: skip
+
+
+def gpu_status_history_start(
+    *, gpu: Gpu, user=None, source: str = GpuStatusChange.Source.REGISTRATION, reason: str = ""
+) -> None:
+    """The first history row of a GPU just registered (its status as of its registration)."""
+    user = user if getattr(user, "is_authenticated", False) else None
+    GpuStatusChange.objects.create(
+        gpu=gpu, changed_at=gpu.created_at or timezone.now(), from_status="", to_status=gpu.status,
+        changed_by=user, source=source, reason=reason or "Registered.",
+    )  # fmt: skip
 
 
 @transaction.atomic
@@ -306,7 +383,7 @@ def gpu_inventory_sync(*, host: Host, reported: dict, existing: Gpu | None, seen
     known ones. A changed VBIOS becomes a firmware-update record."""
     values = {column: reported[name] for name, column in AGENT_GPU_FIELDS.items() if reported.get(name) is not None}
     if existing is None:
-        return gpu_create(uuid=reported["uuid"], host=host, **values)
+        return gpu_create(uuid=reported["uuid"], host=host, source=GpuStatusChange.Source.AGENT, **values)
     changes = {name: value for name, value in values.items() if getattr(existing, name) != value}
     if not changes:
         return existing

@@ -171,7 +171,7 @@ class GpuCreateView(_ObjectFormView):
         return {"host": host} if host else {}
 
     def save(self, obj, cleaned):
-        return services.gpu_create(**cleaned)
+        return services.gpu_create(user=self.request.user, **cleaned)
 
 
 class GpuEditView(_ObjectFormView):
@@ -185,7 +185,7 @@ class GpuEditView(_ObjectFormView):
         return f"Edit GPU {obj}"
 
     def save(self, obj, cleaned):
-        return services.gpu_update(gpu=Gpu.objects.get(pk=obj.pk), **cleaned)
+        return services.gpu_update(gpu=Gpu.objects.get(pk=obj.pk), user=self.request.user, **cleaned)
 
 
 class _DeleteView(Permission, View):
