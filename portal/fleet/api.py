@@ -158,16 +158,23 @@ def records_create(request, payload: RecordIn):
     return Status(201, MaintenanceRecord.objects.select_related("host", "gpu").get(pk=record.pk))
 
 
-class GpuOut(Schema):
+class GpuServiceOut(Schema):
+    """The GPU as `PATCH /gpus/{uuid}` answers it: GET's fields (less the latest reading) and the
+    service fields PATCH sets."""
+
     uuid: str
     host: str
     hostname: str
     index: int
+    model_name: str
     model: str
     serial: str
     pci_bus_id: str
     vbios_version: str
     memory_total_mib: int | None
+    power_limit_default_w: float | None
+    temp_slowdown_c: int | None
+    temp_shutdown_c: int | None
     install_date: dt.date | None
     warranty_end: dt.date | None
     status: str
@@ -228,13 +235,11 @@ def _gpu_or_404(uuid: str) -> Gpu:
     return gpu
 
 
-@router.get("/gpus/{uuid}", response={200: GpuOut, 403: ErrorOut, 404: ErrorOut})
-def gpu_detail(request, uuid: str):
-    require_perm(request, "fleet.view_gpu")
-    return _gpu_or_404(uuid)
+GPU_PATCH_RESPONSES = {200: GpuServiceOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
 
 
-@router.patch("/gpus/{uuid}", response={200: GpuOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut})
+# Registered on the telemetry router beside `GET /gpus/{uuid}` (one URL pattern answers every method
+# of a path, so both must live in one router): telemetry.api adds it with add_api_operation.
 def gpu_patch(request, uuid: str, payload: GpuPatchIn):
     """Admins and technicians. A GPU out for repair returns to in_service through a passed
     repair_return checklist run; here only an admin may do it (kept as an override), anyone else

@@ -111,18 +111,23 @@ def gpu_create(*, user=None, source: str = GpuStatusChange.Source.PORTAL, reason
 
 @transaction.atomic
 def gpu_update(*, gpu: Gpu, user=None, source: str = GpuStatusChange.Source.PORTAL, reason: str = "", **values) -> Gpu:
-    """Change a GPU's fields. A new `status` goes through gpu_status_set (history, repair rule);
-    everything is validated before anything is written."""
-    new_status = values.pop("status", gpu.status)
+    """Change a GPU's fields. A new `status` follows gpu_status_set's rules and is kept in the
+    history; everything is validated before anything is written (one save, one audit entry)."""
+    new_status = values.pop("status", None)
     old_host_id = gpu.host_id
+    gpu.status = current = _locked_status(gpu)
+    changing = new_status is not None and new_status != current
+    override = _check_status_change(gpu=gpu, status=new_status, user=user, source=source) if changing else False
     _apply(gpu, values, GPU_FIELDS)
+    if changing:
+        gpu.status = new_status
     _full_clean(gpu)
     _check_gpu_thresholds(gpu)
-    if new_status != gpu.status:
-        _check_status_change(gpu=gpu, status=new_status, user=user, source=source)
     gpu.save()
-    if new_status != gpu.status:
-        gpu_status_set(gpu=gpu, status=new_status, user=user, reason=reason, source=source)
+    if changing:
+        _status_change_write(
+            gpu=gpu, from_status=current, user=user, reason=reason, source=source, override=override, at=None
+        )
     host_inventory_changed(host_ids={old_host_id, gpu.host_id})
     return gpu
 
@@ -168,19 +173,29 @@ def gpu_status_set(
     (fleet.override_gpu) may do it from elsewhere, recorded as an override; anyone else gets
     Conflict. Setting the status it already has changes nothing and returns None.
     """
-    # The row itself, locked: two concurrent changes must not both read the same "from".
-    current = Gpu.objects.select_for_update().only("status").get(pk=gpu.pk).status
-    gpu.status = current
+    gpu.status = current = _locked_status(gpu)
     if status == current:
         return None
     override = _check_status_change(gpu=gpu, status=status, user=user, source=source)
-    at = at or timezone.now()
     gpu.status = status
     gpu.save(update_fields=["status"])  # a save, so the audit trail has it too
-    user = user if getattr(user, "is_authenticated", False) else None
+    return _status_change_write(
+        gpu=gpu, from_status=current, user=user, reason=reason, source=source, override=override, at=at
+    )
+
+
+def _locked_status(gpu: Gpu) -> str:
+    """The GPU's stored status, its row locked: two concurrent changes never read the same "from"."""
+    return Gpu.objects.select_for_update().only("status").get(pk=gpu.pk).status
+
+
+def _status_change_write(
+    *, gpu: Gpu, from_status: str, user, reason: str, source: str, override: bool, at: dt.datetime | None
+) -> GpuStatusChange:
     return GpuStatusChange.objects.create(
-        gpu=gpu, changed_at=at, from_status=current, to_status=status, changed_by=user,
-        source=source, reason=reason[:2000], override=override,
+        gpu=gpu, changed_at=at or timezone.now(), from_status=from_status, to_status=gpu.status,
+        changed_by=user if getattr(user, "is_authenticated", False) else None,
+        source=source, reason=(reason or "")[:2000], override=override,
     )  # fmt: skip
 
 

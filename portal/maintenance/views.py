@@ -10,7 +10,7 @@ from django.views import View
 
 from portal.core.errors import Conflict, InvalidInput
 from portal.core.forms import add_application_error
-from portal.maintenance import selectors, services
+from portal.maintenance import selectors, services, xid_catalog
 from portal.maintenance.forms import (
     AssignForm,
     CommentForm,
@@ -66,7 +66,8 @@ class TicketDetailView(Permission, View):
         return render(request, "maintenance/ticket_detail.html", {
             "ticket": ticket, "chart": selectors.ticket_chart(ticket=ticket), "rule": RULES.get(ticket.rule),
             "transitions": sorted(services.tickets.TRANSITIONS[ticket.state]), "assign_form": AssignForm(),
-            "comment_form": CommentForm(),
+            "comment_form": CommentForm(), "xid_guidance": xid_catalog.ticket_xid_guidance(ticket),
+            "xid_source_url": xid_catalog.SOURCE_URL, "xid_source_title": xid_catalog.SOURCE_TITLE,
         }, status=status)  # fmt: skip
 
     def post(self, request, pk):

@@ -8,6 +8,7 @@ from ninja.pagination import paginate
 
 from portal.core.api import Pagination, require_perm
 from portal.core.errors import InvalidInput
+from portal.fleet.api import GPU_PATCH_RESPONSES, gpu_patch
 from portal.fleet.models import Gpu
 from portal.telemetry.models import throttle_names
 from portal.telemetry.selectors import DEFAULT_METRICS, gpu_series, gpus_with_latest
@@ -68,6 +69,10 @@ def gpus_list(request, filters: Query[GpuFilter]):
 def gpu_detail(request, uuid: str):
     require_perm(request, "fleet.view_gpu")
     return get_object_or_404(gpus_with_latest(), uuid=uuid)
+
+
+# PATCH /gpus/{uuid} is fleet's (status history, repair hold); it shares GET's path, hence this router.
+router.add_api_operation("/gpus/{uuid}", ["PATCH"], gpu_patch, response=GPU_PATCH_RESPONSES, tags=["fleet"])
 
 
 class SeriesOut(Schema):
