@@ -279,11 +279,7 @@ INGEST_PARALLEL = envbool("INGEST_PARALLEL", True)
 LIVE_ENABLED = envbool("LIVE_ENABLED", True)
 LIVE_COALESCE_S = envint("LIVE_COALESCE_MS", 500) / 1000
 LIVE_FLEET_COALESCE_S = envint("LIVE_FLEET_COALESCE_MS", 200) / 1000
-LIVE_SILENT_AFTER_S = envint(
-    "LIVE_SILENT_AFTER_S", 300
-)  # no reading for this long: "silent" (as the agent_silent rule)
-LIVE_HOT_MARGIN_C = envint("LIVE_HOT_MARGIN_C", 5)  # "hot": within this of the GPU's slowdown temperature
-LIVE_HOT_DEFAULT_C = envint("LIVE_HOT_DEFAULT_C", 85)  # "hot" for GPUs that report no slowdown temperature
+# "Hot" and "silent" on the live pages are the overheat and agent_silent rules' limits in force.
 
 # Maintenance tickets (portal.maintenance): notifications and grouping.
 MAINTENANCE_NOTIFY_MIN_INTERVAL_S = envint("MAINTENANCE_NOTIFY_MIN_INTERVAL_S", 30 * 60)  # per fingerprint

@@ -17,6 +17,7 @@ urlpatterns = [
     path("audit/", include("portal.audit.urls")),
     path("account/", include("portal.accounts.urls")),
     path("tickets/", include("portal.maintenance.urls")),
+    path("live/", include("portal.live.urls")),
     path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]

@@ -1,9 +1,14 @@
 """Functions that read fleet records. List pages run a fixed number of queries whatever the
 fleet's size: every "last X" is a subquery, never a query per row."""
 
-from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
-from django.shortcuts import get_object_or_404
+import datetime as dt
+from dataclasses import dataclass, field
 
+from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from portal.fleet import pages
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 
 Kind = MaintenanceRecord.Kind
@@ -45,21 +50,6 @@ def hosts_with_derived_dates(queryset: QuerySet[Host] | None = None) -> QuerySet
         last_cleaning_at=_last_record_for_host(Kind.CLEANING),
         last_backup_at=_last_record_for_host(Kind.BACKUP),
         last_connection_check_at=_last_record_for_host(Kind.CONNECTION_CHECK),
-    )
-
-
-def fleet_overview(*, include_retired: bool = False) -> list[Host]:
-    """Hosts, each with its GPUs (their derived dates and latest reading) prefetched: two queries."""
-    hosts = Host.objects.all()
-    # The latest reading is telemetry's; joined here so the page stays at a fixed query count.
-    gpus = Gpu.objects.order_by("index").select_related("latest")
-    if not include_retired:
-        hosts = hosts.exclude(status=Host.Status.RETIRED)
-        gpus = gpus.exclude(status=Gpu.Status.RETIRED)
-    return list(
-        hosts_with_derived_dates(hosts).prefetch_related(
-            Prefetch("gpus", queryset=gpus_with_derived_dates(gpus), to_attr="listed_gpus")
-        )
     )
 
 
@@ -118,3 +108,137 @@ def fleet_search(*, query: str, limit: int = 50) -> dict:
 def gpu_status_history(*, gpu: Gpu) -> QuerySet[GpuStatusChange]:
     """The GPU's status changes, oldest first."""
     return GpuStatusChange.objects.filter(gpu=gpu).select_related("changed_by").order_by("changed_at", "id")
+
+
+# --- the fleet page at fleet size ------------------------------------------------------------
+
+HOST_TASKS = (Kind.CLEANING, Kind.BACKUP, Kind.DRIVER_UPDATE)  # what the host rows show as due or not
+
+
+@dataclass
+class Age:
+    """When a periodic task was last done, and how it stands by the schedule in force."""
+
+    moment: dt.datetime | None
+    days: int | None
+    state: str  # pages.OK, DUE, OVERDUE, NEVER, or "" (no schedule)
+
+
+def age(*, limits: pages.CareLimits, host_id: int, kind: str, moment, now: dt.datetime) -> Age:
+    days = None if moment is None else (timezone.localtime(now).date() - timezone.localtime(moment).date()).days
+    return Age(moment, days, limits.due_state(host_id=host_id, record_kind=kind, last=moment, now=now))
+
+
+@dataclass
+class HostRow:
+    id: int
+    hostname: str
+    status: str
+    status_label: str
+    location: str
+    rack: str
+    driver_version: str
+    gpus: int = 0
+    hot: int = 0
+    silent: int = 0
+    no_data: int = 0
+    open_tickets: int = 0
+    ages: dict[str, Age] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def _last_records(kinds, host_ids=None) -> dict[tuple[int, int | None, str], dt.datetime]:
+    """Newest performed_at per (host, GPU or None for whole-host records, kind): one query."""
+    records = MaintenanceRecord.objects.filter(kind__in=list(kinds))
+    if host_ids is not None:
+        records = records.filter(host_id__in=list(host_ids))
+    rows = records.values_list("host_id", "gpu_id", "kind").annotate(last=Max("performed_at")).order_by()
+    return {(host_id, gpu_id, kind): last for host_id, gpu_id, kind, last in rows}
+
+
+def fleet_summary(*, now: dt.datetime, include_retired: bool = False) -> list[HostRow]:
+    """One summary row per host, hosts that need attention first: hot and silent GPUs (judged by
+    the rules' limits for the host), overdue or due cleaning, backup and driver review, open
+    tickets. Four queries whatever the fleet size (hosts, GPUs with their latest reading, the
+    newest records by kind, the limits), plus the open-ticket counts the limits read."""
+    hosts = Host.objects.order_by("hostname")
+    gpus = Gpu.objects.filter(host__in=hosts)
+    if not include_retired:
+        hosts = hosts.exclude(status=Host.Status.RETIRED)
+        gpus = gpus.exclude(status=Gpu.Status.RETIRED).exclude(host__status=Host.Status.RETIRED)
+    labels = dict(Host.Status.choices)
+    rows = {
+        host_id: HostRow(host_id, hostname, status, labels.get(status, status), location, rack, driver)
+        for host_id, hostname, status, location, rack, driver in hosts.values_list(
+            "id", "hostname", "status", "location", "rack", "driver_version"
+        )
+    }
+    limits = pages.care_limits(host_ids=rows)
+    last = _last_records(HOST_TASKS)
+    gpu_values = gpus.values_list("host_id", "status", "temp_slowdown_c", "latest__ts", "latest__temperature_c")
+    for host_id, status, slowdown_c, ts, temperature in gpu_values:
+        row = rows[host_id]
+        row.gpus += 1
+        if status != Gpu.Status.IN_SERVICE or row.status != Host.Status.ACTIVE:
+            continue  # the rules watch GPUs in service on active hosts only
+        if ts is None:
+            row.no_data += 1
+            continue
+        silent_after = limits.silent_after_s(host_id=host_id)
+        if silent_after is not None and (now - ts).total_seconds() > silent_after:
+            row.silent += 1
+            continue
+        hot_c = limits.hot_c(host_id=host_id, slowdown_c=slowdown_c)
+        if hot_c is not None and temperature is not None and temperature >= hot_c:
+            row.hot += 1
+    # As the schedules judge it: the host's newest record of the kind, on any of its GPUs or the host.
+    host_last: dict[tuple[int, str], dt.datetime] = {}
+    for (host_id, _, kind), moment in last.items():
+        host_last[host_id, kind] = max(moment, host_last.get((host_id, kind), moment))
+    for row in rows.values():
+        for kind in HOST_TASKS:
+            row.ages[kind] = age(
+                limits=limits, host_id=row.id, kind=kind, moment=host_last.get((row.id, kind)), now=now
+            )
+        row.open_tickets = limits.open_tickets(host_id=row.id)
+        row.problems = _problems(row)
+    return sorted(rows.values(), key=lambda row: (not row.problems, row.hostname))
+
+
+_TASK_WORDS = {Kind.CLEANING: "cleaning", Kind.BACKUP: "backup", Kind.DRIVER_UPDATE: "driver review"}
+
+
+def _problems(row: HostRow) -> list[str]:
+    problems = []
+    if row.hot:
+        problems.append(f"{row.hot} hot")
+    if row.silent:
+        problems.append(f"{row.silent} silent")
+    for kind, word in _TASK_WORDS.items():
+        state = row.ages[kind].state
+        if state in (pages.OVERDUE, pages.DUE):
+            problems.append(f"{word} {state}")
+    if row.open_tickets:
+        problems.append(f"{row.open_tickets} open ticket{'s' if row.open_tickets != 1 else ''}")
+    return problems
+
+
+def host_gpu_rows(*, host: Host, now: dt.datetime, limits: pages.CareLimits) -> list[Gpu]:
+    """A host's GPUs (retired last) with their latest reading and, as attributes, `hot`, `silent`,
+    `age_s` and `ages` (cleaning and driver update by the schedules in force): one query."""
+    gpus = list(gpus_with_derived_dates(host.gpus.select_related("latest")).order_by("index"))
+    for gpu in gpus:
+        latest = gpu.latest_or_none
+        gpu.age_s = None if latest is None else max(0, int((now - latest.ts).total_seconds()))
+        silent_after = limits.silent_after_s(host_id=host.pk)
+        gpu.silent = gpu.age_s is not None and silent_after is not None and gpu.age_s > silent_after
+        hot_c = limits.hot_c(host_id=host.pk, slowdown_c=gpu.temp_slowdown_c)
+        temperature = None if latest is None else latest.temperature_c
+        gpu.hot = not gpu.silent and None not in (hot_c, temperature) and temperature >= hot_c
+        gpu.ages = {
+            "cleaning": age(limits=limits, host_id=host.pk, kind=Kind.CLEANING, moment=gpu.last_cleaning_at, now=now),
+            "driver_update": age(
+                limits=limits, host_id=host.pk, kind=Kind.DRIVER_UPDATE, moment=gpu.last_driver_update_at, now=now
+            ),
+        }
+    return gpus

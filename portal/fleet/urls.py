@@ -9,6 +9,7 @@ urlpatterns = [
     path("search/", views.SearchView.as_view(), name="search"),
     path("hosts/new/", views.HostCreateView.as_view(), name="host_create"),
     path("hosts/<str:hostname>/", views.HostDetailView.as_view(), name="host"),
+    path("hosts/<str:hostname>/gpus/", views.HostGpusView.as_view(), name="host_gpus"),
     path("hosts/<str:hostname>/edit/", views.HostEditView.as_view(), name="host_edit"),
     path("hosts/<str:hostname>/delete/", views.HostDeleteView.as_view(), name="host_delete"),
     path("hosts/<str:hostname>/records/new/", views.RecordCreateView.as_view(), name="host_record_create"),

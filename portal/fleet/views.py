@@ -3,6 +3,7 @@
 from auditlog.models import LogEntry
 from django.contrib import messages
 from django.contrib.auth.mixins import PermissionRequiredMixin
+from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -11,7 +12,7 @@ from django.views import View
 
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
-from portal.fleet import selectors, services
+from portal.fleet import pages, selectors, services
 from portal.fleet.forms import GpuForm, HostForm, record_form_class
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import KIND_SPECS
@@ -29,18 +30,44 @@ class Permission(PermissionRequiredMixin):
     raise_exception = True
 
 
+HOSTS_PER_PAGE = 200
+
+
 class FleetView(Permission, View):
+    """One summary row per host, those that need attention first; a host's GPU rows on demand
+    (HostGpusView), the heatmap's data from its own URL: the page stays small at 5,000 GPUs."""
+
     permission_required = "fleet.view_host"
 
     def get(self, request):
         include_retired = request.GET.get("retired") == "1"
-        hosts = selectors.fleet_overview(include_retired=include_retired)
-        gpu_count = sum(len(host.listed_gpus) for host in hosts)
+        attention = request.GET.get("attention") == "1"
+        now = timezone.now()
+        rows = selectors.fleet_summary(now=now, include_retired=include_retired)
+        needing = [row for row in rows if row.problems]
+        page = Paginator(needing if attention else rows, HOSTS_PER_PAGE).get_page(request.GET.get("page"))
         return render(
             request,
             "fleet/fleet.html",
-            {"hosts": hosts, "gpu_count": gpu_count, "include_retired": include_retired, "now": timezone.now()},
-        )
+            {
+                "page": page, "host_count": len(rows), "gpu_count": sum(row.gpus for row in rows),
+                "attention_count": len(needing), "attention": attention, "include_retired": include_retired,
+                "now": now, **pages.page_panels("fleet", request=request),
+            },
+        )  # fmt: skip
+
+
+class HostGpusView(Permission, View):
+    """A host's GPU rows (the fleet page fetches them when a host row is opened)."""
+
+    permission_required = "fleet.view_gpu"
+
+    def get(self, request, hostname):
+        host = get_object_or_404(Host, hostname=hostname)
+        now = timezone.now()
+        limits = pages.care_limits(host_ids=[host.pk])
+        gpus = selectors.host_gpu_rows(host=host, now=now, limits=limits)
+        return render(request, "fleet/_gpu_table.html", {"host": host, "gpus": gpus, "now": now})
 
 
 class SearchView(Permission, View):
@@ -52,7 +79,21 @@ class SearchView(Permission, View):
         if len(results["hosts"]) + len(results["gpus"]) == 1:
             only = (results["hosts"] or results["gpus"])[0]
             return redirect(only)
-        return render(request, "fleet/search.html", {"query": query, "now": timezone.now(), **results})
+        now = timezone.now()
+        limits = pages.care_limits(host_ids={gpu.host_id for gpu in results["gpus"]})
+        for gpu in results["gpus"]:
+            gpu.cleaning = selectors.age(
+                limits=limits, host_id=gpu.host_id, kind=MaintenanceRecord.Kind.CLEANING, moment=gpu.last_cleaning_at,
+                now=now,
+            )  # fmt: skip
+        return render(request, "fleet/search.html", {"query": query, "now": now, **results})
+
+
+def _ages(limits, host_id: int, now, moments: dict) -> dict:
+    return {
+        kind: selectors.age(limits=limits, host_id=host_id, kind=kind, moment=moment, now=now)
+        for kind, moment in moments.items()
+    }
 
 
 class HostDetailView(Permission, View):
@@ -60,17 +101,25 @@ class HostDetailView(Permission, View):
 
     def get(self, request, hostname):
         host = selectors.host_get(hostname=hostname)
-        gpus = selectors.gpus_with_derived_dates(host.gpus.all())
+        now = timezone.now()
+        limits = pages.care_limits(host_ids=[host.pk])
+        Kind = MaintenanceRecord.Kind
+        ages = _ages(limits, host.pk, now, {
+            Kind.CLEANING: host.last_cleaning_at, Kind.CONNECTION_CHECK: host.last_connection_check_at,
+            Kind.BACKUP: host.last_backup_at,
+        })  # fmt: skip
         return render(
             request,
             "fleet/host_detail.html",
             {
                 "host": host,
-                "gpus": gpus,
+                "ages": ages,
+                "gpus": selectors.host_gpu_rows(host=host, now=now, limits=limits),
                 "records": selectors.host_timeline(host=host)[:100],
                 "audit_entries": _audit_entries(host),
                 "kinds": MaintenanceRecord.Kind.choices,
-                "now": timezone.now(),
+                "now": now,
+                **pages.page_panels("host", request=request, host=host),
             },
         )
 
@@ -80,15 +129,24 @@ class GpuDetailView(Permission, View):
 
     def get(self, request, uuid):
         gpu = selectors.gpu_get(uuid=uuid)
+        now = timezone.now()
+        records = list(selectors.gpu_timeline(gpu=gpu)[:100])
+        Kind = MaintenanceRecord.Kind
+        ages = _ages(pages.care_limits(host_ids=[gpu.host_id]), gpu.host_id, now, {
+            Kind.CLEANING: gpu.last_cleaning_at, Kind.DRIVER_UPDATE: gpu.last_driver_update_at,
+            Kind.INSPECTION: gpu.last_inspection_at, Kind.BACKUP: gpu.last_backup_at,
+        })  # fmt: skip
         return render(
             request,
             "fleet/gpu_detail.html",
             {
                 "gpu": gpu,
-                "records": selectors.gpu_timeline(gpu=gpu)[:100],
+                "ages": ages,
+                "records": records,
                 "audit_entries": _audit_entries(gpu),
                 "kinds": [(k, label) for k, label in MaintenanceRecord.Kind.choices if k != "backup"],
-                "now": timezone.now(),
+                "now": now,
+                **pages.page_panels("gpu", request=request, gpu=gpu, records=records),
             },
         )
 

@@ -22,8 +22,25 @@ class MaintenanceConfig(AppConfig):
             enqueue.evaluation_enqueue(batch_pk=batch_pk, gpu_ids=gpu_ids)
 
         hooks.on_notifications_ready(enqueue.notifications_enqueue)
+        _fleet_pages()
 
         post_save.connect(_record_saved, sender=MaintenanceRecord, dispatch_uid="maintenance.record_saved")
+
+
+def _fleet_pages():
+    """Fleet's pages colour values by the rules' limits and list the open tickets (fleet.pages)."""
+    from portal.fleet import pages
+    from portal.maintenance import selectors
+
+    pages.on_care_limits(selectors.RuleCareLimits.for_hosts)
+
+    @pages.on_page("host", "maintenance")
+    def _host_tickets(*, host, **context):
+        return {"open_ticket_list": selectors.open_tickets_for(host=host)}
+
+    @pages.on_page("gpu", "maintenance")
+    def _gpu_tickets(*, gpu, **context):
+        return {"open_ticket_list": selectors.open_tickets_for(gpu=gpu)}
 
 
 def _record_saved(sender, instance, created, raw=False, **kwargs):

@@ -7,8 +7,12 @@ import datetime as dt
 
 from django.db.models import Count, QuerySet
 
+from portal.fleet.pages import DUE, NEVER, OK, OVERDUE, CareLimits
 from portal.maintenance.models import Severity, Ticket
-from portal.maintenance.rules import RULES
+from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
+from portal.maintenance.services.config import RuleParams
+
+OVERHEAT = RULES["overheat"]
 
 SORTS = {
     "last_seen": "-last_seen", "first_seen": "-first_seen", "severity": "severity_rank", "occurrences": "-occurrences",
@@ -82,3 +86,45 @@ def open_ticket_counts() -> dict[str, int]:
     rows = Ticket.objects.filter(state__in=Ticket.OPEN_STATES).values_list("severity").annotate(n=Count("id"))
     counts.update(dict(rows))
     return counts
+
+
+class RuleCareLimits(CareLimits):
+    """Fleet's page limits from the rule configuration in force (fleet rows and host overrides),
+    the same numbers the rules open tickets by: one query for the configuration, one for the
+    open-ticket counts when a page asks for them."""
+
+    def __init__(self, params: RuleParams | None = None):
+        self._params = params or RuleParams()
+        self._open: dict[int, int] | None = None
+
+    @classmethod
+    def for_hosts(cls, *, host_ids) -> RuleCareLimits:
+        return cls()
+
+    def hot_c(self, *, host_id: int, slowdown_c: int | None) -> float | None:
+        enabled, params = self._params.get(OVERHEAT.key, host_id)
+        return OVERHEAT.open_at_c(slowdown_c=slowdown_c, params=params) if enabled else None
+
+    def silent_after_s(self, *, host_id: int) -> float | None:
+        enabled, params = self._params.get(AGENT_SILENT.key, host_id)
+        return AGENT_SILENT.silent_after_s(params) if enabled else None
+
+    def due_state(self, *, host_id: int, record_kind: str, last: dt.datetime | None, now: dt.datetime) -> str:
+        schedule = _SCHEDULE_BY_KIND.get(record_kind)
+        if last is None:
+            return NEVER
+        if schedule is None:
+            return ""
+        enabled, params = self._params.get(schedule.key, host_id)
+        if not enabled:
+            return ""
+        return (OK, DUE, OVERDUE)[schedule.level(since=last, now=now, params=params)]
+
+    def open_tickets(self, *, host_id: int) -> int:
+        if self._open is None:
+            rows = Ticket.objects.filter(state__in=Ticket.OPEN_STATES).values_list("host_id").annotate(n=Count("id"))
+            self._open = dict(rows)
+        return self._open.get(host_id, 0)
+
+
+_SCHEDULE_BY_KIND = {schedule.record_kind: schedule for schedule in SCHEDULES}

@@ -7,7 +7,15 @@ from django.db.models import QuerySet
 
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
-from portal.telemetry.models import READING_METRICS, ROLLUP_METRICS, Reading, Rollup1h, Rollup1m, throttle_names
+from portal.telemetry.models import (
+    READING_METRICS,
+    ROLLUP_METRICS,
+    HostToken,
+    Reading,
+    Rollup1h,
+    Rollup1m,
+    throttle_names,
+)
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
@@ -86,3 +94,7 @@ def _round(value):
 def gpus_with_latest(queryset: QuerySet[Gpu] | None = None) -> QuerySet[Gpu]:
     queryset = Gpu.objects.all() if queryset is None else queryset
     return queryset.select_related("host", "latest")
+
+
+def host_tokens(*, host) -> list[HostToken]:
+    return list(HostToken.objects.filter(host=host).select_related("created_by"))

@@ -1,23 +1,45 @@
 /* Fleet page: a live heatmap of every GPU's temperature grouped by host, and the status tiles
-   (hot, throttling, silent). Points from /ws/live/fleet/; click a cell to open that GPU. */
+   (hot, throttling, silent). The starting state comes from the URL in data-state-url (rows in
+   the server's "fields" order; "hot" and "silent" are the rules' limits for each GPU's host),
+   then points from /ws/live/fleet/; click a cell to open that GPU. */
 (function () {
   "use strict";
   const Live = window.PortalLive;
-  const fleet = Live.readJson("live-fleet-state");
   const el = document.getElementById("fleet-heatmap");
-  if (!fleet || !el || !window.Plotly) return;
+  if (!el || !window.Plotly) return;
+  const stateUrl = el.dataset.stateUrl;
 
+  function loadState() {
+    return fetch(stateUrl, { credentials: "same-origin" }).then(function (r) { return r.ok ? r.json() : null; });
+  }
+
+  function gpuObjects(state) {
+    return state.gpus.map(function (row) {
+      const gpu = {};
+      state.fields.forEach(function (name, i) { gpu[name] = row[i]; });
+      gpu.url = state.gpu_url.replace("UUID", gpu.uuid);
+      return gpu;
+    });
+  }
+
+  loadState().then(function (state) { if (state) start(state); }).catch(function () {});
+
+  function start(fleet) {
+  fleet.gpus = gpuObjects(fleet);
   // Server and browser clocks may differ; judge "silent" on the server's clock.
   const skew = Date.now() - fleet.now;
   const byId = new Map(fleet.gpus.map(function (gpu) { return [gpu.id, gpu]; }));
   const hosts = [];
-  fleet.gpus.forEach(function (gpu) { if (hosts.indexOf(gpu.host) < 0) hosts.push(gpu.host); });
+  const hostRow = new Map();
+  fleet.gpus.forEach(function (gpu) {
+    if (!hostRow.has(gpu.host)) { hostRow.set(gpu.host, hosts.length); hosts.push(gpu.host); }
+  });
   const columns = Math.max(1, 1 + Math.max.apply(null, fleet.gpus.map(function (gpu) { return gpu.index; }).concat([0])));
   let queued = false;
 
   function isSilent(gpu) {
     // A GPU that never reported has no agent yet: "no data", not "silent".
-    return gpu.ts != null && Date.now() - skew - gpu.ts > fleet.silent_after_s * 1000;
+    return gpu.ts != null && gpu.silent_after_s != null && Date.now() - skew - gpu.ts > gpu.silent_after_s * 1000;
   }
 
   function grid() {
@@ -25,7 +47,7 @@
     const text = hosts.map(function () { return new Array(columns).fill(""); });
     const custom = hosts.map(function () { return new Array(columns).fill(null); });
     fleet.gpus.forEach(function (gpu) {
-      const row = hosts.indexOf(gpu.host);
+      const row = hostRow.get(gpu.host);
       const silent = isSilent(gpu);
       z[row][gpu.index] = silent ? null : gpu.temperature_c;
       text[row][gpu.index] = gpu.ts == null ? "no data" : silent ? "silent" : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
@@ -47,7 +69,7 @@
       colorbar: { title: { text: "°C" }, thickness: 12, len: 1 },
     };
     const layout = {
-      height: Math.max(170, 70 + hosts.length * 34),
+      height: Math.max(170, 70 + hosts.length * (hosts.length > 40 ? 16 : 34)),
       margin: { l: 110, r: 10, t: 8, b: 28 },
       xaxis: { side: "bottom", fixedrange: true },
       yaxis: { autorange: "reversed", fixedrange: true, automargin: true },
@@ -85,7 +107,7 @@
 
   function renderTiles() {
     const live = fleet.gpus.filter(function (gpu) { return !isSilent(gpu); });
-    tile("hot", live.filter(function (gpu) { return gpu.temperature_c != null && gpu.temperature_c >= gpu.hot_c; })
+    tile("hot", live.filter(function (gpu) { return gpu.temperature_c != null && gpu.hot_c != null && gpu.temperature_c >= gpu.hot_c; })
       .sort(function (a, b) { return b.temperature_c - a.temperature_c; }), "is-bad");
     tile("throttling", live.filter(function (gpu) { return gpu.throttle_reasons != null && (gpu.throttle_reasons & fleet.throttling_mask) !== 0; }), "is-warn");
     tile("silent", fleet.gpus.filter(isSilent), "is-warn");
@@ -119,19 +141,16 @@
     onMessage: function (message) { if (message.kind === "points") apply(Live.pointObjects(message)); },
     onOpen: function (reconnected) {
       // The heatmap shows each GPU's newest value only, so after a gap it is enough to refresh
-      // from the API's latest readings.
+      // from the state URL again.
       if (!reconnected) return;
-      fetch("/api/v1/gpus?limit=1000", { credentials: "same-origin" }).then(function (r) { return r.ok ? r.json() : null; })
-        .then(function (body) {
-          if (!body) return;
-          const byUuid = new Map((body.items || []).map(function (item) { return [item.uuid, item]; }));
-          fleet.gpus.forEach(function (gpu) {
-            const item = byUuid.get(gpu.uuid);
-            if (!item || !item.latest) return;
-            const ts = Date.parse(item.latest.ts);
-            if (gpu.ts == null || ts > gpu.ts) {
-              gpu.ts = ts;
-              gpu.temperature_c = item.latest.temperature_c;
+      loadState().then(function (state) {
+          if (!state) return;
+          gpuObjects(state).forEach(function (fresh) {
+            const gpu = byId.get(fresh.id);
+            if (!gpu || fresh.ts == null) return;
+            if (gpu.ts == null || fresh.ts > gpu.ts) {
+              gpu.ts = fresh.ts;
+              gpu.temperature_c = fresh.temperature_c;
             }
           });
           scheduleRender();
@@ -139,4 +158,5 @@
     },
   });
   setInterval(scheduleRender, 5000);  // silence is a matter of time passing
+  }
 })();

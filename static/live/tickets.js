@@ -55,13 +55,6 @@
       document.querySelectorAll("[data-ticket-count]").forEach(function (cell) {
         if (!(cell.dataset.ticketCount in event.open_counts)) cell.textContent = "0";
       });
-      const placeholder = document.querySelector("[data-ticket-placeholder]");
-      if (placeholder) {
-        placeholder.nextElementSibling.remove();  // the "appear when ticketing is set up" note
-        placeholder.remove();
-      }
-      const counts = document.querySelector(".severity-counts");
-      if (counts) counts.hidden = false;
     }
   }
 

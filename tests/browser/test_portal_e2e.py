@@ -19,15 +19,21 @@ def test_fleet_page_shows_the_seeded_hosts(page, portal_server, login, screensho
     login(page, "admin", portal_server.credentials["admin"])
     page.goto("/")
     expect(page.locator("h1")).to_contain_text("3 hosts, 12 GPUs")
-    expect(page.locator("section.host-card h2 a")).to_have_text(SEEDED_HOSTS)
-    expect(page.locator("#host-ws-lab-03 .age-never")).to_have_count(4)  # the workstation was never cleaned
+    expect(page.locator("#fleet-hosts tr.host-row")).to_have_count(len(SEEDED_HOSTS))
+    for hostname in SEEDED_HOSTS:
+        expect(page.locator(f"#host-{hostname} td a").first).to_have_text(hostname)
+    page.locator("#host-ws-lab-03 summary").click()  # its GPU rows, fetched on demand
+    gpus = page.locator("#host-ws-lab-03 + tr.host-gpus table.gpus tbody tr")
+    expect(gpus).to_have_count(4)
+    expect(gpus.locator(".age-never")).to_have_count(4)  # the workstation was never cleaned
     screenshot(page, "fleet.png")
 
 
 def test_add_cleaning_record_on_a_gpu(page, portal_server, login, screenshot):
     login(page, "admin", portal_server.credentials["admin"])
     page.goto("/")
-    page.locator("#host-ws-lab-03 table.gpus tbody tr").first.locator("a").first.click()
+    page.locator("#host-ws-lab-03 summary").click()
+    page.locator("#host-ws-lab-03 + tr.host-gpus table.gpus tbody tr").first.locator("a").first.click()
     expect(page.locator(".crumbs")).to_contain_text("ws-lab-03 › GPU 0")
     care = page.locator("dl.details", has_text="Last cleaning")
     expect(care.locator("dt:text('Last cleaning') + dd")).to_have_text("never")
@@ -60,7 +66,9 @@ def test_add_cleaning_record_on_a_gpu(page, portal_server, login, screenshot):
 
     # The other GPUs of the host were not cleaned by it; the server's database agrees.
     page.goto("/")
-    expect(page.locator("#host-ws-lab-03 .age-never")).to_have_count(3)
+    page.locator("#host-ws-lab-03 summary").click()
+    cleanings = page.locator("#host-ws-lab-03 + tr.host-gpus table.gpus tbody tr td:nth-child(6)")
+    expect(cleanings.locator(".age-never")).to_have_count(3)
     count = (
         "from portal.fleet.models import MaintenanceRecord as R; print(R.objects.filter("
         "kind='cleaning', gpu__host__hostname='ws-lab-03', recorded_by__username='admin').count())"
@@ -77,7 +85,7 @@ def test_phone_sized_fleet_page_does_not_overflow(browser, portal_server, login,
         page = context.new_page()
         login(page, "viewer", portal_server.credentials["viewer"])
         page.goto("/")
-        expect(page.locator("section.host-card")).to_have_count(3)
+        expect(page.locator("#fleet-hosts tr.host-row")).to_have_count(3)
         widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
         screenshot(page, "fleet-phone.png")
         assert widths[0] <= widths[1], f"page is {widths[0]} px wide in a {widths[1]} px viewport"
@@ -94,3 +102,25 @@ def test_login_redirects_back_to_next(page, portal_server, login):
     page.click("button[type=submit]")
     expect(page).to_have_url(re.compile(r"/audit/$"))
     expect(page.locator("table.audit tbody tr").first).to_be_visible()
+
+
+def test_fleet_page_needs_attention_filter_and_gpu_rows_on_demand(page, portal_server, login, screenshot):
+    login(page, "viewer", portal_server.credentials["viewer"])
+    page.goto("/")
+    rows = page.locator("#fleet-hosts tr.host-row")
+    attention = page.locator("#fleet-hosts tr.host-row.attention")
+    needing = attention.count()
+    # hosts that need attention come first, each with its problems named
+    for position in range(needing):
+        expect(rows.nth(position)).to_have_class(re.compile(r"\battention\b"))
+        expect(rows.nth(position).locator(".problem").first).to_be_visible()
+    expect(page.locator("tr.host-gpus")).to_have_count(0)  # no GPU rows until asked
+    page.locator("#attention-filter").click()
+    expect(page.locator("#fleet-hosts tr.host-row")).to_have_count(needing)
+    page.goto("/")
+    page.locator("#host-dgx-01 summary").click()
+    expect(page.locator("#host-dgx-01 + tr.host-gpus table.gpus tbody tr").first).to_be_visible()
+    page.locator("#host-dgx-01 summary").click()
+    expect(page.locator("#host-dgx-01 + tr.host-gpus")).to_be_hidden()
+    page.locator("#host-dgx-01 summary").click()
+    screenshot(page, "fleet-gpus-open.png")

@@ -62,10 +62,21 @@ def test_other_kinds_are_not_cleanings():
 
 
 def gpu_row(html, gpu):
-    rows = re.findall(r"<tr>.*?</tr>", html, re.S)
+    rows = re.findall(r"<tr[^>]*>.*?</tr>", html, re.S)
     matching = [row for row in rows if f'href="{gpu.get_absolute_url()}"' in row]
     assert len(matching) == 1, f"no single row for {gpu.uuid}"
     return matching[0]
+
+
+def gpu_rows(client, host) -> str:
+    """The GPU rows the fleet page fetches when a host row is opened."""
+    response = client.get(f"/hosts/{host.hostname}/gpus/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def host_order(html) -> list[str]:
+    return re.findall(r'<tr class="host-row[^"]*" id="host-([^"]+)"', html)
 
 
 def test_fleet_page_shows_last_cleaning(client_for, viewer):
@@ -77,25 +88,90 @@ def test_fleet_page_shows_last_cleaning(client_for, viewer):
     )
     RecordFactory(gpu=cleaned, performed_at=days_ago(12))
     RecordFactory(gpu=None, host=host_cleaned.host, performed_at=days_ago(100))
-    response = client_for(viewer).get("/")
+    client = client_for(viewer)
+    response = client.get("/")
     assert response.status_code == 200
     html = response.content.decode()
     assert "3 hosts, 3 GPUs" in html
-    row = gpu_row(html, cleaned)
+    row = gpu_row(gpu_rows(client, host), cleaned)
     assert days_ago(12).strftime("%Y-%m-%d") in row and "(12 d)" in row and "age-ok" in row
-    row = gpu_row(html, host_cleaned)
+    row = gpu_row(gpu_rows(client, host_cleaned.host), host_cleaned)
     assert days_ago(100).strftime("%Y-%m-%d") in row and "age-overdue" in row
-    assert "age-never" in gpu_row(html, never)
+    assert "age-never" in gpu_row(gpu_rows(client, never.host), never)
+    assert "cleaning overdue" in html  # dgx-02's host row: the schedule's own judgement
 
 
 def test_fleet_page_hides_retired_unless_asked(client_for, viewer):
     HostFactory(hostname="old-box", status=Host.Status.RETIRED)
     live = GpuFactory(host=HostFactory(hostname="new-box"))
-    retired_gpu = GpuFactory(host=live.host, index=5, status=Gpu.Status.RETIRED)
+    GpuFactory(host=live.host, index=5, status=Gpu.Status.RETIRED)
     html = client_for(viewer).get("/").content.decode()
-    assert "new-box" in html and "old-box" not in html and retired_gpu.get_absolute_url() not in html
+    assert "new-box" in html and "old-box" not in html and "1 host, 1 GPU" in html
     html = client_for(viewer).get("/?retired=1").content.decode()
-    assert "old-box" in html and retired_gpu.get_absolute_url() in html
+    assert "old-box" in html and "2 hosts, 2 GPUs" in html
+
+
+def _reading(gpu, *, temperature, seconds_ago=5):
+    from portal.telemetry.models import GpuLatest
+
+    now = timezone.now()
+    GpuLatest.objects.update_or_create(
+        gpu=gpu,
+        defaults={"ts": now - dt.timedelta(seconds=seconds_ago), "received_at": now, "temperature_c": temperature},
+    )
+
+
+def test_hosts_that_need_attention_come_first_and_can_be_filtered(client_for, viewer):
+    calm = GpuFactory(host=HostFactory(hostname="aa-calm"), temp_slowdown_c=87)
+    hot = GpuFactory(host=HostFactory(hostname="zz-hot"), temp_slowdown_c=87)
+    silent = GpuFactory(host=HostFactory(hostname="mm-silent"), temp_slowdown_c=87)
+    for gpu in (calm, hot, silent):
+        RecordFactory(gpu=None, host=gpu.host, kind="backup", dust_level="", backup_content="both",
+                      destination="nas:/b", verified=True, performed_at=days_ago(1))  # fmt: skip
+        RecordFactory(gpu=gpu, performed_at=days_ago(1))
+        RecordFactory(gpu=gpu, kind="driver_update", dust_level="", from_version="550", to_version="560",
+                      performed_at=days_ago(1))  # fmt: skip
+    _reading(calm, temperature=60)
+    _reading(hot, temperature=82)  # overheat opens at slowdown − 5 = 82 °C
+    _reading(silent, temperature=60, seconds_ago=301)  # agent_silent: 300 s
+    client = client_for(viewer)
+    html = client.get("/").content.decode()
+    assert host_order(html) == ["mm-silent", "zz-hot", "aa-calm"]
+    assert "1 hot" in html and "1 silent" in html and "Needs attention (2)" in html
+    assert host_order(client.get("/?attention=1").content.decode()) == ["mm-silent", "zz-hot"]
+    assert 'class="hot"' in gpu_row(gpu_rows(client, hot.host), hot)
+    assert "latest silent" in gpu_row(gpu_rows(client, silent.host), silent)
+    assert 'class="hot"' not in gpu_row(gpu_rows(client, calm.host), calm)
+
+
+def test_an_admins_rule_override_changes_the_colours_as_it_changes_the_tickets(client_for, viewer):
+    from portal.maintenance.services.config import rule_config_set
+
+    gpu = GpuFactory(host=HostFactory(hostname="dgx-01"), temp_slowdown_c=87)
+    RecordFactory(gpu=gpu, performed_at=days_ago(12))
+    _reading(gpu, temperature=78, seconds_ago=100)
+    client = client_for(viewer)
+    row = gpu_row(gpu_rows(client, gpu.host), gpu)
+    assert "age-ok" in row and 'class="hot"' not in row and "silent" not in row
+    rule_config_set(rule="schedule_cleaning", params={"period_days": 10}, host=gpu.host)
+    rule_config_set(rule="overheat", params={"open_margin_c": 10}, host=gpu.host)  # hot from 77 °C
+    row = gpu_row(gpu_rows(client, gpu.host), gpu)
+    assert "age-overdue" in row and 'class="hot"' in row
+    rule_config_set(rule="agent_silent", params={"silent_after_s": 60})  # fleet-wide
+    row = gpu_row(gpu_rows(client, gpu.host), gpu)
+    assert "latest silent" in row and 'class="hot"' not in row
+    rule_config_set(rule="schedule_cleaning", params={}, enabled=False, host=gpu.host)
+    assert "age-overdue" not in gpu_row(gpu_rows(client, gpu.host), gpu)
+
+
+def test_gpu_rows_need_the_view_permission(client_for, outsider):
+    host = GpuFactory().host
+    assert client_for(outsider).get(f"/hosts/{host.hostname}/gpus/").status_code == 403
+    assert client_for(outsider).get("/live/fleet/state/").status_code == 403
+
+
+def test_gpu_rows_of_an_unknown_host_are_404(client_for, viewer):
+    assert client_for(viewer).get("/hosts/nope/gpus/").status_code == 404
 
 
 def make_fleet(hosts, gpus_per_host):
@@ -106,18 +182,40 @@ def make_fleet(hosts, gpus_per_host):
         for index in range(gpus_per_host):
             gpu = GpuFactory(host=host, index=index)
             RecordFactory(gpu=gpu)
+            _reading(gpu, temperature=50 + index)
 
 
-def test_fleet_page_query_count_does_not_grow_with_the_fleet(client_for, viewer, django_assert_max_num_queries):
-    client = client_for(viewer)
+# Exact query counts per page, the same for a small and a larger fleet. Each request: the session,
+# the user, the user's permissions (user and group); each HTML page also the user's roles (the
+# menu). Then the page's own, listed.
+REQUEST, HTML = 4, 1
+PAGE_QUERIES = {
+    # hosts, GPUs with their latest reading, newest records by kind, rule configuration, open
+    # tickets by host, open tickets by severity (the tile)
+    "/": REQUEST + HTML + 6,
+    # the host, the rule configuration, its GPUs with latest reading and derived dates
+    "/hosts/{host}/gpus/": REQUEST + HTML + 3,
+    # the heatmap's state: GPUs with their latest reading, the rule configuration
+    "/live/fleet/state/": REQUEST + 2,
+    # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
+    # attachments, audit entries
+    "/hosts/{host}/": REQUEST + HTML + 8,
+    # the GPU, records, their attachments, rule configuration, open tickets, audit entries
+    "/gpus/{gpu}/": REQUEST + HTML + 6,
+}
+
+
+@pytest.mark.parametrize("url", list(PAGE_QUERIES))
+def test_page_query_counts_are_exact_whatever_the_fleet_size(url, client_for, viewer, django_assert_num_queries):
     make_fleet(1, 1)
-    client.get("/")  # warm up the session and the permission cache of the first request
-    with CaptureQueriesContext(connection) as small:
-        assert client.get("/").status_code == 200
+    host, gpu = Host.objects.get(), Gpu.objects.get()
+    target = url.format(host=host.hostname, gpu=gpu.uuid)
+    client = client_for(viewer)
+    with django_assert_num_queries(PAGE_QUERIES[url]):
+        assert client.get(target).status_code == 200
     make_fleet(9, 8)
-    with django_assert_max_num_queries(len(small)):
-        response = client.get("/")
-    assert "10 hosts, 73 GPUs" in response.content.decode()
+    with django_assert_num_queries(PAGE_QUERIES[url]):
+        assert client.get(target).status_code == 200
 
 
 def test_search_query_count_does_not_grow_with_matches(client_for, viewer, django_assert_max_num_queries):

@@ -63,9 +63,14 @@ class Overheat(Rule):
         "max_gap_s": 300,
     }  # fmt: skip
 
+    @staticmethod
+    def open_at_c(*, slowdown_c: int | None, params: dict) -> float:
+        """The temperature from which the rule opens (the pages' "hot")."""
+        return (slowdown_c or params["unknown_slowdown_c"]) - params["open_margin_c"]
+
     def evaluate(self, track, gpu, rows, p, emit):
         slowdown = gpu.temp_slowdown_c or p["unknown_slowdown_c"]
-        open_at, clear_below = slowdown - p["open_margin_c"], slowdown - p["clear_margin_c"]
+        open_at, clear_below = self.open_at_c(slowdown_c=slowdown, params=p), slowdown - p["clear_margin_c"]
         escalated = track.data.get("esc", False)
         for i, row in enumerate(rows):
             temp = row[TEMP]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from .base import Rule
 
 
@@ -21,6 +23,11 @@ class AgentSilent(Rule):
     )
     defaults = {"silent_after_s": 300, "interval_s": None}
 
+    @staticmethod
+    def silent_after_s(params: dict) -> float:
+        interval = params.get("interval_s")
+        return 3 * interval if interval else params["silent_after_s"]
+
 
 class Schedule(Rule):
     """Preventive maintenance by time since the last record of `record_kind` (or since the host was
@@ -36,6 +43,16 @@ class Schedule(Rule):
         self.action = action
         self.resolved_by = (record_kind,)
         self.defaults = {"period_days": period_days, "due_before_days": due_before_days, **extra}
+
+    @staticmethod
+    def level(*, since: dt.datetime, now: dt.datetime, params: dict) -> int:
+        """0: not due, 1: due within `due_before_days`, 2: overdue (the period has passed)."""
+        period = dt.timedelta(days=params["period_days"])
+        if now >= since + period:
+            return 2
+        if now >= since + period - dt.timedelta(days=params["due_before_days"]):
+            return 1
+        return 0
 
 
 SCHEDULES: list[Schedule] = [

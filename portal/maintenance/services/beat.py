@@ -21,11 +21,6 @@ from portal.maintenance.services.evaluate import SilenceLookup, Tracks, _gpu_inf
 from portal.telemetry.models import GpuLatest, Rollup1h
 
 
-def _silent_after(params: dict) -> float:
-    interval = params.get("interval_s")
-    return 3 * interval if interval else params["silent_after_s"]
-
-
 @transaction.atomic
 def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     """Open "agent silent" for GPUs without readings for 3 × their interval, and one host ticket
@@ -47,7 +42,7 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     host_last: dict[int, dt.datetime] = {}
     for gpu_id, host_id, ts in latest:
         enabled, p = params.get(AGENT_SILENT.key, host_id)
-        silent = enabled and (now - ts).total_seconds() > _silent_after(p)
+        silent = enabled and (now - ts).total_seconds() > AGENT_SILENT.silent_after_s(p)
         per_host[host_id].append(silent)
         host_last[host_id] = max(host_last.get(host_id, ts), ts)
         track = tracks.get(AGENT_SILENT.key, host_id, gpu_id)
@@ -139,11 +134,7 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
                 continue
             since = last.get((host["id"], schedule.record_kind)) or host["created_at"]
             period = dt.timedelta(days=p["period_days"])
-            level = 0
-            if now >= since + period:
-                level = 2
-            elif now >= since + period - dt.timedelta(days=p["due_before_days"]):
-                level = 1
+            level = schedule.level(since=since, now=now, params=p)
             note = f"last {schedule.record_kind.replace('_', ' ')}: {since:%Y-%m-%d}"
             if schedule.key == "schedule_cleaning" and level < 2 and host["gpu_count"] and p.get("gpu_hours_high_load"):
                 hours = Rollup1h.objects.filter(
