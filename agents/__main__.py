@@ -14,7 +14,7 @@ from agents.agent import Agent
 from agents.collector import Collector, rfc3339
 from agents.config import Config, ConfigError, load_config
 from agents.device import DeviceClient, DeviceUnavailable, NvmlDeviceClient
-from agents.push import Backoff, Deliverer, Sender
+from agents.push import Backoff, Deliverer, MemoryQueue, Sender
 from agents.simulate import SimulatedDeviceClient, parse_scenarios
 from agents.spool import Spool
 
@@ -35,7 +35,26 @@ def open_device(config: Config) -> DeviceClient:
     return NvmlDeviceClient()
 
 
+def open_spool(config: Config) -> Spool:
+    return Spool(
+        config.spool_dir, max_bytes=int(config.spool_max_mb * 1024 * 1024), max_age_s=config.spool_max_age_hours * 3600
+    )
+
+
+def replay_rejected(config: Config) -> int:
+    spool = open_spool(config)
+    try:
+        count = spool.replay_rejected()
+    finally:
+        spool.close()
+    log.warning("%d refused batch(es) put back at the head of the queue in %s", count, spool.path)
+    print(f"{count} batch(es) put back in the queue; a running agent sends them next")
+    return 0
+
+
 def run(config: Config, stop: threading.Event) -> int:
+    if config.replay_rejected:
+        return replay_rejected(config)
     try:
         device = open_device(config)
     except (DeviceUnavailable, ValueError) as exc:
@@ -70,22 +89,31 @@ def print_batches(config: Config, collector: Collector, stop: threading.Event) -
 
 
 def push_batches(config: Config, collector: Collector, stop: threading.Event) -> int:
-    spool = Spool(
-        config.spool_dir, max_bytes=int(config.spool_max_mb * 1024 * 1024), max_age_s=config.spool_max_age_hours * 3600
-    )
+    spool = open_spool(config)
+    memory = MemoryQueue(max_bytes=int(config.memory_max_mb * 1024 * 1024))
     agent = Agent(
         collector=collector,
         hostname=config.hostname,
         spool=spool,
         batch_interval_s=config.batch_interval,
         max_batch_readings=config.max_batch_readings,
+        memory=memory,
     )
-    sender = Sender(url=config.url, token=config.token, timeout_s=config.timeout, ca_file=config.ca_file)
+    sender = Sender(
+        url=config.url,
+        token=config.token,
+        timeout_s=config.timeout,
+        ca_file=config.ca_file,
+        token_file=config.token_file,
+    )
     deliverer = Deliverer(
         spool=spool,
         sender=sender,
         backoff=Backoff(initial_s=config.backoff_initial, max_s=config.backoff_max),
         on_reject=agent.inventory_lost,
+        memory=memory,
+        max_post_readings=config.max_post_readings,
+        max_post_bytes=config.max_post_kb * 1024,
     )
     log.info(
         "agent %s on %s: every %.1f s to %s, spool %s",

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 from agents import __version__
 from agents.collector import Collector
+from agents.push import MemoryQueue
 from agents.spool import Spool
 
 log = logging.getLogger(__name__)
@@ -26,6 +29,7 @@ class Agent:
         batch_interval_s: float,
         max_batch_readings: int = 500,
         clock: Callable[[], float] = time.time,
+        memory: MemoryQueue | None = None,
     ) -> None:
         self._collector = collector
         self._hostname = hostname
@@ -33,6 +37,10 @@ class Agent:
         self._batch_interval_s = batch_interval_s
         self._max_batch_readings = max_batch_readings
         self._clock = clock
+        # Batches the spool could not take (full disk): kept here, bounded, and written (or
+        # sent) later, oldest first.
+        self.memory = memory if memory is not None else MemoryQueue()
+        self._spool_failing = False
         self._system_info = collector.system_info()
         self._pending: list[dict[str, Any]] = []
         self._window_start = clock()
@@ -88,15 +96,53 @@ class Agent:
                 batch["gpus"] = self._inventory
             batch["readings"] = chunk
             batches.append(batch)
-        self._send_inventory = False
-        if self._spool is not None:
-            for batch in batches:
-                dropped_now = self._spool.add(batch["batch_id"], encode(batch))
-                if dropped_now:
-                    log.error(
-                        "spool full: %d old batch(es) dropped; the portal hears of it in the next batch", dropped_now
-                    )
+        if self._spool is None:
+            self._send_inventory = False
+            return batches
+        for batch in batches:
+            body, has_inventory = encode(batch), "gpus" in batch
+            if not len(self.memory) and self._store(batch["batch_id"], body, has_inventory=has_inventory):
+                continue
+            if not self.memory.push(batch["batch_id"], body, has_inventory=has_inventory):
+                self._send_inventory = True
+        self._store_memory()
         return batches
+
+    def _store(self, batch_id: str, body: bytes, *, has_inventory: bool, tried: bool = False) -> bool:
+        assert self._spool is not None
+        try:
+            dropped_now = self._spool.add(batch_id, body, tried=tried)
+        except (sqlite3.Error, OSError) as exc:
+            if not self._spool_failing:
+                log.error(
+                    "cannot write to the spool %s (%s): keeping batches in memory (up to %d bytes) "
+                    "and trying again every batch",
+                    self._spool.path,
+                    exc,
+                    self.memory.max_bytes,
+                )
+            self._spool_failing = True
+            return False
+        if self._spool_failing:
+            log.warning("the spool takes batches again")
+            self._spool_failing = False
+        if has_inventory:
+            self._send_inventory = False
+        if dropped_now:
+            log.error("spool full: %d old batch(es) dropped; the portal hears of it in the next batch", dropped_now)
+        return True
+
+    def _store_memory(self) -> None:
+        """Write what waits in memory to the spool, oldest first; on failure keep it for later.
+        "Send inventory" is cleared only once a batch carrying the inventory is stored."""
+        memory = self.memory
+        with memory.lock:
+            while memory.items:
+                batch_id, stored, has_inventory, tried = memory.items[0]
+                if not self._store(batch_id, zlib.decompress(stored), has_inventory=has_inventory, tried=tried):
+                    return
+                memory.items.popleft()
+                memory.size -= len(stored)
 
 
 def encode(batch: dict[str, Any]) -> bytes:

@@ -31,13 +31,16 @@ class Config:
     interval: float = 10.0
     batch_interval: float | None = None
     max_batch_readings: int = 500
+    max_post_readings: int = 5000
+    max_post_kb: int = 1008
     spool_dir: str = "/var/lib/gpu-agent"
-    spool_max_mb: float = 64.0
-    spool_max_age_hours: float = 23.0
+    spool_max_mb: float = 256.0
+    spool_max_age_hours: float = 167.0
+    memory_max_mb: float = 16.0
     timeout: float = 10.0
     ca_file: str | None = None
-    backoff_initial: float = 1.0
-    backoff_max: float = 300.0
+    backoff_initial: float = 0.1
+    backoff_max: float = 5.0
     inventory_refresh: float = 300.0
     hostname: str | None = None
     simulate: int = 0
@@ -46,6 +49,7 @@ class Config:
     log_level: str = "INFO"
     once: bool = False
     stdout: bool = False
+    replay_rejected: bool = False
 
 
 HELP = {
@@ -55,9 +59,12 @@ HELP = {
     "interval": "seconds between two collections",
     "batch_interval": "seconds between two batches (default: --interval)",
     "max_batch_readings": "most readings in one batch",
+    "max_post_readings": "most readings in one post when a backlog is sent (the protocol allows 5,000)",
+    "max_post_kb": "largest post in KiB of JSON when a backlog is sent (the portal takes 1 MiB)",
     "spool_dir": "directory of the durable spool (SQLite)",
     "spool_max_mb": "spool size bound in MiB; past it the oldest batches are dropped",
-    "spool_max_age_hours": "batches older than this are dropped (the portal refuses readings over 24 h old)",
+    "spool_max_age_hours": "batches older than this are dropped (the portal refuses readings over 7 days old)",
+    "memory_max_mb": "when the spool cannot be written (full disk), batches are kept in memory up to this bound",
     "timeout": "HTTP timeout in seconds",
     "ca_file": "PEM file of extra CA certificates to trust (TLS verification is always on)",
     "backoff_initial": "first retry delay in seconds after a failed send",
@@ -70,8 +77,10 @@ HELP = {
     "log_level": "DEBUG, INFO, WARNING or ERROR",
     "once": "collect one batch, deliver it (or print it with --stdout) and exit",
     "stdout": "print batches as JSON on stdout instead of sending them; no network, no spool",
+    "replay_rejected": "put the batches the portal refused (spool table 'rejected') back in the queue and exit; "
+    "a running agent sends them",
 }
-FLAG_ONLY = {"once", "stdout"}
+FLAG_ONLY = {"once", "stdout", "replay_rejected"}
 
 
 def _convert(name: str, raw: Any, kind: Any, source: str) -> Any:
@@ -181,6 +190,7 @@ def finish(config: Config) -> None:
         "speed",
         "spool_max_mb",
         "spool_max_age_hours",
+        "memory_max_mb",
         "backoff_initial",
         "backoff_max",
     ):
@@ -188,7 +198,9 @@ def finish(config: Config) -> None:
             raise ConfigError(f"{name} must be positive")
     if config.simulate < 0 or config.max_batch_readings < 1:
         raise ConfigError("simulate must be >= 0 and max_batch_readings >= 1")
-    if not config.stdout:
+    if not 1 <= config.max_post_readings <= 5000 or not 64 <= config.max_post_kb <= 1024:
+        raise ConfigError("max_post_readings must be 1-5000 and max_post_kb 64-1024 (the protocol's limits)")
+    if not config.stdout and not config.replay_rejected:
         if not config.url:
             raise ConfigError(f"no portal URL: give --url or {ENV_PREFIX}URL (or --stdout to print instead)")
         if not config.token:

@@ -1,9 +1,17 @@
 """Delivery to the portal: gzip POST over urllib, and the loop that drains the spool.
 
 The portal's answer decides a batch's fate (protocol "Answers"): 2xx done; 5xx, 429 or no
-answer: the same batch again later, with exponential backoff and jitter; any other 4xx: it
-will never be accepted, so it is set aside and the agent moves on. 3xx is a misconfigured URL:
-retried (and logged) so no data is lost while someone fixes the configuration.
+answer: the same batch again later, with a short exponential backoff and jitter (from 0.1 s,
+capped at 5 s as Prometheus' default, Retry-After honoured), as Prometheus' remote write does. A backlog leaves packed
+into large posts (the spool merges untried batches up to the protocol's limits before sending).
+
+Some refusals are fixed by a person within hours, not by changing the batch: a revoked or
+rotated token (401), a GPU moved to another host (403), a skewed clock (400 on timestamps), or an
+answer that is not the portal's own (a 400 from Django's host check for a mistyped
+ALLOWED_HOSTS, a proxy's 404, a 3xx for a wrong URL). Those are "held": the batch stays at the
+head of the queue and is retried slowly (30 s, up to 10 min), logged at ERROR every time. Any
+other 4xx is the portal's verdict on that batch: a merged batch is cut in two to find the
+refused part, a single one is set aside (`python -m agents --replay-rejected` puts it back).
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -24,7 +34,7 @@ from typing import Literal
 
 from agents import __version__
 from agents.collector import rfc3339
-from agents.spool import Spool
+from agents.spool import MAX_POST_BYTES, MAX_POST_READINGS, Spool
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +50,7 @@ def ingest_url(base: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SendResult:
-    outcome: Literal["done", "retry", "reject"]
+    outcome: Literal["done", "retry", "hold", "reject"]
     status: int | None
     detail: str
     retry_after: float | None = None
@@ -67,10 +77,46 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def classify_refusal(status: int, detail: str) -> Literal["retry", "hold", "reject"]:
+    """What a 3xx/4xx/5xx means for the batch (see the module docstring)."""
+    if status == 429 or status == 408 or status >= 500:
+        return "retry"
+    if status < 400 or status in (401, 403):  # 3xx: a wrong URL (http for https, a moved portal)
+        return "hold"
+    try:
+        payload = json.loads(detail)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict) or "error" not in payload:
+        # Not the portal's answer about this batch: Django's host check, a proxy, a wrong path.
+        return "hold"
+    locs = [str(item.get("loc", "")) for item in payload.get("detail") or [] if isinstance(item, dict)]
+    if status == 400 and locs and all(loc.endswith(".ts") for loc in locs):
+        return "hold"  # timestamps out of the window: a clock (ours or the portal's) is off
+    return "reject"
+
+
+HOLD_HINTS = {
+    401: "the host token is revoked or rotated: put the new one in GPU_AGENT_TOKEN or the token file",
+    403: "a GPU or this host name belongs to another host at the portal: an admin must move it",
+    400: "timestamps outside the portal's window: check this host's clock (NTP) and the portal's, "
+    "or the portal's ALLOWED_HOSTS if the answer is not JSON",
+}
+
+
 class Sender:
-    def __init__(self, *, url: str, token: str, timeout_s: float = 10.0, ca_file: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        url: str,
+        token: str,
+        timeout_s: float = 10.0,
+        ca_file: str | None = None,
+        token_file: str | None = None,
+    ) -> None:
         self.url = ingest_url(url)
         self._token = token
+        self._token_file = token_file
         self._timeout_s = timeout_s
         handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
         if self.url.startswith("https:"):
@@ -96,12 +142,28 @@ class Sender:
         except urllib.error.HTTPError as exc:
             status = exc.code
             detail = _read_detail(exc)
-            if status == 429 or status >= 500 or status < 400:
-                return SendResult("retry", status, detail, parse_retry_after(exc.headers.get("Retry-After")))
-            return SendResult("reject", status, detail)
+            outcome = classify_refusal(status, detail)
+            if outcome == "hold" and status == 401 and self._reread_token():
+                outcome = "retry"  # a rotated token: the file already holds the new one
+            return SendResult(outcome, status, detail, parse_retry_after(exc.headers.get("Retry-After")))
         except (OSError, urllib.error.URLError, ValueError) as exc:
             # Connection refused, reset, DNS, TLS, timeout (socket.timeout is an OSError).
             return SendResult("retry", None, f"{type(exc).__name__}: {exc}")
+
+    def _reread_token(self) -> bool:
+        if not self._token_file:
+            return False
+        try:
+            with open(self._token_file, encoding="utf-8") as handle:
+                token = handle.read().strip()
+        except OSError as exc:
+            log.error("re-reading the token file %s failed: %s", self._token_file, exc)
+            return False
+        if not token or token == self._token:
+            return False
+        log.warning("the token file %s holds a new token; using it", self._token_file)
+        self._token = token
+        return True
 
 
 def _read_detail(exc: urllib.error.HTTPError) -> str:
@@ -115,7 +177,7 @@ class Backoff:
     """Exponential backoff with "equal jitter": half the step fixed, half random, so that many
     hosts coming back after an outage spread out, yet none retries almost at once."""
 
-    def __init__(self, *, initial_s: float = 1.0, max_s: float = 300.0, rng: random.Random | None = None) -> None:
+    def __init__(self, *, initial_s: float = 0.1, max_s: float = 5.0, rng: random.Random | None = None) -> None:
         self.initial_s = initial_s
         self.max_s = max_s
         self.failures = 0
@@ -139,8 +201,65 @@ def with_sent_at(body: bytes, now: float) -> bytes:
     return json.dumps(batch, separators=(",", ":")).encode()
 
 
+def _refused_in_readings(result: SendResult) -> bool:
+    """Too large, or refused for some of its readings (not its host or inventory, which every
+    piece would carry): cutting it in two can save the rest."""
+    if result.status == 413:
+        return True
+    try:
+        detail = json.loads(result.detail).get("detail") or []
+        locs = [str(item["loc"]) for item in detail]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return False
+    return bool(locs) and all(loc.startswith("readings.") for loc in locs)
+
+
+class MemoryQueue:
+    """Batches that could not be written to the spool (a full or broken disk), oldest first,
+    bounded in bytes (compressed); shared by the collecting thread and the sender."""
+
+    def __init__(self, *, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()
+        # [batch_id, compressed body, has inventory, tried (may have reached the portal)]
+        self.items: deque[list] = deque()
+        self.size = 0
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def push(self, batch_id: str, body: bytes, *, has_inventory: bool) -> bool:
+        """Keep a batch; returns False if an older one carrying the inventory had to go."""
+        item = [batch_id, zlib.compress(body, 6), has_inventory, False]
+        lost_inventory = False
+        with self.lock:
+            self.items.append(item)
+            self.size += len(item[1])
+            while self.size > self.max_bytes and len(self.items) > 1:
+                old = self.items.popleft()
+                self.size -= len(old[1])
+                self.dropped += 1
+                lost_inventory |= old[2]
+                log.error("memory queue over %d bytes: dropped batch %s", self.max_bytes, old[0])
+        return not lost_inventory
+
+    def head(self) -> tuple[str, bytes] | None:
+        with self.lock:
+            if not self.items:
+                return None
+            self.items[0][3] = True
+            return self.items[0][0], zlib.decompress(self.items[0][1])
+
+    def discard(self, batch_id: str) -> None:
+        with self.lock:
+            if self.items and self.items[0][0] == batch_id:
+                old = self.items.popleft()
+                self.size -= len(old[1])
+
+
 class Deliverer:
-    """Drains the spool, oldest first, one batch at a time; runs in its own thread."""
+    """Drains the spool, oldest first, in posts as large as the protocol allows; runs in its own thread."""
 
     def __init__(
         self,
@@ -148,18 +267,27 @@ class Deliverer:
         spool: Spool,
         sender: Sender,
         backoff: Backoff,
+        hold_backoff: Backoff | None = None,
         on_reject: Callable[[str], None] | None = None,
         idle_wait_s: float = 1.0,
         clock: Callable[[], float] = time.time,
+        memory: MemoryQueue | None = None,
+        max_post_readings: int = MAX_POST_READINGS,
+        max_post_bytes: int = MAX_POST_BYTES,
     ) -> None:
         self._spool = spool
         self._sender = sender
         self._backoff = backoff
+        self._hold_backoff = hold_backoff or Backoff(initial_s=30.0, max_s=600.0)
         self._on_reject = on_reject
         self._idle_wait_s = idle_wait_s
         self._clock = clock
+        self._memory = memory
+        self.max_post_readings = max_post_readings
+        self.max_post_bytes = max_post_bytes
         self.wake = threading.Event()
-        self.delivered = 0
+        self.delivered = 0  # batches the portal accepted (a merged post counts once)
+        self.posts = 0
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -186,22 +314,40 @@ class Deliverer:
         return self._spool.oldest() is None
 
     def step(self) -> float | None:
-        """Try the oldest batch once. None: spool empty; else seconds to wait before the next try."""
+        """Try the oldest batch once. None: nothing to send; else seconds to wait before the next try."""
         self._spool.enforce_bounds()
-        batch = self._spool.oldest()
+        # Merged (if it can be) and marked as tried, durably, before it leaves: a retry after
+        # a timeout is the very same batch.
+        batch = self._spool.next_to_send(max_readings=self.max_post_readings, max_bytes=self.max_post_bytes)
         if batch is None:
-            return None
+            return self._step_memory()
+        self.posts += 1
         result = self._sender.send(with_sent_at(batch.body, self._clock()))
         if result.outcome == "done":
             self._spool.remove(batch.id)
             self._backoff.reset()
+            self._hold_backoff.reset()
             self.delivered += 1
-            log.debug("batch %s delivered (%s)", batch.batch_id, result.status)
+            log.debug("batch %s delivered (%s, %d part(s))", batch.batch_id, result.status, batch.parts)
             return 0.0
         if result.outcome == "reject":
+            # The portal refused it whole, so stored nothing of it: a batch of several parts is
+            # cut in two (new batch_ids) until the refused part stands alone; the rest goes on.
+            if result.status == 413:
+                self.max_post_bytes = max(64 * 1024, min(self.max_post_bytes, len(batch.body)) // 2)
+            if _refused_in_readings(result) and self._spool.split(batch.id):
+                log.warning(
+                    "portal refused batch %s (HTTP %s, %d bytes) whole; cut in two to find the refused part: %s",
+                    batch.batch_id,
+                    result.status,
+                    len(batch.body),
+                    result.detail[:300],
+                )
+                return 0.0
             self._spool.reject(batch.id, status=result.status or 0, reason=result.detail)
             log.error(
-                "PORTAL REJECTED batch %s with HTTP %s: %s; set aside in %s (table 'rejected')",
+                "PORTAL REJECTED batch %s with HTTP %s: %s; set aside in %s (table 'rejected'); "
+                "once the cause is fixed, `python -m agents --replay-rejected` sends it again",
                 batch.batch_id,
                 result.status,
                 result.detail[:500],
@@ -210,7 +356,20 @@ class Deliverer:
             if self._on_reject:
                 self._on_reject(batch.batch_id)
             return 0.0
-        self._spool.record_attempt(batch.id)
+        if result.outcome == "hold":
+            delay = self._hold_backoff.next_delay(result.retry_after)
+            log.error(
+                "PORTAL REFUSED batch %s with HTTP %s: %s. Kept, with everything after it (%s); retry #%d in "
+                "%.0f s. Likely cause: %s",
+                batch.batch_id,
+                result.status,
+                result.detail[:300],
+                self._spool.path,
+                self._hold_backoff.failures,
+                delay,
+                HOLD_HINTS.get(result.status or 0, "the portal URL or a proxy in front of the portal"),
+            )
+            return delay
         delay = self._backoff.next_delay(result.retry_after)
         level = logging.WARNING if self._backoff.failures <= 3 else logging.ERROR
         log.log(
@@ -223,3 +382,26 @@ class Deliverer:
             delay,
         )
         return delay
+
+    def _step_memory(self) -> float | None:
+        """The spool is empty (or could not be written): send what waits in memory, oldest first."""
+        head = self._memory.head() if self._memory is not None else None
+        if head is None:
+            return None
+        batch_id, body = head
+        self.posts += 1
+        result = self._sender.send(with_sent_at(body, self._clock()))
+        if result.outcome == "done":
+            self._memory.discard(batch_id)
+            self._backoff.reset()
+            self.delivered += 1
+            return 0.0
+        if result.outcome == "reject":
+            self._memory.discard(batch_id)
+            log.error("PORTAL REJECTED batch %s (held in memory, spool unwritable) with HTTP %s: %s; dropped",
+                      batch_id, result.status, result.detail[:500])  # fmt: skip
+            if self._on_reject:
+                self._on_reject(batch_id)
+            return 0.0
+        backoff = self._hold_backoff if result.outcome == "hold" else self._backoff
+        return backoff.next_delay(result.retry_after)

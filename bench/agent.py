@@ -1,32 +1,52 @@
-"""CPU time and peak RSS of one 8-GPU collection by the agent, against nvidia-smi subprocesses.
+"""The agent's cost per collection (CPU, RSS, against nvidia-smi) and its catch-up after an outage.
 
-    .venv/bin/python bench/agent.py
+    .venv/bin/python bench/agent.py            # both parts
+    .venv/bin/python bench/agent.py catch-up   # only the catch-up part
 
-The agent side runs against the stand-in pynvml (tests/agents/fakenvml), so its figures are
+Cost: the agent runs against the stand-in pynvml (tests/agents/fakenvml), so its figures are
 the agent's own Python overhead; on a GPU host, NVML's driver calls come on top. The
 nvidia-smi side runs only where nvidia-smi exists.
+
+Catch-up: 8 GPUs read every 1 s; the portal is down for 10 minutes, then up. The agent is the
+real one (collector, batches, fsync'd spool, sender thread with its default backoff, real HTTP
+with gzip) against the test suite's stand-in portal (tests/agents/portal_stub.py: a real HTTP
+server on 127.0.0.1 that stores batches idempotently by batch_id, as the portal does). The 10
+minutes are simulated: the agent's clock is advanced 1 s per collection, so the 600
+collections (4,800 readings) are spooled in a few seconds, while the sender keeps failing
+against the closed port; its backoff is then set where 10 minutes of failures leave it (at its
+cap), and the portal comes back at a random moment of the current wait. From then on
+collections go on every real second. Measured from the portal's return: the first post
+accepted, and every reading of the outage stored. Then the same through a portal answering 503
+to a third of the posts (random, seeded). At the end every reading collected must have been
+stored exactly once (by gpu uuid and timestamp).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import random
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "agents" / "fakenvml"))
+sys.path.insert(0, str(REPO / "tests" / "agents"))
 sys.path.insert(0, str(REPO))
 
 import pynvml  # noqa: E402  (the stand-in, from the path above)
+from portal_stub import PortalStub  # noqa: E402
 
 from agents.agent import Agent  # noqa: E402
 from agents.collector import Collector  # noqa: E402
 from agents.device import NvmlDeviceClient  # noqa: E402
+from agents.push import Backoff, Deliverer, Sender  # noqa: E402
 from agents.spool import Spool  # noqa: E402
 
 GPUS = 8
@@ -103,7 +123,156 @@ def bench_nvidia_smi() -> dict[str, float] | None:
     return {"cpu_ms": cpu_s / SMI_ROUNDS * 1000, "rss_mb": peak_rss_mb(resource.RUSAGE_CHILDREN)}
 
 
+OUTAGE_S = 600
+TARGET_CATCH_UP_S = 10.0
+TARGET_CATCH_UP_FLAKY_S = 30.0
+TRIALS = 3
+
+
+class SimClock:
+    """The agent's clock: 1 s per collection during the simulated outage, real time after."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self.lock:
+            self.now += seconds
+
+
+def failures_after(outage_s: float, backoff: Backoff) -> int:
+    """How many failed tries a sender makes in an outage this long (mean delays)."""
+    probe = Backoff(initial_s=backoff.initial_s, max_s=backoff.max_s, rng=random.Random(1))
+    spent = 0.0
+    while spent < outage_s:
+        spent += probe.next_delay()
+    return probe.failures
+
+
+def catch_up_trial(fail_ratio: float, seed: int) -> dict[str, float]:
+    rng = random.Random(seed)
+    pynvml.fake_reset(count=GPUS)
+    stub = PortalStub()
+    stub.stop()  # the portal is down
+    stub.fail_ratio = fail_ratio
+    stub.rng = random.Random(seed)
+    clock = SimClock(time.time() - OUTAGE_S - 5)
+    created: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory() as spool_dir:
+        spool = Spool(spool_dir)
+        collector = Collector(NvmlDeviceClient(), clock=clock)
+        agent = Agent(collector=collector, hostname="bench", spool=spool, batch_interval_s=1.0, clock=clock)
+        backoff = Backoff()  # the agent's defaults
+        deliverer = Deliverer(spool=spool, sender=Sender(url=stub.url, token="tok", timeout_s=10), backoff=backoff)
+        stop = threading.Event()
+        sender = threading.Thread(target=deliverer.run, args=(stop,), daemon=True)
+        sender.start()
+
+        def collect_once() -> None:
+            for batch in agent.collect():
+                created.extend((r["gpu_uuid"], r["ts"]) for r in batch["readings"])
+            deliverer.wake.set()
+
+        started = time.monotonic()
+        for _ in range(OUTAGE_S):
+            clock.advance(1.0)
+            collect_once()
+        spool_s = time.monotonic() - started
+        backlog = set(created)
+        backoff.failures = max(backoff.failures, failures_after(OUTAGE_S, backoff))
+        time.sleep(rng.uniform(0, backoff.max_s))  # the portal returns somewhere in a wait
+
+        def live() -> None:  # collections go on every second, in real time
+            while not stop.wait(1.0):
+                clock.advance(1.0)
+                collect_once()
+
+        collector_thread = threading.Thread(target=live, daemon=True)
+        collector_thread.start()
+        stub.start()
+        up = time.monotonic()
+        first_post = drained = None
+        deadline = up + 120
+        while time.monotonic() < deadline:
+            with stub.lock:
+                stored = {(r["gpu_uuid"], r["ts"]) for body in stub.bodies for r in body.get("readings", [])}
+                if first_post is None and stub.stored:
+                    first_post = time.monotonic() - up
+            if backlog <= stored:
+                drained = time.monotonic() - up
+                break
+            time.sleep(0.02)
+        stop.set()
+        collector_thread.join()
+        sender.join(timeout=15)
+        # Whatever the last collections added: delivered too, then nothing may be missing or doubled.
+        final = Deliverer(spool=spool, sender=Sender(url=stub.url, token="tok"), backoff=Backoff())
+        stub.fail_ratio = 0.0
+        final.drain(max_seconds=30)
+        stored_list = stub.readings()
+        spool.close()
+    stub.stop()
+    return {
+        "readings_in_outage": len(backlog),
+        "spool_s": spool_s,
+        "first_post_s": first_post if first_post is not None else float("inf"),
+        "drained_s": drained if drained is not None else float("inf"),
+        "posts": len(stub.attempts),
+        "failed_posts": stub.failed,
+        "lost": len(set(created) - set(stored_list)),
+        "stored_twice": len(stored_list) - len(set(stored_list)),
+        "readings": len(created),
+    }
+
+
+def bench_catch_up() -> dict[str, list[dict[str, float]]]:
+    logging.getLogger("agents").setLevel(logging.CRITICAL)  # the outage's retries, logged by design
+    return {
+        "down": [catch_up_trial(0.0, seed) for seed in range(TRIALS)],
+        "flaky": [catch_up_trial(1 / 3, seed) for seed in range(TRIALS)],
+    }
+
+
+def print_catch_up(results: dict[str, list[dict[str, float]]]) -> bool:
+    print(
+        f"\nCatch-up: {GPUS} GPUs every 1 s, portal down {OUTAGE_S // 60} min, then up "
+        f"(stand-in portal over real HTTP; {TRIALS} trials each; backoff {Backoff().initial_s}-{Backoff().max_s} s)"
+    )
+    print(f"{'':44}{'worst':>10}{'median':>10}{'target':>10}")
+    ok = True
+    for name, label, target in (
+        ("down", "backlog delivered after the portal is up (s)", TARGET_CATCH_UP_S),
+        ("flaky", "  same, 1 post in 3 answered 503 (s)", TARGET_CATCH_UP_FLAKY_S),
+    ):
+        trials = results[name]
+        drained = sorted(t["drained_s"] for t in trials)
+        first = sorted(t["first_post_s"] for t in trials)
+        print(f"{label:44}{drained[-1]:>10.2f}{drained[len(drained) // 2]:>10.2f}{'< ' + str(int(target)):>10}")
+        print(f"{'  first post accepted (s)':44}{first[-1]:>10.2f}{first[len(first) // 2]:>10.2f}{'':>10}")
+        posts = max(t["posts"] for t in trials)
+        failed = max(t["failed_posts"] for t in trials)
+        print(f"{'  posts in all (503s among them)':44}{posts:>10}{'':>10}{'':>10}  ({failed} failed)")
+        lost = sum(t["lost"] for t in trials)
+        twice = sum(t["stored_twice"] for t in trials)
+        print(f"{'  readings lost / stored twice':44}{f'{lost} / {twice}':>10}{'':>10}{'0 / 0':>10}")
+        ok = ok and drained[-1] < target and lost == 0 and twice == 0
+    spool_s = max(t["spool_s"] for trials in results.values() for t in trials)
+    print(f"(the outage's {results['down'][0]['readings_in_outage']} readings were spooled in {spool_s:.1f} s)")
+    return ok
+
+
 def main() -> int:
+    if sys.argv[1:] == ["catch-up"]:
+        catch_up = bench_catch_up()
+        ok = print_catch_up(catch_up)
+        print(json.dumps({"catch_up": catch_up, "targets_met": ok}))
+        print("targets met" if ok else "TARGETS MISSED")
+        return 0 if ok else 1
     agent = bench_agent()
     smi = bench_nvidia_smi()
     print(
@@ -121,7 +290,9 @@ def main() -> int:
     if smi is None:
         print("nvidia-smi: skipped: nvidia-smi not found")
     ok = agent["cpu_ms"] < TARGET_CPU_MS and agent["rss_mb"] < TARGET_RSS_MB
-    print(json.dumps({"agent": agent, "nvidia_smi": smi, "targets_met": ok}))
+    catch_up = bench_catch_up()
+    ok = print_catch_up(catch_up) and ok
+    print(json.dumps({"agent": agent, "nvidia_smi": smi, "catch_up": catch_up, "targets_met": ok}))
     print("targets met" if ok else "TARGETS MISSED")
     return 0 if ok else 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,7 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class PortalStub:
     """Stores batches idempotently by batch_id, like the portal. `script` holds the next
     answers to give instead: an int status, ("429", retry_after), "hang" (store, then answer
-    too late), "drop" (close without answering) or ("reject", batch_id) for a 400 on that batch."""
+    too late), "drop" (close without answering), ("raw", status, text) for a non-JSON answer (as
+    Django's host check or a proxy gives), or (status, payload) for that JSON answer.
+    `reject_reading(reading) -> bool` refuses a batch holding such a reading with a 400 naming it;
+    `fail_ratio` answers 503 to that share of posts (random, seeded)."""
 
     def __init__(self, token: str = "tok") -> None:
         self.token = token
@@ -22,6 +26,10 @@ class PortalStub:
         self.headers: list[dict] = []
         self.script: list = []
         self.reject_ids: set[str] = set()
+        self.reject_reading = None
+        self.fail_ratio = 0.0
+        self.rng = random.Random(12)
+        self.failed = 0
         self.hang_s = 1.0
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
@@ -60,6 +68,10 @@ class PortalStub:
             self.attempts.append((time.monotonic(), batch_id))
             self.headers.append(dict(request.headers))
             cue = self.script.pop(0) if self.script else None
+            if cue is None and self.fail_ratio and self.rng.random() < self.fail_ratio:
+                cue = 503
+            if cue is not None:
+                self.failed += 1
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return self.answer(request, 401, {"error": "bad token"})
         if cue == "drop":
@@ -68,10 +80,20 @@ class PortalStub:
             return None
         if isinstance(cue, int):
             return self.answer(request, cue, {"error": "on cue"})
+        if isinstance(cue, tuple) and cue[0] == "raw":
+            return self.answer_raw(request, cue[1], cue[2])
+        if isinstance(cue, tuple) and isinstance(cue[0], int):
+            return self.answer(request, cue[0], cue[1])
         if isinstance(cue, tuple) and cue[0] == "429":
             return self.answer(request, 429, {"error": "slow down"}, {"Retry-After": str(cue[1])})
         if batch_id in self.reject_ids:
-            return self.answer(request, 400, {"error": "invalid", "detail": [{"loc": "readings.0", "msg": "no"}]})
+            detail = [{"loc": "gpus.0.temp_shutdown_c", "msg": "no"}]
+            return self.answer(request, 400, {"error": "invalid", "detail": detail})
+        if self.reject_reading is not None:
+            bad = [i for i, r in enumerate(batch.get("readings", [])) if self.reject_reading(r)]
+            if bad:
+                detail = [{"loc": f"readings.{i}.temperature_c", "msg": "odd"} for i in bad]
+                return self.answer(request, 400, {"error": "invalid", "detail": detail})
         with self.lock:
             duplicate = batch_id in self.stored
             if not duplicate:
@@ -82,6 +104,22 @@ class PortalStub:
         if duplicate:
             return self.answer(request, 200, {"accepted": 0, "duplicate": True})
         return self.answer(request, 202, {"accepted": len(batch.get("readings", [])), "duplicate": False})
+
+    @staticmethod
+    def answer_raw(request, status: int, text: str) -> None:
+        data = text.encode()
+        try:
+            request.send_response(status)
+            request.send_header("Content-Type", "text/html")
+            request.send_header("Content-Length", str(len(data)))
+            request.end_headers()
+            request.wfile.write(data)
+        except OSError:
+            pass
+
+    def readings(self) -> list[tuple[str, str]]:
+        """(gpu_uuid, ts) of every stored reading, in the order stored."""
+        return [(r["gpu_uuid"], r["ts"]) for body in self.bodies for r in body.get("readings", [])]
 
     @staticmethod
     def answer(request, status: int, payload: dict, headers: dict | None = None) -> None:
