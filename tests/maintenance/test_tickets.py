@@ -145,6 +145,19 @@ def test_silence_rule_fires_and_the_next_reading_resolves(host8):
     assert set(Ticket.objects.filter(rule="agent_silent").values_list("state", flat=True)) == {"resolved"}
 
 
+def test_an_agent_delivering_its_spool_after_an_outage_is_not_silent(host8):
+    host, gpus = host8
+    from portal.telemetry.models import GpuLatest
+
+    # The newest reading is an hour old, but it arrived a few seconds ago: a backlog coming in.
+    received = T0 + dt.timedelta(hours=1)
+    GpuLatest.objects.bulk_create([GpuLatest(gpu=g, ts=T0, received_at=received) for g in gpus])
+    beat.agent_silent_check(now=received + dt.timedelta(seconds=20))
+    assert not Ticket.objects.exists()
+    beat.agent_silent_check(now=received + dt.timedelta(minutes=6))  # and then nothing more came
+    assert Ticket.objects.filter(rule="agent_silent", gpu__isnull=True).count() == 1
+
+
 def test_schedules_due_then_overdue_then_resolved_by_record(gpu):
     host = gpu.host
     now = timezone.now()

@@ -29,10 +29,10 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     params = RuleParams()
     latest = list(
         GpuLatest.objects.filter(gpu__status=Gpu.Status.IN_SERVICE, gpu__host__status=Host.Status.ACTIVE).values_list(
-            "gpu_id", "gpu__host_id", "ts"
+            "gpu_id", "gpu__host_id", "ts", "received_at"
         )
     )
-    host_ids = {host_id for _, host_id, _ in latest}
+    host_ids = {host_id for _, host_id, _, _ in latest}
     tracks = Tracks(gpu_ids=[], host_ids=host_ids, keys=[])
     for obj in RuleState.objects.filter(rule=AGENT_SILENT.key, gpu__isnull=False):
         tracks.by_key[obj.key] = Track(obj.key, obj.rule, obj.host_id, obj.gpu_id, obj.state, to_epoch(obj.since_ts),
@@ -40,9 +40,11 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     events: list[Event] = []
     per_host: dict[int, list[bool]] = defaultdict(list)
     host_last: dict[int, dt.datetime] = {}
-    for gpu_id, host_id, ts in latest:
+    for gpu_id, host_id, ts, received_at in latest:
         enabled, p = params.get(AGENT_SILENT.key, host_id)
-        silent = enabled and (now - ts).total_seconds() > AGENT_SILENT.silent_after_s(p)
+        # Silent is "nothing heard lately": an agent delivering its spool after an outage sends
+        # old readings, and is not silent while it does.
+        silent = enabled and (now - max(ts, received_at)).total_seconds() > AGENT_SILENT.silent_after_s(p)
         per_host[host_id].append(silent)
         host_last[host_id] = max(host_last.get(host_id, ts), ts)
         track = tracks.get(AGENT_SILENT.key, host_id, gpu_id)
@@ -59,7 +61,7 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
             quiet_s = round((now - host_last[host_id]).total_seconds())
             events.insert(0, Event("fire", track, now.timestamp(), value=quiet_s))
     tracks.save(now)
-    gpus = _gpu_infos([gpu_id for gpu_id, _, _ in latest])
+    gpus = _gpu_infos([gpu_id for gpu_id, _, _, _ in latest])
     silent_hosts = [e.track.host_id for e in events if e.track.gpu_id is None]
     outcomes = events_apply(
         [e for e in events if e.track.gpu_id is None], silenced=SilenceLookup(host_ids, gpus), params=params
