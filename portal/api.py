@@ -3,6 +3,7 @@ ingest endpoint (a plain Django view for speed, described in the same OpenAPI do
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest
+from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.security import APIKeyHeader, SessionAuth
 
@@ -38,6 +39,9 @@ class PortalSessionAuth(SessionAuth):
     def _get_key(self, request: HttpRequest):
         if self.param_name not in request.COOKIES:
             return None
+        # The CSRF check reads request.POST; read the body first so that the operation can still
+        # parse it (a form-encoded or multipart write otherwise ends in RawPostDataException: a 500).
+        request.body  # noqa: B018
         return super()._get_key(request)
 
 
@@ -75,5 +79,7 @@ def api_urls():
     """The API's URL patterns, exempt from the login-page redirect (the API answers 401 itself)."""
     patterns, app_name, namespace = api.urls
     for pattern in patterns:
+        if pattern.name == "openapi-json":  # a document: GET and HEAD only (writes answer 405)
+            pattern.callback = require_safe(pattern.callback)
         login_not_required(pattern.callback)
     return patterns, app_name, namespace

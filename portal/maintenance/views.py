@@ -71,6 +71,9 @@ class TicketDetailView(Permission, View):
         }, status=status)  # fmt: skip
 
     def post(self, request, pk):
+        user = request.user
+        if not (user.has_perm("maintenance.change_ticket") or user.has_perm("maintenance.add_ticketcomment")):
+            raise PermissionDenied  # a role that can do nothing here is refused before its input is read
         ticket = get_object_or_404(Ticket, pk=pk)
         action = request.POST.get("action")
         forms = {"transition": TransitionForm, "comment": CommentForm, "assign": AssignForm}
@@ -173,7 +176,12 @@ class SubscriptionListView(Permission, View):
         }, status=status)  # fmt: skip
 
     def post(self, request):
-        if request.POST.get("action") == "delete":
+        deleting = request.POST.get("action") == "delete"
+        # Viewers read tickets but subscribe to nothing: the role matrix gives the subscription
+        # permissions to technicians and admins only. Checked before the input is looked at.
+        if not request.user.has_perm("maintenance.delete_subscription" if deleting else "maintenance.add_subscription"):
+            raise PermissionDenied
+        if deleting:
             try:
                 subscription_id = int(request.POST.get("id", ""))
             except ValueError:

@@ -138,7 +138,7 @@ def test_ticket_counts_only_open(ticket):
 # --- a user's own subscriptions -------------------------------------------------------------
 
 
-def test_subscriptions_page_add_list_remove(client_for, technician, viewer, gpu):
+def test_subscriptions_page_add_list_remove(client_for, technician, viewer, admin, gpu):
     from portal.maintenance.models import Subscription
 
     client = client_for(technician)
@@ -161,9 +161,11 @@ def test_subscriptions_page_add_list_remove(client_for, technician, viewer, gpu)
     page = client.get("/tickets/subscriptions/")
     assert b"hooks.example.com" in page.content and b"bob@example.com" in page.content
     # Someone else sees only their own, and cannot remove another user's subscription.
-    other = client_for(viewer)
+    other = client_for(admin)
     assert b"hooks.example.com" not in other.get("/tickets/subscriptions/").content
     assert other.post("/tickets/subscriptions/", {"action": "delete", "id": sub.pk}).status_code == 404
+    # A viewer reads tickets but subscribes to nothing (the role matrix).
+    assert client_for(viewer).post("/tickets/subscriptions/", {"action": "delete", "id": sub.pk}).status_code == 403
     assert client.post("/tickets/subscriptions/", {"action": "delete", "id": sub.pk}).status_code == 302
     assert list(Subscription.objects.values_list("target", flat=True)) == ["bob@example.com"]
 
