@@ -1,10 +1,24 @@
-"""Outbound delivery, one function per channel, so tests mock exactly one point each."""
+"""Outbound delivery, one function per channel, so tests mock exactly one point each.
+
+Webhooks go out from the worker, inside the lab's network: a target is where a user tells the
+portal to send a request, so it must not reach what only the portal can reach (server-side request
+forgery). A target's addresses are checked when it is saved (`webhook_target_problem`) and again
+at each send, after name resolution: the request then goes to the very address that was checked
+(no second lookup a DNS rebinding could change), redirects are not followed, and TLS still checks
+the certificate against the URL's host name. Loopback, link-local (cloud metadata at
+169.254.169.254), multicast, unspecified and reserved addresses are always refused; private and
+other non-global ones too unless WEBHOOK_ALLOW_PRIVATE is on; WEBHOOK_ALLOWED_NETWORKS (CIDRs)
+allows any address inside them (e.g. the chat server's 10.1.2.0/24).
+"""
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import json
-import urllib.error
-import urllib.request
+import socket
+import ssl
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -16,20 +30,122 @@ class TransportError(Exception):
         self.permanent = permanent
 
 
-def webhook_post(url: str, payload: dict, timeout: float | None = None) -> int:
-    """POST the payload as JSON. A 4xx answer (but 429) is permanent; 5xx, 429 and network errors
-    are worth a retry."""
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    headers = {"Content-Type": "application/json", "User-Agent": "gpu-fleet-portal"}
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [ipaddress.ip_network(cidr, strict=False) for cidr in settings.WEBHOOK_ALLOWED_NETWORKS]
+
+
+def address_problem(address: IPAddress) -> str | None:
+    """Why the worker may not send to this address, or None when it may."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+    if any(address in network for network in _allowed_networks()):
+        return None
+    for kind, flag in (
+        ("a loopback", address.is_loopback),
+        ("a link-local", address.is_link_local),
+        ("a multicast", address.is_multicast),
+        ("an unspecified", address.is_unspecified),
+        ("a reserved", address.is_reserved),
+    ):
+        if flag:
+            return f"{address} is {kind} address"
+    if not address.is_global and not settings.WEBHOOK_ALLOW_PRIVATE:
+        return f"{address} is a private address (an admin may allow private networks: WEBHOOK_ALLOW_PRIVATE)"
+    return None
+
+
+def resolve(host: str, port: int) -> list[IPAddress]:
+    """The host's addresses (a literal address is itself). The one place that asks DNS."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout or settings.MAINTENANCE_WEBHOOK_TIMEOUT_S) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        permanent = 400 <= error.code < 500 and error.code != 429
-        raise TransportError(f"HTTP {error.code}", permanent=permanent) from error
-    except (urllib.error.URLError, TimeoutError, OSError) as error:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos))
+
+
+def _target(url: str) -> tuple[str, str, int, str]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("not an http(s) URL")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts.scheme, parts.hostname, port, path
+
+
+def webhook_target_problem(url: str) -> str | None:
+    """At save time: why this webhook URL is refused, or None. A name that does not resolve now
+    is let through (DNS may be down; the send checks again)."""
+    try:
+        _scheme, host, port, _path = _target(url)
+    except ValueError as error:
+        return str(error)
+    try:
+        addresses = resolve(host, port)
+    except (OSError, UnicodeError):
+        return None
+    for address in addresses:
+        problem = address_problem(address)
+        if problem:
+            return f"{host} resolves to {problem}" if str(address) != host else problem
+    return None
+
+
+class _PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """HTTPS to one checked address, with SNI and certificate checks for the URL's host name."""
+
+    def __init__(self, address: str, port: int, *, server_hostname: str, timeout: float):
+        super().__init__(address, port, timeout=timeout, context=ssl.create_default_context())
+        self._server_hostname = server_hostname
+
+    def connect(self):
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self._server_hostname)
+
+
+def webhook_post(url: str, payload: dict, timeout: float | None = None) -> int:
+    """POST the payload as JSON to an address checked just now. A 4xx answer (but 429), a redirect
+    and a refused address are permanent; 5xx, 429 and network errors are worth a retry."""
+    timeout = timeout or settings.MAINTENANCE_WEBHOOK_TIMEOUT_S
+    try:
+        scheme, host, port, path = _target(url)
+    except ValueError as error:
+        raise TransportError(f"webhook URL: {error}", permanent=True) from error
+    try:
+        addresses = resolve(host, port)
+    except (OSError, UnicodeError) as error:
+        raise TransportError(f"network: cannot resolve {host}: {error}") from error
+    problems = [problem for problem in map(address_problem, addresses) if problem]
+    if problems or not addresses:
+        raise TransportError(f"refused: {problems[0] if problems else 'no address'}", permanent=True)
+    address = str(addresses[0])
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    host_header = host if port in (80, 443) else f"{host}:{port}"
+    if ":" in host and not host.startswith("["):
+        host_header = f"[{host}]" if port in (80, 443) else f"[{host}]:{port}"
+    headers = {
+        "Content-Type": "application/json", "User-Agent": "gpu-fleet-portal", "Host": host_header,
+        "Content-Length": str(len(body)),
+    }  # fmt: skip
+    if scheme == "https":
+        connection = _PinnedHTTPSConnection(address, port, server_hostname=host, timeout=timeout)
+    else:
+        connection = http.client.HTTPConnection(address, port, timeout=timeout)
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        status = connection.getresponse().status
+    except (OSError, http.client.HTTPException) as error:
         raise TransportError(f"network: {error}") from error
+    finally:
+        connection.close()
+    if 300 <= status < 400:
+        raise TransportError(f"HTTP {status}: redirects are not followed", permanent=True)
+    if status >= 400:
+        raise TransportError(f"HTTP {status}", permanent=400 <= status < 500 and status != 429)
+    return status
 
 
 def email_send(to: str, subject: str, body: str) -> None:

@@ -74,17 +74,21 @@ class WebhookServer:
     """A real HTTP server on 127.0.0.1 (ephemeral port) in a thread. It answers each POST with the
     next status of `statuses` (the last one repeats) and keeps every request body."""
 
-    def __init__(self, statuses):
+    def __init__(self, statuses, location: str | None = None):
         self.statuses = list(statuses)
         self.bodies: list[dict] = []
+        self.hosts: list[str] = []
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 server.bodies.append(json.loads(self.rfile.read(length)))
+                server.hosts.append(self.headers.get("Host", ""))
                 status = server.statuses.pop(0) if len(server.statuses) > 1 else server.statuses[0]
                 self.send_response(status)
+                if location:
+                    self.send_header("Location", location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

@@ -4,6 +4,7 @@ subscriptions, grouped GPU tickets, and the sweep that sends what the broker nev
 
 import datetime as dt
 
+import pytest
 from django.core import mail
 from django.db import transaction
 
@@ -20,6 +21,12 @@ from tests.factories import HostFactory, UserFactory
 from tests.maintenance.helpers import T0, WebhookServer, celery_configured, feed, series
 
 HOT = {"temperature_c": 88}
+
+
+@pytest.fixture(autouse=True)
+def _local_webhooks_allowed(settings):
+    """The test webhook server listens on loopback, which targets may reach only when allowed."""
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
 
 
 def _subscribe(name, channel="email", target=None, **extra) -> Subscription:

@@ -7,6 +7,7 @@ from django.core.validators import EmailValidator, URLValidator
 
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Host
+from portal.maintenance import transports
 from portal.maintenance.models import Severity, Subscription
 from portal.maintenance.rules import RULES
 
@@ -24,6 +25,10 @@ def subscription_create(
         validator(target)
     except ValidationError:
         errors["target"] = ["not a valid email address" if channel == "email" else "not a valid http(s) URL"]
+    else:
+        problem = transports.webhook_target_problem(target) if channel == "webhook" else None
+        if problem:
+            errors["target"] = [f"webhook target refused: {problem}"]
     if min_severity not in Severity.values:
         errors["min_severity"] = [f"must be one of {Severity.values}"]
     unknown = sorted(set(rules or ()) - set(RULES))

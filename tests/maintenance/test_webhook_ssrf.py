@@ -1,0 +1,144 @@
+"""Webhook targets cannot reach what only the portal can reach (server-side request forgery).
+
+Refused when saved and again when sent, after name resolution; the request goes to the address that
+was checked; redirects are not followed; an admin may allow private networks. No internet needed:
+`localhost` resolves to loopback, literal addresses need no DNS, and the one DNS-rebinding test
+replaces only the resolver.
+"""
+
+import socket
+
+import pytest
+from django.utils import timezone
+
+from portal.core.errors import InvalidInput
+from portal.maintenance import transports
+from portal.maintenance.models import Notification, Subscription
+from portal.maintenance.services.notify import notification_send, notify_ticket
+from portal.maintenance.services.subscriptions import subscription_create
+from portal.maintenance.services.tickets import ticket_fire
+from tests.maintenance.helpers import WebhookServer
+
+pytestmark = pytest.mark.django_db
+
+ALWAYS_REFUSED = [
+    "http://127.0.0.1/hook",
+    "http://127.8.9.10:8080/hook",
+    "http://localhost/hook",
+    "http://localhost:9000/hook",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[::1]/hook",
+    "http://[::ffff:127.0.0.1]/hook",
+    "http://[fe80::1]/hook",
+    "http://0.0.0.0/hook",
+    "http://[::]/hook",
+    "http://224.0.0.1/hook",
+    "http://240.0.0.1/hook",
+]
+PRIVATE = ["http://10.0.0.5/hook", "https://192.168.1.20/hook", "http://172.16.3.4:8065/hooks/x", "http://[fd00::5]/"]
+
+
+def _subscribe(user, target):
+    return subscription_create(user=user, channel="webhook", target=target, min_severity="info")
+
+
+@pytest.mark.parametrize("target", ALWAYS_REFUSED + PRIVATE)
+def test_refused_when_saved(technician, target):
+    with pytest.raises(InvalidInput) as refused:
+        _subscribe(technician, target)
+    assert list(refused.value.field_errors) == ["target"]
+    assert not Subscription.objects.exists()
+
+
+def test_refused_on_the_page_with_the_field_named(technician, client_for):
+    answer = client_for(technician).post(
+        "/tickets/subscriptions/", {"channel": "webhook", "target": "http://169.254.169.254/x", "min_severity": "info"}
+    )
+    assert answer.status_code == 400 and b"link-local" in answer.content
+    assert not Subscription.objects.exists()
+
+
+@pytest.mark.parametrize("target", ALWAYS_REFUSED)
+def test_allowing_private_networks_still_refuses_loopback_and_metadata(technician, settings, target):
+    settings.WEBHOOK_ALLOW_PRIVATE = True
+    with pytest.raises(InvalidInput):
+        _subscribe(technician, target)
+
+
+@pytest.mark.parametrize("target", PRIVATE)
+def test_an_admin_may_allow_private_networks(technician, settings, target):
+    settings.WEBHOOK_ALLOW_PRIVATE = True
+    assert _subscribe(technician, target).target == target
+
+
+def test_an_allowed_network_lets_exactly_that_through(technician, settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["10.1.2.0/24"]
+    assert _subscribe(technician, "http://10.1.2.3/hook")
+    with pytest.raises(InvalidInput):
+        _subscribe(technician, "http://10.1.3.3/hook")
+
+
+def test_public_and_unresolvable_names_are_saved(technician):
+    assert _subscribe(technician, "https://93.184.216.34/hook")
+    assert _subscribe(technician, "https://chat.invalid/hooks/abc")  # checked again when sent
+
+
+@pytest.fixture
+def ticket(gpu):
+    t, _ = ticket_fire(rule="overheat", host_id=gpu.host_id, gpu_id=gpu.pk, at=timezone.now(), value=88)
+    return t
+
+
+def _stored_subscription(user, target):
+    """A row saved before the checks existed (or by a setting since tightened)."""
+    return Subscription.objects.create(user=user, channel="webhook", target=target, min_severity="info")
+
+
+def _deliver(ticket):
+    notify_ticket(ticket=ticket, event="opened")
+    row = Notification.objects.get(status=Notification.Status.PENDING)
+    notification_send(notification_id=row.pk)
+    return Notification.objects.get(pk=row.pk)
+
+
+def test_refused_again_when_sent_and_nothing_connects(technician, ticket):
+    with WebhookServer([204]) as server:
+        port = server.httpd.server_address[1]
+        _stored_subscription(technician, f"http://localhost:{port}/hook")
+        row = _deliver(ticket)
+    assert row.status == Notification.Status.PERMANENT and "refused" in row.error and "loopback" in row.error
+    assert server.bodies == []
+    assert not Notification.objects.filter(status=Notification.Status.PENDING).exists(), "permanent: no retry"
+
+
+def test_delivered_to_the_checked_address_with_the_names_host_header(technician, ticket, settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8", "::1/128"]
+    with WebhookServer([204]) as server:
+        port = server.httpd.server_address[1]
+        _stored_subscription(technician, f"http://localhost:{port}/hook?channel=gpus")
+        row = _deliver(ticket)
+    assert row.status == Notification.Status.SENT, row.error
+    assert server.hosts == [f"localhost:{port}"] and server.bodies[0]["event"] == "opened"
+
+
+def test_redirects_are_not_followed(technician, ticket, settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    with WebhookServer([204]) as inside, WebhookServer([302], location=inside.url) as outside:
+        _stored_subscription(technician, outside.url)
+        row = _deliver(ticket)
+    assert row.status == Notification.Status.PERMANENT and "redirect" in row.error
+    assert len(outside.bodies) == 1 and inside.bodies == []
+
+
+def test_a_name_that_resolves_elsewhere_at_send_time_is_refused(technician, monkeypatch):
+    """DNS rebinding: public when saved, loopback when sent."""
+    answers = iter([["93.184.216.34"], ["127.0.0.1"]])
+
+    def fake_getaddrinfo(host, port, *args, **kwargs):
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in next(answers)]
+
+    monkeypatch.setattr(transports.socket, "getaddrinfo", fake_getaddrinfo)
+    _subscribe(technician, "http://hooks.example.org/x")
+    with pytest.raises(transports.TransportError) as refused:
+        transports.webhook_post("http://hooks.example.org/x", {"event": "opened"})
+    assert refused.value.permanent and "loopback" in str(refused.value)
