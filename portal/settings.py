@@ -7,6 +7,7 @@ the web server, a worker and beat on it). Production adds DATABASE_URL and REDIS
 and the tests turn on DEBUG themselves.
 """
 
+import ipaddress
 from pathlib import Path
 
 import dj_database_url
@@ -263,6 +264,8 @@ INGEST_RATE_BURST = envint("INGEST_RATE_BURST", 200)
 # Oldest reading accepted, in hours: 7 days, so that an agent's spool delivers a long weekend's
 # outage. Retention keeps raw readings at least this long (late data is rolled up from them).
 INGEST_MAX_AGE_HOURS = envint("INGEST_MAX_AGE_HOURS", 168)
+# GPUs one host may register through its agent; past it a batch is refused with a 403.
+MAX_GPUS_PER_HOST = envint("MAX_GPUS_PER_HOST", 64)
 
 # Retention (days) of raw readings and 1-minute rollups; 1-hour rollups are kept.
 RETENTION_RAW_DAYS = envint("RETENTION_RAW_DAYS", 14)
@@ -286,6 +289,15 @@ MAINTENANCE_NOTIFY_MIN_INTERVAL_S = envint("MAINTENANCE_NOTIFY_MIN_INTERVAL_S", 
 MAINTENANCE_NOTIFY_MAX_ATTEMPTS = envint("MAINTENANCE_NOTIFY_MAX_ATTEMPTS", 5)
 MAINTENANCE_NOTIFY_BACKOFF_S = envint("MAINTENANCE_NOTIFY_BACKOFF_S", 30)  # doubles with each retry
 MAINTENANCE_WEBHOOK_TIMEOUT_S = envint("MAINTENANCE_WEBHOOK_TIMEOUT_S", 5)
+# Webhook targets (see portal/maintenance/transports.py): private addresses are refused unless
+# allowed; WEBHOOK_ALLOWED_NETWORKS (CIDRs) allows any address inside them, loopback included.
+WEBHOOK_ALLOW_PRIVATE = envbool("WEBHOOK_ALLOW_PRIVATE", False)
+WEBHOOK_ALLOWED_NETWORKS = envlist("WEBHOOK_ALLOWED_NETWORKS", [])
+for _cidr in WEBHOOK_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {_cidr!r} is not a network (e.g. 10.1.2.0/24)") from None
 MAINTENANCE_PORTAL_URL = envstr("MAINTENANCE_PORTAL_URL", "http://localhost:8000")  # links in notifications
 # With a broker, evaluation tasks are sent at most once per this many seconds per process (each
 # task evaluates every pending batch); 0 sends one per batch.

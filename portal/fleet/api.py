@@ -7,6 +7,7 @@ from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Stat
 from ninja.pagination import paginate
 from pydantic import AwareDatetime, ConfigDict, model_serializer
 
+import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ErrorOut, Pagination, require_perm
 from portal.core.errors import InvalidInput, NotFound
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
@@ -258,7 +259,9 @@ def gpu_patch(request, uuid: str, payload: GpuPatchIn):
     return _gpu_or_404(uuid)
 
 
-@router.get("/gpus/{uuid}/status-history", response={200: list[GpuStatusChangeOut], 403: ErrorOut, 404: ErrorOut})
+@router.get(
+    "/gpus/{segment:uuid}/status-history", response={200: list[GpuStatusChangeOut], 403: ErrorOut, 404: ErrorOut}
+)
 def gpu_status_history_list(request, uuid: str):
     """Every status change of the GPU, oldest first (the first: its status as of registration)."""
     require_perm(request, "fleet.view_gpu")

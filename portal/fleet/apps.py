@@ -15,7 +15,9 @@ class FleetConfig(AppConfig):
         def own_fields(model, exclude=()):
             return [f.name for f in model._meta.concrete_fields if f.name not in exclude]
 
-        auditlog.register(Host, include_fields=own_fields(Host))
+        # The agent's running counters change with its every report: not a person's change, and
+        # logging them would flood the audit trail (they stay on the host page).
+        auditlog.register(Host, include_fields=own_fields(Host, exclude=["dropped_batches", "rejected_batches"]))
         auditlog.register(Gpu, include_fields=own_fields(Gpu))
         auditlog.register(MaintenanceRecord, include_fields=own_fields(MaintenanceRecord))
         auditlog.register(Attachment, include_fields=own_fields(Attachment, exclude=["file"]))

@@ -2,13 +2,15 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from portal.fleet.identifiers import validate_gpu_uuid, validate_hostname
+
 
 class Host(models.Model):
     class Status(models.TextChoices):
         ACTIVE = "active", "Active"
         RETIRED = "retired", "Retired"
 
-    hostname = models.CharField(max_length=253, unique=True)
+    hostname = models.CharField(max_length=253, unique=True, validators=[validate_hostname])
     location = models.CharField(max_length=200, blank=True)
     rack = models.CharField(max_length=100, blank=True)
     owner = models.CharField(max_length=200, blank=True)
@@ -43,7 +45,7 @@ class Gpu(models.Model):
         OUT_FOR_REPAIR = "out_for_repair", "Out for repair"
         RETIRED = "retired", "Retired"
 
-    uuid = models.CharField("NVML UUID", max_length=96, unique=True)
+    uuid = models.CharField("NVML UUID", max_length=96, unique=True, validators=[validate_gpu_uuid])
     serial = models.CharField(max_length=64, blank=True, db_index=True)
     model_name = models.CharField(max_length=128, blank=True)
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="gpus")
@@ -60,6 +62,9 @@ class Gpu(models.Model):
     warranty_end = models.DateField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.IN_SERVICE)
     notes = models.TextField(blank=True)
+    # Inventory values the agent reported that no GPU has (a default power limit of 0 W, a shutdown
+    # temperature below the slowdown one, …): kept as unknown, each with a line shown on the GPU's page.
+    agent_warnings = models.JSONField(default=list, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

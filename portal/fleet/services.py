@@ -97,9 +97,16 @@ def _check_gpu_thresholds(gpu: Gpu) -> None:
 
 
 @transaction.atomic
-def gpu_create(*, user=None, source: str = GpuStatusChange.Source.PORTAL, reason: str = "", **values) -> Gpu:
+def gpu_create(
+    *,
+    user=None,
+    source: str = GpuStatusChange.Source.PORTAL,
+    reason: str = "",
+    agent_warnings: list[str] | None = None,
+    **values,
+) -> Gpu:
     """Register a GPU; its status history starts with its status as of now (its registration)."""
-    gpu = Gpu()
+    gpu = Gpu(agent_warnings=agent_warnings or [])
     _apply(gpu, values, GPU_FIELDS)
     _full_clean(gpu)
     _check_gpu_thresholds(gpu)
@@ -110,7 +117,15 @@ def gpu_create(*, user=None, source: str = GpuStatusChange.Source.PORTAL, reason
 
 
 @transaction.atomic
-def gpu_update(*, gpu: Gpu, user=None, source: str = GpuStatusChange.Source.PORTAL, reason: str = "", **values) -> Gpu:
+def gpu_update(
+    *,
+    gpu: Gpu,
+    user=None,
+    source: str = GpuStatusChange.Source.PORTAL,
+    reason: str = "",
+    agent_warnings: list[str] | None = None,
+    **values,
+) -> Gpu:
     """Change a GPU's fields. A new `status` follows gpu_status_set's rules and is kept in the
     history; everything is validated before anything is written (one save, one audit entry)."""
     new_status = values.pop("status", None)
@@ -121,6 +136,8 @@ def gpu_update(*, gpu: Gpu, user=None, source: str = GpuStatusChange.Source.PORT
     _apply(gpu, values, GPU_FIELDS)
     if changing:
         gpu.status = new_status
+    if agent_warnings is not None:
+        gpu.agent_warnings = agent_warnings
     _full_clean(gpu)
     _check_gpu_thresholds(gpu)
     gpu.save()
@@ -393,17 +410,50 @@ def host_agent_info_update(*, host: Host, reported: dict, seen_at: dt.datetime) 
     return True
 
 
+def agent_gpu_values(*, reported: dict, current: dict | None) -> tuple[dict, list[str]]:
+    """The agent's inventory values a GPU row may hold, by column, and a warning for each value kept
+    as unknown instead. `current` is the GPU's row as stored (by column), None for a new GPU.
+
+    NVML returns odd values on some boards (a default power limit of 0 W, a shutdown temperature
+    below the slowdown one). Refusing them would refuse the agent's every later batch (it sends
+    its inventory again), so the value is dropped, the readings are stored and the GPU's page says
+    why. These are exactly the checks `_check_gpu_thresholds` makes, so that a batch the ingest
+    schema accepts is never refused by the GPU model. Pure: ingest calls it on every batch.
+    """
+    values = {column: reported[name] for name, column in AGENT_GPU_FIELDS.items() if reported.get(name) is not None}
+    warnings = []
+    power = values.get("power_limit_default_w")
+    if power is not None and power <= 0:
+        del values["power_limit_default_w"]
+        warnings.append(f"The agent reported a default power limit of {power:g} W; kept as unknown.")
+    current = current or {}
+    slowdown = values.get("temp_slowdown_c", current.get("temp_slowdown_c"))
+    shutdown = values.get("temp_shutdown_c", current.get("temp_shutdown_c"))
+    if slowdown is not None and shutdown is not None and shutdown < slowdown:
+        values.pop("temp_slowdown_c", None)
+        values.pop("temp_shutdown_c", None)
+        warnings.append(
+            f"The agent reported a shutdown temperature ({shutdown} °C) below the slowdown temperature "
+            f"({slowdown} °C); the reported temperatures are kept as unknown."
+        )
+    return values, warnings
+
+
 def gpu_inventory_sync(*, host: Host, reported: dict, existing: Gpu | None, seen_at: dt.datetime) -> Gpu:
     """Create or update a GPU from its agent's inventory. Unknown (null) values never overwrite
-    known ones. A changed VBIOS becomes a firmware-update record."""
-    values = {column: reported[name] for name, column in AGENT_GPU_FIELDS.items() if reported.get(name) is not None}
+    known ones; values no GPU has are kept as unknown with a warning (agent_gpu_values). A changed
+    VBIOS becomes a firmware-update record."""
+    current = None if existing is None else {column: getattr(existing, column) for column in AGENT_GPU_FIELDS.values()}
+    values, warnings = agent_gpu_values(reported=reported, current=current)
     if existing is None:
-        return gpu_create(uuid=reported["uuid"], host=host, source=GpuStatusChange.Source.AGENT, **values)
+        return gpu_create(
+            uuid=reported["uuid"], host=host, source=GpuStatusChange.Source.AGENT, agent_warnings=warnings, **values
+        )
     changes = {name: value for name, value in values.items() if getattr(existing, name) != value}
-    if not changes:
+    if not changes and existing.agent_warnings == warnings:
         return existing
     old_vbios = existing.vbios_version
-    gpu = gpu_update(gpu=existing, **changes)
+    gpu = gpu_update(gpu=existing, agent_warnings=warnings, **changes)
     if "vbios_version" in changes and old_vbios:
         record_create(
             kind=MaintenanceRecord.Kind.FIRMWARE_UPDATE, host=host, gpu=gpu, performed_at=seen_at,

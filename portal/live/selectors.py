@@ -9,6 +9,7 @@ from django.db.models import Subquery
 from django.urls import reverse
 from django.utils import timezone
 
+from portal.core.converters import url_segment
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.maintenance import selectors as maintenance_selectors
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading
@@ -114,7 +115,7 @@ def gpu_live_config(*, gpu: Gpu, records) -> dict:
         "power_limit_default_w": gpu.power_limit_default_w,
         "memory_total_mib": gpu.memory_total_mib,
         "readings_url": reverse("api:gpu_readings", kwargs={"uuid": gpu.uuid}),
-        "ws": f"/ws/live/gpu/{gpu.uuid}/",
+        "ws": f"/ws/live/gpu/{url_segment(gpu.uuid)}/",
         "markers": markers,
         "throttling_mask": THROTTLING_MASK,
     }

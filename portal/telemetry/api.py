@@ -6,6 +6,7 @@ from django.utils import timezone
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
 from ninja.pagination import paginate
 
+import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import Pagination, require_perm
 from portal.core.errors import InvalidInput
 from portal.fleet.api import GPU_PATCH_RESPONSES, gpu_patch
@@ -65,14 +66,14 @@ def gpus_list(request, filters: Query[GpuFilter]):
     return filters.filter(gpus_with_latest()).order_by("host__hostname", "index")
 
 
-@router.get("/gpus/{uuid}", response=GpuOut)
+@router.get("/gpus/{segment:uuid}", response=GpuOut)
 def gpu_detail(request, uuid: str):
     require_perm(request, "fleet.view_gpu")
     return get_object_or_404(gpus_with_latest(), uuid=uuid)
 
 
 # PATCH /gpus/{uuid} is fleet's (status history, repair hold); it shares GET's path, hence this router.
-router.add_api_operation("/gpus/{uuid}", ["PATCH"], gpu_patch, response=GPU_PATCH_RESPONSES, tags=["fleet"])
+router.add_api_operation("/gpus/{segment:uuid}", ["PATCH"], gpu_patch, response=GPU_PATCH_RESPONSES, tags=["fleet"])
 
 
 class SeriesOut(Schema):
@@ -93,7 +94,7 @@ class SeriesQuery(Schema):
     resolution: str = Field("auto", pattern="^(auto|raw|1m|1h)$")
 
 
-@router.get("/gpus/{uuid}/readings", response=SeriesOut, by_alias=True)
+@router.get("/gpus/{segment:uuid}/readings", response=SeriesOut, by_alias=True)
 def gpu_readings(request, uuid: str, query: Query[SeriesQuery]):
     """A GPU's readings over [from, to): raw, 1-minute or 1-hour rollups (mean, min and max),
     chosen by the span unless `resolution` says, at most about 2,000 points."""

@@ -204,7 +204,10 @@ def ingest_openapi_operation() -> dict:
                 },
                 "400": error("malformed JSON, wrong type, out-of-range value, too old/new"),
                 "401": error("missing, wrong or revoked token"),
-                "403": error("GPU of another host"),
+                "403": error(
+                    "GPU of another host, or a new GPU past the host's bound (MAX_GPUS_PER_HOST, default 64): "
+                    "detail names the first GPU refused"
+                ),
                 "413": error("body too large"),
                 "415": error("unsupported content type or encoding"),
                 "429": error("rate limited; see Retry-After"),

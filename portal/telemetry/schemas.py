@@ -10,6 +10,7 @@ from uuid import UUID
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from portal.fleet.identifiers import GPU_UUID_PATTERN, HOSTNAME_PATTERN
 from portal.telemetry.models import THROTTLE_REASONS
 
 ThrottleReason = Literal[THROTTLE_REASONS]
@@ -22,13 +23,27 @@ def _no_nul(value: str) -> str:
     return value
 
 
+def _blank_is_unknown(value: str | None) -> str | None:
+    # An empty version or name is the agent saying "unknown", as null does: it never replaces a
+    # known value (and never becomes a driver-update record "from 580.65 to ''").
+    return None if value is None or not value.strip() else value
+
+
 Text = Annotated[str, AfterValidator(_no_nul)]
+
+
+def OptionalText(max_length: int):  # noqa: N802 - a type
+    return Annotated[Annotated[Text, Field(max_length=max_length)] | None, AfterValidator(_blank_is_unknown)]
+
+
+# Identifiers that end up in URLs (see portal/fleet/identifiers.py).
+GpuUuid = Annotated[Text, Field(min_length=5, max_length=96, pattern=GPU_UUID_PATTERN)]
+Hostname = Annotated[Text, Field(min_length=1, max_length=253, pattern=HOSTNAME_PATTERN)]
 Percent = Annotated[int, Field(ge=0, le=100)]
 Celsius = Annotated[int, Field(ge=-60, le=200)]
 Watts = Annotated[float, Field(ge=0, le=10_000)]
 MHz = Annotated[int, Field(ge=0, le=100_000)]
 Count = Annotated[int, Field(ge=0, le=2**62)]
-ShortText = Annotated[Text, Field(max_length=128)]
 
 
 class _Strict(BaseModel):
@@ -41,7 +56,7 @@ class XidEventIn(_Strict):
 
 
 class ReadingIn(_Strict):
-    gpu_uuid: Annotated[Text, Field(min_length=1, max_length=96)]
+    gpu_uuid: GpuUuid
     ts: AwareDatetime
     temperature_c: Celsius | None
     fan_speed_pct: Percent | None
@@ -68,12 +83,12 @@ class ReadingIn(_Strict):
 
 
 class GpuIn(_Strict):
-    uuid: Annotated[Text, Field(min_length=1, max_length=96)]
+    uuid: GpuUuid
     index: Annotated[int, Field(ge=0, le=1023)]
-    name: ShortText | None = None
-    serial: Annotated[Text, Field(max_length=64)] | None = None
-    pci_bus_id: Annotated[Text, Field(max_length=32)] | None = None
-    vbios_version: Annotated[Text, Field(max_length=64)] | None = None
+    name: OptionalText(128) = None
+    serial: OptionalText(64) = None
+    pci_bus_id: OptionalText(32) = None
+    vbios_version: OptionalText(64) = None
     memory_total_mib: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
     power_limit_default_w: Watts | None = None
     temp_slowdown_c: Celsius | None = None
@@ -83,11 +98,11 @@ class GpuIn(_Strict):
 
 
 class HostIn(_Strict):
-    hostname: Annotated[Text, Field(min_length=1, max_length=253)]
-    agent_version: Annotated[Text, Field(max_length=64)] | None = None
-    driver_version: Annotated[Text, Field(max_length=64)] | None = None
-    cuda_driver_version: Annotated[Text, Field(max_length=64)] | None = None
-    nvml_version: Annotated[Text, Field(max_length=64)] | None = None
+    hostname: Hostname
+    agent_version: OptionalText(64) = None
+    driver_version: OptionalText(64) = None
+    cuda_driver_version: OptionalText(64) = None
+    nvml_version: OptionalText(64) = None
     # Extensions: batches the agent's bounded spool had to drop, and batches the portal refused
     # with a 4xx (set aside by the agent), both running totals kept in the agent's spool.
     dropped_batches: Count = 0

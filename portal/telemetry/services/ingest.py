@@ -41,7 +41,7 @@ MAX_FUTURE = dt.timedelta(minutes=5)
 
 # Positions in a stored row (READING_ROW_COLUMNS), worked out once rather than per batch.
 _THROTTLE_POSITION = READING_METRICS.index("throttle_reasons")
-_GPU_LOOKUP_FIELDS = ("id", "uuid", "host_id", *fleet_services.AGENT_GPU_FIELDS.values())
+_GPU_LOOKUP_FIELDS = ("id", "uuid", "host_id", "agent_warnings", *fleet_services.AGENT_GPU_FIELDS.values())
 
 
 @dataclass
@@ -112,6 +112,7 @@ def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
     foreign = sorted(uuid for uuid, row in known.items() if row["host_id"] != host.pk)
     if foreign:
         raise Forbidden(f"GPU {foreign[0]} is registered to another host; an admin must move it")
+    _check_gpu_bound(host, batch, known, own)
     listed = set(inventory_uuids)
     unknown = [
         (f"readings.{position}.gpu_uuid", "unknown GPU and not in this batch's gpus")
@@ -123,13 +124,29 @@ def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
     return known
 
 
+def _check_gpu_bound(host: Host, batch: BatchIn, known: dict[str, dict], own: dict[str, dict]) -> None:
+    """A host registers at most MAX_GPUS_PER_HOST GPUs: a 403 naming the first GPU past the bound
+    (nothing of the batch stored), so that a broken or hostile agent cannot create GPUs, and
+    audit-log entries, without end. An admin raises the setting or retires/moves GPUs."""
+    bound = settings.MAX_GPUS_PER_HOST
+    new = [(position, gpu.uuid) for position, gpu in enumerate(batch.gpus) if gpu.uuid not in known]
+    if not new or len(own) + len(new) <= bound:
+        return
+    position, uuid = new[max(0, bound - len(own))]
+    raise Forbidden(
+        f"host {host.hostname!r} may register at most {bound} GPUs (MAX_GPUS_PER_HOST); it has {len(own)} and this "
+        f"batch adds {len(new)}",
+        problems=[(f"gpus.{position}.uuid", f"GPU {uuid} would be past the bound of {bound} GPUs per host")],
+    )
+
+
 def _gpu_row_matches(row: dict | None, reported: dict) -> bool:
     """Whether a registered GPU's row already holds everything its agent reports (unknown,
-    null, values never count as a change)."""
-    return row is not None and all(
-        reported.get(name) is None or row[column] == reported[name]
-        for name, column in fleet_services.AGENT_GPU_FIELDS.items()
-    )
+    null, values never count as a change; odd values count as the unknown they are kept as)."""
+    if row is None:
+        return False
+    values, warnings = fleet_services.agent_gpu_values(reported=reported, current=row)
+    return row["agent_warnings"] == warnings and all(row[column] == value for column, value in values.items())
 
 
 def _inventory_unchanged(host: Host, batch: BatchIn, known: dict[str, dict]) -> bool:
