@@ -7,6 +7,7 @@ the web server, a worker and beat on it). Production adds DATABASE_URL and REDIS
 and the tests turn on DEBUG themselves.
 """
 
+import datetime as dt
 import ipaddress
 from pathlib import Path
 
@@ -40,6 +41,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "channels",
     "auditlog",
+    "axes",
     "portal.core",
     "portal.accounts",
     "portal.fleet",
@@ -63,6 +65,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.core.middleware.AuditlogMiddleware",  # the client address as the server believes it
+    # Login throttling (django-axes): answers a locked-out login with the lockout page. Last, as its docs ask.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -182,6 +186,24 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "fleet:fleet"
 LOGOUT_REDIRECT_URL = "login"
 
+# Password guessing on /login/ and /admin/login/ (django-axes): after LOGIN_FAILURE_LIMIT failed
+# attempts for one user name, or from one client address, further attempts are refused (HTTP 429,
+# even with the right password) for LOGIN_LOCKOUT_MINUTES (0: until an admin lifts it, in the admin
+# under "Axes" or with `manage.py axes_reset` / `axes_reset_username NAME`). A success resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15)) or None
+# Each entry locks by itself; "username+ip_address" would lock only that pair.
+AXES_LOCKOUT_PARAMETERS = [
+    item.split("+") if "+" in item else item for item in envlist("LOGIN_LOCKOUT_BY", ["username", "ip_address"])
+]
+AXES_RESET_ON_SUCCESS = True
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The client address is REMOTE_ADDR, which portal.core.middleware sets from X-Forwarded-For only when
+# TRUST_PROXY_HEADERS is on: axes must not read the (spoofable) header itself.
+AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = envstr("TIME_ZONE", "UTC")
 USE_I18N = True
@@ -267,6 +289,9 @@ INGEST_MAX_AGE_HOURS = envint("INGEST_MAX_AGE_HOURS", 168)
 # GPUs one host may register through its agent; past it a batch is refused with a 403.
 MAX_GPUS_PER_HOST = envint("MAX_GPUS_PER_HOST", 64)
 
+# The readings API: the most points (time stamps) one answer holds, whatever the resolution.
+READINGS_MAX_POINTS = envint("READINGS_MAX_POINTS", 10_000)
+
 # Retention (days) of raw readings and 1-minute rollups; 1-hour rollups are kept.
 RETENTION_RAW_DAYS = envint("RETENTION_RAW_DAYS", 14)
 RETENTION_1M_DAYS = envint("RETENTION_1M_DAYS", 90)
@@ -282,6 +307,9 @@ INGEST_PARALLEL = envbool("INGEST_PARALLEL", True)
 LIVE_ENABLED = envbool("LIVE_ENABLED", True)
 LIVE_COALESCE_S = envint("LIVE_COALESCE_MS", 500) / 1000
 LIVE_FLEET_COALESCE_S = envint("LIVE_FLEET_COALESCE_MS", 200) / 1000
+# Open sockets check again that their user is still logged in, active and allowed (also at once on
+# logout, deactivation and group changes; see portal/live/consumers.py).
+LIVE_RECHECK_S = envint("LIVE_RECHECK_S", 30)
 # "Hot" and "silent" on the live pages are the overheat and agent_silent rules' limits in force.
 
 # Maintenance tickets (portal.maintenance): notifications and grouping.

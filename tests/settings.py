@@ -22,3 +22,7 @@ finally:
             os.environ.pop(_name, None)
 
 CELERY_TASK_ALWAYS_EAGER = True
+
+# Login throttling is off: the suite logs in all the time, from one address. The tests of the
+# throttling itself (tests/accounts/test_login_throttling.py) turn it on.
+AXES_ENABLED = False

@@ -18,6 +18,7 @@ ROLE_PERMISSIONS = {
         "maintenance": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
+        "axes": ["*"],  # login lockouts: the admin lifts them
     },
     ROLE_TECHNICIAN: {
         "fleet": ["view"],

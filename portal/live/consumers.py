@@ -4,13 +4,22 @@ Thin: authenticate, check the permission, join the group. Messages arrive alread
 the publisher (portal/live/publish.py) and go out as they are. Close codes the pages act on:
 4401 not logged in (the page stops retrying and asks to log in again), 4403 no permission,
 4404 no such GPU or host.
+
+A socket stays open for days, so the check made at connect is made again: every LIVE_RECHECK_S
+seconds (the session still exists and is the user's, the user is active, the role still allows
+it), and at once when the user logs out of that session, is saved (deactivated, new password) or
+changes groups (portal/live/signals.py sends those events to the user's group).
 """
 
 import asyncio
 import json
+from importlib import import_module
+from types import SimpleNamespace
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib import auth
 
 from portal.fleet.models import Gpu, Host
 from portal.live import publish
@@ -20,12 +29,20 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 
+def user_group(user_id: int) -> str:
+    """The group of every live socket of one user (re-check and logout events)."""
+    return f"live.user.{user_id}"
+
+
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     permission = "fleet.view_gpu"
+    group = user_id = session_key = _refresh = _recheck = None
 
     async def connect(self):
         self.group = None
         self._refresh = None
+        self._recheck = None
+        self.user_id = None
         # Accept first and then close, so that the browser sees our close code (a rejected
         # handshake reaches it only as 1006) and can tell "log in again" from "network down".
         await self.accept()
@@ -40,6 +57,10 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         if group is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
+        self.user_id = user.pk
+        self.session_key = getattr(self.scope.get("session"), "session_key", None)
+        await self.channel_layer.group_add(user_group(user.pk), self.channel_name)
+        self._recheck = asyncio.create_task(self._recheck_periodically())
         self.group = group
         await self.channel_layer.group_add(group, self.channel_name)
         await publish.watchers.watch(group)
@@ -60,12 +81,56 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(self.group, self.channel_name)
             await publish.watchers.refresh(self.group)
 
+    async def _recheck_periodically(self):
+        while True:
+            await asyncio.sleep(settings.LIVE_RECHECK_S)
+            await self.live_recheck({})
+
+    def _access_code(self) -> int | None:
+        """None while the socket's session still signs its user in with the permission; else the close code."""
+        if self.session_key is None:
+            return CLOSE_UNAUTHENTICATED
+        store = import_module(settings.SESSION_ENGINE).SessionStore(self.session_key)
+        # What every request does with its session cookie: the session exists, names a user who
+        # is active and whose password (session hash) is unchanged.
+        user = auth.get_user(SimpleNamespace(session=store))
+        if not user.is_authenticated or user.pk != self.user_id:
+            return CLOSE_UNAUTHENTICATED
+        if not user.has_perm(self.permission):
+            return CLOSE_FORBIDDEN
+        return None
+
+    async def _close_with(self, code: int) -> None:
+        await self._leave()
+        await self.close(code=code)
+
+    async def live_recheck(self, event):
+        code = await database_sync_to_async(self._access_code)()
+        if code is not None:
+            await self._close_with(code)
+
+    async def live_logout(self, event):
+        if event.get("session_key") in (None, self.session_key):
+            await self._close_with(CLOSE_UNAUTHENTICATED)
+
     async def disconnect(self, code):
+        await self._leave()
+
+    async def _leave(self):
+        """Stop receiving anything (idempotent: a close by us is followed by the disconnect)."""
+        if self._recheck is not None and self._recheck is not asyncio.current_task():
+            self._recheck.cancel()
+        self._recheck = None
+        if self.user_id is not None:
+            await self.channel_layer.group_discard(user_group(self.user_id), self.channel_name)
+            self.user_id = None
         if self._refresh is not None:
             self._refresh.cancel()
+            self._refresh = None
         if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            await publish.watchers.unwatch(self.group)
+            group, self.group = self.group, None
+            await self.channel_layer.group_discard(group, self.channel_name)
+            await publish.watchers.unwatch(group)
 
     async def receive_json(self, content, **kwargs):
         if isinstance(content, dict) and content.get("kind") == "ping":

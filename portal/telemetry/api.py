@@ -96,8 +96,13 @@ class SeriesQuery(Schema):
 
 @router.get("/gpus/{segment:uuid}/readings", response=SeriesOut, by_alias=True)
 def gpu_readings(request, uuid: str, query: Query[SeriesQuery]):
-    """A GPU's readings over [from, to): raw, 1-minute or 1-hour rollups (mean, min and max),
-    chosen by the span unless `resolution` says, at most about 2,000 points."""
+    """A GPU's readings over [from, to): raw, 1-minute or 1-hour rollups (mean, min and max).
+
+    `resolution=auto` (the default) picks the finest resolution that keeps the answer under about
+    2,000 points. Whatever the resolution, an answer holds at most 10,000 points
+    (READINGS_MAX_POINTS): a span that would hold more at the resolution asked for (`raw` or `1m`
+    over a long span) is a 400 naming `from` and `resolution`, with the latest `from` that fits
+    and a coarser resolution to ask for instead. Nothing is cut off silently."""
     require_perm(request, "telemetry.view_reading")
     gpu = get_object_or_404(Gpu, uuid=uuid)
     end = query.end or timezone.now()

@@ -3,6 +3,7 @@
 import datetime as dt
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 from portal.core.errors import InvalidInput
@@ -25,6 +26,24 @@ _STEP = {"1m": dt.timedelta(minutes=1), "1h": dt.timedelta(hours=1)}
 
 def _refused(field: str, message: str) -> InvalidInput:
     return InvalidInput(f"{field}: {message}", problems=[(field, message)])
+
+
+def _too_many_points(resolution: str, start: dt.datetime, end: dt.datetime) -> InvalidInput:
+    """Every answer holds at most READINGS_MAX_POINTS points, whatever the resolution asked for:
+    past it, a 400 that says how to ask instead (a shorter span, a coarser resolution, or auto)."""
+    limit = settings.READINGS_MAX_POINTS
+    if resolution in _STEP:
+        latest_from = end - _STEP[resolution] * (limit - 1)
+        span_hint = f"'from' at {latest_from.isoformat()} or later"
+    else:
+        span_hint = "a shorter span"
+    coarser = {"raw": "1m", "1m": "1h"}.get(resolution)
+    resolution_hint = f"resolution={coarser} or auto" if coarser else "resolution=auto"
+    message = f"more than {limit:,} points at resolution {resolution} from 'from' to 'to'"
+    return InvalidInput(
+        message,
+        problems=[("from", f"{message}: ask for {span_hint}"), ("resolution", f"{message}: ask for {resolution_hint}")],
+    )
 
 
 @dataclass
@@ -61,16 +80,21 @@ def gpu_series(
     unknown = [metric for metric in metrics if metric not in allowed]
     if unknown:
         raise _refused("metrics", f"not available at resolution {resolution}: {', '.join(unknown)}")
+    limit = settings.READINGS_MAX_POINTS
     if resolution == "raw":
         rows = list(
             Reading.objects.filter(gpu=gpu, ts__gte=start, ts__lt=end)
             .order_by("ts")
-            .values_list("ts", *metrics)[: MAX_POINTS * 5]
+            .values_list("ts", *metrics)[: limit + 1]
         )
+        if len(rows) > limit:
+            raise _too_many_points(resolution, start, end)
         values = {metric: [row[position + 1] for row in rows] for position, metric in enumerate(metrics)}
         if "throttle_reasons" in values:
             values["throttle_reasons"] = [throttle_names(mask) for mask in values["throttle_reasons"]]
         return Series(resolution, start, end, [row[0] for row in rows], values)
+    if (end - start) / _STEP[resolution] + 1 > limit:  # buckets from the one holding 'from' on
+        raise _too_many_points(resolution, start, end)
     model = Rollup1m if resolution == "1m" else Rollup1h
     columns = [f"{metric}_{stat}" for metric in metrics for stat in ("mean", "min", "max")]
     rows = list(

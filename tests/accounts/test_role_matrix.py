@@ -49,7 +49,9 @@ ANYONE_MAY_WRITE = {
 
 # Models a request may write whoever makes it: the session, the login time, the audit trail,
 # login-throttling bookkeeping.
-BOOKKEEPING_MODELS = {"sessions.session", "auditlog.logentry", "axes.accessattempt", "axes.accesslog"}
+BOOKKEEPING_MODELS = {
+    "sessions.session", "auditlog.logentry", "axes.accessattempt", "axes.accesslog", "axes.accessfailurelog",
+}  # fmt: skip
 
 # Statuses that refuse a write. 404 is not one: a write refused must be refused as such.
 REFUSED = {401, 403, 405}

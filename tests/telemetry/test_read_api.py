@@ -224,6 +224,31 @@ def test_explicit_resolution(long_series, api):
     assert hour["resolution"] == "1h" and 2 <= len(hour["ts"]) <= 3
 
 
+def test_every_answer_is_bounded_whatever_the_resolution(long_series, api, settings):
+    """1-minute rollups over a year, or raw readings over a long span, would be unbounded: past
+    READINGS_MAX_POINTS points the answer is a 400 naming from and resolution, with a way out."""
+    end = long_series["end"]
+    year = {"from": iso(end - dt.timedelta(days=365)), "to": iso(end), "metrics": "temperature_c"}
+    refused = readings(api, resolution="1m", **year)
+    assert refused.status_code == 400
+    detail = {item["loc"]: item["msg"] for item in refused.json()["detail"]}
+    assert set(detail) == {"from", "resolution"} and "10,000" in refused.json()["error"]
+    assert "resolution=1h" in detail["resolution"]
+    # The latest 'from' it names is accepted, and holds at most the bound.
+    latest_from = detail["from"].split("'from' at ")[1].split(" or later")[0]
+    fits = readings(api, resolution="1m", **{**year, "from": latest_from})
+    assert fits.status_code == 200 and len(fits.json()["ts"]) <= 10_000
+    assert readings(api, resolution="1h", **year).status_code == 200
+    assert readings(api, **year).json()["resolution"] == "1h"  # auto coarsens by itself
+    # Raw: counted, never cut off silently.
+    settings.READINGS_MAX_POINTS = 1000
+    whole = {"from": iso(long_series["start"]), "to": iso(end + dt.timedelta(seconds=1)), "metrics": "temperature_c"}
+    refused = readings(api, resolution="raw", **whole)
+    assert refused.status_code == 400 and "resolution=1m" in refused.json()["detail"][1]["msg"]
+    short = {**whole, "from": iso(end - dt.timedelta(seconds=30 * 999))}
+    assert 990 <= len(readings(api, resolution="raw", **short).json()["ts"]) <= 1000
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
