@@ -76,6 +76,8 @@ def test_pages_stay_up_whatever_a_stored_identifier_holds(viewer, admin, client_
         page = client.get(gpu.get_absolute_url()).content.decode()
         assert gpu.get_absolute_url() in page or "GPU-a" in page
     client = client_for(admin)
+    # Query strings too: "All tickets" and "Add GPU" carry the host name URL-encoded.
+    assert "?host=odd%2Fhost%20.." in client.get(host.get_absolute_url()).content.decode()
     assert client.get(f"/api/v1/gpus/{gpu.get_absolute_url().split('/')[2]}").json()["uuid"] == gpu.uuid
     assert client.get(f"{gpu.get_absolute_url()}edit/").status_code == 200
     assert client.get(f"{host.get_absolute_url()}edit/").status_code == 200
