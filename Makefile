@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-ingest bench-anomaly bench-live bench-pipeline install browser clean
+.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline install browser clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,10 @@ bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
+
+# The agent's catch-up after an outage, against the real portal (SQLite, scratch VAR_DIR).
+bench-agent-portal: $(STAMP)
+	$(PY) bench/agent.py catch-up --portal
 
 # Needs the local PostgreSQL and Redis; uses a scratch database bench_ingest.
 bench-ingest: $(STAMP)

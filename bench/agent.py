@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/agent.py            # both parts
     .venv/bin/python bench/agent.py catch-up   # only the catch-up part
+    .venv/bin/python bench/agent.py catch-up --portal   # the same against the real portal
 
 Cost: the agent runs against the stand-in pynvml (tests/agents/fakenvml), so its figures are
 the agent's own Python overhead; on a GPU host, NVML's driver calls come on top. The
@@ -19,20 +20,34 @@ collections go on every real second. Measured from the portal's return: the firs
 accepted, and every reading of the outage stored. Then the same through a portal answering 503
 to a third of the posts (random, seeded). At the end every reading collected must have been
 stored exactly once (by gpu uuid and timestamp).
+
+With `--portal` the other end is the real portal (`manage.py serve` on SQLite in a scratch
+VAR_DIR, DEBUG off, default ingest rate limits, one host token per trial) behind a small proxy
+on 127.0.0.1 that refuses connections while "down" and answers 503 to a third of the posts in
+the flaky part; the readings are counted in the portal's database.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import http.client
 import json
 import logging
+import os
 import random
 import resource
+import secrets
 import shutil
+import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -154,24 +169,201 @@ def failures_after(outage_s: float, backoff: Backoff) -> int:
     return probe.failures
 
 
-def catch_up_trial(fail_ratio: float, seed: int) -> dict[str, float]:
+class StubTarget:
+    """The test suite's stand-in portal (tests/agents/portal_stub.py)."""
+
+    name = "stand-in portal (tests/agents/portal_stub.py)"
+
+    def __init__(self, seed: int, fail_ratio: float) -> None:
+        self.stub = PortalStub()
+        self.stub.stop()  # the portal is down
+        self.stub.fail_ratio = fail_ratio
+        self.stub.rng = random.Random(seed)
+        self.url, self.token, self.hostname = self.stub.url, "tok", "bench"
+
+    def up(self) -> None:
+        self.stub.start()
+
+    def calm(self) -> None:
+        self.stub.fail_ratio = 0.0
+
+    def stored(self) -> list[tuple[str, str]]:
+        with self.stub.lock:
+            return [(r["gpu_uuid"], r["ts"]) for body in self.stub.bodies for r in body.get("readings", [])]
+
+    def posts(self) -> tuple[int, int]:
+        return len(self.stub.attempts), self.stub.failed
+
+    def close(self) -> None:
+        self.stub.stop()
+
+
+class FlakyProxy:
+    """Between the agent and the real portal: refuses connections while down, answers 503 to
+    `fail_ratio` of the posts, forwards the rest (status, body, Retry-After) unchanged."""
+
+    def __init__(self, upstream_port: int, seed: int, fail_ratio: float) -> None:
+        self.upstream_port, self.fail_ratio, self.rng = upstream_port, fail_ratio, random.Random(seed)
+        self.posts = self.failed = 0
+        self.lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+        self.port = _free_port()
+
+    def up(self) -> None:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with proxy.lock:
+                    proxy.posts += 1
+                    fail = proxy.rng.random() < proxy.fail_ratio
+                    proxy.failed += fail
+                if fail:
+                    return self._answer(503, b'{"error": "flaky proxy"}', {})
+                connection = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                connection.request("POST", self.path, body=body, headers=headers)
+                answer = connection.getresponse()
+                data = answer.read()
+                extra = {"Retry-After": answer.getheader("Retry-After")} if answer.getheader("Retry-After") else {}
+                connection.close()
+                return self._answer(answer.status, data, extra)
+
+            def _answer(self, status, data, extra):
+                self.send_response(status)
+                for key, value in extra.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RealPortal:
+    """The portal itself (`manage.py serve`, SQLite in a scratch VAR_DIR, DEBUG off, default
+    ingest rate limits), one per bench run; each trial gets its own host and GPUs."""
+
+    def __init__(self) -> None:
+        self.var_dir = Path(tempfile.mkdtemp(prefix="bench-agent-portal-"))
+        drop = {"DATABASE_URL", "REDIS_URL", "CELERY_TASK_ALWAYS_EAGER", "DJANGO_SETTINGS_MODULE"}
+        self.env = {k: v for k, v in os.environ.items() if k not in drop}
+        self.env.update(
+            VAR_DIR=str(self.var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50),
+            ALLOWED_HOSTS="127.0.0.1,localhost", SECURE_SSL_REDIRECT="false", SECURE_COOKIES="false",
+            SECURE_HSTS_SECONDS="0", LOG_LEVEL="WARNING",
+        )  # fmt: skip
+        manage = [sys.executable, str(REPO / "manage.py")]
+        subprocess.run([*manage, "migrate", "-v0"], cwd=REPO, env=self.env, check=True)
+        self.port = _free_port()
+        self.log = open(self.var_dir / "portal.log", "wb")  # noqa: SIM115 (open for the process's life)
+        command = [*manage, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
+        self.process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2):
+                    break
+            except (OSError, urllib.error.URLError):
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    log = (self.var_dir / "portal.log").read_text()[-2000:]
+                    raise SystemExit("the portal did not start: " + log) from None
+                time.sleep(0.3)
+
+    def token(self, hostname: str) -> str:
+        manage = [sys.executable, str(REPO / "manage.py"), "issue_token", hostname, "--label", "bench"]
+        result = subprocess.run(manage, cwd=REPO, env=self.env, check=True, capture_output=True, text=True)
+        return result.stdout.strip().splitlines()[-1]
+
+    def stored(self, hostname: str) -> list[tuple[str, str]]:
+        db = sqlite3.connect(self.var_dir / "portal.sqlite3", timeout=30)
+        try:
+            rows = db.execute(
+                "SELECT g.uuid, r.ts FROM telemetry_reading r JOIN fleet_gpu g ON g.id = r.gpu_id "
+                "JOIN fleet_host h ON h.id = g.host_id WHERE h.hostname = ?",
+                (hostname,),
+            ).fetchall()
+        finally:
+            db.close()
+        return [(uuid, _rfc3339(ts)) for uuid, ts in rows]
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+        shutil.rmtree(self.var_dir, ignore_errors=True)
+
+
+def _rfc3339(ts: str) -> str:
+    moment = dt.datetime.fromisoformat(ts)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class PortalTarget:
+    def __init__(self, portal: RealPortal, seed: int, fail_ratio: float, trial: int) -> None:
+        self.name = "the real portal (manage.py serve, SQLite) behind a proxy that fails posts"
+        self.portal = portal
+        self.proxy = FlakyProxy(portal.port, seed, fail_ratio)
+        self.hostname = f"bench-agent-{trial}"
+        self.token = portal.token(self.hostname)
+        self.url = f"http://127.0.0.1:{self.proxy.port}"
+
+    def up(self) -> None:
+        self.proxy.up()
+
+    def calm(self) -> None:
+        self.proxy.fail_ratio = 0.0
+
+    def stored(self) -> list[tuple[str, str]]:
+        return self.portal.stored(self.hostname)
+
+    def posts(self) -> tuple[int, int]:
+        return self.proxy.posts, self.proxy.failed
+
+    def close(self) -> None:
+        self.proxy.close()
+
+
+def catch_up_trial(target, seed: int, trial: int) -> dict[str, float]:
     rng = random.Random(seed)
-    pynvml.fake_reset(count=GPUS)
-    stub = PortalStub()
-    stub.stop()  # the portal is down
-    stub.fail_ratio = fail_ratio
-    stub.rng = random.Random(seed)
+    pynvml.fake_reset(
+        gpus=[pynvml.FakeGpu(index=i, uuid=f"GPU-{trial:08x}-0000-4000-8000-{i:012d}") for i in range(GPUS)]
+    )
     clock = SimClock(time.time() - OUTAGE_S - 5)
     created: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as spool_dir:
         spool = Spool(spool_dir)
         collector = Collector(NvmlDeviceClient(), clock=clock)
-        agent = Agent(collector=collector, hostname="bench", spool=spool, batch_interval_s=1.0, clock=clock)
+        agent = Agent(collector=collector, hostname=target.hostname, spool=spool, batch_interval_s=1.0, clock=clock)
         backoff = Backoff()  # the agent's defaults
-        deliverer = Deliverer(spool=spool, sender=Sender(url=stub.url, token="tok", timeout_s=10), backoff=backoff)
+        sender = Sender(url=target.url, token=target.token, timeout_s=10)
+        deliverer = Deliverer(spool=spool, sender=sender, backoff=backoff)
         stop = threading.Event()
-        sender = threading.Thread(target=deliverer.run, args=(stop,), daemon=True)
-        sender.start()
+        sender_thread = threading.Thread(target=deliverer.run, args=(stop,), daemon=True)
+        sender_thread.start()
 
         def collect_once() -> None:
             for batch in agent.collect():
@@ -194,54 +386,64 @@ def catch_up_trial(fail_ratio: float, seed: int) -> dict[str, float]:
 
         collector_thread = threading.Thread(target=live, daemon=True)
         collector_thread.start()
-        stub.start()
+        target.up()
         up = time.monotonic()
         first_post = drained = None
         deadline = up + 120
         while time.monotonic() < deadline:
-            with stub.lock:
-                stored = {(r["gpu_uuid"], r["ts"]) for body in stub.bodies for r in body.get("readings", [])}
-                if first_post is None and stub.stored:
-                    first_post = time.monotonic() - up
+            stored = set(target.stored())
+            if first_post is None and stored:
+                first_post = time.monotonic() - up
             if backlog <= stored:
                 drained = time.monotonic() - up
                 break
-            time.sleep(0.02)
+            time.sleep(0.2)  # (the real portal's database is read here: not too often)
         stop.set()
         collector_thread.join()
-        sender.join(timeout=15)
+        sender_thread.join(timeout=15)
         # Whatever the last collections added: delivered too, then nothing may be missing or doubled.
-        final = Deliverer(spool=spool, sender=Sender(url=stub.url, token="tok"), backoff=Backoff())
-        stub.fail_ratio = 0.0
-        final.drain(max_seconds=30)
-        stored_list = stub.readings()
+        target.calm()
+        final = Deliverer(spool=spool, sender=Sender(url=target.url, token=target.token), backoff=Backoff())
+        final.drain(max_seconds=60)
+        stored_list = target.stored()
         spool.close()
-    stub.stop()
+    posts, failed = target.posts()
+    target.close()
     return {
         "readings_in_outage": len(backlog),
         "spool_s": spool_s,
         "first_post_s": first_post if first_post is not None else float("inf"),
         "drained_s": drained if drained is not None else float("inf"),
-        "posts": len(stub.attempts),
-        "failed_posts": stub.failed,
+        "posts": posts,
+        "failed_posts": failed,
         "lost": len(set(created) - set(stored_list)),
         "stored_twice": len(stored_list) - len(set(stored_list)),
         "readings": len(created),
     }
 
 
-def bench_catch_up() -> dict[str, list[dict[str, float]]]:
+def bench_catch_up(real_portal: bool = False) -> dict[str, list[dict[str, float]]]:
     logging.getLogger("agents").setLevel(logging.CRITICAL)  # the outage's retries, logged by design
-    return {
-        "down": [catch_up_trial(0.0, seed) for seed in range(TRIALS)],
-        "flaky": [catch_up_trial(1 / 3, seed) for seed in range(TRIALS)],
-    }
+    portal = RealPortal() if real_portal else None
+    results: dict[str, list[dict[str, float]]] = {"down": [], "flaky": []}
+    trial = 0
+    try:
+        for name, fail_ratio in (("down", 0.0), ("flaky", 1 / 3)):
+            for seed in range(TRIALS):
+                trial += 1
+                target = PortalTarget(portal, seed, fail_ratio, trial) if portal else StubTarget(seed, fail_ratio)
+                results[name].append(catch_up_trial(target, seed, trial))
+        results["target"] = target.name
+    finally:
+        if portal:
+            portal.close()
+    return results
 
 
 def print_catch_up(results: dict[str, list[dict[str, float]]]) -> bool:
     print(
-        f"\nCatch-up: {GPUS} GPUs every 1 s, portal down {OUTAGE_S // 60} min, then up "
-        f"(stand-in portal over real HTTP; {TRIALS} trials each; backoff {Backoff().initial_s}-{Backoff().max_s} s)"
+        f"\nCatch-up: {GPUS} GPUs every 1 s, portal down {OUTAGE_S // 60} min, then up; over real HTTP to "
+        f"{results['target']}; {TRIALS} trials each; backoff {Backoff().initial_s}-{Backoff().max_s} s"
     )
     print(f"{'':44}{'worst':>10}{'median':>10}{'target':>10}")
     ok = True
@@ -261,14 +463,14 @@ def print_catch_up(results: dict[str, list[dict[str, float]]]) -> bool:
         twice = sum(t["stored_twice"] for t in trials)
         print(f"{'  readings lost / stored twice':44}{f'{lost} / {twice}':>10}{'':>10}{'0 / 0':>10}")
         ok = ok and drained[-1] < target and lost == 0 and twice == 0
-    spool_s = max(t["spool_s"] for trials in results.values() for t in trials)
+    spool_s = max(t["spool_s"] for name in ("down", "flaky") for t in results[name])
     print(f"(the outage's {results['down'][0]['readings_in_outage']} readings were spooled in {spool_s:.1f} s)")
     return ok
 
 
 def main() -> int:
-    if sys.argv[1:] == ["catch-up"]:
-        catch_up = bench_catch_up()
+    if sys.argv[1:2] == ["catch-up"]:
+        catch_up = bench_catch_up(real_portal="--portal" in sys.argv)
         ok = print_catch_up(catch_up)
         print(json.dumps({"catch_up": catch_up, "targets_met": ok}))
         print("targets met" if ok else "TARGETS MISSED")
