@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline install browser clean
+.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages install browser clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,7 +60,7 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline
+bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline bench-pages
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
@@ -78,6 +78,10 @@ bench-anomaly: $(STAMP)
 
 bench-live: $(STAMP)
 	$(PY) bench/live.py
+
+# The fleet page at 1,000 and 5,000 GPUs beside the host, GPU and on-demand pages (scratch SQLite).
+bench-pages: $(STAMP)
+	$(PY) bench/fleet_page.py
 
 # Ingested + evaluated + rolled up per second with worker and beat running: the embedded default
 # (SQLite, broker in files) and production (PostgreSQL scratch database bench_pipeline, Redis db 13).

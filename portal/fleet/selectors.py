@@ -3,9 +3,11 @@ fleet's size: every "last X" is a subquery, never a query per row."""
 
 import datetime as dt
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
-from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
+from django.db.models import BooleanField, Case, Max, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils import timezone
 
 from portal.fleet import pages
@@ -120,13 +122,19 @@ class Age:
     """When a periodic task was last done, and how it stands by the schedule in force."""
 
     moment: dt.datetime | None
-    days: int | None
     state: str  # pages.OK, DUE, OVERDUE, NEVER, or "" (no schedule)
+    now: dt.datetime
+
+    @property
+    def days(self) -> int | None:
+        """Whole days since, by the local calendar (computed only for the rows a page shows)."""
+        if self.moment is None:
+            return None
+        return (timezone.localtime(self.now).date() - timezone.localtime(self.moment).date()).days
 
 
 def age(*, limits: pages.CareLimits, host_id: int, kind: str, moment, now: dt.datetime) -> Age:
-    days = None if moment is None else (timezone.localtime(now).date() - timezone.localtime(moment).date()).days
-    return Age(moment, days, limits.due_state(host_id=host_id, record_kind=kind, last=moment, now=now))
+    return Age(moment, limits.due_state(host_id=host_id, record_kind=kind, last=moment, now=now), now)
 
 
 @dataclass
@@ -145,61 +153,80 @@ class HostRow:
     open_tickets: int = 0
     ages: dict[str, Age] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    url: str = ""
+    gpus_url: str = ""
 
 
-def _last_records(kinds, host_ids=None) -> dict[tuple[int, int | None, str], dt.datetime]:
-    """Newest performed_at per (host, GPU or None for whole-host records, kind): one query."""
-    records = MaintenanceRecord.objects.filter(kind__in=list(kinds))
-    if host_ids is not None:
-        records = records.filter(host_id__in=list(host_ids))
-    rows = records.values_list("host_id", "gpu_id", "kind").annotate(last=Max("performed_at")).order_by()
-    return {(host_id, gpu_id, kind): last for host_id, gpu_id, kind, last in rows}
+def _host_last_records(kinds) -> dict[tuple[int, str], dt.datetime]:
+    """Newest performed_at per (host, kind), a record on any of the host's GPUs or on the host
+    (as the schedules judge it): one query."""
+    rows = MaintenanceRecord.objects.filter(kind__in=list(kinds)).values_list("host_id", "kind")
+    return {(host_id, kind): last for host_id, kind, last in rows.annotate(last=Max("performed_at")).order_by()}
+
+
+def _silent_flag(limits: pages.CareLimits, host_ids, now: dt.datetime):
+    """SQL for "the GPU's latest reading is older than its host's silent-after limit": a reading
+    time compared in the database (converting 5,000 timestamps to Python costs more than the
+    page). Hosts sharing a limit share one condition; most hosts share the fleet's."""
+    by_limit: dict[float | None, list[int]] = {}
+    for host_id in host_ids:
+        by_limit.setdefault(limits.silent_after_s(host_id=host_id), []).append(host_id)
+    if not by_limit:
+        return Value(False, output_field=BooleanField())
+    common = max(by_limit, key=lambda limit: len(by_limit[limit]))  # the fleet's: no host list needed
+
+    def stale(limit):
+        return Value(False) if limit is None else Q(latest__ts__lt=now - dt.timedelta(seconds=limit))
+
+    whens = [When(Q(host_id__in=ids) & Q(stale(limit)) if limit is not None else Q(host_id__in=ids),
+                  then=Value(limit is not None))
+             for limit, ids in by_limit.items() if limit != common]  # fmt: skip
+    default = Value(False) if common is None else Case(When(stale(common), then=Value(True)), default=Value(False))
+    return Case(*whens, default=default, output_field=BooleanField())
 
 
 def fleet_summary(*, now: dt.datetime, include_retired: bool = False) -> list[HostRow]:
     """One summary row per host, hosts that need attention first: hot and silent GPUs (judged by
     the rules' limits for the host), overdue or due cleaning, backup and driver review, open
-    tickets. Four queries whatever the fleet size (hosts, GPUs with their latest reading, the
-    newest records by kind, the limits), plus the open-ticket counts the limits read."""
+    tickets. Queries whatever the fleet size: hosts, the limits' configuration, GPUs with their
+    latest reading, the newest records by host and kind, the open-ticket counts."""
     hosts = Host.objects.order_by("hostname")
-    gpus = Gpu.objects.filter(host__in=hosts)
+    gpus = Gpu.objects.all()
     if not include_retired:
         hosts = hosts.exclude(status=Host.Status.RETIRED)
         gpus = gpus.exclude(status=Gpu.Status.RETIRED).exclude(host__status=Host.Status.RETIRED)
     labels = dict(Host.Status.choices)
-    rows = {
-        host_id: HostRow(host_id, hostname, status, labels.get(status, status), location, rack, driver)
-        for host_id, hostname, status, location, rack, driver in hosts.values_list(
-            "id", "hostname", "status", "location", "rack", "driver_version"
-        )
-    }
+    # Each host's two links, reversed once (hundreds of reverse() calls cost more than the query).
+    host_url, gpus_url = (reverse(name, kwargs={"hostname": "HOSTNAME"}) for name in ("fleet:host", "fleet:host_gpus"))
+    rows = {}
+    for host_id, hostname, status, location, rack, driver in hosts.values_list(
+        "id", "hostname", "status", "location", "rack", "driver_version"
+    ):
+        quoted = quote(hostname)
+        rows[host_id] = HostRow(
+            host_id, hostname, status, labels.get(status, status), location, rack, driver,
+            url=host_url.replace("HOSTNAME", quoted), gpus_url=gpus_url.replace("HOSTNAME", quoted),
+        )  # fmt: skip
     limits = pages.care_limits(host_ids=rows)
-    last = _last_records(HOST_TASKS)
-    gpu_values = gpus.values_list("host_id", "status", "temp_slowdown_c", "latest__ts", "latest__temperature_c")
-    for host_id, status, slowdown_c, ts, temperature in gpu_values:
+    gpu_values = gpus.annotate(silent=_silent_flag(limits, rows, now)).values_list(
+        "host_id", "status", "temp_slowdown_c", "latest__gpu_id", "silent", "latest__temperature_c"
+    )
+    for host_id, status, slowdown_c, latest_id, silent, temperature in gpu_values:
         row = rows[host_id]
         row.gpus += 1
         if status != Gpu.Status.IN_SERVICE or row.status != Host.Status.ACTIVE:
             continue  # the rules watch GPUs in service on active hosts only
-        if ts is None:
+        if latest_id is None:
             row.no_data += 1
-            continue
-        silent_after = limits.silent_after_s(host_id=host_id)
-        if silent_after is not None and (now - ts).total_seconds() > silent_after:
+        elif silent:
             row.silent += 1
-            continue
-        hot_c = limits.hot_c(host_id=host_id, slowdown_c=slowdown_c)
-        if hot_c is not None and temperature is not None and temperature >= hot_c:
-            row.hot += 1
-    # As the schedules judge it: the host's newest record of the kind, on any of its GPUs or the host.
-    host_last: dict[tuple[int, str], dt.datetime] = {}
-    for (host_id, _, kind), moment in last.items():
-        host_last[host_id, kind] = max(moment, host_last.get((host_id, kind), moment))
+        elif temperature is not None:
+            hot_c = limits.hot_c(host_id=host_id, slowdown_c=slowdown_c)
+            row.hot += hot_c is not None and temperature >= hot_c
+    last = _host_last_records(HOST_TASKS)
     for row in rows.values():
         for kind in HOST_TASKS:
-            row.ages[kind] = age(
-                limits=limits, host_id=row.id, kind=kind, moment=host_last.get((row.id, kind)), now=now
-            )
+            row.ages[kind] = age(limits=limits, host_id=row.id, kind=kind, moment=last.get((row.id, kind)), now=now)
         row.open_tickets = limits.open_tickets(host_id=row.id)
         row.problems = _problems(row)
     return sorted(rows.values(), key=lambda row: (not row.problems, row.hostname))

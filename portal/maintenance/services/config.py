@@ -19,6 +19,8 @@ class RuleParams:
         self._cache: dict[tuple[str, int | None], tuple[bool, dict]] = {}
 
     def get(self, rule_key: str, host_id: int | None) -> tuple[bool, dict]:
+        if (rule_key, host_id) not in self._rows:
+            host_id = None  # no override: the fleet's answer, shared by every such host
         cached = self._cache.get((rule_key, host_id))
         if cached is not None:
             return cached
