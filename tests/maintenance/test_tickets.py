@@ -158,6 +158,22 @@ def test_an_agent_delivering_its_spool_after_an_outage_is_not_silent(host8):
     assert Ticket.objects.filter(rule="agent_silent", gpu__isnull=True).count() == 1
 
 
+def test_a_late_backlog_never_resolves_a_ticket_before_it_opened(host8):
+    host, gpus = host8
+    from portal.telemetry.models import GpuLatest
+
+    GpuLatest.objects.bulk_create([GpuLatest(gpu=g, ts=T0, received_at=T0) for g in gpus])
+    opened = T0 + dt.timedelta(minutes=30)
+    beat.agent_silent_check(now=opened)  # the portal heard nothing for half an hour
+    # then the agent's spool arrives: readings from a minute after the last one
+    with transaction.atomic():
+        readings_evaluate(host_id=host.pk, readings={g.pk: series([COOL], start=T0 + dt.timedelta(minutes=1))
+                                                     for g in gpus})  # fmt: skip
+    tickets = Ticket.objects.filter(rule="agent_silent")
+    assert tickets.count() == 9 and {t.state for t in tickets} == {"resolved"}
+    assert all(t.resolved_at >= t.first_seen for t in tickets)
+
+
 def test_schedules_due_then_overdue_then_resolved_by_record(gpu):
     host = gpu.host
     now = timezone.now()

@@ -187,6 +187,10 @@ def ticket_auto_resolve(*, rule: str, host_id: int, gpu_id: int | None, at: dt.d
     fp = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
     with transaction.atomic():
         ticket = Ticket.objects.filter(fingerprint=fp, state__in=OPEN_STATES).first()
+        if ticket is not None:
+            # Late readings (an agent's spool after an outage) may clear before the ticket was
+            # last seen firing, e.g. "agent silent" opened while the backlog was on its way.
+            at = max(at, ticket.last_seen)
         if ticket is None or not _resolve(
             ticket, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note="the clear condition held"
         ):
