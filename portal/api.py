@@ -11,6 +11,7 @@ from portal.accounts.services import api_token_authenticate
 from portal.core.api import install_error_handlers
 from portal.fleet.api import router as fleet_router
 from portal.maintenance.api import router as maintenance_router
+from portal.reports.api import router as reports_router
 from portal.telemetry.api import router as telemetry_router
 from portal.telemetry.ingest_view import ingest_openapi_operation
 
@@ -73,6 +74,7 @@ install_error_handlers(api)
 api.add_router("", fleet_router)
 api.add_router("", telemetry_router)
 api.add_router("", maintenance_router)
+api.add_router("", reports_router)
 
 
 def api_urls():

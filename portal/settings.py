@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "portal.audit",
     "portal.telemetry",
     "portal.maintenance",
+    "portal.reports",
     "portal.live",
     "portal.demo",
 ]

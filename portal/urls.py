@@ -18,6 +18,7 @@ urlpatterns = [
     path("account/", include("portal.accounts.urls")),
     path("tickets/", include("portal.maintenance.urls")),
     path("live/", include("portal.live.urls")),
+    path("reports/", include("portal.reports.urls")),
     path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]

@@ -269,3 +269,14 @@ def host_gpu_rows(*, host: Host, now: dt.datetime, limits: pages.CareLimits) -> 
             ),
         }
     return gpus
+
+
+def gpu_status_intervals(*, gpu: Gpu, limit: int = 50) -> list[GpuStatusChange]:
+    """The GPU's latest status changes, oldest first, each with `until` (the next change's time,
+    None for the current status): the intervals its page shows beside the repair records."""
+    changes = list(
+        GpuStatusChange.objects.filter(gpu=gpu).select_related("changed_by").order_by("-changed_at", "-id")[:limit]
+    )[::-1]
+    for i, change in enumerate(changes):
+        change.until = changes[i + 1].changed_at if i + 1 < len(changes) else None
+    return changes

@@ -143,6 +143,7 @@ class GpuDetailView(Permission, View):
                 "gpu": gpu,
                 "ages": ages,
                 "records": records,
+                "status_changes": selectors.gpu_status_intervals(gpu=gpu),
                 "audit_entries": _audit_entries(gpu),
                 "kinds": [(k, label) for k, label in MaintenanceRecord.Kind.choices if k != "backup"],
                 "now": now,

@@ -186,3 +186,10 @@ def test_data_migration_initial_rows():
     (row,) = history(gpu)
     assert (row.from_status, row.to_status, row.source) == ("", "retired", "registration")
     assert row.changed_at == gpu.created_at
+
+
+def test_gpu_page_shows_the_status_intervals(client_for, technician, admin, viewer, gpu):
+    services.gpu_status_set(gpu=gpu, status="out_for_repair", user=technician, reason="fans dead", source=Source.API)
+    services.gpu_status_set(gpu=gpu, status="in_service", user=admin, reason="swapped", source=Source.API)
+    html = client_for(viewer).get(gpu.get_absolute_url()).content.decode()
+    assert "Status history" in html and "fans dead" in html and "admin override" in html

@@ -1,0 +1,151 @@
+"""`GET /api/v1/reports/reliability` (portal-api-v1.md, "Reliability report"): JSON, CSV or PDF."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.http import HttpResponse
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema
+
+from portal.core.api import ErrorOut, require_perm
+from portal.core.errors import InvalidInput
+from portal.reports.exports import report_csv, report_pdf
+from portal.reports.selectors import ReportQuery, reliability_report
+
+router = Router(tags=["reports"])
+REPORT_PERMISSION = "fleet.view_maintenancerecord"
+
+
+class ReliabilityParams(Schema):
+    start: str | None = Field(None, alias="from", max_length=64, description="RFC 3339 with a zone; required.")
+    end: str | None = Field(None, alias="to", max_length=64, description="RFC 3339 with a zone; required.")
+    host: str | None = Field(None, max_length=253, description="Hostname, exact.")
+    model: str | None = Field(None, max_length=128, description="Model name, exact.")
+    format: str = Field("json", pattern="^(json|csv|pdf)$")
+
+
+def parse_instant(name: str, raw: str | None) -> dt.datetime:
+    if not raw:
+        raise InvalidInput("invalid period", field_errors={name: "Required (RFC 3339 with a zone)."})
+    text = raw.strip()
+    if "T" in text and " " in text:  # an unencoded '+' in a query string arrives as a space
+        text = text.replace(" ", "+")
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput("invalid period", field_errors={name: f"Not an RFC 3339 time: {raw!r}."}) from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput("invalid period", field_errors={name: "Needs a time zone (e.g. 2026-01-01T00:00:00Z)."})
+    return value
+
+
+def report_query_from(params: ReliabilityParams) -> ReportQuery:
+    problems = {}
+    values = {}
+    for name, raw in (("from", params.start), ("to", params.end)):
+        try:
+            values[name] = parse_instant(name, raw)
+        except InvalidInput as error:
+            problems.update({p.loc: p.msg for p in error.problems})
+    if problems:
+        raise InvalidInput("invalid period", field_errors=problems)
+    return ReportQuery(start=values["from"], end=values["to"], host=params.host or None, model=params.model or None)
+
+
+class GpuRow(Schema):
+    uuid: str
+    hostname: str
+    index: int
+    model: str
+    serial: str
+    service_hours: float
+    repairs: int
+    downtime_hours: float
+    cost: float
+    mtbf_hours: float | None
+    mttr_hours: float | None
+    availability: float | None
+    hardware_tickets: int
+
+
+class ModelRow(Schema):
+    model: str
+    gpus: int
+    service_hours: float
+    repairs: int
+    downtime_hours: float
+    cost: float
+    mtbf_hours: float | None
+    mttr_hours: float | None
+    availability: float | None
+
+
+class FleetRow(Schema):
+    gpus: int
+    service_hours: float
+    repairs: int
+    downtime_hours: float
+    cost: float
+    mtbf_hours: float | None
+    mttr_hours: float | None
+    availability: float | None
+
+
+class RepeatOffender(Schema):
+    uuid: str
+    hostname: str
+    index: int
+    serial: str
+    reasons: list[str]
+
+
+class ReliabilityOut(Schema):
+    start: str = Field(alias="from")
+    end: str = Field(alias="to")
+    host: str | None = None
+    model: str | None = None
+    gpus: list[GpuRow]
+    models: list[ModelRow]
+    fleet: FleetRow
+    repeat_offenders: list[RepeatOffender] = []
+
+
+def _filename(query: ReportQuery, extension: str) -> str:
+    return f"reliability-{query.start:%Y%m%d}-{query.end:%Y%m%d}.{extension}"
+
+
+@router.get(
+    "/reports/reliability",
+    response={200: ReliabilityOut, 400: ErrorOut, 403: ErrorOut},
+    by_alias=True,
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "The report (JSON; `format=csv`: text/csv; `format=pdf`: application/pdf)",
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/ReliabilityOut"}},
+                    "text/csv": {"schema": {"type": "string"}},
+                    "application/pdf": {"schema": {"type": "string", "format": "binary"}},
+                },
+            }
+        }
+    },
+)
+def reliability(request, params: Query[ReliabilityParams]):
+    """Every GPU matching the filters registered before `to` and not retired before `from`, with
+    service hours, repairs, downtime, cost, MTBF, MTTR, availability and hardware tickets; per model
+    and for the fleet. Periods are half-open (`from <= t < to`)."""
+    require_perm(request, REPORT_PERMISSION)
+    query = report_query_from(params)
+    if params.format == "json":
+        return reliability_report(query).as_json()
+    report = reliability_report(query)
+    if params.format == "csv":
+        response = HttpResponse(report_csv(report), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{_filename(query, "csv")}"'
+        return response
+    pdf = report_pdf(report, generated_by=request.user.get_username(), generated_at=timezone.now())
+    response = HttpResponse(pdf, content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{_filename(query, "pdf")}"'
+    return response

@@ -1,0 +1,213 @@
+"""The reliability report as files: CSV (exactly the contract's GPU columns) and PDF (ReportLab).
+
+ReportLab rather than WeasyPrint: it is pure Python with its own fonts and layout engine, already
+pinned (5.1.0), and needs none of Debian's Pango/Cairo/HarfBuzz that WeasyPrint loads at run time,
+so `make demo` and a bare production host export PDFs with nothing to apt-get; its platypus
+tables repeat their header row across pages, which is what a long GPU list needs. The price is
+that the PDF's layout is code, not the page's template.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from collections import defaultdict
+
+from reportlab.lib import colors
+from reportlab.lib.pagesizes import A4, landscape
+from reportlab.lib.styles import getSampleStyleSheet
+from reportlab.lib.units import mm
+from reportlab.platypus import KeepTogether, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+
+from portal.fleet.models import MaintenanceRecord
+from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    return str(value)
+
+
+def report_csv(report: Report) -> str:
+    """One row per GPU; the header is exactly the contract's GPU field names; null is an empty cell."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(GPU_FIELDS)
+    for row in report.as_json()["gpus"]:
+        writer.writerow([_cell(row[name]) for name in GPU_FIELDS])
+    return out.getvalue()
+
+
+# --- PDF ----------------------------------------------------------------------------------------
+
+
+def _num(value, digits=1) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.{digits}f}"
+
+
+def _pct(value) -> str:
+    return "—" if value is None else f"{value * 100:.3f} %"
+
+
+_STYLE = TableStyle(
+    [
+        ("FONT", (0, 0), (-1, -1), "Helvetica", 8),
+        ("FONT", (0, 0), (-1, 0), "Helvetica-Bold", 8),
+        ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8edf3")),
+        ("LINEBELOW", (0, 0), (-1, -1), 0.25, colors.HexColor("#c8d0da")),
+        ("VALIGN", (0, 0), (-1, -1), "TOP"),
+        ("ALIGN", (1, 1), (-1, -1), "RIGHT"),
+    ]
+)
+
+
+def pdf_table(header, rows, widths=None, align_left=1):
+    table = Table([header, *rows], colWidths=widths, repeatRows=1)
+    table.setStyle(_STYLE)
+    table.setStyle(TableStyle([("ALIGN", (0, 0), (align_left - 1, -1), "LEFT")]))
+    return table
+
+
+def _repairs_by_gpu(report: Report) -> dict[int, list[MaintenanceRecord]]:
+    """Every listed GPU's repairs in the period (one query)."""
+    ids = [row["_id"] for row in report.gpus]
+    by_gpu: dict[int, list] = defaultdict(list)
+    records = (
+        MaintenanceRecord.objects.filter(
+            kind=MaintenanceRecord.Kind.REPAIR,
+            gpu_id__in=ids,
+            performed_at__gte=report.query.start,
+            performed_at__lt=report.query.end,
+        )
+        .only("gpu_id", "performed_at", "performed_by", "vendor", "rma_number", "parts", "cost", "downtime_hours",
+              "outcome", "notes")
+        .order_by("gpu_id", "performed_at")
+    )  # fmt: skip
+    for record in records.iterator(chunk_size=2000):
+        by_gpu[record.gpu_id].append(record)
+    return by_gpu
+
+
+def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) -> bytes:
+    buffer = io.BytesIO()
+    styles = getSampleStyleSheet()
+    small = styles["BodyText"].clone("small", fontSize=8, leading=10)
+    doc = SimpleDocTemplate(
+        buffer, pagesize=landscape(A4), leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
+        bottomMargin=14 * mm, title="Reliability report", author=generated_by,
+    )  # fmt: skip
+    q = report.query
+    story = [
+        Paragraph("GPU fleet reliability report (repair-history audit)", styles["Title"]),
+        Paragraph(
+            f"<b>Period</b> {q.start.isoformat()} to {q.end.isoformat()} (half-open: from &le; t &lt; to) &nbsp; "
+            f"<b>Filters</b> host: {q.host or 'all'}, model: {q.model or 'all'}",
+            styles["BodyText"],
+        ),
+        Paragraph(
+            f"<b>Generated</b> {generated_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC by {generated_by}",
+            styles["BodyText"],
+        ),
+        Paragraph(
+            "Service hours: from the GPU's install date (00:00 UTC) or registration, to its retirement or the "
+            "period's end, less the hours out for repair by its status history. MTBF = service hours / repairs; "
+            "MTTR = downtime hours / repairs; availability = service / (service + downtime). "
+            f"Figures resting on fewer than {FEW_FAILURES} failures are marked *: read them as indications. "
+            f"MTBF interval: two-sided {MTBF_CONFIDENCE:.0%} chi-square.",
+            small,
+        ),
+        Spacer(1, 4 * mm),
+    ]
+    f = report.fleet
+    header = ["", "GPUs", "Service h", "Repairs", "Downtime h", "Cost", "MTBF h", f"MTBF {MTBF_CONFIDENCE:.0%} CI",
+              "MTTR h", "Availability", "HW tickets"]  # fmt: skip
+
+    def ci(row):
+        low, high = row.get("mtbf_low"), row.get("mtbf_high")
+        return "—" if low is None else f"{_num(low, 0)} – {_num(high, 0) if high is not None else '∞'}"
+
+    def star(row):
+        return "*" if row["repairs"] < FEW_FAILURES else ""
+
+    fleet_rows = [["Fleet", f["gpus"], _num(f["service_hours"]), f["repairs"], _num(f["downtime_hours"]),
+                   _num(f["cost"], 2), _num(f["mtbf_hours"]) + star(f), ci(f), _num(f["mttr_hours"]) + star(f),
+                   _pct(f["availability"]), f["hardware_tickets"]]]  # fmt: skip
+    model_rows = [
+        [m["model"] or "(unknown)", m["gpus"], _num(m["service_hours"]), m["repairs"], _num(m["downtime_hours"]),
+         _num(m["cost"], 2), _num(m["mtbf_hours"]) + star(m), ci(m), _num(m["mttr_hours"]) + star(m),
+         _pct(m["availability"]), m["hardware_tickets"]]
+        for m in report.models
+    ]  # fmt: skip
+    story += [Paragraph("Fleet and models", styles["Heading2"]), pdf_table(header, fleet_rows + model_rows)]
+
+    if report.repeat_offenders:
+        story += [
+            Spacer(1, 3 * mm),
+            Paragraph("Repeat offenders", styles["Heading2"]),
+            pdf_table(
+                ["Serial", "Host", "GPU", "Why"],
+                [[o["serial"] or o["uuid"], o["hostname"], o["index"], Paragraph("; ".join(o["reasons"]), small)]
+                 for o in report.repeat_offenders],
+                widths=[40 * mm, 40 * mm, 15 * mm, 170 * mm], align_left=4,
+            ),
+        ]  # fmt: skip
+
+    story += [Spacer(1, 3 * mm), Paragraph("GPUs by serial", styles["Heading2"])]
+    gpu_header = ["Serial", "Host / GPU", "Model", "Service h", "Repairs", "Downtime h", "Cost", "MTBF h", "MTTR h",
+                  "Availability", "HW tickets"]  # fmt: skip
+    gpu_rows = sorted(report.gpus, key=lambda r: r["serial"] or "~" + r["uuid"])
+    story.append(
+        pdf_table(
+            gpu_header,
+            [[r["serial"] or r["uuid"], f"{r['hostname']} #{r['index']}", r["model"], _num(r["service_hours"]),
+              r["repairs"], _num(r["downtime_hours"]), _num(r["cost"], 2), _num(r["mtbf_hours"]),
+              _num(r["mttr_hours"]), _pct(r["availability"]), r["hardware_tickets"]] for r in gpu_rows],
+            align_left=3,
+        )
+    )  # fmt: skip
+
+    repairs = _repairs_by_gpu(report)
+    repaired = [r for r in gpu_rows if repairs.get(r["_id"])]
+    story += [Spacer(1, 3 * mm), Paragraph("Repairs in the period, by GPU serial", styles["Heading2"])]
+    if not repaired:
+        story.append(Paragraph("No repair records in the period.", styles["BodyText"]))
+    for r in repaired:
+        rows = [
+            [f"{rec.performed_at.astimezone(dt.UTC):%Y-%m-%d %H:%M}", rec.performed_by, rec.vendor, rec.rma_number,
+             Paragraph(rec.parts or "", small), rec.get_outcome_display() or "—",
+             _num(float(rec.downtime_hours)) if rec.downtime_hours is not None else "—",
+             _num(float(rec.cost), 2) if rec.cost is not None else "—", Paragraph(rec.notes[:300], small)]
+            for rec in repairs[r["_id"]]
+        ]  # fmt: skip
+        story.append(
+            KeepTogether(
+                [
+                    Paragraph(f"<b>{r['serial'] or r['uuid']}</b> — {r['hostname']} #{r['index']}, {r['model']}",
+                              small),
+                    pdf_table(["Performed (UTC)", "By", "Vendor", "RMA", "Parts", "Outcome", "Downtime h", "Cost",
+                            "Notes"], rows,
+                           widths=[28 * mm, 28 * mm, 28 * mm, 22 * mm, 40 * mm, 20 * mm, 18 * mm, 18 * mm, 70 * mm],
+                           align_left=6),
+                    Spacer(1, 2 * mm),
+                ]
+            )
+        )  # fmt: skip
+
+    def footer(canvas, document):
+        canvas.saveState()
+        canvas.setFont("Helvetica", 7)
+        canvas.drawString(12 * mm, 7 * mm, f"Reliability report {q.start:%Y-%m-%d} – {q.end:%Y-%m-%d} · generated "
+                          f"{generated_at.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC by {generated_by}")  # fmt: skip
+        canvas.drawRightString(landscape(A4)[0] - 12 * mm, 7 * mm, f"page {document.page}")
+        canvas.restoreState()
+
+    doc.build(story, onFirstPage=footer, onLaterPages=footer)
+    return buffer.getvalue()

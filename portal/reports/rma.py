@@ -1,0 +1,288 @@
+"""The RMA evidence pack of one GPU: what a vendor's RMA form asks for, as JSON and as a PDF.
+
+Serial, model, VBIOS, driver history (driver/firmware update records), the XID timeline (XID
+events with NVIDIA's catalog category and actions), ECC and row-remap trend and PCIe link
+history (the GPU's readings sampled once a day over the last 30 days: one indexed "latest reading
+before" lookup per day, never a scan), thermal history around the failure (hourly rollups 48 h
+either side of the latest hardware failure), repairs, status history, and the checklists done
+when the checklists app is installed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+
+from django.apps import apps
+from django.db.models import Q
+from reportlab.lib.pagesizes import A4
+from reportlab.lib.styles import getSampleStyleSheet
+from reportlab.lib.units import mm
+from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer
+
+from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.maintenance.models import Ticket
+from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
+from portal.reports.exports import pdf_table
+from portal.reports.selectors import gpu_repeat_offender, status_intervals
+from portal.telemetry.models import Reading, Rollup1h, XidEvent
+
+TREND_DAYS = 30
+THERMAL_WINDOW = dt.timedelta(hours=48)
+XID_LIMIT = 500
+
+
+def _iso(value):
+    return value.isoformat() if value is not None else None
+
+
+def _num(value):
+    return float(value) if value is not None else None
+
+
+def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[dict]:
+    """The latest reading before each of the last TREND_DAYS midnights (UTC) and now, on `fields`."""
+    today = dt.datetime.combine(now.date(), dt.time.min, tzinfo=dt.UTC)
+    points = [today - dt.timedelta(days=d) for d in range(TREND_DAYS - 1, -1, -1)] + [now]
+    samples = []
+    for point in points:
+        row = (
+            Reading.objects.filter(gpu=gpu, ts__lt=point, ts__gte=point - dt.timedelta(days=1))
+            .order_by("-ts")
+            .values("ts", *fields)
+            .first()
+        )
+        if row is not None:
+            samples.append({"at": _iso(point), "reading_ts": _iso(row.pop("ts")), **row})
+    return samples
+
+
+def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
+    host = gpu.host
+    records = list(
+        MaintenanceRecord.objects.filter(host=host)
+        .filter(Q(gpu=gpu) | Q(gpu__isnull=True))
+        .filter(kind__in=[MaintenanceRecord.Kind.DRIVER_UPDATE, MaintenanceRecord.Kind.FIRMWARE_UPDATE,
+                          MaintenanceRecord.Kind.REPAIR])
+        .order_by("performed_at", "id")
+    )  # fmt: skip
+    driver_history = [
+        {"at": _iso(r.performed_at), "kind": r.kind, "from": r.from_version, "to": r.to_version, "by": r.performed_by}
+        for r in records
+        if r.kind in (MaintenanceRecord.Kind.DRIVER_UPDATE, MaintenanceRecord.Kind.FIRMWARE_UPDATE)
+    ]
+    repairs = [
+        {"at": _iso(r.performed_at), "by": r.performed_by, "vendor": r.vendor, "rma_number": r.rma_number,
+         "parts": r.parts, "outcome": r.outcome, "cost": _num(r.cost), "downtime_hours": _num(r.downtime_hours),
+         "notes": r.notes}
+        for r in records if r.kind == MaintenanceRecord.Kind.REPAIR and r.gpu_id == gpu.pk
+    ]  # fmt: skip
+    xids = list(XidEvent.objects.filter(gpu=gpu).order_by("-ts").values_list("ts", "code")[:XID_LIMIT])[::-1]
+    xid_timeline = []
+    for ts, code in xids:
+        entry = xid_entry(code)
+        xid_timeline.append({"ts": _iso(ts), "code": code, "mnemonic": entry.mnemonic, "category": entry.category,
+                             "immediate": entry.immediate, "investigatory": entry.investigatory})  # fmt: skip
+    tickets = list(
+        Ticket.objects.filter(gpu=gpu, rule__in=HARDWARE_TICKET_RULES)
+        .order_by("first_seen")
+        .values("id", "rule", "title", "first_seen", "last_seen", "state", "occurrences")
+    )
+    failure_at = tickets[-1]["first_seen"] if tickets else (xids[-1][0] if xids else None)
+    thermal = []
+    if failure_at is not None:
+        thermal = [
+            {"hour": _iso(row.pop("bucket")), **row}
+            for row in Rollup1h.objects.filter(
+                gpu=gpu, bucket__gte=failure_at - THERMAL_WINDOW, bucket__lt=failure_at + THERMAL_WINDOW
+            ).order_by("bucket").values("bucket", "temperature_c_mean", "temperature_c_max", "power_w_mean",
+                                        "fan_speed_pct_mean", "utilization_gpu_pct_mean", "thermal_throttle_count")
+        ]  # fmt: skip
+    ecc_fields = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
+                  "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure")  # fmt: skip
+    ecc = _daily_samples(gpu, now, ecc_fields)
+    pcie = _daily_samples(gpu, now, ("pcie_link_gen", "pcie_link_width", "pcie_replay_count"))
+    checklists = _checklists_done(gpu)
+    intervals = status_intervals(gpu=gpu, now=now)
+    return {
+        "generated_at": _iso(now),
+        "gpu": {"uuid": gpu.uuid, "serial": gpu.serial, "model": gpu.model_name, "vbios": gpu.vbios_version,
+                "pci_bus_id": gpu.pci_bus_id, "memory_total_mib": gpu.memory_total_mib, "status": gpu.status,
+                "install_date": _iso(gpu.install_date), "warranty_end": _iso(gpu.warranty_end),
+                "registered_at": _iso(gpu.created_at), "pcie_link_max": {"gen": gpu.pcie_link_gen_max,
+                                                                          "width": gpu.pcie_link_width_max}},
+        "host": {"hostname": host.hostname, "location": host.location, "rack": host.rack,
+                 "driver_version": host.driver_version, "cuda_driver_version": host.cuda_driver_version},
+        "repeat_offender": gpu_repeat_offender(gpu=gpu, now=now),
+        "driver_history": driver_history,
+        "xid_timeline": xid_timeline,
+        "xid_catalog_source": SOURCE_URL,
+        "hardware_tickets": [{**t, "first_seen": _iso(t["first_seen"]), "last_seen": _iso(t["last_seen"])}
+                             for t in tickets],
+        "ecc_row_remap_trend": ecc,
+        "pcie_link_history": pcie,
+        "failure_at": _iso(failure_at),
+        "thermal_around_failure": thermal,
+        "repairs": repairs,
+        "status_history": [{**i, "from": _iso(i["from"]), "to": _iso(i["to"])} for i in intervals],
+        "checklists": checklists,
+    }  # fmt: skip
+
+
+def _checklists_done(gpu: Gpu):
+    """Completed checklist runs covering the GPU, when the checklists app is installed (None if not)."""
+    if not apps.is_installed("portal.checklists"):
+        return None
+    try:
+        Run = apps.get_model("checklists", "ChecklistRun")
+    except LookupError:
+        return None
+    runs = Run.objects.filter(host=gpu.host_id).order_by("-id")[:50]
+    result = []
+    for run in runs:
+        covered = getattr(run, "gpus", None)
+        if (
+            covered is not None
+            and hasattr(covered, "filter")
+            and covered.exists()
+            and not covered.filter(pk=gpu.pk).exists()
+        ):
+            continue
+        result.append({"id": run.pk, "template": str(getattr(run, "template", "")), "state": getattr(run, "state", ""),
+                       "completed_at": _iso(getattr(run, "completed_at", None))})  # fmt: skip
+    return result
+
+
+def rma_pdf(evidence: dict) -> bytes:
+    buffer = io.BytesIO()
+    styles = getSampleStyleSheet()
+    small = styles["BodyText"].clone("small", fontSize=8, leading=10)
+    doc = SimpleDocTemplate(buffer, pagesize=A4, leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
+                            bottomMargin=12 * mm, title=f"RMA evidence {evidence['gpu']['serial']}")  # fmt: skip
+    g, h = evidence["gpu"], evidence["host"]
+    story = [
+        Paragraph(f"RMA evidence pack — GPU {g['serial'] or g['uuid']}", styles["Title"]),
+        Paragraph(f"Generated {evidence['generated_at']}", small),
+        pdf_table(["Field", "Value"], [
+            ["Serial", g["serial"] or "—"], ["Model", g["model"] or "—"], ["UUID", g["uuid"]],
+            ["VBIOS", g["vbios"] or "—"], ["PCI bus id", g["pci_bus_id"] or "—"],
+            ["Host", f"{h['hostname']} ({h['location']} {h['rack']})"], ["Driver now", h["driver_version"] or "—"],
+            ["Installed / warranty", f"{g['install_date'] or '—'} / {g['warranty_end'] or '—'}"],
+            ["Status", g["status"]],
+            ["Repeat offender", "; ".join(evidence["repeat_offender"]) or "no"],
+        ], widths=[45 * mm, 140 * mm], align_left=2),
+    ]  # fmt: skip
+
+    def section(title, header, rows, widths=None):
+        story.extend([Spacer(1, 3 * mm), Paragraph(title, styles["Heading2"])])
+        if rows:
+            story.append(pdf_table(header, rows, widths=widths, align_left=len(header)))
+        else:
+            story.append(Paragraph("None recorded.", small))
+
+    section(
+        "Driver and firmware history",
+        ["When", "Kind", "From", "To", "By"],
+        [[d["at"][:16], d["kind"], d["from"], d["to"], d["by"]] for d in evidence["driver_history"]],
+    )
+    section(
+        "XID timeline (NVIDIA Xid Catalog buckets)",
+        ["When", "XID", "Mnemonic", "Category", "Immediate", "Investigatory"],
+        [
+            [
+                x["ts"][:19],
+                x["code"],
+                Paragraph(x["mnemonic"], small),
+                x["category"],
+                x["immediate"],
+                x["investigatory"],
+            ]
+            for x in evidence["xid_timeline"][-60:]
+        ],
+    )
+    section(
+        "Hardware tickets",
+        ["Opened", "Rule", "Title", "State", "Count"],
+        [
+            [t["first_seen"][:16], t["rule"], Paragraph(t["title"], small), t["state"], t["occurrences"]]
+            for t in evidence["hardware_tickets"]
+        ],
+    )
+    section(
+        "ECC and row-remap trend (daily)",
+        ["Day", "ECC corr.", "ECC uncorr.", "Uncorr. aggr.", "Pages pending", "Remap pending", "Remap failed"],
+        [
+            [
+                e["at"][:10],
+                e["ecc_corrected_volatile"],
+                e["ecc_uncorrected_volatile"],
+                e["ecc_uncorrected_aggregate"],
+                e["retired_pages_pending"],
+                e["remapped_rows_pending"],
+                e["remapped_rows_failure"],
+            ]
+            for e in evidence["ecc_row_remap_trend"]
+        ],
+    )
+    section(
+        "PCIe link history (daily)",
+        ["Day", "Gen", "Width", "Replays"],
+        [
+            [p["at"][:10], p["pcie_link_gen"], p["pcie_link_width"], p["pcie_replay_count"]]
+            for p in evidence["pcie_link_history"]
+        ],
+    )
+    section(
+        f"Thermal history around the failure ({evidence['failure_at'] or 'no failure'}, hourly)",
+        ["Hour", "Temp mean", "Temp max", "Power mean", "Fan mean", "Util mean", "Throttled"],
+        [
+            [
+                t["hour"][:13],
+                _fmt(t["temperature_c_mean"]),
+                _fmt(t["temperature_c_max"]),
+                _fmt(t["power_w_mean"]),
+                _fmt(t["fan_speed_pct_mean"]),
+                _fmt(t["utilization_gpu_pct_mean"]),
+                t["thermal_throttle_count"],
+            ]
+            for t in evidence["thermal_around_failure"]
+        ],
+    )
+    section(
+        "Repairs",
+        ["When", "By", "Vendor", "RMA", "Parts", "Outcome", "Downtime h", "Cost"],
+        [
+            [
+                r["at"][:16],
+                r["by"],
+                r["vendor"],
+                r["rma_number"],
+                Paragraph(r["parts"], small),
+                r["outcome"],
+                _fmt(r["downtime_hours"]),
+                _fmt(r["cost"]),
+            ]
+            for r in evidence["repairs"]
+        ],
+    )
+    section(
+        "Status history",
+        ["From", "To", "Status", "By", "Reason"],
+        [
+            [s["from"][:16], (s["to"] or "now")[:16], s["status"], s["by"], Paragraph(s["reason"], small)]
+            for s in evidence["status_history"]
+        ],
+    )
+    if evidence["checklists"] is not None:
+        section(
+            "Checklists done",
+            ["Run", "Template", "State", "Completed"],
+            [[c["id"], c["template"], c["state"], (c["completed_at"] or "")[:16]] for c in evidence["checklists"]],
+        )
+    story.append(Paragraph(f"XID categories and actions: {evidence['xid_catalog_source']}", small))
+    doc.build(story)
+    return buffer.getvalue()  # fmt: skip
+
+
+def _fmt(value):
+    return "—" if value is None else f"{value:.1f}"

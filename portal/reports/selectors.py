@@ -1,0 +1,370 @@
+"""The reliability report (portal-api-v1.md, "Reliability report") and the repair-history reads.
+
+Everything is aggregated from maintenance records, status-history rows and ticket rows, in SQL
+where it sums (repairs, downtime, cost, hardware tickets: one GROUP BY each), never from raw
+readings: a year of 1,000 GPUs is a handful of queries whatever the history's length.
+
+Definitions, per GPU, for the half-open period [from, to):
+- listed: registered (created_at) before `to`, and not retired before `from` (retired: its status
+  is `retired`, since its last change to `retired` in the status history);
+- service_hours: from max(from, start) to min(to, retired_at), start = install_date at 00:00 UTC if
+  set, else the registration; minus the hours inside that window its history has it out_for_repair
+  (an out_for_repair row lasts until the GPU's next status change);
+- repairs / downtime_hours / cost: `repair` records on the GPU itself with performed_at in the
+  period (unset downtime and cost count 0);
+- mtbf_hours = service_hours / repairs, mttr_hours = downtime_hours / repairs (null for 0 repairs);
+  availability = service_hours / (service_hours + downtime_hours) (null when both are 0);
+- hardware_tickets: tickets on the GPU with first_seen in the period from a hardware rule;
+- models and fleet: the listed GPUs' sums, then the same formulas.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.db.models import Count, Max, Q, Sum
+from django.db.models.functions import Coalesce
+
+from portal.core.errors import InvalidInput
+from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
+from portal.maintenance.models import Ticket
+from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, xid_entry
+from portal.reports.stats import mtbf_interval
+
+HOUR = 3600.0
+# Below this many failures a rate is mostly noise: the page and the PDF say so.
+FEW_FAILURES = 3
+MTBF_CONFIDENCE = 0.90
+REPEAT_WINDOW = dt.timedelta(days=90)
+REPEAT_FAILURES = 2
+GPU_FIELDS = (
+    "uuid", "hostname", "index", "model", "serial", "service_hours", "repairs", "downtime_hours", "cost",
+    "mtbf_hours", "mttr_hours", "availability", "hardware_tickets",
+)  # fmt: skip
+SUM_FIELDS = ("service_hours", "repairs", "downtime_hours", "cost")
+
+
+@dataclass(frozen=True)
+class ReportQuery:
+    start: dt.datetime
+    end: dt.datetime
+    host: str | None = None
+    model: str | None = None
+
+    def __post_init__(self):
+        problems = {}
+        for name, value in (("from", self.start), ("to", self.end)):
+            if value.tzinfo is None or value.utcoffset() is None:
+                problems[name] = "Needs a time zone (RFC 3339, e.g. 2026-01-01T00:00:00Z)."
+        if not problems and self.end <= self.start:
+            problems["to"] = "Must be later than 'from'."
+        if problems:
+            raise InvalidInput("invalid period", field_errors=problems)
+
+
+@dataclass
+class Report:
+    query: ReportQuery
+    gpus: list[dict]
+    models: list[dict]
+    fleet: dict
+    repeat_offenders: list[dict] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        return _rounded(
+            {
+                "from": self.query.start.isoformat(),
+                "to": self.query.end.isoformat(),
+                "host": self.query.host,
+                "model": self.query.model,
+                "gpus": [{name: row[name] for name in GPU_FIELDS} for row in self.gpus],
+                "models": [
+                    {
+                        name: row[name]
+                        for name in ("model", "gpus", *SUM_FIELDS, "mtbf_hours", "mttr_hours", "availability")
+                    }
+                    for row in self.models
+                ],
+                "fleet": {
+                    name: self.fleet[name] for name in ("gpus", *SUM_FIELDS, "mtbf_hours", "mttr_hours", "availability")
+                },
+                "repeat_offenders": self.repeat_offenders,
+            }
+        )
+
+
+def _rounded(value):
+    """Floats to 6 decimals (hours and ratios; no binary noise such as 8759.999999999998)."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {key: _rounded(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
+
+
+def _formulas(row: dict) -> dict:
+    repairs, service, downtime = row["repairs"], row["service_hours"], row["downtime_hours"]
+    row["mtbf_hours"] = service / repairs if repairs else None
+    row["mttr_hours"] = downtime / repairs if repairs else None
+    row["availability"] = service / (service + downtime) if (service + downtime) > 0 else None
+    return row
+
+
+def _gpu_start(gpu: Gpu) -> dt.datetime:
+    if gpu.install_date is not None:
+        return dt.datetime.combine(gpu.install_date, dt.time.min, tzinfo=dt.UTC)
+    return gpu.created_at
+
+
+def listed_gpus(query: ReportQuery):
+    """The GPUs the report lists (before the retirement test, which needs the history)."""
+    gpus = Gpu.objects.filter(created_at__lt=query.end)
+    if query.host:
+        gpus = gpus.filter(host__hostname=query.host)
+    if query.model:
+        gpus = gpus.filter(model_name=query.model)
+    return gpus
+
+
+def _status_rows(gpu_ids_query, end: dt.datetime) -> dict[int, list[tuple[dt.datetime, str]]]:
+    """Each GPU's status changes before `end`, in order (one query)."""
+    rows: dict[int, list[tuple[dt.datetime, str]]] = defaultdict(list)
+    changes = (
+        GpuStatusChange.objects.filter(gpu__in=gpu_ids_query, changed_at__lt=end)
+        .order_by("gpu_id", "changed_at", "id")
+        .values_list("gpu_id", "changed_at", "to_status")
+    )
+    for gpu_id, changed_at, to_status in changes.iterator(chunk_size=5000):
+        rows[gpu_id].append((changed_at, to_status))
+    return rows
+
+
+def _retired_times(gpu_ids_query) -> dict[int, dt.datetime]:
+    """When each GPU whose status is `retired` was retired: its last change to it (one query)."""
+    return dict(
+        GpuStatusChange.objects.filter(
+            gpu__in=gpu_ids_query, gpu__status=Gpu.Status.RETIRED, to_status=Gpu.Status.RETIRED
+        )
+        .values("gpu_id")
+        .annotate(at=Max("changed_at"))
+        .values_list("gpu_id", "at")
+    )
+
+
+def _retired_at(gpu: Gpu, retired_times: dict[int, dt.datetime]) -> dt.datetime | None:
+    if gpu.status != Gpu.Status.RETIRED:
+        return None
+    return retired_times.get(gpu.pk, gpu.created_at)  # no row: retired before its history began
+
+
+def _out_for_repair_seconds(changes, low: dt.datetime, high: dt.datetime) -> float:
+    total = 0.0
+    for i, (changed_at, to_status) in enumerate(changes):
+        if to_status != Gpu.Status.OUT_FOR_REPAIR:
+            continue
+        until = changes[i + 1][0] if i + 1 < len(changes) else high
+        a, b = max(changed_at, low), min(until, high)
+        if b > a:
+            total += (b - a).total_seconds()
+    return total
+
+
+def gpu_service_hours(gpu: Gpu, changes, retired_at: dt.datetime | None, start: dt.datetime, end: dt.datetime) -> float:
+    low = max(start, _gpu_start(gpu))
+    high = min(end, retired_at) if retired_at is not None else end
+    if high <= low:
+        return 0.0
+    return ((high - low).total_seconds() - _out_for_repair_seconds(changes, low, high)) / HOUR
+
+
+def _hardware_ticket_filter() -> Q:
+    return Q(rule__in=HARDWARE_TICKET_RULES)
+
+
+def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Report:
+    start, end = query.start, query.end
+    gpu_query = listed_gpus(query)
+    gpus = list(
+        gpu_query.select_related("host")
+        .only("id", "uuid", "index", "model_name", "serial", "status", "install_date", "created_at", "host__hostname")
+        .order_by("host__hostname", "index", "id")
+    )
+    ids = gpu_query.values("id")
+    history = _status_rows(ids, end)
+    retired_times = _retired_times(ids)
+
+    repairs = {
+        row["gpu_id"]: row
+        for row in MaintenanceRecord.objects.filter(
+            kind=MaintenanceRecord.Kind.REPAIR, gpu__in=ids, performed_at__gte=start, performed_at__lt=end
+        )
+        .values("gpu_id")
+        .annotate(
+            n=Count("id"),
+            downtime=Coalesce(Sum("downtime_hours"), Decimal(0)),
+            cost=Coalesce(Sum("cost"), Decimal(0)),
+        )
+    }
+    tickets = dict(
+        Ticket.objects.filter(_hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end)
+        .values("gpu_id")
+        .annotate(n=Count("id"))
+        .values_list("gpu_id", "n")
+    )
+
+    rows = []
+    for gpu in gpus:
+        changes = history.get(gpu.pk, [])
+        retired_at = _retired_at(gpu, retired_times)
+        if retired_at is not None and retired_at < start:
+            continue
+        agg = repairs.get(gpu.pk)
+        row = {
+            "uuid": gpu.uuid,
+            "hostname": gpu.host.hostname,
+            "index": gpu.index,
+            "model": gpu.model_name,
+            "serial": gpu.serial,
+            "service_hours": gpu_service_hours(gpu, changes, retired_at, start, end),
+            "repairs": agg["n"] if agg else 0,
+            "downtime_hours": float(agg["downtime"]) if agg else 0.0,
+            "cost": float(agg["cost"]) if agg else 0.0,
+            "hardware_tickets": tickets.get(gpu.pk, 0),
+            "status": gpu.status,
+            "retired_at": retired_at,
+            "_id": gpu.pk,
+        }
+        rows.append(_formulas(row))
+
+    by_model: dict[str, dict] = {}
+    for row in rows:
+        model = by_model.setdefault(row["model"], {"model": row["model"], "gpus": 0, **dict.fromkeys(SUM_FIELDS, 0)})
+        model["gpus"] += 1
+        for name in SUM_FIELDS:
+            model[name] += row[name]
+        model["hardware_tickets"] = model.get("hardware_tickets", 0) + row["hardware_tickets"]
+    models = []
+    for model in sorted(by_model.values(), key=lambda m: m["model"]):
+        model["cost"] = round(model["cost"], 2)
+        _formulas(model)
+        low, high = mtbf_interval(model["service_hours"], model["repairs"], MTBF_CONFIDENCE)
+        model["mtbf_low"], model["mtbf_high"] = low, high
+        model["few_failures"] = model["repairs"] < FEW_FAILURES
+        models.append(model)
+    fleet = {"gpus": len(rows), **{name: sum(row[name] for row in rows) for name in SUM_FIELDS}}
+    fleet["cost"] = round(fleet["cost"], 2)
+    fleet["hardware_tickets"] = sum(row["hardware_tickets"] for row in rows)
+    _formulas(fleet)
+    fleet["mtbf_low"], fleet["mtbf_high"] = mtbf_interval(fleet["service_hours"], fleet["repairs"], MTBF_CONFIDENCE)
+    fleet["few_failures"] = fleet["repairs"] < FEW_FAILURES
+
+    offenders = repeat_offenders(gpu_ids=[row["_id"] for row in rows], start=start, end=end) if with_offenders else {}
+    for row in rows:
+        row["repeat_offender"] = offenders.get(row["_id"])
+        row["few_failures"] = row["repairs"] < FEW_FAILURES
+    offender_list = [
+        {"uuid": row["uuid"], "hostname": row["hostname"], "index": row["index"], "serial": row["serial"],
+         "reasons": row["repeat_offender"]}
+        for row in rows if row["repeat_offender"]
+    ]  # fmt: skip
+    return Report(query=query, gpus=rows, models=models, fleet=fleet, repeat_offenders=offender_list)
+
+
+# --- repeat offenders -----------------------------------------------------------------------
+
+
+def _is_hardware_failure(rule: str, evidence) -> bool:
+    """A hardware ticket is a hardware failure, but an XID ticket only when one of its codes is a
+    hardware code of NVIDIA's catalog (GSP/firmware or application codes never count)."""
+    if not rule.startswith("xid_"):
+        return True
+    codes = []
+    for pair in (evidence or {}).get("readings", []) or []:
+        try:
+            codes.append(int(pair[1]))
+        except (TypeError, ValueError, IndexError):
+            continue
+    return not codes or any(xid_entry(code).is_hardware_failure for code in codes)
+
+
+def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, list[str]]:
+    """GPUs with >= 2 hardware failures within 90 days (at least one in the period), or a hardware
+    XID seen again after a repair (the later one in the period). {gpu id: [reasons]}."""
+    failures: dict[int, list[tuple[dt.datetime, str]]] = defaultdict(list)
+    tickets = (
+        Ticket.objects.filter(_hardware_ticket_filter(), gpu_id__in=gpu_ids, first_seen__lt=end)
+        .filter(Q(first_seen__gte=start - REPEAT_WINDOW) | Q(rule__startswith="xid_"))
+        .values_list("gpu_id", "first_seen", "rule", "evidence")
+        .order_by("gpu_id", "first_seen")
+    )
+    for gpu_id, first_seen, rule, evidence in tickets.iterator(chunk_size=5000):
+        if _is_hardware_failure(rule, evidence):
+            failures[gpu_id].append((first_seen, rule))
+    if not failures:
+        return {}
+    repairs: dict[int, list[dt.datetime]] = defaultdict(list)
+    for gpu_id, performed_at in (
+        MaintenanceRecord.objects.filter(kind=MaintenanceRecord.Kind.REPAIR, gpu_id__in=list(failures))
+        .filter(performed_at__lt=end)
+        .values_list("gpu_id", "performed_at")
+    ):
+        repairs[gpu_id].append(performed_at)
+
+    result: dict[int, list[str]] = {}
+    for gpu_id, events in failures.items():
+        reasons = []
+        recent = [(t, r) for t, r in events if t >= start - REPEAT_WINDOW]
+        for i in range(1, len(recent)):
+            t, _ = recent[i]
+            if t >= start and t - recent[i - 1][0] <= REPEAT_WINDOW:
+                reasons.append(
+                    f"{REPEAT_FAILURES} hardware failures within {REPEAT_WINDOW.days} days "
+                    f"({recent[i - 1][0]:%Y-%m-%d} and {t:%Y-%m-%d})"
+                )
+                break
+        for repaired_at in sorted(repairs.get(gpu_id, [])):
+            before = {r for t, r in events if t < repaired_at and r.startswith("xid_")}
+            again = [(t, r) for t, r in events if t > repaired_at and r in before and start <= t < end]
+            if again:
+                reasons.append(f"hardware XID ({again[0][1]}) again on {again[0][0]:%Y-%m-%d} after the repair of "
+                               f"{repaired_at:%Y-%m-%d}")  # fmt: skip
+                break
+        if reasons:
+            result[gpu_id] = reasons
+    return result
+
+
+def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[str]:
+    """The GPU page's flag: the reasons it is a repeat offender over the last 90 days (or [])."""
+    return repeat_offenders(gpu_ids=[gpu.pk], start=now - REPEAT_WINDOW, end=now + dt.timedelta(seconds=1)).get(
+        gpu.pk, []
+    )
+
+
+# --- one GPU's repair history ---------------------------------------------------------------
+
+
+def status_intervals(*, gpu: Gpu, now: dt.datetime) -> list[dict]:
+    """The GPU's status history as intervals (from, to or None while current, status, who, why)."""
+    changes = list(GpuStatusChange.objects.filter(gpu=gpu).select_related("changed_by").order_by("changed_at", "id"))
+    intervals = []
+    for i, change in enumerate(changes):
+        until = changes[i + 1].changed_at if i + 1 < len(changes) else None
+        intervals.append(
+            {
+                "status": change.to_status,
+                "from": change.changed_at,
+                "to": until,
+                "hours": ((until or now) - change.changed_at).total_seconds() / HOUR,
+                "by": change.changed_by.get_username() if change.changed_by_id else "",
+                "source": change.source,
+                "reason": change.reason,
+                "override": change.override,
+            }
+        )
+    return intervals
