@@ -200,8 +200,9 @@ PAGE_QUERIES = {
     # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
     # attachments, audit entries
     "/hosts/{host}/": REQUEST + HTML + 8,
-    # the GPU, records, their attachments, rule configuration, open tickets, audit entries
-    "/gpus/{gpu}/": REQUEST + HTML + 6,
+    # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
+    # history, hardware tickets (the reliability panel's repeat-offender check)
+    "/gpus/{gpu}/": REQUEST + HTML + 8,
 }
 
 
