@@ -162,7 +162,8 @@ def rma_pdf(evidence: dict) -> bytes:
     g, h = evidence["gpu"], evidence["host"]
     story = [
         Paragraph(f"RMA evidence pack — GPU {g['serial'] or g['uuid']}", styles["Title"]),
-        Paragraph(f"Generated {evidence['generated_at']}", small),
+        Paragraph(f"Generated {evidence['generated_at'][:19]} UTC by {evidence.get('generated_by', '—')}; XID "
+                  f"categories and actions after {evidence['xid_catalog_source']}", small),
         pdf_table(["Field", "Value"], [
             ["Serial", g["serial"] or "—"], ["Model", g["model"] or "—"], ["UUID", g["uuid"]],
             ["VBIOS", g["vbios"] or "—"], ["PCI bus id", g["pci_bus_id"] or "—"],

@@ -30,6 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, no_agents, speed, **options):
         prepare()
         call_command("seed_demo")
+        call_command("seed_repair_history")  # reports: a repair history worth reading
         tokens = story.prepare_simulated_hosts()
         backfilled = story.backfill_history()
         if backfilled:

@@ -1,0 +1,186 @@
+"""A repair history worth reading for the demo fleet (`manage.py seed_repair_history`, run by
+`manage.py demo` after `seed_demo`).
+
+dgx-02 GPU 2 is a lemon: fell off the bus (XID 79), went out for repair, came back through a
+repair-return checklist; fell off the bus again two months later (a hardware XID after a repair:
+a repeat offender), repaired again and returned by an admin's override; a double-bit ECC error
+(XID 48) since. Its first repair's cost was corrected afterwards by the admin (the audit trail
+shows who recorded and who changed it). dgx-01 GPU 3 is out for repair now (PCIe link dropping to
+x8), and ws-lab-03 GPU 0 was retired last spring. Idempotent: does nothing once the lemon has
+its repairs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from auditlog.context import set_actor
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from portal.fleet import services
+from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
+from portal.maintenance.models import Ticket
+from portal.telemetry.models import XidEvent
+
+Source = GpuStatusChange.Source
+REPAIR = MaintenanceRecord.Kind.REPAIR
+FIRST_RMA = "RMA-2026-0188"
+
+
+def _user(username: str):
+    return get_user_model().objects.filter(username=username).first()
+
+
+def _xid(gpu: Gpu, at: dt.datetime, code: int, rule: str, title: str) -> Ticket:
+    XidEvent.objects.create(gpu=gpu, ts=at, code=code)
+    return Ticket.objects.create(
+        fingerprint=f"{rule}/gpu/{gpu.pk}/{int(at.timestamp())}",
+        rule=rule,
+        host=gpu.host,
+        gpu=gpu,
+        title=title,
+        severity="critical",
+        state=Ticket.State.RESOLVED,
+        first_seen=at,
+        last_seen=at,
+        resolved_at=at + dt.timedelta(hours=30),
+        evidence={"readings": [[at.timestamp(), code]]},
+        peak_value=float(code),
+    )
+
+
+def _register_at_install(gpu: Gpu) -> None:
+    """Demo GPUs were registered today; date their registration (and first status row) back to
+    their install date, as if the portal had been there all along."""
+    if gpu.install_date is None:
+        return
+    at = dt.datetime.combine(gpu.install_date, dt.time(9, 0), tzinfo=dt.UTC)
+    Gpu.objects.filter(pk=gpu.pk).update(created_at=at)
+    GpuStatusChange.objects.filter(gpu=gpu, from_status="").update(changed_at=at)
+    gpu.created_at = at
+
+
+@transaction.atomic
+def repair_history_seed(*, now: dt.datetime | None = None) -> bool:
+    now = now or timezone.now()
+    lemon = Gpu.objects.filter(host__hostname="dgx-02", index=2).select_related("host").first()
+    if lemon is None or MaintenanceRecord.objects.filter(gpu=lemon, kind=REPAIR).exists():
+        return False
+    admin, tech = _user("admin"), _user("tech")
+    for gpu in Gpu.objects.filter(host__hostname__in=["dgx-01", "dgx-02", "ws-lab-03"]):
+        _register_at_install(gpu)
+    lemon.refresh_from_db()
+    days = lambda n: now - dt.timedelta(days=n)  # noqa: E731
+
+    # First failure, repair, return through a repair-return checklist run.
+    _xid(lemon, days(160), 79, "xid_bus", "GPU fell off the bus (XID 79)")
+    services.gpu_status_set(
+        gpu=lemon,
+        status="out_for_repair",
+        user=tech,
+        source=Source.PORTAL,
+        at=days(160) + dt.timedelta(hours=2),
+        reason="XID 79: GPU fell off the bus; drained and pulled.",
+    )
+    with set_actor(tech):
+        first = services.record_create(
+            kind=REPAIR,
+            host=lemon.host,
+            gpu=lemon,
+            recorded_by=tech,
+            performed_at=days(154),
+            performed_by="ACME GPU Service",
+            vendor="ACME GPU Service",
+            rma_number=FIRST_RMA,
+            parts="PCIe riser, re-seated card",
+            cost="120.00",
+            downtime_hours="142",
+            outcome="fixed",
+            notes="Riser contacts oxidised; riser replaced, card re-seated, 24 h burn-in passed.",
+        )
+    services.gpu_status_set(
+        gpu=lemon,
+        status="in_service",
+        user=tech,
+        source=Source.CHECKLIST,
+        at=days(154) + dt.timedelta(hours=3),
+        reason="repair_return checklist passed (stress test 2 h).",
+    )
+    with set_actor(admin):  # the vendor's invoice came in higher: the admin corrects the cost
+        services.record_update(
+            record=first, user=admin, cost=Decimal("640.00"), notes=first.notes + " Invoice: riser + labour 640.00."
+        )
+
+    # The same fault after the repair (a repeat offender), and a second repair.
+    _xid(lemon, days(96), 79, "xid_bus", "GPU fell off the bus (XID 79)")
+    services.gpu_status_set(
+        gpu=lemon,
+        status="out_for_repair",
+        user=tech,
+        source=Source.PORTAL,
+        at=days(96) + dt.timedelta(hours=1),
+        reason="XID 79 again, 2 months after RMA-2026-0188.",
+    )
+    with set_actor(tech):
+        services.record_create(
+            kind=REPAIR,
+            host=lemon.host,
+            gpu=lemon,
+            recorded_by=tech,
+            performed_at=days(89),
+            performed_by="NVIDIA RMA depot",
+            vendor="NVIDIA",
+            rma_number="RMA-2026-0311",
+            parts="Board swap (same SKU)",
+            cost="0",
+            downtime_hours="166",
+            outcome="replaced",
+            notes="Under warranty: board replaced by the vendor.",
+        )
+    services.gpu_status_set(
+        gpu=lemon,
+        status="in_service",
+        user=admin,
+        source=Source.PORTAL,
+        at=days(89) + dt.timedelta(hours=2),
+        reason="Vendor-tested board; no checklist run: admin override.",
+    )
+    _xid(lemon, days(12), 48, "xid_ecc", "Memory error XID")
+    Ticket.objects.filter(gpu=lemon, rule="xid_ecc").update(state=Ticket.State.OPEN, resolved_at=None)
+
+    # A GPU out for repair right now, and a retired one.
+    pcie = Gpu.objects.filter(host__hostname="dgx-01", index=3).first()
+    if pcie is not None:
+        at = days(2)
+        Ticket.objects.create(
+            fingerprint=f"pcie/gpu/{pcie.pk}",
+            rule="pcie",
+            host=pcie.host,
+            gpu=pcie,
+            title="PCIe link degraded",
+            severity="warning",
+            first_seen=at,
+            last_seen=at,
+        )
+        services.gpu_status_set(
+            gpu=pcie,
+            status="out_for_repair",
+            user=tech,
+            source=Source.PORTAL,
+            at=at + dt.timedelta(hours=4),
+            reason="PCIe link trains at x8 instead of x16; riser ordered.",
+        )
+    old = Gpu.objects.filter(host__hostname="ws-lab-03", index=0).first()
+    if old is not None:
+        services.gpu_status_set(
+            gpu=old,
+            status="retired",
+            user=admin,
+            source=Source.PORTAL,
+            at=days(200),
+            reason="Replaced by a newer card; kept as a spare.",
+        )
+    return True
