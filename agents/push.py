@@ -322,6 +322,9 @@ class Deliverer:
         if batch is None:
             return self._step_memory()
         self.posts += 1
+        if batch.parts > 1:
+            log.info("backlog: %d spooled batches merged into batch %s (%d bytes)", batch.parts, batch.batch_id,
+                     len(batch.body))  # fmt: skip
         result = self._sender.send(with_sent_at(batch.body, self._clock()))
         if result.outcome == "done":
             self._spool.remove(batch.id)
@@ -404,4 +407,14 @@ class Deliverer:
                 self._on_reject(batch_id)
             return 0.0
         backoff = self._hold_backoff if result.outcome == "hold" else self._backoff
-        return backoff.next_delay(result.retry_after)
+        delay = backoff.next_delay(result.retry_after)
+        log.log(
+            logging.ERROR if result.outcome == "hold" or backoff.failures > 3 else logging.WARNING,
+            "%s batch %s (held in memory) with %s %s; retry in %.1f s",
+            "PORTAL REFUSED" if result.outcome == "hold" else "sending failed for",
+            batch_id,
+            result.status or "no answer",
+            result.detail[:200],
+            delay,
+        )
+        return delay

@@ -261,7 +261,7 @@ PASS_BATCHES = 500  # batches claimed by one pass at most
 # out at insert and batches commit in about that order, so this only needs to cover the batches
 # in flight; older stragglers (none unless a pass was rolled back) are the sweep's.
 CLAIM_SLACK = 1000
-SWEEP_WINDOW = dt.timedelta(hours=24)  # readings older than this are refused by ingest anyway
+SWEEP_WINDOW = dt.timedelta(hours=24)  # by arrival (received_at), so late readings are swept too
 _LOCK_KEY = 0x6D61696E  # "main": the advisory lock that keeps one pass at a time (PostgreSQL)
 
 
