@@ -12,9 +12,9 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
-from portal.maintenance.models import RuleState, Ticket
+from portal.maintenance.models import Ticket
 from portal.maintenance.rules import AGENT_SILENT, SCHEDULES, XID_RULES
-from portal.maintenance.rules.base import FIRING, OK, Event, Track, fingerprint, to_epoch
+from portal.maintenance.rules.base import FIRING, OK, Event, fingerprint
 from portal.maintenance.services import tickets as ticket_services
 from portal.maintenance.services.config import RuleParams
 from portal.maintenance.services.evaluate import SilenceLookup, Tracks, _gpu_infos, events_apply
@@ -33,10 +33,7 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
         )
     )
     host_ids = {host_id for _, host_id, _, _ in latest}
-    tracks = Tracks(gpu_ids=[], host_ids=host_ids, keys=[])
-    for obj in RuleState.objects.filter(rule=AGENT_SILENT.key, gpu__isnull=False):
-        tracks.by_key[obj.key] = Track(obj.key, obj.rule, obj.host_id, obj.gpu_id, obj.state, to_epoch(obj.since_ts),
-                                       to_epoch(obj.last_ts), obj.peak, obj.data, obj)  # fmt: skip
+    tracks = Tracks(host_ids=host_ids).load(rule=AGENT_SILENT.key, gpu__isnull=False)
     events: list[Event] = []
     per_host: dict[int, list[bool]] = defaultdict(list)
     host_last: dict[int, dt.datetime] = {}
@@ -83,7 +80,7 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
             fingerprint=fingerprint(AGENT_SILENT.key, host_id=track.host_id), state__in=Ticket.OPEN_STATES
         ).first()
         if parent is not None:
-            Ticket.objects.filter(pk=ticket.pk).update(parent=parent, silenced=False)
+            ticket_services.ticket_group_under(ticket=ticket, parent=parent, at=now, silenced=False)
         outcomes.append((ticket, "grouped"))
     return outcomes
 
@@ -94,10 +91,7 @@ def xid_quiet_check(*, now: dt.datetime | None = None) -> list:
     now = now or timezone.now()
     params = RuleParams()
     rules = {rule.key: rule for rule in XID_RULES.values()}
-    tracks = Tracks(gpu_ids=[], keys=[])
-    for obj in RuleState.objects.filter(rule__in=list(rules), state=FIRING):
-        tracks.by_key[obj.key] = Track(obj.key, obj.rule, obj.host_id, obj.gpu_id, obj.state, to_epoch(obj.since_ts),
-                                       to_epoch(obj.last_ts), obj.peak, obj.data, obj)  # fmt: skip
+    tracks = Tracks().load(rule__in=list(rules), state=FIRING)
     events: list[Event] = []
     for track in tracks.by_key.values():
         enabled, p = params.get(track.rule, track.host_id)

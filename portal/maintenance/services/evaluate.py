@@ -65,19 +65,25 @@ class EvaluationResult:
 class Tracks:
     """The RuleState rows of some subjects, loaded in one query, written back in two."""
 
-    def __init__(self, *, gpu_ids, host_ids=(), keys=()):
+    def __init__(self, *, gpu_ids=(), host_ids=(), keys=()):
+        """The states of these GPUs, of these hosts themselves, and these fingerprints."""
+        self.by_key: dict[str, Track] = {}
         query = Q(gpu_id__in=list(gpu_ids))
         if keys:
             query |= Q(key__in=list(keys))
         if host_ids:
             query |= Q(host_id__in=list(host_ids), gpu__isnull=True)
-        self.by_key: dict[str, Track] = {}
+        if gpu_ids or keys or host_ids:
+            self.load(query)
+
+    def load(self, *conditions, **filters) -> Tracks:
+        """Add the states matching a query (one query); the one way RuleState rows become tracks."""
         columns = ("key", "rule", "host_id", "gpu_id", "state", "since_ts", "last_ts", "peak", "data")
-        for key, rule, host_id, gpu_id, state, since, last, peak, data in RuleState.objects.filter(query).values_list(
-            *columns
-        ):
+        rows = RuleState.objects.filter(*conditions, **filters).values_list(*columns)
+        for key, rule, host_id, gpu_id, state, since, last, peak, data in rows:
             since, last = to_epoch(since), to_epoch(last)
             self.by_key[key] = Track(key, rule, host_id, gpu_id, state, since, last, peak, data, obj=True)
+        return self
 
     def get(self, rule: str, host_id: int, gpu_id: int | None) -> Track:
         key = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)

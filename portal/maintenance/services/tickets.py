@@ -133,13 +133,21 @@ def ticket_fire(
         return ticket, "opened"
 
 
+def _raise(ticket: Ticket, value, severity: str | None) -> bool:
+    """Raise the ticket's peak to `value` and its severity to `severity` where they are higher
+    (not saved). Returns whether the severity rose."""
+    if value is not None and (ticket.peak_value is None or value > ticket.peak_value):
+        ticket.peak_value = value
+    if severity is not None and SEVERITY_RANK[severity] > SEVERITY_RANK[ticket.severity]:
+        ticket.severity = severity
+        return True
+    return False
+
+
 def _bump(ticket: Ticket, at: dt.datetime, value, severity) -> None:
     ticket.occurrences = F("occurrences") + 1
     ticket.last_seen = max(ticket.last_seen, at)
-    if value is not None and (ticket.peak_value is None or value > ticket.peak_value):
-        ticket.peak_value = value
-    if SEVERITY_RANK[severity] > SEVERITY_RANK[ticket.severity]:
-        ticket.severity = severity
+    _raise(ticket, value, severity)
     ticket.save(update_fields=["occurrences", "last_seen", "peak_value", "severity", "updated_at"])
     ticket.refresh_from_db(fields=["occurrences"])
 
@@ -153,15 +161,9 @@ def ticket_update(
         ticket = Ticket.objects.select_for_update().filter(fingerprint=fp, state__in=OPEN_STATES).first()
         if ticket is None:
             return None, ""
-        changed = []
         ticket.last_seen = max(ticket.last_seen, at)
-        if value is not None and (ticket.peak_value is None or value > ticket.peak_value):
-            ticket.peak_value = value
-            changed.append("peak_value")
-        escalated = severity is not None and SEVERITY_RANK[severity] > SEVERITY_RANK[ticket.severity]
         previous = ticket.severity
-        if escalated:
-            ticket.severity = severity
+        escalated = _raise(ticket, value, severity)
         # Saved before the event: the event counts open tickets by severity for the fleet tile.
         ticket.save(update_fields=["last_seen", "peak_value", "severity", "updated_at"])
         if escalated:
@@ -220,10 +222,19 @@ def tickets_group(*, rule: str, host_id: int, at: dt.datetime, fraction: float =
         parent=parent
     )
     for child in children:
-        child.parent = parent
-        child.save(update_fields=["parent", "updated_at"])
-        _event(ticket=child, kind=Kind.GROUPED, at=at, note=f"grouped under #{parent.pk}")
+        ticket_group_under(ticket=child, parent=parent, at=at)
     return parent, outcome
+
+
+def ticket_group_under(*, ticket: Ticket, parent: Ticket, at: dt.datetime, **changes) -> Ticket:
+    """Link a GPU ticket to the host ticket that holds it (it then sends no notifications of its
+    own), with its event row; `changes` are other fields saved with the link."""
+    ticket.parent = parent
+    for name, value in changes.items():
+        setattr(ticket, name, value)
+    ticket.save(update_fields=["parent", *changes, "updated_at"])
+    _event(ticket=ticket, kind=Kind.GROUPED, at=at, note=f"grouped under #{parent.pk}")
+    return ticket
 
 
 # --- people working tickets ----------------------------------------------------------------
