@@ -15,6 +15,7 @@ import logging
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
+from django.db import OperationalError
 from django.http import JsonResponse
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,13 @@ class IngestASGIApp:
             return
         try:
             response = await self.view(ASGIRequest(scope, io.BytesIO(body)))
+        except OperationalError as error:
+            # The database is busy or away (SQLite's write lock past its busy timeout under load,
+            # PostgreSQL restarting): nothing was stored, and the agent keeps the batch and
+            # retries when told to.
+            log.warning("ingest: database unavailable (%s); answered 503", error)
+            response = JsonResponse({"error": "database busy, retry later"}, status=503)
+            response["Retry-After"] = "1"
         except Exception:
             log.exception("ingest request failed")
             response = JsonResponse({"error": "internal server error"}, status=500)

@@ -151,6 +151,25 @@ async def test_a_failure_inside_the_view_is_a_json_500_and_logged(issued, settin
     assert "ingest request failed" in caplog.text and "disk on fire" in caplog.text
 
 
+async def test_a_busy_database_is_a_503_with_retry_after_not_a_500(issued, settings, monkeypatch, caplog):
+    """SQLite's write lock past the busy timeout (web, worker and beat writing under load)."""
+    from django.db import OperationalError
+
+    settings.ALLOWED_HOSTS = ["testserver"]
+
+    def storage_busy(**kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr("portal.telemetry.ingest_view.reading_batch_ingest", storage_busy)
+    body = json.dumps(make_batch("asgi-host", readings=2)).encode()
+
+    sent = await _exchange(_chunks(body, 10_000), [(b"authorization", f"Bearer {issued.token}".encode())])
+
+    assert sent[0]["status"] == 503
+    assert (b"retry-after", b"1") in [(name.lower(), value) for name, value in sent[0]["headers"]]
+    assert "database unavailable" in caplog.text
+
+
 async def test_get_is_405_through_the_application(settings):
     settings.ALLOWED_HOSTS = ["testserver"]
 
