@@ -68,16 +68,25 @@ class JobSchedule:
     """The training jobs of one host on the real clock, from `origin` on: the first starts at
     once; every GPU of the host takes part in the first job and most later ones."""
 
-    def __init__(self, host_seed: int, origin: float) -> None:
+    def __init__(
+        self,
+        host_seed: int,
+        origin: float,
+        job_s: tuple[float, float] = JOB_S,
+        pause_s: tuple[float, float] = JOB_PAUSE_S,
+    ) -> None:
         self.host_seed = host_seed
         self.origin = origin
+        self.job_s, self.pause_s = job_s, pause_s
+        self.scale = job_s[0] / JOB_S[0]  # longer jobs: warm-up and evaluation passes longer too
         self._jobs: list[tuple[float, float, float, float]] = []  # (start, end, level, eval period)
 
     def _job(self, k: int) -> tuple[float, float, float, float]:
         while len(self._jobs) <= k:
             rng = random.Random(self.host_seed * 1_000_003 + len(self._jobs))
-            start = self._jobs[-1][1] + rng.uniform(*JOB_PAUSE_S) if self._jobs else 0.0
-            self._jobs.append((start, start + rng.uniform(*JOB_S), rng.uniform(0.86, 0.99), rng.uniform(*EVAL_EVERY_S)))
+            start = self._jobs[-1][1] + rng.uniform(*self.pause_s) if self._jobs else 0.0
+            end = start + rng.uniform(*self.job_s)
+            self._jobs.append((start, end, rng.uniform(0.86, 0.99), rng.uniform(*EVAL_EVERY_S) * self.scale))
         return self._jobs[k]
 
     def load(self, real_now: float, gpu_seed: int) -> float:
@@ -93,9 +102,10 @@ class JobSchedule:
             return 0.0
         into = elapsed - start
         wobble = math.sin(real_now / 7 + gpu_seed % 11) * 0.015
-        if into < JOB_WARMUP_S:
-            return 0.35 + 0.2 * into / JOB_WARMUP_S + wobble  # loading data, compiling
-        if into % eval_every > eval_every - EVAL_S:
+        warmup = JOB_WARMUP_S * self.scale
+        if into < warmup:
+            return 0.35 + 0.2 * into / warmup + wobble  # loading data, compiling
+        if into % eval_every > eval_every - EVAL_S * self.scale:
             return 0.4 + wobble  # evaluation pass
         return min(1.0, level + wobble)
 
@@ -248,12 +258,14 @@ class SimulatedDeviceClient:
         speed: float = 1.0,
         clock: Callable[[], float] = time.time,
         silent_after_s: float = 30 * 60,
+        job_s: tuple[float, float] = JOB_S,
+        pause_s: tuple[float, float] = JOB_PAUSE_S,
     ) -> None:
         self._clock = clock
         self._start = clock()
         self._speed = speed
         self._silent_after_s = silent_after_s
-        jobs = JobSchedule(_host_seed(hostname), self._start)
+        jobs = JobSchedule(_host_seed(hostname), self._start, job_s, pause_s)
         self._gpus = [SimulatedGpu(hostname, i, scenarios[i % len(scenarios)], jobs) for i in range(count)]
         self._xid_checked_t = 0.0
 

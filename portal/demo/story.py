@@ -32,7 +32,9 @@ AGENT_INTERVAL_S = 2
 # The demo's hosts count as silent after a minute without readings (the fleet default is 5).
 DEMO_SILENT_AFTER_S = 60
 HISTORY = dt.timedelta(hours=23, minutes=50)
-HISTORY_STEP = dt.timedelta(seconds=60)
+HISTORY_STEP = dt.timedelta(minutes=3)
+# The history's training jobs: hours long with pauses between them, as a lab's day looks.
+HISTORY_JOB_S, HISTORY_PAUSE_S = (1.5 * 3600, 6 * 3600), (10 * 60, 90 * 60)
 
 TIMELINE = """What happens next (times from now):
   at once    "due"/"overdue" maintenance tickets for dgx-02 and ws-lab-03 (old records); the
@@ -83,7 +85,10 @@ def backfill_history(now: dt.datetime | None = None, span: dt.timedelta = HISTOR
         if Reading.objects.filter(gpu__host=host).exists():
             continue
         clock = _Clock(start.timestamp())
-        client = SimulatedDeviceClient(count=4, scenarios=["healthy"], hostname=hostname, speed=1.0, clock=clock)
+        client = SimulatedDeviceClient(
+            count=4, scenarios=["healthy"], hostname=hostname, speed=1.0, clock=clock,
+            job_s=HISTORY_JOB_S, pause_s=HISTORY_PAUSE_S,
+        )  # fmt: skip
         gpus = [client.inventory(index) for index in client.gpu_indices()]
         readings: list[dict] = []
         moment = start
@@ -92,7 +97,7 @@ def backfill_history(now: dt.datetime | None = None, span: dt.timedelta = HISTOR
             for index in client.gpu_indices():
                 readings.append(_reading(client, index, moment))
             moment += HISTORY_STEP
-            if len(readings) >= 240 or moment >= now:
+            if len(readings) >= 400 or moment >= now:
                 batch = {
                     "batch_id": str(uuid.uuid4()),
                     "sent_at": _iso(moment),
