@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from portal.core.supervise import ChildFailed, wait_until_answers  # noqa: E402
+from portal.core.supervise import ChildFailed, free_port, wait_until_answers  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DB = "bench_pipeline"
@@ -48,12 +47,6 @@ READINGS_PER_GPU = 10
 HOSTS = 20
 TARGETS = {"embedded": 2_000, "production": 20_000}
 DEFAULT_BATCHES = {"embedded": 1_200, "production": 3_000}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _env(setup: str, var_dir: Path) -> dict[str, str]:
@@ -200,7 +193,7 @@ def measure(setup: str, batches: int) -> dict:
     for number, hostname in enumerate(hostnames):
         work[number % CLIENTS].extend((tokens[hostname], body) for body in bodies[hostname])
 
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "manage.py", "run", "--port", str(port), "--no-migrate"]
     if setup == "production":
         command += ["--workers", "2"]

@@ -6,12 +6,11 @@ back-end services down)."""
 import contextlib
 import dataclasses
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
+
+from portal.core.supervise import ChildFailed, free_port, wait_until_answers
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,30 +54,21 @@ def portal_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _wait_until_up(url: str, server: subprocess.Popen, log: Path, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def still_running():
         if server.poll() is not None:
             raise AssertionError(f"the portal exited with {server.returncode}:\n{log.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError(f"the portal did not answer at {url} within {timeout_s:.0f} s:\n{log.read_text()[-4000:]}")
+
+    try:
+        wait_until_answers(url, check=still_running, timeout_s=timeout_s)
+    except ChildFailed as error:
+        raise AssertionError(f"{error}:\n{log.read_text()[-4000:]}") from None
 
 
 @contextlib.contextmanager
 def running_portal(env: dict[str, str], var_dir: Path):
     """Serve the (already migrated) database in env with Daphne until the block ends."""
-    port = _free_port()
+    port = free_port()
     log = var_dir / "daphne.log"
     with open(log, "wb") as log_file:
         server = subprocess.Popen(

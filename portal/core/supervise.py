@@ -15,6 +15,7 @@ import ctypes
 import dataclasses
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -151,8 +152,17 @@ class Supervisor:
                 child.process.wait()
 
 
+def free_port() -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def wait_until_answers(url: str, *, check: Callable[[], None], timeout_s: float = 60.0) -> None:
-    """Poll url until it answers 200, calling check() (e.g. Supervisor.check) in between."""
+    """Poll url until it answers 200, calling check() in between (Supervisor.check, or anything
+    that raises when the process being waited for has died): "start the portal and wait for it"
+    in `manage.py run`, the tests and the benchmarks."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         check()

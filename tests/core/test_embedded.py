@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,17 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from portal.core.supervise import free_port
 from portal.maintenance.models import BatchEvaluation, Ticket
 from portal.maintenance.rules import AGENT_SILENT
 from portal.telemetry.models import Rollup1m
 from tests.portal_process import REPO, manage
 from tests.telemetry.batches import make_batch
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def embedded_env(var_dir: Path, **overrides: str) -> dict[str, str]:
@@ -82,7 +76,7 @@ def portal_run(var_dir: Path, **overrides: str):
     if not sys.platform.startswith("linux"):
         pytest.skip("reads /proc")
     env = embedded_env(var_dir, **overrides)
-    port = _free_port()
+    port = free_port()
     log = var_dir / "run.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
