@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import envbool, envint, envlist, envstr
+from portal.env import envbool, envfloat, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -173,7 +173,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "maintenance-notify": {"task": "portal.maintenance.tasks.notifications_pending_sweep_task", "schedule": 60.0},
 }
 # Every beat interval times this (the integration tests run the schedule fast with e.g. 0.02).
-BEAT_SCALE = float(envstr("BEAT_SCALE", "1"))
+BEAT_SCALE = envfloat("BEAT_SCALE", 1.0)
 for _entry in CELERY_BEAT_SCHEDULE.values():
     _entry["schedule"] *= BEAT_SCALE
 
@@ -282,7 +282,7 @@ INGEST_ONE_STATEMENT = envbool("INGEST_ONE_STATEMENT", True)
 INGEST_USE_COPY = envbool("INGEST_USE_COPY", True)
 # Per host token: sustained requests per second and burst. An agent sends one batch per
 # interval; the burst lets it empty its spool quickly after an outage.
-INGEST_RATE_PER_S = float(envint("INGEST_RATE_PER_S", 20))
+INGEST_RATE_PER_S = envfloat("INGEST_RATE_PER_S", 20.0)  # 0.5: one batch every 2 s
 INGEST_RATE_BURST = envint("INGEST_RATE_BURST", 200)
 # Oldest reading accepted, in hours: 7 days, so that an agent's spool delivers a long weekend's
 # outage. Retention keeps raw readings at least this long (late data is rolled up from them).
@@ -330,5 +330,5 @@ for _cidr in WEBHOOK_ALLOWED_NETWORKS:
 MAINTENANCE_PORTAL_URL = envstr("MAINTENANCE_PORTAL_URL", "http://localhost:8000")  # links in notifications
 # With a broker, evaluation tasks are sent at most once per this many seconds per process (each
 # task evaluates every pending batch); 0 sends one per batch.
-MAINTENANCE_EVALUATE_DEBOUNCE_S = float(envstr("MAINTENANCE_EVALUATE_DEBOUNCE_S", "0.5"))
+MAINTENANCE_EVALUATE_DEBOUNCE_S = envfloat("MAINTENANCE_EVALUATE_DEBOUNCE_S", 0.5)
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket

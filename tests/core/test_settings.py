@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.env import ConfigError, envbool, envint, envlist, envstr
+from portal.env import ConfigError, envbool, envfloat, envint, envlist, envstr
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,6 +48,25 @@ def test_envint(monkeypatch):
         monkeypatch.setenv("X_INT", raw)
         with pytest.raises(ConfigError, match=f"X_INT must be an integer, got '{raw}'"):
             envint("X_INT", 0)
+
+
+def test_envfloat(monkeypatch):
+    monkeypatch.setenv("X_FLOAT", "0.5")
+    assert envfloat("X_FLOAT", 20) == 0.5
+    monkeypatch.setenv("X_FLOAT", "3")
+    assert envfloat("X_FLOAT", 20) == 3.0
+    for raw in ("fast", "nan", "inf", "0,5"):
+        monkeypatch.setenv("X_FLOAT", raw)
+        with pytest.raises(ConfigError, match="X_FLOAT must be a"):
+            envfloat("X_FLOAT", 0)
+
+
+def test_a_rate_of_half_a_batch_a_second_is_accepted(tmp_path):
+    shell = "from django.conf import settings; print(settings.INGEST_RATE_PER_S)"
+    result = manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true", INGEST_RATE_PER_S="0.5")
+    assert result.stdout.split()[-1:] == ["0.5"], result.stdout + result.stderr
+    result = manage("check", tmp_path=tmp_path, DEBUG="true", INGEST_RATE_PER_S="lots")
+    assert result.returncode != 0 and "INGEST_RATE_PER_S must be a number" in result.stderr
 
 
 def test_envlist_splits_on_commas_and_drops_blanks(monkeypatch):
