@@ -144,6 +144,7 @@ def main():
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--years", type=int, default=5)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--profile", choices=["json", "csv", "pdf"], help="print a cProfile of one request")
     args = parser.parse_args()
     tmp = _setup(args)
     from django.db import connection
@@ -181,6 +182,13 @@ def main():
         failed |= not ok
         print(f"{fmt:<8}{median:>10.3f}{TARGETS_S[fmt]:>10.1f}{len(queries):>9}{len(response.content):>11,}  "
               f"{'ok' if ok else 'TOO SLOW'}")  # fmt: skip
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.runcall(client.get, "/api/v1/reports/reliability", {**period, "format": args.profile})
+        pstats.Stats(profiler).sort_stats("cumulative").sort_stats("tottime").print_stats(20)
     if tmp is not None:
         tmp.cleanup()
     sys.exit(1 if failed else 0)

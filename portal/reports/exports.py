@@ -14,14 +14,19 @@ import datetime as dt
 import io
 from collections import defaultdict
 
+from reportlab import rl_config
 from reportlab.lib import colors
 from reportlab.lib.pagesizes import A4, landscape
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
-from reportlab.platypus import KeepTogether, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from portal.fleet.models import MaintenanceRecord
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
+
+# Binary (Flate-compressed) page streams without the ASCII85 wrapping: smaller files, and ~1 s less
+# on a 1,000-GPU report. Every PDF reader takes them; ReportLab's setting is process-wide.
+rl_config.useA85 = 0
 
 
 def _cell(value) -> str:
@@ -62,7 +67,8 @@ _STYLE = TableStyle(
         ("FONT", (0, 0), (-1, -1), "Helvetica", 8),
         ("FONT", (0, 0), (-1, 0), "Helvetica-Bold", 8),
         ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8edf3")),
-        ("LINEBELOW", (0, 0), (-1, -1), 0.25, colors.HexColor("#c8d0da")),
+        ("LINEBELOW", (0, 0), (-1, 0), 0.5, colors.HexColor("#8c99a8")),
+        ("ROWBACKGROUNDS", (0, 1), (-1, -1), [colors.white, colors.HexColor("#f3f6f9")]),
         ("VALIGN", (0, 0), (-1, -1), "TOP"),
         ("ALIGN", (1, 1), (-1, -1), "RIGHT"),
     ]
@@ -170,36 +176,38 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
             [[r["serial"] or r["uuid"], f"{r['hostname']} #{r['index']}", r["model"], _num(r["service_hours"]),
               r["repairs"], _num(r["downtime_hours"]), _num(r["cost"], 2), _num(r["mtbf_hours"]),
               _num(r["mttr_hours"]), _pct(r["availability"]), r["hardware_tickets"]] for r in gpu_rows],
+            # Fixed widths: ReportLab then measures no cell to size the columns (1,000 rows).
+            widths=[w * mm for w in (32, 30, 52, 21, 15, 21, 21, 21, 18, 22, 18)],
             align_left=3,
         )
     )  # fmt: skip
 
+    # One table for every repair (grouped by GPU serial, the serial on each group's first row): a
+    # single long table splits across pages far faster than a table (and a keep-together) per GPU.
     repairs = _repairs_by_gpu(report)
-    repaired = [r for r in gpu_rows if repairs.get(r["_id"])]
     story += [Spacer(1, 3 * mm), Paragraph("Repairs in the period, by GPU serial", styles["Heading2"])]
-    if not repaired:
-        story.append(Paragraph("No repair records in the period.", styles["BodyText"]))
-    for r in repaired:
-        rows = [
-            [f"{rec.performed_at.astimezone(dt.UTC):%Y-%m-%d %H:%M}", rec.performed_by, rec.vendor, rec.rma_number,
-             Paragraph(rec.parts or "", small), rec.get_outcome_display() or "—",
-             _num(float(rec.downtime_hours)) if rec.downtime_hours is not None else "—",
-             _num(float(rec.cost), 2) if rec.cost is not None else "—", Paragraph(rec.notes[:300], small)]
-            for rec in repairs[r["_id"]]
-        ]  # fmt: skip
+    repair_rows = []
+    for r in gpu_rows:
+        for n, rec in enumerate(repairs.get(r["_id"], [])):
+            repair_rows.append([
+                (r["serial"] or r["uuid"]) if n == 0 else "", f"{r['hostname']} #{r['index']}" if n == 0 else "",
+                f"{rec.performed_at.astimezone(dt.UTC):%Y-%m-%d %H:%M}", rec.performed_by[:16], rec.vendor[:16],
+                rec.rma_number[:16], (rec.parts or "")[:20], rec.get_outcome_display() or "—",
+                " ".join(rec.notes.split())[:30],
+                _num(float(rec.downtime_hours)) if rec.downtime_hours is not None else "—",
+                _num(float(rec.cost), 2) if rec.cost is not None else "—",
+            ])  # fmt: skip
+    if repair_rows:
         story.append(
-            KeepTogether(
-                [
-                    Paragraph(f"<b>{r['serial'] or r['uuid']}</b> — {r['hostname']} #{r['index']}, {r['model']}",
-                              small),
-                    pdf_table(["Performed (UTC)", "By", "Vendor", "RMA", "Parts", "Outcome", "Downtime h", "Cost",
-                            "Notes"], rows,
-                           widths=[28 * mm, 28 * mm, 28 * mm, 22 * mm, 40 * mm, 20 * mm, 18 * mm, 18 * mm, 70 * mm],
-                           align_left=6),
-                    Spacer(1, 2 * mm),
-                ]
+            pdf_table(
+                ["Serial", "Host / GPU", "Performed (UTC)", "By", "Vendor", "RMA", "Parts", "Outcome", "Notes",
+                 "Downtime h", "Cost"],
+                repair_rows, align_left=9, widths=[w * mm for w in (24, 20, 25, 26, 28, 24, 32, 16, 40, 18, 16)],
             )
         )  # fmt: skip
+        story.append(Paragraph("Downtime and cost: — where the record leaves them unset (they count 0).", small))
+    else:
+        story.append(Paragraph("No repair records in the period.", styles["BodyText"]))
 
     def footer(canvas, document):
         canvas.saveState()
