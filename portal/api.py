@@ -14,6 +14,7 @@ from portal.maintenance.api import router as maintenance_router
 from portal.reports.api import router as reports_router
 from portal.telemetry.api import router as telemetry_router
 from portal.telemetry.ingest_view import ingest_openapi_operation
+from portal.wear.api import router as wear_router
 
 
 class PersonalTokenAuth(APIKeyHeader):
@@ -75,6 +76,7 @@ api.add_router("", fleet_router)
 api.add_router("", telemetry_router)
 api.add_router("", maintenance_router)
 api.add_router("", reports_router)
+api.add_router("", wear_router)
 
 
 def api_urls():

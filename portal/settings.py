@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "portal.fleet",
     "portal.audit",
     "portal.telemetry",
+    "portal.wear",
     "portal.maintenance",
     "portal.reports",
     "portal.live",
@@ -171,6 +172,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "maintenance-schedules": {"task": "portal.maintenance.tasks.schedules_check_task", "schedule": 3600.0},
     "maintenance-batches": {"task": "portal.maintenance.tasks.batches_sweep_task", "schedule": 300.0},
     "maintenance-notify": {"task": "portal.maintenance.tasks.notifications_pending_sweep_task", "schedule": 60.0},
+    "wear-sweep": {"task": "portal.wear.tasks.wear_sweep_task", "schedule": 30.0},
 }
 # Every beat interval times this (the integration tests run the schedule fast with e.g. 0.02).
 BEAT_SCALE = envfloat("BEAT_SCALE", 1.0)
@@ -331,4 +333,9 @@ MAINTENANCE_PORTAL_URL = envstr("MAINTENANCE_PORTAL_URL", "http://localhost:8000
 # With a broker, evaluation tasks are sent at most once per this many seconds per process (each
 # task evaluates every pending batch); 0 sends one per batch.
 MAINTENANCE_EVALUATE_DEBOUNCE_S = envfloat("MAINTENANCE_EVALUATE_DEBOUNCE_S", 0.5)
+# Wear meters (portal.wear): with a broker, one wear task per this many seconds per process
+# carries every GPU's range of readings stored meanwhile (the contract: within a minute).
+WEAR_DEBOUNCE_S = envfloat("WEAR_DEBOUNCE_S", 1.0)
+# /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
+METRICS_TOKEN = envstr("METRICS_TOKEN", "")
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket

@@ -1,0 +1,333 @@
+"""Reading the wear meters: any period of one GPU, lifetime totals, monthly figures, thermal
+resistance, and the fleet ranking.
+
+A period [from, to) is answered from three parts, in time order:
+- the whole hours inside it, from the stored hour rows (sums added, busy streak segments
+  composed, cycles replayed over the stored turning points — with a short cut: once the period's
+  hysteresis state equals the stored lifetime state at the end of an hour, the rest of the
+  period's cycles are the difference of the stored cumulative counts);
+- the partial hours at `from` and `to` (when not on the hour), recomputed from the raw readings
+  of that hour when they are all still kept (their count matches the hour row's) — exact;
+  past raw retention, the hour row's figures prorated by the share of the hour in the period and
+  its turning points filtered by time (the one approximation, documented in docs/wear.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import statistics
+from dataclasses import dataclass
+
+from django.db.models import Count, Max, Min, Q, Sum
+from django.db.models.functions import TruncMonth
+from django.utils import timezone
+
+from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.telemetry.models import Reading
+from portal.wear import meters
+from portal.wear.meters import Bucket, Hysteresis, Streak
+from portal.wear.models import WearHour, WearState
+
+MIDDLE_COLUMNS = ("hour", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "busy_prefix_s",
+                  "busy_suffix_s", "busy_longest_s", "busy_unbroken", "cycles_high", "cycles_ref",
+                  "cycles_total")  # fmt: skip
+TURNS_CHUNK = 720
+
+
+@dataclass
+class WearFigures:
+    powered_hours: float = 0.0
+    busy_hours: float = 0.0
+    hot_hours: float = 0.0
+    fan_high_hours: float = 0.0
+    longest_busy_hours: float = 0.0
+    thermal_cycles: int = 0
+    energy_kwh: float = 0.0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _epoch_dt(seconds: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+
+
+def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucket, list[float]]:
+    """Meters and temperatures of readings with start <= ts < end, all inside `hour`."""
+    rows = list(
+        Reading.objects.filter(gpu_id=gpu.pk, ts__gte=_epoch_dt(hour - meters.MAX_GAP_S), ts__lt=_epoch_dt(hour + 3600))
+        .order_by("ts")
+        .values_list(*meters.READING_FIELDS)
+    )
+    readings = [(row[0].timestamp(), *row[1:]) for row in rows]
+    raw_in_hour = sum(1 for r in readings if r[0] >= hour)
+    stored = WearHour.objects.filter(gpu_id=gpu.pk, hour=_epoch_dt(hour)).first()
+    if stored is None or raw_in_hour >= stored.readings:
+        return meters.figures_over(readings, None, hot_c, start, end)
+    # Raw readings pruned: the stored hour, prorated (documented approximation).
+    share = (end - start) / 3600
+    bucket = Bucket(
+        powered_s=stored.powered_s * share, busy_s=stored.busy_s * share, hot_s=stored.hot_s * share,
+        fan_high_s=stored.fan_high_s * share, energy_mj=stored.energy_mj * share,
+        streak=Streak(stored.busy_prefix_s, stored.busy_suffix_s, stored.busy_longest_s,
+                      stored.busy_unbroken).scaled(share),
+    )  # fmt: skip
+    temps = [temp for offset, temp in stored.turns if start <= hour + offset < end]
+    return bucket, temps
+
+
+def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datetime | None = None) -> WearFigures:
+    hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
+    lo = start.timestamp() if start else -math.inf
+    hi = end.timestamp() if end else math.inf
+    if lo >= hi:
+        return WearFigures()
+    full_lo = lo if math.isinf(lo) else math.ceil(lo / 3600) * 3600
+    full_hi = hi if math.isinf(hi) else math.floor(hi / 3600) * 3600
+    parts: list[tuple[str, object]] = [("none", None)]
+    if not math.isinf(lo) and lo % 3600:
+        hour = meters.hour_of(lo)
+        parts.append(("edge", _edge(gpu, hot_c, hour, lo, min(hi, hour + 3600))))
+    if full_lo < full_hi:
+        middle = WearHour.objects.filter(gpu_id=gpu.pk)
+        if not math.isinf(full_lo):
+            middle = middle.filter(hour__gte=_epoch_dt(full_lo))
+        if not math.isinf(full_hi):
+            middle = middle.filter(hour__lt=_epoch_dt(full_hi))
+        parts.append(("middle", (middle, list(middle.order_by("hour").values_list(*MIDDLE_COLUMNS)))))
+    first_edge_to = parts[-1][0] == "edge" and min(hi, meters.hour_of(lo) + 3600)
+    if not math.isinf(hi) and hi % 3600 and first_edge_to != hi:
+        hour = meters.hour_of(hi)
+        parts.append(("edge", _edge(gpu, hot_c, hour, hour, hi)))
+
+    total = Bucket()
+    streak: Streak | None = None
+    cycles = Hysteresis()
+    for kind, part in parts:
+        if kind == "none":
+            continue
+        if kind == "edge":
+            bucket, temps = part
+            for name in ("powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj"):
+                setattr(total, name, getattr(total, name) + getattr(bucket, name))
+            streak = bucket.streak if streak is None else streak.then(bucket.streak)
+            cycles_over(temps, cycles)
+            continue
+        queryset, rows = part
+        for row in rows:
+            total.powered_s += row[1]
+            total.busy_s += row[2]
+            total.hot_s += row[3]
+            total.fan_high_s += row[4]
+            total.energy_mj += row[5]
+            segment = Streak(row[6], row[7], row[8], row[9])
+            streak = segment if streak is None else streak.then(segment)
+        if rows:
+            _middle_cycles(queryset, rows, cycles)
+    return WearFigures(
+        powered_hours=total.powered_s / 3600,
+        busy_hours=total.busy_s / 3600,
+        hot_hours=total.hot_s / 3600,
+        fan_high_hours=total.fan_high_s / 3600,
+        longest_busy_hours=(streak.longest if streak else 0.0) / 3600,
+        thermal_cycles=cycles.count,
+        energy_kwh=total.energy_mj / meters.MJ_PER_KWH,
+    )
+
+
+def cycles_over(temps, cycles: Hysteresis) -> None:
+    for temp in temps:
+        cycles.push(temp)
+
+
+def _middle_cycles(queryset, rows: list[tuple], cycles: Hysteresis) -> None:
+    """Replay the middle hours' turning points until the period's state meets the lifetime one."""
+    last = rows[-1]
+    position = 0
+    while position < len(rows):
+        chunk = rows[position : position + TURNS_CHUNK]
+        turns = dict(queryset.filter(hour__gte=chunk[0][0], hour__lte=chunk[-1][0]).values_list("hour", "turns"))
+        for row in chunk:
+            for _, temp in turns.get(row[0], ()):
+                cycles.push(temp)
+            if cycles.ref is not None and (cycles.high, cycles.ref) == (row[10], row[11]):
+                # From here the period counts what the lifetime count counts.
+                cycles.count += last[12] - row[12]
+                cycles.high, cycles.ref = last[10], last[11]
+                return
+        position += TURNS_CHUNK
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+
+def wear_lifetime(*, gpu: Gpu) -> dict:
+    state = WearState.objects.filter(gpu=gpu).first()
+    if state is None:
+        return {"powered_hours": 0.0, "busy_hours": 0.0, "hot_hours": 0.0, "fan_high_hours": 0.0,
+                "thermal_cycles": 0, "energy_kwh": 0.0, "since": None}  # fmt: skip
+    return {
+        "powered_hours": state.powered_s / 3600,
+        "busy_hours": state.busy_s / 3600,
+        "hot_hours": state.hot_s / 3600,
+        "fan_high_hours": state.fan_high_s / 3600,
+        "thermal_cycles": state.cycles_total,
+        "energy_kwh": state.energy_mj / meters.MJ_PER_KWH,
+        "since": state.first_hour,
+    }
+
+
+def wear_monthly(*, gpu: Gpu) -> list[dict]:
+    """Per calendar month (UTC): hours powered, busy, hot, fan-high, and energy. Cycles per month
+    are the lifetime count's growth over the month."""
+    rows = (
+        WearHour.objects.filter(gpu=gpu)
+        .annotate(month=TruncMonth("hour", tzinfo=dt.UTC))
+        .values("month")
+        .annotate(
+            powered=Sum("powered_s"),
+            busy=Sum("busy_s"),
+            hot=Sum("hot_s"),
+            fan=Sum("fan_high_s"),
+            energy=Sum("energy_mj"),
+            cycles_end=Max("cycles_total"),
+            cycles_start=Min("cycles_total"),
+        )  # fmt: skip
+        .order_by("month")
+    )
+    out = []
+    previous_end = 0
+    for row in rows:
+        out.append({
+            "month": row["month"].strftime("%Y-%m"),
+            "powered_hours": row["powered"] / 3600, "busy_hours": row["busy"] / 3600,
+            "hot_hours": row["hot"] / 3600, "fan_high_hours": row["fan"] / 3600,
+            "energy_kwh": row["energy"] / meters.MJ_PER_KWH, "thermal_cycles": row["cycles_end"] - previous_end,
+        })  # fmt: skip
+        previous_end = row["cycles_end"]
+    return out
+
+
+def thermal_resistance_daily(*, gpu: Gpu) -> list[dict]:
+    """(mean temperature − 25 °C) / mean power over busy readings, per day: dust raises it."""
+    rows = (
+        WearHour.objects.filter(gpu=gpu, load_n__gt=0)
+        .values_list("hour", "load_n", "load_temp_sum", "load_power_sum")
+        .order_by("hour")
+    )
+    days: dict[dt.date, list[float]] = {}
+    for hour, n, temp_sum, power_sum in rows:
+        acc = days.setdefault(hour.date(), [0, 0.0, 0.0])
+        acc[0] += n
+        acc[1] += temp_sum
+        acc[2] += power_sum
+    return [
+        {"day": day.isoformat(), "c_per_w": round((t / n - meters.LOAD_REF_C) / (p / n), 5), "samples": n}
+        for day, (n, t, p) in days.items()
+        if p > 0
+    ]
+
+
+# --- the fleet ranking ---------------------------------------------------------------------------
+
+SCORE_METERS = (
+    ("hot_hours", "hot_s", 3600),
+    ("thermal_cycles", "cycles_total", 1),
+    ("busy_hours", "busy_s", 3600),
+    ("fan_high_hours", "fan_high_s", 3600),
+)
+SCORE_DOC = (
+    "Wear score = the sum, over hot hours, thermal cycles, busy hours, fan-high hours and age (days in "
+    "service), of the GPU's figure divided by the fleet's median of that figure (a meter whose median is 0 "
+    "counts 1 per unit above 0, capped at 5). A typical GPU scores about 5; twice the fleet on every "
+    "meter, about 10. 'Inspect first': the highest scores above 1.5 × the fleet median score."
+)
+INSPECT_FACTOR = 1.5
+INSPECT_MAX = 5
+
+
+def _age_days(gpu: Gpu, state_first: dt.datetime | None, now: dt.datetime) -> float:
+    started = None
+    if gpu.install_date:
+        started = dt.datetime.combine(gpu.install_date, dt.time(), tzinfo=dt.UTC)
+    elif state_first:
+        started = state_first
+    else:
+        started = gpu.created_at
+    return max(0.0, (now - started).total_seconds() / 86400)
+
+
+def _ratio(value: float, median: float) -> float:
+    if median > 0:
+        return value / median
+    return min(value, 5.0) if value > 0 else 0.0
+
+
+def fleet_wear_ranking(*, now: dt.datetime | None = None) -> dict:
+    """Every GPU (not retired) with its lifetime meters and wear score, highest first: constant
+    queries whatever the fleet size."""
+    now = now or timezone.now()
+    gpus = list(
+        Gpu.objects.exclude(status="retired").select_related("host", "wear").order_by("host__hostname", "index")
+    )
+    last_cleaning = dict(
+        MaintenanceRecord.objects.filter(kind="cleaning")
+        .values("host_id")
+        .annotate(last=Max("performed_at"))
+        .values_list("host_id", "last")
+    )
+    rows = []
+    for gpu in gpus:
+        state = getattr(gpu, "wear", None)
+        figures = {name: (getattr(state, column) / scale if state else 0.0) for name, column, scale in SCORE_METERS}
+        figures["age_days"] = _age_days(gpu, state.first_hour if state else None, now)
+        rows.append({"gpu": gpu, "figures": figures, "last_cleaning": last_cleaning.get(gpu.host_id)})
+    names = [m[0] for m in SCORE_METERS] + ["age_days"]
+    medians = {name: statistics.median([r["figures"][name] for r in rows]) if rows else 0.0 for name in names}
+    for row in rows:
+        row["parts"] = {name: _ratio(row["figures"][name], medians[name]) for name in names}
+        row["score"] = round(sum(row["parts"].values()), 2)
+    rows.sort(key=lambda r: (-r["score"], r["gpu"].host.hostname, r["gpu"].index))
+    median_score = statistics.median([r["score"] for r in rows]) if rows else 0.0
+    inspect = [r for r in rows if r["score"] > INSPECT_FACTOR * median_score and r["score"] > 0][:INSPECT_MAX]
+    return {"rows": rows, "medians": medians, "median_score": median_score, "inspect_first": inspect,
+            "score_doc": SCORE_DOC}  # fmt: skip
+
+
+def wear_lifetime_all() -> list[tuple]:
+    """(gpu uuid, hostname, hot_s, busy_s, cycles, energy_mj) for every GPU with meters: one query."""
+    return list(
+        WearState.objects.values_list(
+            "gpu__uuid", "gpu__host__hostname", "hot_s", "busy_s", "cycles_total", "energy_mj"
+        ).order_by("gpu__host__hostname", "gpu__index")
+    )
+
+
+def meters_since(*, host_ids: list[int], since: dict[int, dt.datetime]) -> dict[int, dict[str, float]]:
+    """Per host: the largest busy, fan-high hours and thermal cycles of any of its GPUs since
+    `since[host_id]` (whole hours from that time's hour on). For usage-based schedules."""
+    out: dict[int, dict[str, float]] = {host_id: {"busy_hours": 0.0, "fan_high_hours": 0.0, "thermal_cycles": 0}
+                                        for host_id in host_ids}  # fmt: skip
+    if not host_ids:
+        return out
+    condition = Q()
+    for host_id in host_ids:
+        moment = since.get(host_id)
+        part = Q(gpu__host_id=host_id)
+        if moment is not None:
+            part &= Q(hour__gte=_epoch_dt(meters.hour_of(moment.timestamp())))
+        condition |= part
+    per_gpu = (
+        WearHour.objects.filter(condition)
+        .values("gpu_id", "gpu__host_id")
+        .annotate(
+            busy=Sum("busy_s"), fan=Sum("fan_high_s"), cmax=Max("cycles_total"), cmin=Min("cycles_total"), n=Count("id")
+        )  # fmt: skip
+    )
+    for row in per_gpu:
+        host = out[row["gpu__host_id"]]
+        host["busy_hours"] = max(host["busy_hours"], row["busy"] / 3600)
+        host["fan_high_hours"] = max(host["fan_high_hours"], row["fan"] / 3600)
+        host["thermal_cycles"] = max(host["thermal_cycles"], row["cmax"] - row["cmin"])
+    return out
