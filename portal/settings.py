@@ -336,6 +336,7 @@ MAINTENANCE_EVALUATE_DEBOUNCE_S = envfloat("MAINTENANCE_EVALUATE_DEBOUNCE_S", 0.
 # Wear meters (portal.wear): with a broker, one wear task per this many seconds per process
 # carries every GPU's range of readings stored meanwhile (the contract: within a minute).
 WEAR_DEBOUNCE_S = envfloat("WEAR_DEBOUNCE_S", 1.0)
+WEAR_ON_INGEST = True  # the test settings turn it off (tests/settings.py)
 # /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket

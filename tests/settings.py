@@ -26,3 +26,7 @@ CELERY_TASK_ALWAYS_EAGER = True
 # Login throttling is off: the suite logs in all the time, from one address. The tests of the
 # throttling itself (tests/accounts/test_login_throttling.py) turn it on.
 AXES_ENABLED = False
+
+# Wear meters are kept on ingest only in the tests that ask (tests/wear: the `wear_on_ingest`
+# fixture): done in-process in every other test, they would slow the timing-sensitive live tests.
+WEAR_ON_INGEST = False

@@ -54,6 +54,8 @@ def _flush() -> None:
 
 def wear_batch_stored(*, batch_pk: int, host_id: int, gpu_ids: list[int], readings=()) -> None:
     global _timer
+    if not settings.WEAR_ON_INGEST:
+        return
     ranges = _ranges(readings)
     if not ranges:
         return

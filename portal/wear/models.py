@@ -8,10 +8,12 @@ from django.db import models
 from portal.fleet.models import Gpu
 
 
-class WearHour(models.Model):
+class WearBucket(models.Model):
+    """The meters of one GPU over one hour (WearHour) or one UTC day (WearDay, made of its hours,
+    so that a year is 365 rows to read rather than 8,760)."""
+
     id = models.BigAutoField(primary_key=True)
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+", db_index=False)
-    hour = models.DateTimeField()
     readings = models.PositiveIntegerField(default=0)
     powered_s = models.FloatField(default=0)
     busy_s = models.FloatField(default=0)
@@ -35,7 +37,21 @@ class WearHour(models.Model):
     load_power_sum = models.FloatField(default=0)
 
     class Meta:
+        abstract = True
+
+
+class WearHour(WearBucket):
+    hour = models.DateTimeField()
+
+    class Meta:
         constraints = [models.UniqueConstraint(fields=["gpu", "hour"], name="wearhour_gpu_hour")]
+
+
+class WearDay(WearBucket):
+    day = models.DateTimeField()  # UTC midnight
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["gpu", "day"], name="wearday_gpu_day")]
 
 
 class WearState(models.Model):

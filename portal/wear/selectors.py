@@ -27,12 +27,13 @@ from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.telemetry.models import Reading
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak
-from portal.wear.models import WearHour, WearState
+from portal.wear.models import WearDay, WearHour, WearState
 
-MIDDLE_COLUMNS = ("hour", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "busy_prefix_s",
+# no datetime column: parsing 8,760 timestamps costs more than everything else together
+MIDDLE_COLUMNS = ("id", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "busy_prefix_s",
                   "busy_suffix_s", "busy_longest_s", "busy_unbroken", "cycles_high", "cycles_ref",
                   "cycles_total")  # fmt: skip
-TURNS_CHUNK = 720
+TURNS_CHUNK = 48  # hours of turning points fetched at a time (the replay usually stops in the first)
 
 
 @dataclass
@@ -77,6 +78,21 @@ def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[
     return bucket, temps
 
 
+DAY_S = 86400
+
+
+def _rows(model, field: str, gpu: Gpu, lo: float, hi: float):
+    """Hour or day rows with lo <= start < hi, in time order (no query for an empty range)."""
+    queryset = model.objects.filter(gpu_id=gpu.pk)
+    if lo >= hi:
+        return queryset, []
+    if not math.isinf(lo):
+        queryset = queryset.filter(**{f"{field}__gte": _epoch_dt(lo)})
+    if not math.isinf(hi):
+        queryset = queryset.filter(**{f"{field}__lt": _epoch_dt(hi)})
+    return queryset, list(queryset.order_by(field).values_list(*MIDDLE_COLUMNS))
+
+
 def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datetime | None = None) -> WearFigures:
     hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
     lo = start.timestamp() if start else -math.inf
@@ -90,12 +106,14 @@ def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datet
         hour = meters.hour_of(lo)
         parts.append(("edge", _edge(gpu, hot_c, hour, lo, min(hi, hour + 3600))))
     if full_lo < full_hi:
-        middle = WearHour.objects.filter(gpu_id=gpu.pk)
-        if not math.isinf(full_lo):
-            middle = middle.filter(hour__gte=_epoch_dt(full_lo))
-        if not math.isinf(full_hi):
-            middle = middle.filter(hour__lt=_epoch_dt(full_hi))
-        parts.append(("middle", (middle, list(middle.order_by("hour").values_list(*MIDDLE_COLUMNS)))))
+        day_lo = full_lo if math.isinf(full_lo) else math.ceil(full_lo / DAY_S) * DAY_S
+        day_hi = full_hi if math.isinf(full_hi) else math.floor(full_hi / DAY_S) * DAY_S
+        if day_lo < day_hi:
+            parts.append(("rows", _rows(WearHour, "hour", gpu, full_lo, day_lo)))
+            parts.append(("rows", _rows(WearDay, "day", gpu, day_lo, day_hi)))
+            parts.append(("rows", _rows(WearHour, "hour", gpu, day_hi, full_hi)))
+        else:
+            parts.append(("rows", _rows(WearHour, "hour", gpu, full_lo, full_hi)))
     first_edge_to = parts[-1][0] == "edge" and min(hi, meters.hour_of(lo) + 3600)
     if not math.isinf(hi) and hi % 3600 and first_edge_to != hi:
         hour = meters.hour_of(hi)
@@ -115,16 +133,34 @@ def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datet
             cycles_over(temps, cycles)
             continue
         queryset, rows = part
+        if not rows:
+            continue
+        powered = busy = hot = fan = energy = 0.0
+        # the busy streak segments composed inline (Streak.then, without an object per hour)
+        prefix = suffix = longest = 0.0
+        unbroken = True
         for row in rows:
-            total.powered_s += row[1]
-            total.busy_s += row[2]
-            total.hot_s += row[3]
-            total.fan_high_s += row[4]
-            total.energy_mj += row[5]
-            segment = Streak(row[6], row[7], row[8], row[9])
-            streak = segment if streak is None else streak.then(segment)
-        if rows:
-            _middle_cycles(queryset, rows, cycles)
+            powered += row[1]
+            busy += row[2]
+            hot += row[3]
+            fan += row[4]
+            energy += row[5]
+            if suffix + row[6] > longest:
+                longest = suffix + row[6]
+            if row[8] > longest:
+                longest = row[8]
+            if unbroken:
+                prefix += row[6]
+            suffix = suffix + row[7] if row[9] else row[7]
+            unbroken = unbroken and row[9]
+        total.powered_s += powered
+        total.busy_s += busy
+        total.hot_s += hot
+        total.fan_high_s += fan
+        total.energy_mj += energy
+        segment = Streak(prefix, suffix, longest, unbroken)
+        streak = segment if streak is None else streak.then(segment)
+        _middle_cycles(queryset, rows, cycles)
     return WearFigures(
         powered_hours=total.powered_s / 3600,
         busy_hours=total.busy_s / 3600,
@@ -147,9 +183,9 @@ def _middle_cycles(queryset, rows: list[tuple], cycles: Hysteresis) -> None:
     position = 0
     while position < len(rows):
         chunk = rows[position : position + TURNS_CHUNK]
-        turns = dict(queryset.filter(hour__gte=chunk[0][0], hour__lte=chunk[-1][0]).values_list("hour", "turns"))
+        turns = dict(queryset.filter(id__in=[row[0] for row in chunk]).values_list("id", "turns"))
         for row in chunk:
-            for _, temp in turns.get(row[0], ()):
+            for _, temp in turns[row[0]]:
                 cycles.push(temp)
             if cycles.ref is not None and (cycles.high, cycles.ref) == (row[10], row[11]):
                 # From here the period counts what the lifetime count counts.
@@ -182,8 +218,8 @@ def wear_monthly(*, gpu: Gpu) -> list[dict]:
     """Per calendar month (UTC): hours powered, busy, hot, fan-high, and energy. Cycles per month
     are the lifetime count's growth over the month."""
     rows = (
-        WearHour.objects.filter(gpu=gpu)
-        .annotate(month=TruncMonth("hour", tzinfo=dt.UTC))
+        WearDay.objects.filter(gpu=gpu)
+        .annotate(month=TruncMonth("day", tzinfo=dt.UTC))
         .values("month")
         .annotate(
             powered=Sum("powered_s"),
@@ -212,19 +248,13 @@ def wear_monthly(*, gpu: Gpu) -> list[dict]:
 def thermal_resistance_daily(*, gpu: Gpu) -> list[dict]:
     """(mean temperature − 25 °C) / mean power over busy readings, per day: dust raises it."""
     rows = (
-        WearHour.objects.filter(gpu=gpu, load_n__gt=0)
-        .values_list("hour", "load_n", "load_temp_sum", "load_power_sum")
-        .order_by("hour")
+        WearDay.objects.filter(gpu=gpu, load_n__gt=0)
+        .values_list("day", "load_n", "load_temp_sum", "load_power_sum")
+        .order_by("day")
     )
-    days: dict[dt.date, list[float]] = {}
-    for hour, n, temp_sum, power_sum in rows:
-        acc = days.setdefault(hour.date(), [0, 0.0, 0.0])
-        acc[0] += n
-        acc[1] += temp_sum
-        acc[2] += power_sum
     return [
-        {"day": day.isoformat(), "c_per_w": round((t / n - meters.LOAD_REF_C) / (p / n), 5), "samples": n}
-        for day, (n, t, p) in days.items()
+        {"day": day.date().isoformat(), "c_per_w": round((t / n - meters.LOAD_REF_C) / (p / n), 5), "samples": n}
+        for day, n, t, p in rows
         if p > 0
     ]
 

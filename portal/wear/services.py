@@ -16,15 +16,16 @@ Never recomputed from all raw readings; the hour rows outlive raw retention.
 from __future__ import annotations
 
 import datetime as dt
+import json
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 
 from portal.fleet.models import Gpu
 from portal.telemetry.models import Reading
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak, Turns
-from portal.wear.models import WearHour, WearState
+from portal.wear.models import WearDay, WearHour, WearState
 
 CHUNK = 50_000
 SUM_FIELDS = ("powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj")
@@ -63,6 +64,83 @@ def _fill(row: WearHour, bucket: Bucket) -> None:
     row.load_n, row.load_temp_sum, row.load_power_sum = bucket.load_n, bucket.load_temp_sum, bucket.load_power_sum
 
 
+DAY_S = 86400
+BUCKET_FIELDS = [*SUM_FIELDS, "readings", "busy_prefix_s", "busy_suffix_s", "busy_longest_s", "busy_unbroken", "turns",
+                 "cycles_high", "cycles_ref", "cycles_total", "load_n", "load_temp_sum", "load_power_sum"]  # fmt: skip
+
+
+def _update_rows(model, rows: list, fields: list[str]) -> None:
+    """UPDATE each row by id with one executemany (Django's bulk_update builds a CASE expression per
+    field and row: 50 ms for a handful of rows, more than everything else here together)."""
+    if not rows:
+        return
+    vendor = connection.vendor
+    sets = []
+    for name in fields:
+        column = model._meta.get_field(name).column
+        sets.append(f"{column} = %s::jsonb" if name == "turns" and vendor == "postgresql" else f"{column} = %s")
+    sql = f"UPDATE {model._meta.db_table} SET {', '.join(sets)} WHERE id = %s"
+    params = [
+        [json.dumps(getattr(row, name)) if name == "turns" else getattr(row, name) for name in fields] + [row.pk]
+        for row in rows
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def _days_refresh(gpu_id: int, days: set[int]) -> None:
+    """Rebuild the day rows of `days` (UTC midnights, epoch s) from their hour rows: sums added,
+    streak segments composed, turning points concatenated and reduced again (the reduction holds
+    for any incoming state, so it holds across hours), the cycle state of the day's last hour."""
+    if not days:
+        return
+    lo, hi = min(days), max(days) + DAY_S
+    hours = WearHour.objects.filter(gpu_id=gpu_id, hour__gte=_epoch_dt(lo), hour__lt=_epoch_dt(hi)).order_by("hour")
+    built: dict[int, tuple[Bucket, WearHour]] = {}
+    for row in hours:
+        hour = int(row.hour.timestamp())
+        day = hour - hour % DAY_S
+        if day not in days:
+            continue
+        entry = built.get(day)
+        part = _bucket_of(row)
+        if entry is None:
+            bucket = Bucket(streak=part.streak, turns=Turns())
+            built[day] = (bucket, row)
+        else:
+            bucket = entry[0]
+            bucket.streak = bucket.streak.then(part.streak)
+            built[day] = (bucket, row)
+        for name in (*SUM_FIELDS, "readings", "load_n", "load_temp_sum", "load_power_sum"):
+            setattr(bucket, name, getattr(bucket, name) + getattr(part, name))
+        for offset, temp in row.turns:
+            bucket.turns.push(hour - day + offset, temp)
+    existing = {
+        int(row.day.timestamp()): row
+        for row in WearDay.objects.filter(gpu_id=gpu_id, day__gte=_epoch_dt(lo), day__lt=_epoch_dt(hi))
+    }
+    creates, updates = [], []
+    for day, (bucket, last_hour) in built.items():
+        row = existing.get(day)
+        if row is None:
+            row = WearDay(gpu_id=gpu_id, day=_epoch_dt(day))
+            creates.append(row)
+        else:
+            updates.append(row)
+        _fill(row, bucket)
+        row.cycles_high, row.cycles_ref, row.cycles_total = (
+            last_hour.cycles_high, last_hour.cycles_ref, last_hour.cycles_total
+        )  # fmt: skip
+    if creates:
+        WearDay.objects.bulk_create(creates)
+    if updates:
+        _update_rows(WearDay, updates, BUCKET_FIELDS)
+
+
+def _day_of(hour: int) -> int:
+    return hour - hour % DAY_S
+
+
 def _state_before(gpu_id: int, hour: dt.datetime) -> Hysteresis:
     row = WearHour.objects.filter(gpu_id=gpu_id, hour__lt=hour).order_by("-hour").values_list(
         "cycles_high", "cycles_ref", "cycles_total"
@@ -92,12 +170,11 @@ def _write(gpu_id: int, buckets: dict[int, Bucket], existing: dict[int, WearHour
         for _, temp in bucket.turns.points:
             cycles.push(temp)
         row.cycles_high, row.cycles_ref, row.cycles_total = cycles.high, cycles.ref, cycles.count
-    fields = [*SUM_FIELDS, "readings", "busy_prefix_s", "busy_suffix_s", "busy_longest_s", "busy_unbroken", "turns",
-              "cycles_high", "cycles_ref", "cycles_total", "load_n", "load_temp_sum", "load_power_sum"]  # fmt: skip
     if creates:
         WearHour.objects.bulk_create(creates)
     if updates:
-        WearHour.objects.bulk_update(updates, fields)
+        _update_rows(WearHour, updates, BUCKET_FIELDS)
+    _days_refresh(gpu_id, {_day_of(hour) for hour in buckets})
     return {"delta": delta, "cycles": cycles}
 
 
@@ -182,9 +259,15 @@ def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to
             converged_at = row.hour
             break
     if changed:
-        WearHour.objects.bulk_update(changed, ["cycles_high", "cycles_ref", "cycles_total"])
+        _update_rows(WearHour, changed, ["cycles_high", "cycles_ref", "cycles_total"])
     if converged_at is not None and shift:
         WearHour.objects.filter(gpu_id=gpu.pk, hour__gt=converged_at).update(cycles_total=F("cycles_total") + shift)
+        day_end = _day_of(int(converged_at.timestamp())) + DAY_S
+        WearDay.objects.filter(gpu_id=gpu.pk, day__gte=_epoch_dt(day_end)).update(
+            cycles_total=F("cycles_total") + shift
+        )
+    if changed:
+        _days_refresh(gpu.pk, {_day_of(int(row.hour.timestamp())) for row in changed})
     final = WearHour.objects.filter(gpu_id=gpu.pk).order_by("-hour").values_list("cycles_total", flat=True).first()
     state.cycles_total = final or 0
     if h0 < state.first_hour.timestamp():

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from portal.telemetry.models import Reading
-from portal.wear.models import WearHour, WearState
+from portal.wear.models import WearDay, WearHour, WearState
 from portal.wear.selectors import wear_for_period
 from portal.wear.services import wear_gpu_update
 from tests.factories import GpuFactory
@@ -20,12 +20,12 @@ T0 = dt.datetime(2026, 3, 1, 10, 17, 23, tzinfo=dt.UTC).timestamp()
 FIGURES = ("powered_hours", "busy_hours", "hot_hours", "fan_high_hours", "longest_busy_hours", "energy_kwh")
 
 
-def series(seed: int, n: int = 4000) -> list[dict]:
+def series(seed: int, n: int = 4000, step: float = 10) -> list[dict]:
     rng = random.Random(seed)
     out, ts, energy, temp = [], T0, 1e6, 40.0
     null_left = 0
     for _ in range(n):
-        ts += rng.choice([1, 2, 5, 10, 30, 60, 119, 120, 121, 125, 400]) if rng.random() < 0.3 else 10
+        ts += rng.choice([1, 2, 5, 10, 30, 60, 119, 120, 121, 125, 400]) if rng.random() < 0.3 else step
         if rng.random() < 0.01:
             energy = rng.uniform(0, 5e3)  # driver reload: the counter starts again
         power = rng.choice([None, 80.0, 350.0, 690.5]) if rng.random() < 0.1 else 300.0
@@ -86,12 +86,13 @@ def check(gpu, readings, start, end):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_figures_match_the_contract_with_late_batches_and_arbitrary_periods(seed):
+@pytest.mark.parametrize(("seed", "step"), [(1, 10), (2, 10), (3, 75)])  # 75 s: four days (day rows)
+def test_figures_match_the_contract_with_late_batches_and_arbitrary_periods(seed, step):
     rng = random.Random(seed)
     gpu = GpuFactory(temp_slowdown_c=rng.choice([None, 87]))
-    readings = series(seed)
+    readings = series(seed, step=step)
     deliver(gpu, readings, rng)
+    assert step < 60 or WearDay.objects.filter(gpu=gpu).count() >= 3
     end_ts = readings[-1]["ts"]
     check(gpu, readings, -math.inf, math.inf)
     for _ in range(25):
@@ -101,6 +102,9 @@ def test_figures_match_the_contract_with_late_batches_and_arbitrary_periods(seed
         check(gpu, readings, a, math.inf)
     hour = math.ceil(T0 / 3600) * 3600
     check(gpu, readings, hour, hour + 7200)  # on the hour
+    day = math.ceil(T0 / 86400) * 86400
+    check(gpu, readings, day, day + 86400)  # on the day
+    check(gpu, readings, day - 5000.5, day + 2 * 86400 + 77.25)
     state = WearState.objects.get(gpu=gpu)
     whole = reference_wear(readings, slowdown=gpu.temp_slowdown_c)
     assert state.cycles_total == whole["thermal_cycles"]
