@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports install browser clean
+.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear install browser promtool clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,10 +20,17 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium missing: 'sudo apt-get install chromium' (browser tests skip without it)"; fi; }
 
+# Debian's prometheus package for promtool (the /metrics test checks the output with it; in CI
+# that test fails without it).
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	  else echo "promtool missing: 'sudo apt-get install prometheus' (the /metrics promtool test skips without it)"; fi; }
+
 demo: $(STAMP)
 	$(PY) manage.py demo
 
-test: $(STAMP) browser
+test: $(STAMP) browser promtool
 	$(PY) -m pytest
 
 test-fast: $(STAMP)
@@ -60,7 +67,7 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports
+bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
@@ -95,3 +102,8 @@ bench-reports: $(STAMP)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache test-artifacts
+
+# Wear for a year of 1 Hz readings, /metrics for 1,000 GPUs, ingest with and without the wear
+# meters side by side (scratch PostgreSQL database bench_wear).
+bench-wear: $(STAMP)
+	$(PY) bench/wear.py

@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "portal.wear",
     "portal.maintenance",
     "portal.reports",
+    "portal.metrics",
     "portal.live",
     "portal.demo",
 ]

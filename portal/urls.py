@@ -5,12 +5,14 @@ from django.views.decorators.cache import never_cache
 
 from portal.api import api_urls
 from portal.core.views import healthz
+from portal.metrics.views import metrics
 from portal.telemetry.ingest_view import ingest
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", never_cache(healthz), name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/ingest", ingest, name="ingest"),
     path("api/v1/", api_urls()),
