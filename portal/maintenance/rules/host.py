@@ -29,9 +29,19 @@ class AgentSilent(Rule):
         return 3 * interval if interval else params["silent_after_s"]
 
 
+METERS = {  # usage meters a schedule may count (portal.wear), with how a ticket names them
+    "busy_hours": "busy hours",
+    "fan_high_hours": "fan-high hours",
+    "thermal_cycles": "thermal cycles",
+}
+
+
 class Schedule(Rule):
     """Preventive maintenance by time since the last record of `record_kind` (or since the host was
-    added): "due" (info) `due_before_days` before the period ends, "overdue" (warning) after."""
+    added): "due" (info) `due_before_days` before the period ends, "overdue" (warning) after; and
+    by usage, whichever comes first: a meter of `METERS` (any GPU of the host, counted since that
+    record) at or past its setting makes it overdue, the ticket naming the meter and how far past.
+    A setting of None turns that meter (or, for `period_days`, the calendar) off."""
 
     scope = "host"
     record_kind = ""
@@ -42,11 +52,14 @@ class Schedule(Rule):
         self.watches = f"days since the last {record_kind.replace('_', ' ')} record"
         self.action = action
         self.resolved_by = (record_kind,)
-        self.defaults = {"period_days": period_days, "due_before_days": due_before_days, **extra}
+        meters = {name: extra.pop(name, None) for name in METERS}
+        self.defaults = {"period_days": period_days, "due_before_days": due_before_days, **meters, **extra}
 
     @staticmethod
     def level(*, since: dt.datetime, now: dt.datetime, params: dict) -> int:
         """0: not due, 1: due within `due_before_days`, 2: overdue (the period has passed)."""
+        if params.get("period_days") is None:
+            return 0
         period = dt.timedelta(days=params["period_days"])
         if now >= since + period:
             return 2
@@ -59,12 +72,20 @@ SCHEDULES: list[Schedule] = [
     Schedule(
         "schedule_cleaning", "Cleaning due", "cleaning", 90, 7,
         "Clean dust from heatsinks, fans and filters, check the airflow, and log the cleaning. Due every 90 days, or "
-        "sooner after many GPU-hours at high load.",
-        gpu_hours_high_load=1500, high_load_util_pct=80,
+        "sooner after many GPU-hours at high load or 1,500 busy hours of any of its GPUs.",
+        gpu_hours_high_load=1500, high_load_util_pct=80, busy_hours=1500,
     ),
     Schedule(
         "schedule_connection_check", "Connection check due", "connection_check", 180, 14,
-        "Check power connectors, risers, PCIe and NVLink cables for seating and heat damage; log a connection check.",
+        "Check power connectors, risers, PCIe and NVLink cables for seating and heat damage; log a connection check. "
+        "Due every 180 days or after 500 thermal cycles of any GPU, whichever comes first.",
+        thermal_cycles=500,
+    ),
+    Schedule(
+        "schedule_fan_inspection", "Fan inspection due", "inspection", None, 0,
+        "Inspect the GPU and chassis fans (noise, wobble, bearing play, speed against load) and log an inspection. "
+        "Due after 2,000 hours of any GPU's fan at 80 % or more since the last inspection.",
+        fan_high_hours=2000,
     ),
     Schedule(
         "schedule_driver_review", "Driver review due", "driver_update", 90, 7,

@@ -15,10 +15,12 @@ from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.rules import AGENT_SILENT, SCHEDULES, XID_RULES
 from portal.maintenance.rules.base import FIRING, OK, Event, fingerprint
+from portal.maintenance.rules.host import METERS
 from portal.maintenance.services import tickets as ticket_services
 from portal.maintenance.services.config import RuleParams
 from portal.maintenance.services.evaluate import SilenceLookup, Tracks, _gpu_infos, events_apply
 from portal.telemetry.models import GpuLatest, Rollup1h
+from portal.wear.selectors import meters_since
 
 
 @transaction.atomic
@@ -122,6 +124,14 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
         .annotate(last=Max("performed_at"))
     }
     tracks = Tracks(gpu_ids=[], host_ids=[h["id"] for h in hosts])
+    # Usage meters since each host's last record of the schedule's kind (one query per schedule
+    # that counts a meter somewhere).
+    usage: dict[str, dict[int, dict[str, float]]] = {}
+    for schedule in SCHEDULES:
+        metered = [h["id"] for h in hosts if any(params.get(schedule.key, h["id"])[1].get(m) for m in METERS)]
+        if metered:
+            since_by_host = {h["id"]: last.get((h["id"], schedule.record_kind)) or h["created_at"] for h in hosts}
+            usage[schedule.key] = meters_since(host_ids=metered, since=since_by_host)
     events: list[Event] = []
     for host in hosts:
         for schedule in SCHEDULES:
@@ -129,9 +139,20 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
             if not enabled:
                 continue
             since = last.get((host["id"], schedule.record_kind)) or host["created_at"]
-            period = dt.timedelta(days=p["period_days"])
+            period = dt.timedelta(days=p["period_days"]) if p.get("period_days") is not None else None
             level = schedule.level(since=since, now=now, params=p)
             note = f"last {schedule.record_kind.replace('_', ' ')}: {since:%Y-%m-%d}"
+            meter_past = None
+            for meter, label in METERS.items():
+                limit = p.get(meter)
+                counted = usage.get(schedule.key, {}).get(host["id"], {}).get(meter, 0)
+                if limit and counted >= limit and (meter_past is None or counted / limit > meter_past[2]):
+                    meter_past = (label, counted, counted / limit, limit)
+            if meter_past is not None:
+                label, counted, _, limit = meter_past
+                level = 2
+                note = (f"{label}: {counted:,.0f} since the last {schedule.record_kind.replace('_', ' ')} "
+                        f"({since:%Y-%m-%d}), every {limit:,.0f}: {counted - limit:,.0f} past")  # fmt: skip
             if schedule.key == "schedule_cleaning" and level < 2 and host["gpu_count"] and p.get("gpu_hours_high_load"):
                 hours = Rollup1h.objects.filter(
                     gpu__host_id=host["id"], bucket__gte=since, utilization_gpu_pct_mean__gte=p["high_load_util_pct"]
@@ -145,7 +166,9 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
             track.data = {"level": level, "since": since.isoformat()}
             track.changed = True
             ts = now.timestamp()
-            days_overdue = (now - since - period).total_seconds() / 86400
+            days_overdue = (now - since - period).total_seconds() / 86400 if period is not None else 0.0
+            if meter_past is not None and (period is None or days_overdue < 0):
+                days_overdue = 0.0  # the meter, not the calendar, made it due: the note says by how much
             if level == 0:
                 track.state, track.since = OK, None
                 events.append(Event("clear", track, ts))
