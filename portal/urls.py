@@ -19,6 +19,7 @@ urlpatterns = [
     path("audit/", include("portal.audit.urls")),
     path("account/", include("portal.accounts.urls")),
     path("tickets/", include("portal.maintenance.urls")),
+    path("wear/", include("portal.wear.urls")),
     path("live/", include("portal.live.urls")),
     path("reports/", include("portal.reports.urls")),
     path("", include("portal.telemetry.urls")),

@@ -6,7 +6,12 @@ class WearConfig(AppConfig):
     label = "wear"
 
     def ready(self):
+        from portal.fleet import pages
         from portal.telemetry.hooks import on_batch_stored
-        from portal.wear import enqueue
+        from portal.wear import enqueue, selectors
 
         on_batch_stored("wear", with_readings=True)(enqueue.wear_batch_stored)
+
+        @pages.on_page("gpu", "wear")
+        def _gpu_wear(*, gpu, **context):
+            return {"wear_panel": selectors.gpu_wear_panel(gpu=gpu)}

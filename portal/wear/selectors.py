@@ -269,9 +269,9 @@ SCORE_METERS = (
 )
 SCORE_DOC = (
     "Wear score = the sum, over hot hours, thermal cycles, busy hours, fan-high hours and age (days in "
-    "service), of the GPU's figure divided by the fleet's median of that figure (a meter whose median is 0 "
-    "counts 1 per unit above 0, capped at 5). A typical GPU scores about 5; twice the fleet on every "
-    "meter, about 10. 'Inspect first': the highest scores above 1.5 × the fleet median score."
+    "service), of the GPU's figure divided by the fleet's median of that figure (the medians over GPUs with "
+    "readings; a meter whose median is 0 counts its figure, capped at 5). A typical GPU scores about 5; twice "
+    "the fleet on every meter, about 10. 'Inspect first': the highest scores above 1.5 × the fleet median score."
 )
 INSPECT_FACTOR = 1.5
 INSPECT_MAX = 5
@@ -314,12 +314,14 @@ def fleet_wear_ranking(*, now: dt.datetime | None = None) -> dict:
         figures["age_days"] = _age_days(gpu, state.first_hour if state else None, now)
         rows.append({"gpu": gpu, "figures": figures, "last_cleaning": last_cleaning.get(gpu.host_id)})
     names = [m[0] for m in SCORE_METERS] + ["age_days"]
-    medians = {name: statistics.median([r["figures"][name] for r in rows]) if rows else 0.0 for name in names}
+    # GPUs that never sent a reading (spares, new cards) do not define what is typical
+    metered = [r for r in rows if getattr(r["gpu"], "wear", None) is not None] or rows
+    medians = {name: statistics.median([r["figures"][name] for r in metered]) if metered else 0.0 for name in names}
     for row in rows:
         row["parts"] = {name: _ratio(row["figures"][name], medians[name]) for name in names}
         row["score"] = round(sum(row["parts"].values()), 2)
     rows.sort(key=lambda r: (-r["score"], r["gpu"].host.hostname, r["gpu"].index))
-    median_score = statistics.median([r["score"] for r in rows]) if rows else 0.0
+    median_score = round(statistics.median([r["score"] for r in rows]), 2) if rows else 0.0
     inspect = [r for r in rows if r["score"] > INSPECT_FACTOR * median_score and r["score"] > 0][:INSPECT_MAX]
     return {"rows": rows, "medians": medians, "median_score": median_score, "inspect_first": inspect,
             "score_doc": SCORE_DOC}  # fmt: skip
@@ -361,3 +363,22 @@ def meters_since(*, host_ids: list[int], since: dict[int, dt.datetime]) -> dict[
         host["fan_high_hours"] = max(host["fan_high_hours"], row["fan"] / 3600)
         host["thermal_cycles"] = max(host["thermal_cycles"], row["cmax"] - row["cmin"])
     return out
+
+
+def gpu_wear_panel(*, gpu: Gpu) -> dict:
+    """The GPU page's Wear panel: lifetime totals, monthly figures, thermal resistance per day and
+    the cleanings (its own and its host's) to mark on that chart. Four queries."""
+    cleanings = (
+        MaintenanceRecord.objects.filter(kind="cleaning", host_id=gpu.host_id)
+        .filter(Q(gpu__isnull=True) | Q(gpu_id=gpu.pk))
+        .order_by("performed_at")
+        .values_list("performed_at", flat=True)
+    )
+    return {
+        "lifetime": wear_lifetime(gpu=gpu),
+        "chart": {
+            "monthly": wear_monthly(gpu=gpu),
+            "resistance": thermal_resistance_daily(gpu=gpu),
+            "cleanings": [moment.date().isoformat() for moment in cleanings],
+        },
+    }

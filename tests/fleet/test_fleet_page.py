@@ -201,8 +201,9 @@ PAGE_QUERIES = {
     # attachments, audit entries
     "/hosts/{host}/": REQUEST + HTML + 8,
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
-    # history, hardware tickets (the reliability panel's repeat-offender check)
-    "/gpus/{gpu}/": REQUEST + HTML + 8,
+    # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
+    # lifetime state, months, thermal resistance per day, cleanings
+    "/gpus/{gpu}/": REQUEST + HTML + 8 + 4,
 }
 
 

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from portal.core.management.commands.run import prepare, start_portal
 from portal.core.supervise import Child, ChildFailed, Stop, Supervisor
 from portal.demo import story
+from portal.wear.demo import wear_demo_seed
 
 
 class Command(BaseCommand):
@@ -35,6 +36,8 @@ class Command(BaseCommand):
         backfilled = story.backfill_history()
         if backfilled:
             self.stdout.write(f"History: {backfilled} readings of the last 24 h for the simulated hosts.")
+        if wear_demo_seed():  # 60 days of wear before that: sim-rack-b GPU 0's dust and its cleaning
+            self.stdout.write("Wear: 60 days of meters for the simulated GPUs (sim-rack-b GPU 0: dust, a cleaning).")
         log_dir = Path(settings.VAR_DIR) / "demo-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         access_log = str(log_dir / "access.log")

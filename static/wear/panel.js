@@ -1,0 +1,31 @@
+// The GPU page's Wear panel: monthly meters and thermal resistance with cleaning markers.
+(function () {
+  const source = document.getElementById("wear-data");
+  if (!source || !window.Plotly) return;
+  const data = JSON.parse(source.textContent);
+  const layout = (title, extra) => Object.assign({
+    title: { text: title, font: { size: 14 } }, height: 280, margin: { l: 50, r: 50, t: 36, b: 40 },
+    legend: { orientation: "h", y: -0.2 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+  }, extra || {});
+  const config = { displaylogo: false, responsive: true };
+  const months = data.monthly.map((m) => m.month);
+  const bar = (name, key) => ({ type: "bar", name, x: months, y: data.monthly.map((m) => m[key]) });
+  window.Plotly.newPlot("wear-monthly", [
+    bar("busy h", "busy_hours"), bar("hot h", "hot_hours"), bar("fan-high h", "fan_high_hours"),
+    { type: "scatter", mode: "lines+markers", name: "thermal cycles", x: months,
+      y: data.monthly.map((m) => m.thermal_cycles), yaxis: "y2" },
+  ], layout("Per month", { barmode: "group", xaxis: { type: "category" }, yaxis: { title: "hours" },
+    yaxis2: { title: "cycles", overlaying: "y", side: "right", rangemode: "tozero" } }), config);
+  const shapes = data.cleanings.map((day) => ({
+    type: "line", xref: "x", yref: "paper", x0: day, x1: day, y0: 0, y1: 1,
+    line: { dash: "dot", width: 2, color: "#2a9d8f" },
+  }));
+  const annotations = data.cleanings.map((day) => ({
+    x: day, xref: "x", y: 1, yref: "paper", text: "cleaning", showarrow: false, yanchor: "bottom",
+    font: { size: 10, color: "#2a9d8f" },
+  }));
+  window.Plotly.newPlot("wear-resistance", [{
+    type: "scatter", mode: "lines+markers", name: "°C per W at load",
+    x: data.resistance.map((r) => r.day), y: data.resistance.map((r) => r.c_per_w),
+  }], layout("Thermal resistance at load (°C/W)", { shapes, annotations, yaxis: { title: "°C/W" } }), config);
+})();

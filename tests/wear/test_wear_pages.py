@@ -1,0 +1,51 @@
+"""The GPU page's Wear panel and the fleet wear page: what they show, and who may see them."""
+
+import pytest
+from django.utils import timezone
+
+from portal.wear.demo import wear_demo_seed
+from portal.wear.selectors import fleet_wear_ranking, thermal_resistance_daily
+from tests.factories import GpuFactory, HostFactory
+
+
+@pytest.fixture
+def demo_fleet(db):
+    gpus = {}
+    for hostname in ("sim-rack-b", "sim-desk-c"):
+        host = HostFactory(hostname=hostname)
+        for index in range(4):
+            gpus[(hostname, index)] = GpuFactory(host=host, index=index, temp_slowdown_c=87)
+    wear_demo_seed(now=timezone.now())
+    return gpus
+
+
+def test_the_dust_gpu_climbs_and_drops_after_its_cleaning(demo_fleet):
+    series = thermal_resistance_daily(gpu=demo_fleet[("sim-rack-b", 0)])
+    values = [point["c_per_w"] for point in series]
+    cleaned = 40  # days into the 60-day history
+    assert values[cleaned - 1] > values[0] * 1.4  # dust built up
+    assert values[cleaned + 1] < values[cleaned - 1] * 0.8  # the cleaning worked
+    assert wear_demo_seed() == 0  # idempotent
+
+
+def test_gpu_page_shows_the_wear_panel(demo_fleet, client_for, viewer):
+    gpu = demo_fleet[("sim-rack-b", 0)]
+    page = client_for(viewer).get(gpu.get_absolute_url()).content.decode()
+    assert 'id="wear"' in page and "Thermal cycles" in page and 'id="wear-data"' in page
+
+
+def test_fleet_wear_page_ranks_and_names_who_to_inspect_first(demo_fleet, client_for, viewer):
+    ranking = fleet_wear_ranking()
+    assert ranking["rows"][0]["score"] >= ranking["rows"][-1]["score"]
+    inspect = [row["gpu"].host.hostname for row in ranking["inspect_first"]]
+    assert inspect and set(inspect) == {"sim-rack-b"}
+    page = client_for(viewer).get("/wear/")
+    assert page.status_code == 200 and "Inspect first" in page.content.decode()
+
+
+@pytest.mark.django_db
+def test_fleet_wear_page_roles(client_for, actors):
+    assert client_for(actors["outsider"]).get("/wear/").status_code == 403
+    assert client_for(None).get("/wear/").status_code == 302
+    for role in ("viewer", "technician", "admin"):
+        assert client_for(actors[role]).get("/wear/").status_code == 200
