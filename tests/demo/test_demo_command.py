@@ -27,7 +27,8 @@ def test_demo_opens_tickets_within_a_minute_and_ctrl_c_stops_everything(tmp_path
         db = tmp_path / "portal.sqlite3"
         # Preventive tickets for the seeded hosts at once, an XID ticket from sim-desk-c soon after.
         _wait_for(lambda: _count(db, Ticket, "rule LIKE 'schedule_%'"), 30, "no due ticket", log)
-        _wait_for(lambda: _count(db, Ticket, "rule LIKE 'xid%'"), 60, "no XID ticket", log)
+        desk_xid = "rule LIKE 'xid%' AND host_id = (SELECT id FROM fleet_host WHERE hostname = 'sim-desk-c')"
+        _wait_for(lambda: _count(db, Ticket, desk_xid), 60, "no XID ticket from sim-desk-c", log)
         assert time.monotonic() - up < 60
         children = _descendants(demo.pid)
         commands = [Path(f"/proc/{pid}/cmdline").read_text() for pid in children if _alive(pid)]

@@ -79,9 +79,10 @@ def start_portal(
     workers: int = 1,
     concurrency: int | None = None,
     access_log: str | None = None,
+    meanwhile=None,
 ) -> str:
-    """Start web server, worker and beat under supervisor; wait until the web server answers and
-    send the catch-up tasks. Returns the base URL."""
+    """Start web server, worker and beat under supervisor; run meanwhile() (if given) while they
+    boot, wait until the web server answers and send the catch-up tasks. Returns the base URL."""
     concurrency = concurrency or default_concurrency()
     env = os.environ.copy()
     children = portal_children(
@@ -91,6 +92,8 @@ def start_portal(
         supervisor.start(child)
     url_host = f"[{host}]" if ":" in host else ("127.0.0.1" if host in {"0.0.0.0", ""} else host)
     base_url = f"http://{url_host}:{port}"
+    if meanwhile is not None:
+        meanwhile()
     wait_until_answers(base_url + "/healthz", check=supervisor.check)
     catch_up()
     return base_url

@@ -30,21 +30,26 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, no_agents, speed, **options):
         prepare()
-        call_command("seed_demo")
-        call_command("seed_repair_history")  # reports: a repair history worth reading
-        tokens = story.prepare_simulated_hosts()
-        backfilled = story.backfill_history()
-        if backfilled:
-            self.stdout.write(f"History: {backfilled} readings of the last 24 h for the simulated hosts.")
-        if wear_demo_seed():  # 60 days of wear before that: sim-rack-b GPU 0's dust and its cleaning
-            self.stdout.write("Wear: 60 days of meters for the simulated GPUs (sim-rack-b GPU 0: dust, a cleaning).")
+        tokens: dict[str, str] = {}
+
+        def seed():
+            # While web server, worker and beat boot (seconds): the data they start on.
+            call_command("seed_demo")
+            call_command("seed_repair_history")  # reports: a repair history worth reading
+            tokens.update(story.prepare_simulated_hosts())
+            backfilled = story.backfill_history()
+            if backfilled:
+                self.stdout.write(f"History: {backfilled} readings of the last 24 h for the simulated hosts.")
+            if wear_demo_seed():  # 60 days of wear before that: sim-rack-b GPU 0's dust and its cleaning
+                self.stdout.write("Wear: 60 days of meters for the simulated GPUs (sim-rack-b GPU 0: dust, cleaned).")
+
         log_dir = Path(settings.VAR_DIR) / "demo-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         access_log = str(log_dir / "access.log")
         supervisor = Supervisor(say=lambda text: self.stderr.write(text))
         with supervisor.signals():
             try:
-                base_url = start_portal(supervisor, host=host, port=port, access_log=access_log)
+                base_url = start_portal(supervisor, host=host, port=port, access_log=access_log, meanwhile=seed)
                 if not no_agents:
                     for hostname, scenarios, command in story.agent_commands(base_url, speed, tokens):
                         log = log_dir / f"{hostname}.log"
