@@ -175,8 +175,9 @@ def _silent_flag(limits: pages.CareLimits, host_ids, now: dt.datetime):
         return Value(False, output_field=BooleanField())
     common = max(by_limit, key=lambda limit: len(by_limit[limit]))  # the fleet's: no host list needed
 
-    def stale(limit):
-        return Value(False) if limit is None else Q(latest__ts__lt=now - dt.timedelta(seconds=limit))
+    def stale(limit):  # nothing heard lately, as agent_silent judges it (an agent replaying its spool is heard)
+        cutoff = now - dt.timedelta(seconds=limit)
+        return Q(latest__ts__lt=cutoff, latest__received_at__lt=cutoff)
 
     whens = [When(Q(host_id__in=ids) & Q(stale(limit)) if limit is not None else Q(host_id__in=ids),
                   then=Value(limit is not None))
@@ -258,7 +259,8 @@ def host_gpu_rows(*, host: Host, now: dt.datetime, limits: pages.CareLimits) -> 
         latest = gpu.latest_or_none
         gpu.age_s = None if latest is None else max(0, int((now - latest.ts).total_seconds()))
         silent_after = limits.silent_after_s(host_id=host.pk)
-        gpu.silent = gpu.age_s is not None and silent_after is not None and gpu.age_s > silent_after
+        heard = None if latest is None else (now - max(latest.ts, latest.received_at)).total_seconds()
+        gpu.silent = heard is not None and silent_after is not None and heard > silent_after
         hot_c = limits.hot_c(host_id=host.pk, slowdown_c=gpu.temp_slowdown_c)
         temperature = None if latest is None else latest.temperature_c
         gpu.hot = not gpu.silent and None not in (hot_c, temperature) and temperature >= hot_c

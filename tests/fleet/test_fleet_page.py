@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from portal.fleet import selectors
 from portal.fleet.models import Gpu, Host
+from portal.telemetry.models import GpuLatest
 from tests.factories import GpuFactory, HostFactory, RecordFactory
 
 pytestmark = pytest.mark.django_db
@@ -112,13 +113,8 @@ def test_fleet_page_hides_retired_unless_asked(client_for, viewer):
 
 
 def _reading(gpu, *, temperature, seconds_ago=5):
-    from portal.telemetry.models import GpuLatest
-
-    now = timezone.now()
-    GpuLatest.objects.update_or_create(
-        gpu=gpu,
-        defaults={"ts": now - dt.timedelta(seconds=seconds_ago), "received_at": now, "temperature_c": temperature},
-    )
+    ts = timezone.now() - dt.timedelta(seconds=seconds_ago)  # received as it was taken
+    GpuLatest.objects.update_or_create(gpu=gpu, defaults={"ts": ts, "received_at": ts, "temperature_c": temperature})
 
 
 def test_hosts_that_need_attention_come_first_and_can_be_filtered(client_for, viewer):
@@ -134,9 +130,14 @@ def test_hosts_that_need_attention_come_first_and_can_be_filtered(client_for, vi
     _reading(calm, temperature=60)
     _reading(hot, temperature=82)  # overheat opens at slowdown − 5 = 82 °C
     _reading(silent, temperature=60, seconds_ago=301)  # agent_silent: 300 s
+    # An agent delivering its spool after an outage: old readings, heard just now: not silent.
+    replaying = GpuFactory(host=HostFactory(hostname="nn-replaying"), temp_slowdown_c=87)
+    _reading(replaying, temperature=60, seconds_ago=7200)
+    GpuLatest.objects.filter(gpu=replaying).update(received_at=timezone.now())
     client = client_for(viewer)
     html = client.get("/").content.decode()
-    assert host_order(html) == ["mm-silent", "zz-hot", "aa-calm"]
+    assert host_order(html)[:2] == ["mm-silent", "zz-hot"]  # then the rest, nn-replaying among them
+    assert set(host_order(html)[2:]) >= {"aa-calm", "nn-replaying"} and html.count("1 silent") == 1
     assert "1 hot" in html and "1 silent" in html and "Needs attention (2)" in html
     assert host_order(client.get("/?attention=1").content.decode()) == ["mm-silent", "zz-hot"]
     assert 'class="hot"' in gpu_row(gpu_rows(client, hot.host), hot)

@@ -81,8 +81,9 @@ def fingerprint(rule: str, *, gpu_id: int | None = None, host_id: int | None = N
 class Rule:
     """A rule: what it watches, when it opens and clears, how bad it is, and what to do.
 
-    Subclasses set the class attributes and implement `evaluate` (GPU rules, per batch) or
-    `evaluate_host` (beat rules). `defaults` are the thresholds an admin may override."""
+    Subclasses set the class attributes; GPU rules implement `evaluate` (per batch), the beat
+    rules are judged in services/beat.py (with `evaluate_quiet` for XID classes that clear after
+    a quiet period). `defaults` are the thresholds an admin may override."""
 
     key: ClassVar[str]
     title: ClassVar[str]

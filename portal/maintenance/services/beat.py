@@ -36,6 +36,21 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     )
     host_ids = {host_id for _, host_id, _, _ in latest}
     tracks = Tracks(host_ids=host_ids).load(rule=AGENT_SILENT.key, gpu__isnull=False)
+    gpu_events, per_host, host_last = _silent_gpus(latest, tracks, params, now)
+    # the host tickets go first, so that their GPUs' tickets are born grouped
+    host_events = _silent_hosts(per_host, host_last, tracks, now)
+    tracks.save(now)
+    silenced = SilenceLookup(host_ids, _gpu_infos([gpu_id for gpu_id, _, _, _ in latest]))
+    outcomes = events_apply(host_events, silenced=silenced, params=params)
+    silent_hosts = {event.track.host_id for event in host_events}
+    alone = [event for event in gpu_events if event.track.host_id not in silent_hosts]
+    outcomes += events_apply(alone, silenced=silenced, params=params)
+    grouped = [event for event in gpu_events if event.track.host_id in silent_hosts]
+    return outcomes + [(_silent_gpu_grouped(event, now), "grouped") for event in grouped]
+
+
+def _silent_gpus(latest, tracks: Tracks, params: RuleParams, now: dt.datetime):
+    """Fire events for GPUs silent now; each host's silent flags and newest reading time."""
     events: list[Event] = []
     per_host: dict[int, list[bool]] = defaultdict(list)
     host_last: dict[int, dt.datetime] = {}
@@ -51,40 +66,36 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
             track.state, track.since, track.last, track.changed = FIRING, now.timestamp(), ts.timestamp(), True
             events.append(Event("fire", track, now.timestamp(), value=round((now - ts).total_seconds()),
                                 note=f"last reading {ts.isoformat()}"))  # fmt: skip
+    return events, per_host, host_last
+
+
+def _silent_hosts(per_host, host_last, tracks: Tracks, now: dt.datetime) -> list[Event]:
+    """Fire events for hosts whose every GPU is silent."""
+    events = []
     for host_id, flags in per_host.items():
         track = tracks.get(AGENT_SILENT.key, host_id, None)
         if all(flags) and track.state == OK:
             track.state, track.since, track.changed = FIRING, now.timestamp(), True
             track.last = host_last[host_id].timestamp()
-            # the host ticket goes first, so that its GPUs' tickets are born grouped
-            quiet_s = round((now - host_last[host_id]).total_seconds())
-            events.insert(0, Event("fire", track, now.timestamp(), value=quiet_s))
-    tracks.save(now)
-    gpus = _gpu_infos([gpu_id for gpu_id, _, _, _ in latest])
-    silent_hosts = [e.track.host_id for e in events if e.track.gpu_id is None]
-    outcomes = events_apply(
-        [e for e in events if e.track.gpu_id is None], silenced=SilenceLookup(host_ids, gpus), params=params
-    )
-    gpu_events = [e for e in events if e.track.gpu_id is not None]
-    grouped = [e for e in gpu_events if e.track.host_id in silent_hosts]
-    outcomes += events_apply(
-        [e for e in gpu_events if e.track.host_id not in silent_hosts], silenced=SilenceLookup(host_ids, gpus),
-        params=params,
+            events.append(
+                Event("fire", track, now.timestamp(), value=round((now - host_last[host_id]).total_seconds()))
+            )
+    return events
+
+
+def _silent_gpu_grouped(event: Event, now: dt.datetime) -> Ticket:
+    """A silent GPU of a silent host: its ticket, held by the host's."""
+    track = event.track
+    ticket, _ = ticket_services.ticket_fire(
+        rule=AGENT_SILENT.key, host_id=track.host_id, gpu_id=track.gpu_id, at=now, value=event.value,
+        note=event.note, silenced=True,  # the host ticket speaks for it
     )  # fmt: skip
-    for event in grouped:
-        track = event.track
-        ticket, _ = ticket_services.ticket_fire(
-            rule=AGENT_SILENT.key, host_id=track.host_id, gpu_id=track.gpu_id, at=now, value=event.value,
-            note=event.note,
-            silenced=True,  # the host ticket speaks for it
-        )  # fmt: skip
-        parent = Ticket.objects.filter(
-            fingerprint=fingerprint(AGENT_SILENT.key, host_id=track.host_id), state__in=Ticket.OPEN_STATES
-        ).first()
-        if parent is not None:
-            ticket_services.ticket_group_under(ticket=ticket, parent=parent, at=now, silenced=False)
-        outcomes.append((ticket, "grouped"))
-    return outcomes
+    parent = Ticket.objects.filter(
+        fingerprint=fingerprint(AGENT_SILENT.key, host_id=track.host_id), state__in=Ticket.OPEN_STATES
+    ).first()
+    if parent is not None:
+        ticket_services.ticket_group_under(ticket=ticket, parent=parent, at=now, silenced=False)
+    return ticket
 
 
 @transaction.atomic
