@@ -151,7 +151,8 @@ async def test_fleet_group_is_coalesced_to_its_own_shorter_window(layer, fleet, 
     messages, hello = await _coalesced(connect, viewer_user, "/ws/live/fleet/", host, gpus, ingest)
     assert hello["coalesce_ms"] == 200
     assert sum(len(m["points"]) for _, m in messages) == 20  # every point arrives
-    assert 3 <= len(messages) <= 7  # fewer than the ten batches
+    # Fewer messages than the ten batches; the gaps bound the rate (a loaded machine stretches the feed).
+    assert 3 <= len(messages) < 10
     assert min(_gaps(messages)) >= 0.16, _gaps(messages)
 
 
