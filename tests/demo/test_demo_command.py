@@ -7,8 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+from portal.core.supervise import free_port
 from portal.maintenance.models import Ticket
-from tests.core.test_embedded import _alive, _count, _descendants, _free_port, _wait_for, embedded_env
+from tests.core.test_embedded import _alive, _count, _descendants, _wait_for, embedded_env
 from tests.portal_process import REPO
 
 
@@ -18,7 +19,7 @@ def test_demo_opens_tickets_within_a_minute_and_ctrl_c_stops_everything(tmp_path
     log = tmp_path / "demo.log"
     with open(log, "wb") as out:
         demo = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(_free_port())],
+            [sys.executable, "manage.py", "demo", "--port", str(free_port())],
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
