@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.http import HttpResponse
+from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
@@ -139,7 +139,9 @@ def reliability(request, params: Query[ReliabilityParams]):
     require_perm(request, REPORT_PERMISSION)
     query = report_query_from(params)
     if params.format == "json":
-        return reliability_report(query).as_json()
+        # Built to the schema by as_json (tests hold it to ReliabilityOut); answered as is, without
+        # validating 1,000 rows a second time.
+        return JsonResponse(reliability_report(query).as_json())
     report = reliability_report(query)
     if params.format == "csv":
         response = HttpResponse(report_csv(report), content_type="text/csv; charset=utf-8")

@@ -296,13 +296,18 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
     """GPUs with >= 2 hardware failures within 90 days (at least one in the period), or a hardware
     XID seen again after a repair (the later one in the period). {gpu id: [reasons]}."""
     failures: dict[int, list[tuple[dt.datetime, str]]] = defaultdict(list)
-    tickets = (
-        Ticket.objects.filter(_hardware_ticket_filter(), gpu_id__in=gpu_ids, first_seen__lt=end)
-        .filter(Q(first_seen__gte=start - REPEAT_WINDOW) | Q(rule__startswith="xid_"))
-        .values_list("gpu_id", "first_seen", "rule", "evidence")
-        .order_by("gpu_id", "first_seen")
-    )
-    for gpu_id, first_seen, rule, evidence in tickets.iterator(chunk_size=5000):
+    recent = Ticket.objects.filter(
+        _hardware_ticket_filter(), gpu_id__in=gpu_ids, first_seen__gte=start - REPEAT_WINDOW, first_seen__lt=end
+    ).values_list("gpu_id", "first_seen", "rule", "evidence")
+    rows = list(recent)
+    # For "a hardware XID again after a repair": the earlier XID tickets of GPUs with one in the period.
+    xid_gpus = {gpu_id for gpu_id, first_seen, rule, _ in rows if rule.startswith("xid_") and first_seen >= start}
+    if xid_gpus:
+        rows += Ticket.objects.filter(
+            gpu_id__in=xid_gpus, rule__in=[r for r in HARDWARE_TICKET_RULES if r.startswith("xid_")],
+            first_seen__lt=start - REPEAT_WINDOW,
+        ).values_list("gpu_id", "first_seen", "rule", "evidence")  # fmt: skip
+    for gpu_id, first_seen, rule, evidence in sorted(rows, key=lambda row: (row[0], row[1])):
         if _is_hardware_failure(rule, evidence):
             failures[gpu_id].append((first_seen, rule))
     if not failures:
