@@ -28,6 +28,7 @@ from portal.telemetry.models import Reading
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak
 from portal.wear.models import WearDay, WearHour, WearState
+from portal.wear.services import readings_as_tuples
 
 # no datetime column: parsing 8,760 timestamps costs more than everything else together
 MIDDLE_COLUMNS = ("id", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "busy_prefix_s",
@@ -56,13 +57,9 @@ def _epoch_dt(seconds: float) -> dt.datetime:
 
 def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucket, list[float]]:
     """Meters and temperatures of readings with start <= ts < end, all inside `hour`."""
-    rows = list(
-        Reading.objects.filter(gpu_id=gpu.pk, ts__gte=_epoch_dt(hour - meters.MAX_GAP_S), ts__lt=_epoch_dt(hour + 3600))
-        .order_by("ts")
-        .values_list(*meters.READING_FIELDS)
-    )
-    readings = [(row[0].timestamp(), *row[1:]) for row in rows]
-    raw_in_hour = sum(1 for r in readings if r[0] >= hour)
+    raw = Reading.objects.filter(gpu_id=gpu.pk)
+    readings = readings_as_tuples(raw.filter(ts__gte=_epoch_dt(start - meters.MAX_GAP_S), ts__lt=_epoch_dt(end)))
+    raw_in_hour = raw.filter(ts__gte=_epoch_dt(hour), ts__lt=_epoch_dt(hour + 3600)).count()
     stored = WearHour.objects.filter(gpu_id=gpu.pk, hour=_epoch_dt(hour)).first()
     if stored is None or raw_in_hour >= stored.readings:
         return meters.figures_over(readings, None, hot_c, start, end)
