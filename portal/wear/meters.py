@@ -128,7 +128,25 @@ class Turns:
 
     def push(self, offset: float, temp: float) -> None:
         pts = self.points
+        n = len(pts)
+        if n >= 2:
+            a, b = pts[-2][1], pts[-1][1]
+            if (a <= b <= temp) or (a >= b >= temp):
+                # the usual case: the run goes on, b is no longer a turning point; the last point
+                # moved, so the pair rule below may apply again
+                pts[-1] = [offset, temp]
+                if n < 4:
+                    return
+                p0, p1, p2, p3 = pts[-4][1], pts[-3][1], pts[-2][1], temp
+                if abs(p1 - p2) >= CYCLE_C or min(p1, p2) < min(p0, p3) or max(p1, p2) > max(p0, p3):
+                    return
+                self._reduce()
+                return
         pts.append([offset, temp])
+        self._reduce()
+
+    def _reduce(self) -> None:
+        pts = self.points
         while True:
             n = len(pts)
             if n >= 3:

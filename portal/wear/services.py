@@ -206,14 +206,16 @@ def _extend(gpu: Gpu, state: WearState | None, hot_c: float) -> WearState | None
         existing, buckets = {}, {}
         start = Hysteresis()
         if state is not None:
+            # the newest hour row (continued) and the one before it (the cycle state to chain
+            # from), in one query
             last_hour = meters.hour_of(state.last_ts.timestamp())
-            row = WearHour.objects.filter(gpu_id=gpu.pk, hour=_epoch_dt(last_hour)).first()
-            if row is not None:
-                existing[last_hour] = row
-                buckets[last_hour] = _bucket_of(row)
-                start = _state_before(gpu.pk, row.hour)
-            else:
-                start = _state_before(gpu.pk, _epoch_dt(last_hour))
+            rows = list(WearHour.objects.filter(gpu_id=gpu.pk, hour__lte=_epoch_dt(last_hour)).order_by("-hour")[:2])
+            if rows and int(rows[0].hour.timestamp()) == last_hour:
+                existing[last_hour] = rows[0]
+                buckets[last_hour] = _bucket_of(rows[0])
+                rows = rows[1:]
+            if rows:
+                start = Hysteresis(rows[0].cycles_high, rows[0].cycles_ref, rows[0].cycles_total)
         meters.buckets_from(readings, prev, hot_c, into=buckets)
         result = _write(gpu.pk, buckets, existing, start)
         last = readings[-1]
@@ -288,11 +290,14 @@ def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to
 
 
 @transaction.atomic
-def wear_gpu_update(*, gpu_id: int, late_from: float | None = None, late_to: float | None = None) -> None:
+def wear_gpu_update(
+    *, gpu_id: int, late_from: float | None = None, late_to: float | None = None, gpu: Gpu | None = None
+) -> None:
     """Bring one GPU's meters up to date with its stored readings. `late_from`/`late_to` (epoch
     seconds): the range of a batch's readings, when it may hold readings older than the newest one
     counted. Idempotent: running it again changes nothing."""
-    gpu = Gpu.objects.filter(pk=gpu_id).only("pk", "temp_slowdown_c").first()
+    if gpu is None:
+        gpu = Gpu.objects.filter(pk=gpu_id).only("pk", "temp_slowdown_c").first()
     if gpu is None:
         return
     hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
@@ -303,8 +308,10 @@ def wear_gpu_update(*, gpu_id: int, late_from: float | None = None, late_to: flo
 
 
 def wear_update_many(*, ranges: dict[int, tuple[float, float]]) -> None:
+    gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
     for gpu_id, (late_from, late_to) in ranges.items():
-        wear_gpu_update(gpu_id=gpu_id, late_from=late_from, late_to=late_to)
+        if gpu_id in gpus:
+            wear_gpu_update(gpu_id=gpu_id, late_from=late_from, late_to=late_to, gpu=gpus[gpu_id])
 
 
 def wear_sweep() -> int:
