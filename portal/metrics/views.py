@@ -7,9 +7,11 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from portal.metrics.collector import exposition
+
+# Exactly as portal-api-v1.md writes it (prometheus_client's constant adds '; charset=utf-8').
+CONTENT_TYPE = "text/plain; version=0.0.4"
 
 
 @login_not_required
@@ -24,4 +26,4 @@ def metrics(request):
         response = HttpResponse("a valid bearer token is required\n", status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    return HttpResponse(exposition(), content_type=CONTENT_TYPE_PLAIN_0_0_4)
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE)

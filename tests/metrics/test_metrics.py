@@ -64,7 +64,7 @@ def test_a_logged_in_user_without_the_token_is_401(client_for, admin, token):
 def test_every_family_is_declared_on_an_empty_portal(client, token):
     answer = scrape(client)
     assert answer.status_code == 200
-    assert answer["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert answer["Content-Type"] == "text/plain; version=0.0.4"
     families = {f.name: f for f in text_string_to_metric_families(answer.content.decode())}
     assert {name: families[name].type for name in FAMILIES} == FAMILIES
     assert {s.labels["severity"]: s.value for s in families["gpufleet_open_tickets"].samples} == {
