@@ -8,6 +8,7 @@ from ninja import NinjaAPI
 from ninja.security import APIKeyHeader, SessionAuth
 
 from portal.accounts.services import api_token_authenticate
+from portal.checklists.api import router as checklists_router
 from portal.core.api import install_error_handlers
 from portal.fleet.api import router as fleet_router
 from portal.maintenance.api import router as maintenance_router
@@ -77,6 +78,7 @@ api.add_router("", telemetry_router)
 api.add_router("", maintenance_router)
 api.add_router("", reports_router)
 api.add_router("", wear_router)
+api.add_router("", checklists_router)
 
 
 def api_urls():

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "portal.maintenance",
     "portal.reports",
     "portal.metrics",
+    "portal.checklists",
     "portal.live",
     "portal.demo",
 ]
@@ -174,6 +175,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "maintenance-batches": {"task": "portal.maintenance.tasks.batches_sweep_task", "schedule": 300.0},
     "maintenance-notify": {"task": "portal.maintenance.tasks.notifications_pending_sweep_task", "schedule": 60.0},
     "wear-sweep": {"task": "portal.wear.tasks.wear_sweep_task", "schedule": 30.0},
+    "checklists-verifications": {"task": "portal.checklists.tasks.verifications_finish_task", "schedule": 600.0},
 }
 # Every beat interval times this (the integration tests run the schedule fast with e.g. 0.02).
 BEAT_SCALE = envfloat("BEAT_SCALE", 1.0)
@@ -234,6 +236,8 @@ MEDIA_URL = "media/"
 
 # Attachments on maintenance records (photos of a dusty heatsink, RMA paperwork, logs).
 ATTACHMENT_MAX_BYTES = envint("ATTACHMENT_MAX_BYTES", 10 * 1024 * 1024)
+# Photos on checklist items (a phone camera's JPEG is 2–6 MB).
+CHECKLIST_PHOTO_MAX_BYTES = envint("CHECKLIST_PHOTO_MAX_BYTES", 10 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
 EMAIL_HOST = envstr("EMAIL_HOST")

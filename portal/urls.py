@@ -22,6 +22,7 @@ urlpatterns = [
     path("wear/", include("portal.wear.urls")),
     path("live/", include("portal.live.urls")),
     path("reports/", include("portal.reports.urls")),
+    path("checklists/", include("portal.checklists.urls")),
     path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]

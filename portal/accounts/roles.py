@@ -16,6 +16,7 @@ ROLE_PERMISSIONS = {
         "accounts": ["*"],
         "telemetry": ["*"],
         "maintenance": ["*"],
+        "checklists": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them
@@ -31,12 +32,17 @@ ROLE_PERMISSIONS = {
         "maintenance.ticket": ["view", "change"],
         "maintenance.ticketcomment": ["view", "add"],
         "maintenance.subscription": ["view", "add", "change", "delete"],
+        "checklists": ["view"],
+        "checklists.checklistrun": ["view", "add", "change"],
+        "checklists.checklistanswer": ["view", "add", "change"],
+        "checklists.checklistphoto": ["view", "add"],
         "auditlog": ["view"],
     },
     ROLE_VIEWER: {
         "fleet": ["view"],
         "telemetry": ["view"],
         "maintenance": ["view"],
+        "checklists": ["view"],
         "auditlog": ["view"],
     },
 }

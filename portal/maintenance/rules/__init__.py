@@ -1,12 +1,15 @@
 """The rule registry: every rule by key, with its defaults and documentation."""
 
 from .base import Rule
+from .checklist import CHECKLIST_FAILED
 from .gpu import GPU_RULES
 from .host import AGENT_SILENT, SCHEDULES
 from .xid import XID_RULES
 
 GPU_RULE_LIST = GPU_RULES
-RULES: dict[str, Rule] = {rule.key: rule for rule in [*GPU_RULES, *XID_RULES.values(), AGENT_SILENT, *SCHEDULES]}
+RULES: dict[str, Rule] = {
+    rule.key: rule for rule in [*GPU_RULES, *XID_RULES.values(), AGENT_SILENT, *SCHEDULES, CHECKLIST_FAILED]
+}
 
 
-__all__ = ["RULES", "GPU_RULE_LIST", "XID_RULES", "AGENT_SILENT", "SCHEDULES", "Rule"]
+__all__ = ["RULES", "GPU_RULE_LIST", "XID_RULES", "AGENT_SILENT", "SCHEDULES", "CHECKLIST_FAILED", "Rule"]

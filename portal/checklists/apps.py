@@ -1,0 +1,28 @@
+from django.apps import AppConfig
+
+
+class ChecklistsConfig(AppConfig):
+    name = "portal.checklists"
+    label = "checklists"
+    verbose_name = "Checklists"
+
+    def ready(self):
+        from auditlog.registry import auditlog
+
+        from portal.checklists.models import (
+            ChecklistAnswer,
+            ChecklistPhoto,
+            ChecklistRun,
+            ChecklistTemplate,
+            TemplateItem,
+        )
+
+        def own_fields(model, exclude=()):
+            return [f.name for f in model._meta.concrete_fields if f.name not in exclude]
+
+        # Every run in the audit trail: who started, answered, signed or abandoned it, and when.
+        auditlog.register(ChecklistRun, include_fields=own_fields(ChecklistRun, exclude=["items"]))
+        auditlog.register(ChecklistAnswer, include_fields=own_fields(ChecklistAnswer))
+        auditlog.register(ChecklistPhoto, include_fields=own_fields(ChecklistPhoto, exclude=["file"]))
+        auditlog.register(ChecklistTemplate, include_fields=own_fields(ChecklistTemplate))
+        auditlog.register(TemplateItem, include_fields=own_fields(TemplateItem))

@@ -1,0 +1,317 @@
+"""Automatic checklist items: judged from telemetry and records when a run completes, each with
+the evidence it was judged on (what the run's page and printout show).
+
+Outcomes: "pass", "fail", "unknown" (no data to judge: never a ticket), and "pending" for the
+cleaning check, which needs loaded readings from after the cleaning; a beat task judges it later
+(services.verifications_finish). Each check reads the run's GPUs in one or two aggregate
+queries, whatever the number of readings.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from statistics import median
+
+from django.db.models import Avg, Count, F, Max, Min, Q
+from django.db.models.functions import Floor
+
+from portal.fleet.models import MaintenanceRecord
+from portal.telemetry.models import Reading
+
+PASS, FAIL, UNKNOWN, PENDING = "pass", "fail", "unknown", "pending"
+
+# Defaults of each check; a template item's `params` overrides them.
+DEFAULTS: dict[str, dict] = {
+    "idle_temperature": {"limit_c": 45, "window_min": 30, "idle_util_pct": 10},
+    "ecc_clean": {"window_min": 60},
+    "fans_respond": {"window_min": 60, "temp_spread_c": 10, "min_fan_rise_pct": 5},
+    "recent_backup": {"days": 7},
+    "cleaning_effect": {
+        "min_drop_c": 3, "before_days": 7, "wait_days": 14, "loaded_util_pct": 80, "power_bin_w": 25,
+        "min_per_bin": 5, "min_loaded_readings": 60,
+    },
+}  # fmt: skip
+
+
+@dataclass
+class AutoResult:
+    outcome: str
+    evidence: dict = field(default_factory=dict)
+
+
+def params_for(item: dict) -> dict:
+    return {**DEFAULTS.get(item.get("auto_check") or "", {}), **(item.get("params") or {})}
+
+
+def _combine(per_gpu: dict[int, str]) -> str:
+    outcomes = set(per_gpu.values())
+    if FAIL in outcomes:
+        return FAIL
+    if PENDING in outcomes:
+        return PENDING
+    if outcomes == {PASS}:
+        return PASS
+    return UNKNOWN
+
+
+def _label(gpu) -> str:
+    return f"GPU {gpu.index}"
+
+
+def idle_temperature(*, item, run, gpus, now) -> AutoResult:
+    p = params_for(item)
+    start = now - dt.timedelta(minutes=p["window_min"])
+    temps: dict[int, list[int]] = {gpu.pk: [] for gpu in gpus}
+    rows = Reading.objects.filter(
+        gpu_id__in=list(temps), ts__gte=start, ts__lt=now, utilization_gpu_pct__lte=p["idle_util_pct"],
+        temperature_c__isnull=False,
+    ).values_list("gpu_id", "temperature_c")  # fmt: skip
+    for gpu_id, temperature in rows:
+        temps[gpu_id].append(temperature)
+    per_gpu, details = {}, []
+    for gpu in gpus:
+        values = temps[gpu.pk]
+        if not values:
+            per_gpu[gpu.pk] = UNKNOWN
+            details.append({"gpu": _label(gpu), "uuid": gpu.uuid, "outcome": UNKNOWN, "idle_readings": 0})
+            continue
+        med = median(values)
+        per_gpu[gpu.pk] = PASS if med < p["limit_c"] else FAIL
+        details.append(
+            {"gpu": _label(gpu), "uuid": gpu.uuid, "outcome": per_gpu[gpu.pk], "idle_readings": len(values),
+             "median_c": round(med, 1), "max_c": max(values)}
+        )  # fmt: skip
+    outcome = _combine(per_gpu)
+    hottest = max((d.get("median_c", 0) for d in details), default=0)
+    summary = (
+        f"idle median ≤ {hottest:g} °C (limit {p['limit_c']} °C) over the last {p['window_min']} min"
+        if outcome != UNKNOWN
+        else f"no idle readings (utilization ≤ {p['idle_util_pct']} %) in the last {p['window_min']} min"
+    )
+    return AutoResult(outcome, _evidence(summary, p, details, per_gpu, start, now))
+
+
+def ecc_clean(*, item, run, gpus, now) -> AutoResult:
+    p = params_for(item)
+    start = now - dt.timedelta(minutes=p["window_min"])
+    rows = {
+        row["gpu_id"]: row
+        for row in Reading.objects.filter(gpu_id__in=[g.pk for g in gpus], ts__gte=start, ts__lt=now)
+        .values("gpu_id")
+        .annotate(
+            n=Count("id"),
+            uncorrected=Max("ecc_uncorrected_volatile"),
+            uncorrected_total=Max("ecc_uncorrected_aggregate"),
+            pending_remap=Count("id", filter=Q(remapped_rows_pending=True) | Q(retired_pages_pending=True)),
+            remap_failure=Count("id", filter=Q(remapped_rows_failure=True)),
+            reported=Count("ecc_uncorrected_volatile"),
+        )
+    }
+    per_gpu, details = {}, []
+    for gpu in gpus:
+        row = rows.get(gpu.pk)
+        if row is None or not row["reported"]:
+            per_gpu[gpu.pk] = UNKNOWN
+            details.append(
+                {"gpu": _label(gpu), "uuid": gpu.uuid, "outcome": UNKNOWN, "readings": row["n"] if row else 0}
+            )
+            continue
+        bad = (row["uncorrected"] or 0) > 0 or row["pending_remap"] > 0 or row["remap_failure"] > 0
+        per_gpu[gpu.pk] = FAIL if bad else PASS
+        details.append(
+            {"gpu": _label(gpu), "uuid": gpu.uuid, "outcome": per_gpu[gpu.pk], "readings": row["n"],
+             "uncorrected_volatile": row["uncorrected"], "uncorrected_aggregate": row["uncorrected_total"],
+             "readings_with_pending_remap": row["pending_remap"], "readings_with_remap_failure": row["remap_failure"]}
+        )  # fmt: skip
+    outcome = _combine(per_gpu)
+    failing = [d["gpu"] for d in details if d["outcome"] == FAIL]
+    summary = {
+        PASS: f"no uncorrected ECC error and no pending remap in the last {p['window_min']} min",
+        FAIL: f"uncorrected ECC errors or pending remaps on {', '.join(failing)}",
+        UNKNOWN: "no ECC figures reported",
+    }.get(outcome, "")
+    return AutoResult(outcome, _evidence(summary, p, details, per_gpu, start, now))
+
+
+def fans_respond(*, item, run, gpus, now) -> AutoResult:
+    p = params_for(item)
+    start = now - dt.timedelta(minutes=p["window_min"])
+    rows = {
+        row["gpu_id"]: row
+        for row in Reading.objects.filter(
+            gpu_id__in=[g.pk for g in gpus], ts__gte=start, ts__lt=now, fan_speed_pct__isnull=False
+        )
+        .values("gpu_id")
+        .annotate(
+            n=Count("id"),
+            fan_min=Min("fan_speed_pct"),
+            fan_max=Max("fan_speed_pct"),
+            temp_min=Min("temperature_c"),
+            temp_max=Max("temperature_c"),
+        )  # fmt: skip
+    }
+    per_gpu, details = {}, []
+    for gpu in gpus:
+        row = rows.get(gpu.pk)
+        if row is None:
+            per_gpu[gpu.pk] = UNKNOWN
+            details.append({"gpu": _label(gpu), "uuid": gpu.uuid, "outcome": UNKNOWN, "readings": 0})
+            continue
+        spinning = (row["fan_max"] or 0) > 0
+        temp_spread = (row["temp_max"] or 0) - (row["temp_min"] or 0)
+        fan_rise = (row["fan_max"] or 0) - (row["fan_min"] or 0)
+        # With the temperature moving, the fans must follow; at a steady temperature spinning is all we can see.
+        follows = temp_spread < p["temp_spread_c"] or fan_rise >= p["min_fan_rise_pct"]
+        per_gpu[gpu.pk] = PASS if spinning and follows else FAIL
+        details.append(
+            {"gpu": _label(gpu), "uuid": gpu.uuid, "outcome": per_gpu[gpu.pk], "readings": row["n"],
+             "fan_pct": [row["fan_min"], row["fan_max"]], "temperature_c": [row["temp_min"], row["temp_max"]]}
+        )  # fmt: skip
+    outcome = _combine(per_gpu)
+    summary = {
+        PASS: f"fans spin and follow the temperature (last {p['window_min']} min)",
+        FAIL: "fans stopped or not following the temperature on "
+        + ", ".join(d["gpu"] for d in details if d["outcome"] == FAIL),
+        UNKNOWN: "no fan speed reported",
+    }.get(outcome, "")
+    return AutoResult(outcome, _evidence(summary, p, details, per_gpu, start, now))
+
+
+def recent_backup(*, item, run, gpus, now) -> AutoResult:
+    p = params_for(item)
+    since = now - dt.timedelta(days=p["days"])
+    last = (
+        MaintenanceRecord.objects.filter(host_id=run.host_id, kind=MaintenanceRecord.Kind.BACKUP, performed_at__lte=now)
+        .order_by("-performed_at")
+        .values("pk", "performed_at", "verified", "destination")
+        .first()
+    )
+    outcome = PASS if last and last["performed_at"] >= since else FAIL
+    summary = (
+        f"last backup {last['performed_at']:%Y-%m-%d %H:%M} UTC ({'verified' if last['verified'] else 'not verified'})"
+        if last
+        else "no backup record on this host"
+    ) + f"; needed within {p['days']} days"
+    evidence = {
+        "summary": summary, "params": p, "checked_at": now.isoformat(),
+        "record": {"id": last["pk"], "performed_at": last["performed_at"].isoformat(),
+                   "destination": last["destination"]} if last else None,
+    }  # fmt: skip
+    return AutoResult(outcome, evidence)
+
+
+def _binned(gpu_ids, start, end, p) -> dict[int, dict[int, tuple[int, float]]]:
+    """Loaded readings of each GPU between start and end, by power bin: {gpu: {bin: (n, mean °C)}}."""
+    rows = (
+        Reading.objects.filter(
+            gpu_id__in=gpu_ids,
+            ts__gte=start,
+            ts__lt=end,
+            power_w__isnull=False,
+            temperature_c__isnull=False,
+            utilization_gpu_pct__gte=p["loaded_util_pct"],
+        )  # fmt: skip
+        .annotate(power_bin=Floor(F("power_w") / float(p["power_bin_w"])))
+        .values("gpu_id", "power_bin")
+        .annotate(n=Count("id"), temp=Avg("temperature_c"))
+    )
+    out: dict[int, dict[int, tuple[int, float]]] = {gpu_id: {} for gpu_id in gpu_ids}
+    for row in rows:
+        out[row["gpu_id"]][int(row["power_bin"])] = (row["n"], float(row["temp"]))
+    return out
+
+
+def cleaning_effect_judge(*, run, item, gpus, now) -> AutoResult:
+    """Loaded readings before the run against loaded readings after it, at equal power (power
+    bins both windows have): the mean drop must be at least `min_drop_c`. Pending until each GPU
+    has `min_loaded_readings` after the run; unknown if that has not happened in `wait_days`."""
+    p = params_for(item)
+    before_start, before_end = run.started_at - dt.timedelta(days=p["before_days"]), run.started_at
+    after_start = run.completed_at or now
+    after_end = min(now, after_start + dt.timedelta(days=p["wait_days"]))
+    ids = [g.pk for g in gpus]
+    before = _binned(ids, before_start, before_end, p)
+    after = _binned(ids, after_start, after_end, p) if after_end > after_start else {i: {} for i in ids}
+    expired = now >= after_start + dt.timedelta(days=p["wait_days"])
+    per_gpu, details = {}, []
+    for gpu in gpus:
+        b, a = before[gpu.pk], after[gpu.pk]
+        after_n = sum(n for n, _ in a.values())
+        shared = sorted(k for k in set(b) & set(a) if b[k][0] >= p["min_per_bin"] and a[k][0] >= p["min_per_bin"])
+        bins = [
+            {"power_w": k * p["power_bin_w"] + p["power_bin_w"] / 2, "before_c": round(b[k][1], 1), "before_n": b[k][0],
+             "after_c": round(a[k][1], 1), "after_n": a[k][0]}
+            for k in shared
+        ]  # fmt: skip
+        detail = {"gpu": _label(gpu), "uuid": gpu.uuid, "bins": bins, "after_loaded_readings": after_n,
+                  "before_loaded_readings": sum(n for n, _ in b.values())}  # fmt: skip
+        if not b:
+            per_gpu[gpu.pk] = UNKNOWN
+            detail["why"] = "no loaded readings before the cleaning"
+        elif after_n < p["min_loaded_readings"] or not shared:
+            per_gpu[gpu.pk] = UNKNOWN if expired else PENDING
+            detail["why"] = f"{after_n} of {p['min_loaded_readings']} loaded readings after the cleaning" + (
+                "" if shared or not after_n else "; none yet at a power seen before"
+            )
+        else:
+            weight = sum(min(x["before_n"], x["after_n"]) for x in bins)
+            drop = sum((x["before_c"] - x["after_c"]) * min(x["before_n"], x["after_n"]) for x in bins) / weight
+            detail["drop_c"] = round(drop, 1)
+            per_gpu[gpu.pk] = PASS if drop >= p["min_drop_c"] else FAIL
+        detail["outcome"] = per_gpu[gpu.pk]
+        details.append(detail)
+    outcome = _combine(per_gpu)
+    drops = [d["drop_c"] for d in details if "drop_c" in d]
+    summary = {
+        PENDING: "verification pending: waiting for loaded readings after the cleaning",
+        UNKNOWN: "not enough loaded readings to compare at equal power",
+        PASS: f"{min(drops, default=0):g} °C cooler or more at equal power (needed ≥ {p['min_drop_c']} °C)",
+        FAIL: f"only {min(drops, default=0):g} °C cooler at equal power (needed ≥ {p['min_drop_c']} °C)",
+    }[outcome]
+    evidence = _evidence(summary, p, details, per_gpu, before_start, after_end)
+    evidence["windows"] = {
+        "before": [before_start.isoformat(), before_end.isoformat()],
+        "after": [after_start.isoformat(), after_end.isoformat()],
+    }
+    return AutoResult(outcome, evidence)
+
+
+def cleaning_effect(*, item, run, gpus, now) -> AutoResult:
+    return cleaning_effect_judge(run=run, item=item, gpus=gpus, now=now)
+
+
+def _evidence(summary, p, details, per_gpu, start, end) -> dict:
+    return {
+        "summary": summary,
+        "params": p,
+        "window": [start.isoformat(), end.isoformat()],
+        "gpus": details,
+        "failed_gpu_ids": [gpu_id for gpu_id, outcome in per_gpu.items() if outcome == FAIL],
+    }
+
+
+CHECKS = {
+    "idle_temperature": idle_temperature,
+    "ecc_clean": ecc_clean,
+    "fans_respond": fans_respond,
+    "recent_backup": recent_backup,
+    "cleaning_effect": cleaning_effect,
+}
+
+
+def auto_check_run(*, run, gpus, now) -> dict[str, AutoResult]:
+    """Every automatic item of the run, judged now (the cleaning check: pending, usually)."""
+    results = {}
+    for item in run.items:
+        if item["kind"] != "auto":
+            continue
+        check = CHECKS.get(item.get("auto_check") or "")
+        if check is None:
+            results[item["key"]] = AutoResult(UNKNOWN, {"summary": "unknown check"})
+            continue
+        if item["auto_check"] == "cleaning_effect":
+            # The run is not completed yet: "after" starts now.
+            run.completed_at = now
+        results[item["key"]] = check(item=item, run=run, gpus=gpus, now=now)
+    return results

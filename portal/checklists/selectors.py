@@ -1,0 +1,186 @@
+"""Functions that read checklists. Every page and list runs a fixed number of queries, however
+many runs, GPUs or answers there are."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.db.models import Max, Prefetch, Q, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun, ChecklistTemplate, TemplateItem
+from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.maintenance.models import Ticket
+from portal.maintenance.rules import RULES, SCHEDULES
+from portal.maintenance.services.config import RuleParams
+
+# "Schedules coming due" on My work: those whose period ends within this many days.
+MY_WORK_HORIZON_DAYS = 30
+MY_WORK_ROWS = 50
+
+
+def templates_list(*, active_only: bool = False) -> QuerySet[ChecklistTemplate]:
+    templates = ChecklistTemplate.objects.prefetch_related(
+        Prefetch("items", queryset=TemplateItem.objects.order_by("position", "id"))
+    ).order_by("name")
+    return templates.filter(active=True) if active_only else templates
+
+
+def runs_queryset() -> QuerySet[ChecklistRun]:
+    return ChecklistRun.objects.select_related(
+        "template", "host", "started_by", "completed_by", "ticket"
+    ).prefetch_related(
+        Prefetch("gpus", queryset=Gpu.objects.order_by("index")),
+        Prefetch("answers", queryset=ChecklistAnswer.objects.select_related("answered_by")),
+        Prefetch("records", queryset=MaintenanceRecord.objects.only("id", "gpu_id", "kind").order_by("id")),
+        Prefetch("photos", queryset=ChecklistPhoto.objects.order_by("id")),
+    )
+
+
+def runs_list(*, state: str = "", hostname: str = "", template: str = "") -> QuerySet[ChecklistRun]:
+    runs = runs_queryset()
+    if state:
+        runs = runs.filter(state=state)
+    if hostname:
+        runs = runs.filter(host__hostname=hostname)
+    if template:
+        runs = runs.filter(template__key=template)
+    return runs.order_by("-started_at", "-id")
+
+
+def run_get(*, pk: int) -> ChecklistRun:
+    return get_object_or_404(runs_queryset(), pk=pk)
+
+
+def run_items(run: ChecklistRun) -> list[dict]:
+    """The run's items, each with its answer (value, note, who, when; the evidence of an
+    automatic item; photos). Uses the prefetched answers and photos: no query."""
+    answers = {a.item_key: a for a in run.answers.all()}
+    photos: dict[str, list] = {}
+    for photo in run.photos.all():
+        photos.setdefault(photo.item_key, []).append(photo)
+    out = []
+    for item in run.items:
+        answer = answers.get(item["key"])
+        entry = {
+            **item,
+            "value": answer.value if answer else None,
+            "note": (answer.note or None) if answer else None,
+            "answered_by": (answer.answered_by.get_username() if answer.answered_by_id else "portal")
+            if answer
+            else None,
+            "answered_at": answer.answered_at if answer else None,
+            "outcome": answer.outcome or None if answer else None,
+            "evidence": answer.evidence or None if answer else None,
+            "photos": [
+                {"id": p.pk, "url": p.get_absolute_url(), "name": p.original_name} for p in photos.get(item["key"], [])
+            ],
+        }
+        if item["kind"] == "photo" and answer is not None:
+            entry["value"] = entry["photos"]
+        out.append(entry)
+    return out
+
+
+# --- My work --------------------------------------------------------------------------------
+
+
+@dataclass
+class DueSchedule:
+    host: Host
+    rule_key: str
+    title: str
+    record_kind: str
+    due_at: dt.datetime
+    last_at: dt.datetime | None
+    template: ChecklistTemplate | None
+
+    @property
+    def overdue(self) -> bool:
+        return self.due_at <= timezone.now()
+
+
+def template_by_record_kind(templates) -> dict[str, ChecklistTemplate]:
+    chosen: dict[str, ChecklistTemplate] = {}
+    for template in templates:
+        chosen.setdefault(template.record_kind, template)
+    return chosen
+
+
+def ticket_template(ticket: Ticket, by_kind: dict[str, ChecklistTemplate]) -> ChecklistTemplate | None:
+    rule = RULES.get(ticket.rule)
+    for kind in getattr(rule, "resolved_by", ()) or ():
+        if kind in by_kind:
+            return by_kind[kind]
+    return None
+
+
+def my_work(*, user, now: dt.datetime | None = None) -> dict:
+    """A technician's due list: runs in progress (theirs first), open tickets that a template's
+    record resolves (assigned to them first, then unassigned), and schedules coming due.
+    Seven queries whatever the fleet's size."""
+    now = now or timezone.now()
+    templates = list(ChecklistTemplate.objects.filter(active=True).only("id", "key", "name", "record_kind"))
+    by_kind = template_by_record_kind(templates)
+    runs = list(
+        ChecklistRun.objects.filter(state=ChecklistRun.State.IN_PROGRESS)
+        .select_related("host", "started_by")
+        .order_by("-started_at")[:MY_WORK_ROWS]
+    )
+    runs.sort(key=lambda r: (r.started_by_id != user.pk, -r.started_at.timestamp()))
+    rules = [key for key, rule in RULES.items() if set(getattr(rule, "resolved_by", ()) or ()) & set(by_kind)]
+    tickets = list(
+        Ticket.objects.filter(state__in=Ticket.OPEN_STATES, rule__in=rules)
+        .filter(Q(assignee=user) | Q(assignee__isnull=True))
+        .select_related("host", "gpu", "assignee")
+        .order_by("-severity", "-last_seen")[:MY_WORK_ROWS]
+    )
+    tickets.sort(key=lambda t: (t.assignee_id != user.pk,))
+    for ticket in tickets:
+        ticket.checklist_template = ticket_template(ticket, by_kind)
+    return {
+        "runs": runs,
+        "tickets": tickets,
+        "schedules": schedules_coming_due(now=now, by_kind=by_kind),
+        "templates": templates,
+        "horizon_days": MY_WORK_HORIZON_DAYS,
+    }
+
+
+def schedules_coming_due(*, now: dt.datetime, by_kind: dict[str, ChecklistTemplate]) -> list[DueSchedule]:
+    """Each active host's preventive schedules whose period ends within the horizon, by the same
+    rule settings the schedule rule uses (no ticket needed yet)."""
+    params = RuleParams()
+    hosts = list(Host.objects.filter(status=Host.Status.ACTIVE).only("id", "hostname", "created_at"))
+    kinds = [schedule.record_kind for schedule in SCHEDULES]
+    last = {
+        (row["host_id"], row["kind"]): row["last"]
+        for row in MaintenanceRecord.objects.filter(kind__in=kinds, host__status=Host.Status.ACTIVE)
+        .values("host_id", "kind")
+        .annotate(last=Max("performed_at"))
+    }
+    horizon = now + dt.timedelta(days=MY_WORK_HORIZON_DAYS)
+    due = []
+    for host in hosts:
+        for schedule in SCHEDULES:
+            enabled, p = params.get(schedule.key, host.pk)
+            if not enabled:
+                continue
+            since = last.get((host.pk, schedule.record_kind))
+            due_at = (since or host.created_at) + dt.timedelta(days=p["period_days"])
+            if due_at <= horizon:
+                due.append(
+                    DueSchedule(
+                        host,
+                        schedule.key,
+                        schedule.title,
+                        schedule.record_kind,
+                        due_at,
+                        since,
+                        by_kind.get(schedule.record_kind),
+                    )  # fmt: skip
+                )
+    due.sort(key=lambda d: d.due_at)
+    return due[:MY_WORK_ROWS]
