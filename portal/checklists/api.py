@@ -3,6 +3,7 @@
 import datetime as dt
 from typing import Any, Literal
 
+from django.http import Http404
 from ninja import Field, File, Form, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 from ninja.pagination import paginate
@@ -10,6 +11,7 @@ from ninja.pagination import paginate
 from portal.checklists import selectors, services
 from portal.checklists.models import ChecklistRun
 from portal.core.api import ErrorOut, Pagination, require_perm
+from portal.core.errors import NotFound
 
 router = Router(tags=["checklists"])
 
@@ -155,7 +157,10 @@ class RunFilter(Schema):
 
 
 def _run(pk: int) -> ChecklistRun:
-    return selectors.run_get(pk=pk)
+    try:
+        return selectors.run_get(pk=pk)
+    except Http404:
+        raise NotFound(f"no checklist run {pk}") from None
 
 
 @router.get("/checklists/templates", response={200: list[TemplateOut], 403: ErrorOut})

@@ -194,7 +194,7 @@ def recent_backup(*, item, run, gpus, now) -> AutoResult:
         else "no backup record on this host"
     ) + f"; needed within {p['days']} days"
     evidence = {
-        "summary": summary, "params": p, "checked_at": now.isoformat(),
+        "summary": summary, "params": p, "checked_at": now.isoformat(), "scope": "host",
         "record": {"id": last["pk"], "performed_at": last["performed_at"].isoformat(),
                    "destination": last["destination"]} if last else None,
     }  # fmt: skip

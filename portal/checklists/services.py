@@ -350,14 +350,14 @@ def _failed_items(run: ChecklistRun, answers: dict[str, ChecklistAnswer]) -> lis
 
 def _open_failure_tickets(run: ChecklistRun, items: list[dict], answers: dict[str, ChecklistAnswer], gpus) -> None:
     """One `checklist_failed` ticket per failing subject: the GPU an automatic item failed on
-    (its evidence says which), else each GPU of the run, or the host for a host checklist."""
+    (its evidence says which); else the run's one GPU, or the host (a host-wide check such as a
+    backup, a host checklist, or a hand-answered item on a run over several GPUs)."""
     by_pk = {gpu.pk: gpu for gpu in gpus}
     for item in items:
         answer = answers[item["key"]]
         failing_gpus = [by_pk[pk] for pk in answer.evidence.get("failed_gpu_ids", []) if pk in by_pk]
-        subjects = failing_gpus or (
-            [None] if run.template.applies_to == ChecklistTemplate.AppliesTo.HOST or not gpus else list(gpus)
-        )
+        host_level = answer.evidence.get("scope") == "host" or run.template.applies_to == "host" or len(gpus) != 1
+        subjects = failing_gpus or ([None] if host_level else list(gpus))
         for gpu in subjects:
             ticket_checklist_item_failed(
                 host_id=run.host_id, gpu_id=gpu.pk if gpu else None, at=timezone.now(), item_label=item["label"],

@@ -10,6 +10,7 @@ views and API filters do not, so the check lives here, once, for every page and 
 from auditlog.middleware import AuditlogMiddleware as _AuditlogMiddleware
 from django.conf import settings
 from django.http import JsonResponse
+from django.http.multipartparser import MultiPartParserError
 
 
 class RejectNulCharactersMiddleware:
@@ -21,7 +22,13 @@ class RejectNulCharactersMiddleware:
         # The JSON API reads its bodies itself (request.body): parsing a multipart body here would
         # consume the stream and leave the API a RawPostDataException (a 500) instead of a 400.
         if not request.path_info.startswith("/api/"):
-            sources.append(("form", request.POST))
+            try:
+                sources.append(("form", request.POST))
+            except MultiPartParserError as error:  # a broken multipart body is the client's error, not a 500
+                return JsonResponse(
+                    {"error": "malformed multipart body", "detail": [{"loc": "request", "msg": str(error)}]},
+                    status=400,
+                )
         for source, params in sources:
             for name, values in params.lists():
                 if "\x00" in name or any("\x00" in value for value in values):

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from portal.checklists.demo import demo_checklists_seed
 from portal.core.management.commands.run import prepare, start_portal
 from portal.core.supervise import Child, ChildFailed, Stop, Supervisor
 from portal.demo import story
@@ -42,6 +43,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"History: {backfilled} readings of the last 24 h for the simulated hosts.")
             if wear_demo_seed():  # 60 days of wear before that: sim-rack-b GPU 0's dust and its cleaning
                 self.stdout.write("Wear: 60 days of meters for the simulated GPUs (sim-rack-b GPU 0: dust, cleaned).")
+            runs = demo_checklists_seed()  # after the history: automatic items judged on it
+            if runs:
+                self.stdout.write(f"Checklists: {runs} demo runs (one in progress, one with a failed item).")
 
         log_dir = Path(settings.VAR_DIR) / "demo-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
