@@ -18,7 +18,7 @@ from portal.maintenance.services.config import RuleParams
 
 # "Schedules coming due" on My work: those whose period ends within this many days.
 MY_WORK_HORIZON_DAYS = 30
-MY_WORK_ROWS = 50
+MY_WORK_ROWS = 20  # per section: a phone's screenful or two
 
 
 def templates_list(*, active_only: bool = False) -> QuerySet[ChecklistTemplate]:

@@ -27,9 +27,9 @@ class MyWorkView(Permission, View):
     permission_required = "checklists.view_checklistrun"
 
     def get(self, request):
-        return render(
-            request, "checklists/my_work.html", {**selectors.my_work(user=request.user), "now": timezone.now()}
-        )
+        can_start = request.user.has_perm("checklists.add_checklistrun")
+        context = {**selectors.my_work(user=request.user), "now": timezone.now(), "can_start": can_start}
+        return render(request, "checklists/my_work.html", context)
 
 
 class RunStartView(Permission, View):
@@ -121,12 +121,21 @@ def _history(run) -> list[dict]:
         answer = by_pk.get(str(entry.object_pk))
         if "value" not in changes and "note" not in changes:
             continue
+        who = entry.actor or (answer.answered_by if answer and answer.answered_by_id else None)
         rows.append(
-            {"at": entry.timestamp, "who": entry.actor.get_username() if entry.actor_id else "portal",
+            {"at": entry.timestamp, "who": who.get_username() if who else "portal",
              "item": labels.get(answer.item_key, answer.item_key) if answer else "?",
-             "value": (changes.get("value") or [None, None])[1], "note": (changes.get("note") or [None, ""])[1]}
+             "value": _shown((changes.get("value") or [None, None])[1]),
+             "note": _shown((changes.get("note") or [None, ""])[1])}
         )  # fmt: skip
     return rows
+
+
+def _shown(logged):
+    """A value as the audit trail logged it (its JSON text): a string without its quotes."""
+    if isinstance(logged, str) and len(logged) >= 2 and logged[0] == logged[-1] == '"':
+        return logged[1:-1]
+    return "" if logged in (None, "None") else logged
 
 
 @method_decorator(never_cache, name="dispatch")

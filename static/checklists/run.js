@@ -19,7 +19,7 @@
         traces.push({x: x, y: g.bins.map(function (b) { return b.after_c; }), name: g.gpu + " after", mode: "lines+markers"});
       });
       Plotly.newPlot(box, traces, {
-        margin: {l: 44, r: 8, t: 8, b: 40}, height: 240, legend: {orientation: "h", y: -0.25},
+        margin: {l: 44, r: 8, t: 8, b: 36}, height: 260, legend: {orientation: "h", x: 0, y: -0.32, yanchor: "top"},
         xaxis: {title: {text: "power (W)"}}, yaxis: {title: {text: "°C under load"}},
       }, {displayModeBar: false, responsive: true, staticPlot: window.matchMedia("print").matches});
     });
@@ -45,7 +45,7 @@
     const error = li.querySelector(".item-error");
     error.hidden = !bad;
     error.textContent = bad ? text : "";
-    if (!bad) li.querySelector("[data-who]").textContent = text;
+    li.querySelector("[data-who]").textContent = bad ? "not saved" : text;
     li.classList.toggle("saving", text === "saving…");
   }
 
@@ -111,6 +111,8 @@
       link.appendChild(img);
       li.querySelector(".thumbs").appendChild(link);
       setStatus(li, "photo saved ✓", false);
+      const fresh = await fetch(api, {credentials: "same-origin"});
+      if (fresh.ok) progress((await fresh.json()).items);
     });
   });
 
