@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear install browser promtool clean
+.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install browser promtool clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -67,7 +67,7 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear
+bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
@@ -99,6 +99,10 @@ bench-pipeline: $(STAMP)
 # a temporary SQLite database; `.venv/bin/python bench/reports.py --postgres` for PostgreSQL.
 bench-reports: $(STAMP)
 	$(PY) bench/reports.py
+
+# "My work" and a run's page with 1,000 GPUs and 10,000 past runs (temporary SQLite; DATABASE_URL to choose).
+bench-checklists: $(STAMP)
+	$(PY) bench/checklists.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache test-artifacts
