@@ -32,7 +32,7 @@ from portal.checklists.models import (
 )
 from portal.core.errors import Conflict, InvalidInput
 from portal.fleet import services as fleet_services
-from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_kinds import HOST_ONLY_KINDS
 from portal.maintenance.models import Ticket
 from portal.maintenance.services.checklist_tickets import ticket_checklist_item_failed
@@ -371,14 +371,10 @@ def _return_to_service(run: ChecklistRun, gpus, user) -> list[Gpu]:
     for gpu in gpus:
         if gpu.status != Gpu.Status.OUT_FOR_REPAIR:
             continue
-        # CALL SITE for helper H6's fleet service (status history, who and when). Until it is on
-        # main, the plain update below; replace with it: gpu_status_set(gpu=, status=, user=, reason=).
-        status_set = getattr(fleet_services, "gpu_status_set", None)
-        reason = f"passed checklist run #{run.pk} ({run.template_name})"
-        if status_set is not None:
-            status_set(gpu=gpu, status=Gpu.Status.IN_SERVICE, user=user, reason=reason, via_checklist=True)
-        else:
-            fleet_services.gpu_update(gpu=gpu, status=Gpu.Status.IN_SERVICE)
+        fleet_services.gpu_status_set(
+            gpu=gpu, status=Gpu.Status.IN_SERVICE, user=user, source=GpuStatusChange.Source.CHECKLIST,
+            reason=f"passed checklist run #{run.pk} ({run.template_name})",
+        )  # fmt: skip
         back.append(gpu)
     return back
 

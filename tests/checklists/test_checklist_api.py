@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from PIL import Image
 
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun, ChecklistTemplate
-from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.services.tickets import ticket_fire
 
@@ -271,6 +271,13 @@ def test_repair_return_puts_the_gpu_back_in_service(api, technician, host):
     assert record.kind == "repair" and record.vendor == "ACME" and str(record.cost) == "120.46"
     gpu.refresh_from_db()
     assert gpu.status == "in_service"
+    change = GpuStatusChange.objects.filter(gpu=gpu).latest("changed_at")
+    assert (change.from_status, change.to_status, change.source, change.changed_by) == (
+        "out_for_repair",
+        "in_service",
+        "checklist",
+        technician,
+    )
 
 
 def test_failed_repair_return_keeps_the_gpu_out(api, technician, host):
