@@ -55,6 +55,9 @@ def main():
         p50 = statistics.median(times)
         p95 = times[max(0, int(len(times) * 0.95) - 1)]
         constant = small[page]["queries"] == full[page]["queries"]
+        if page == "reference":
+            print(f"  {page:9} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms (the records page, for scale; not judged)")
+            continue
         ok &= p95 < TARGET_MS and constant
         print(
             f"  {page:9} p50 {p50:6.1f} ms  p95 {p95:6.1f} ms (target < {TARGET_MS:.0f})   queries "
@@ -182,6 +185,9 @@ class Seeder:
             "my work": "/checklists/",
             "run page": ChecklistRun.objects.filter(state="completed").order_by("-pk").first().get_absolute_url(),
             "open run": ChecklistRun.objects.filter(state="in_progress").order_by("-pk").first().get_absolute_url(),
+            # Not judged: a plain list page of the portal at the same moment, to read the others by
+            # (on a loaded machine every page is slower).
+            "reference": "/records/",
         }
 
     def measure(self, *, requests: int) -> dict:
