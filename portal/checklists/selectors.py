@@ -166,7 +166,7 @@ def schedules_coming_due(*, now: dt.datetime, by_kind: dict[str, ChecklistTempla
     for host in hosts:
         for schedule in SCHEDULES:
             enabled, p = params.get(schedule.key, host.pk)
-            if not enabled:
+            if not enabled or p.get("period_days") is None:  # usage-only schedules come due as tickets
                 continue
             since = last.get((host.pk, schedule.record_kind))
             due_at = (since or host.created_at) + dt.timedelta(days=p["period_days"])
