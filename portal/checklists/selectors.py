@@ -184,3 +184,12 @@ def schedules_coming_due(*, now: dt.datetime, by_kind: dict[str, ChecklistTempla
                 )
     due.sort(key=lambda d: d.due_at)
     return due[:MY_WORK_ROWS]
+
+
+def checklist_work_due_count() -> int:
+    """Checklist work waiting (the `gpufleet_checklist_runs_due` figure): runs in progress plus
+    open tickets that an active template's record would resolve. Two queries."""
+    kinds = set(ChecklistTemplate.objects.filter(active=True).values_list("record_kind", flat=True))
+    resolvable = [key for key, rule in RULES.items() if kinds & set(getattr(rule, "resolved_by", ()) or ())]
+    in_progress = ChecklistRun.objects.filter(state=ChecklistRun.State.IN_PROGRESS).count()
+    return in_progress + Ticket.objects.filter(state__in=Ticket.OPEN_STATES, rule__in=resolvable).count()

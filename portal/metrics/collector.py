@@ -10,9 +10,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
+from portal.checklists.selectors import checklist_work_due_count
 from portal.fleet.models import MaintenanceRecord
 from portal.maintenance.models import Severity, Ticket
-from portal.maintenance.rules import RULES
 from portal.telemetry.models import GpuLatest
 from portal.wear.selectors import wear_lifetime_all
 
@@ -123,11 +123,8 @@ class PortalCollector:
         return family
 
     def _checklist_runs_due(self):
-        """Checklist runs in progress plus open tickets a checklist template resolves. Until the
-        checklists app exists: the open tickets a maintenance record resolves (what a template's
-        run records)."""
-        resolvable = [key for key, rule in RULES.items() if getattr(rule, "resolved_by", ())]
-        due = Ticket.objects.filter(state__in=Ticket.OPEN_STATES, rule__in=resolvable).count()
+        """Checklist runs in progress plus open tickets a checklist template resolves."""
+        due = checklist_work_due_count()
         return GaugeMetricFamily(
             "gpufleet_checklist_runs_due",
             "Checklist runs in progress plus open tickets a checklist template resolves.",

@@ -133,3 +133,24 @@ def test_promtool_accepts_the_output(client, token):
     checked = subprocess.run([promtool, "check", "metrics"], input=scrape(client).content, capture_output=True,
                              timeout=30)  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.django_db
+def test_checklist_work_due_counts_runs_in_progress_and_resolvable_tickets(client, token, technician):
+    from portal.checklists import services as checklist_services
+
+    def due():
+        families = {f.name: f for f in text_string_to_metric_families(scrape(client).content.decode())}
+        return families["gpufleet_checklist_runs_due"].samples[0].value
+
+    host = HostFactory(hostname="dgx-due")
+    GpuFactory(host=host, index=0)
+    now = timezone.now()
+    Ticket.objects.create(fingerprint="due-1", rule="schedule_cleaning", host=host, title="Cleaning due",
+                          severity="info", first_seen=now, last_seen=now)  # fmt: skip
+    assert due() == 1
+    run = checklist_services.run_start(template_key="pre_training", hostname="dgx-due", gpu_uuids=None,
+                                       user=technician)  # fmt: skip
+    assert due() == 2
+    checklist_services.run_abandon(run=run, reason="wrong host", user=technician)
+    assert due() == 1
