@@ -78,11 +78,11 @@ def test_every_write_method_stores_the_same_rows(require_postgres, settings):
     settings.INGEST_PARALLEL = False
     now = timezone.now().replace(microsecond=0)
     stored, latest, statements = {}, {}, {}
-    for method, (one_statement, use_copy) in WRITE_METHODS.items():
+    for position, (method, (one_statement, use_copy)) in enumerate(WRITE_METHODS.items()):
         settings.INGEST_ONE_STATEMENT, settings.INGEST_USE_COPY = one_statement, use_copy
         hostname = "dgx-" + method.replace(" ", "-")
         agent = agent_for(hostname)
-        uuids = [f"{hostname}-{A}", f"{hostname}-{B}"]
+        uuids = [A.replace("GPU-", f"GPU-{position:02d}"), B.replace("GPU-", f"GPU-{position:02d}")]
         gpus = [make_gpu(u, i) for i, u in enumerate(uuids)]
         assert agent.post(make_batch(hostname, gpus=gpus, readings=0)).status_code == 202  # inventory first
         batch = make_batch(hostname, gpus=gpus, readings=0)
@@ -99,8 +99,8 @@ def test_every_write_method_stores_the_same_rows(require_postgres, settings):
         with CaptureQueriesContext(connection) as queries:
             assert agent.post(batch).status_code == 202
         statements[method] = [query["sql"] for query in queries.captured_queries]
-        stored[method] = [(row[0].removeprefix(f"{hostname}-"), *row[1:]) for row in rows_of(hostname)]
-        latest[method] = [(row[0].removeprefix(f"{hostname}-"), *row[1:]) for row in latest_of(hostname)]
+        stored[method] = [(row[0].replace(f"GPU-{position:02d}", "GPU-", 1), *row[1:]) for row in rows_of(hostname)]
+        latest[method] = [(row[0].replace(f"GPU-{position:02d}", "GPU-", 1), *row[1:]) for row in latest_of(hostname)]
         xids = XidEvent.objects.filter(gpu__host__hostname=hostname)
         assert sorted(xids.values_list("code", flat=True)) == [13, 79]
         assert {xid.batch.batch_id for xid in xids} == {uuid.UUID(batch["batch_id"])}
@@ -135,13 +135,14 @@ def test_one_statement_stores_a_batch_once_and_a_late_batch_keeps_the_newest_lat
 @pytest.mark.django_db
 def test_copy_inside_a_failing_batch_leaves_nothing(require_postgres, settings):
     """The COPY runs inside the batch's transaction: a batch refused after it (here: an
-    inventory the GPU model refuses, checked before the readings) stores nothing."""
+    host's GPU bound) stores nothing."""
     settings.INGEST_PARALLEL = False
     settings.INGEST_USE_COPY = True
     agent = agent_for("dgx-atomic")
     assert agent.post(make_batch(agent.hostname, gpus=[A], readings=3)).status_code == 202
-    batch = make_batch(agent.hostname, gpus=[A, make_gpu(B, 1, temp_slowdown_c=99, temp_shutdown_c=50)], readings=10)
-    assert agent.post(batch).status_code == 400
+    settings.MAX_GPUS_PER_HOST = 1
+    batch = make_batch(agent.hostname, gpus=[A, make_gpu(B, 1)], readings=10)
+    assert agent.post(batch).status_code == 403
     assert Reading.objects.count() == 3
     assert IngestBatch.objects.count() == 1
 
