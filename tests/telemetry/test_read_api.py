@@ -327,3 +327,19 @@ def test_paging_out_of_bounds_is_a_400_naming_the_field(fleet, api, path, query)
     response = api.get(f"{path}?{query}")
     assert response.status_code == 400, response.content
     assert response.json()["detail"][0]["loc"] == query.split("=")[0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("query", "loc"),
+    [("to=2026-06-16T12:30:45%2B20:59&resolution=raw", None), ("to=0528-06-16T12:30:45%2B00:00", "to")],
+)
+def test_far_offsets_and_years_are_answered_not_500(client, viewer, query, loc):
+    gpu = GpuFactory()
+    client.force_login(viewer)
+    answer = client.get(f"/api/v1/gpus/{gpu.uuid}/readings?{query}")
+    if loc is None:
+        assert answer.status_code == 200
+    else:
+        assert answer.status_code == 400
+        assert loc in [d["loc"] for d in answer.json()["detail"]]
