@@ -4,11 +4,15 @@ They live here, below the apps, so an app's `api.py` never imports the module th
 API (`portal/api.py`), which imports the apps' routers.
 """
 
+import datetime as dt
+from typing import Annotated
+
 from django.http import HttpRequest
 from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination
+from pydantic import AfterValidator
 
 from portal.core.errors import ApplicationError, Conflict, Forbidden, InvalidInput, NotFound
 
@@ -78,3 +82,15 @@ def install_error_handlers(api: NinjaAPI) -> None:
         return api.create_response(
             request, error_body("log in, or send 'Authorization: Token <personal API token>'"), status=401
         )
+
+
+def _sane_instant(value: dt.datetime) -> dt.datetime:
+    # PostgreSQL refuses zone offsets over 15:59 that RFC 3339 parsers accept, and far years overflow
+    # when moved to UTC: answer those as bad input, and hand the database UTC.
+    if not 1970 <= value.year <= 9000:
+        raise ValueError("a year from 1970 to 9000")
+    return value.astimezone(dt.UTC) if value.tzinfo is not None else value
+
+
+# A time given to the API (query or body): bounded years, moved to UTC when it has a zone.
+ApiDateTime = Annotated[dt.datetime, AfterValidator(_sane_instant)]

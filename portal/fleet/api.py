@@ -8,7 +8,7 @@ from ninja.pagination import paginate
 from pydantic import AwareDatetime, ConfigDict, model_serializer
 
 import portal.core.converters  # noqa: F401 - registers {segment:…}
-from portal.core.api import ErrorOut, Pagination, require_perm
+from portal.core.api import ApiDateTime, ErrorOut, Pagination, require_perm
 from portal.core.errors import InvalidInput, NotFound
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_input import record_create_from_fields
@@ -101,8 +101,8 @@ class RecordFilter(FilterSchema):
     host: Annotated[str | None, Field(max_length=253), FilterLookup("host__hostname")] = None
     gpu: Annotated[str | None, Field(max_length=96), FilterLookup("gpu__uuid")] = None
     kind: MaintenanceRecord.Kind | None = None
-    since: Annotated[dt.datetime | None, FilterLookup("performed_at__gte")] = None
-    until: Annotated[dt.datetime | None, FilterLookup("performed_at__lt")] = None
+    since: Annotated[ApiDateTime | None, FilterLookup("performed_at__gte")] = None
+    until: Annotated[ApiDateTime | None, FilterLookup("performed_at__lt")] = None
 
 
 @router.get("/records", response=list[RecordOut])

@@ -7,7 +7,7 @@ from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
 from ninja.pagination import paginate
 
 import portal.core.converters  # noqa: F401 - registers {segment:…}
-from portal.core.api import Pagination, require_perm
+from portal.core.api import ApiDateTime, Pagination, require_perm
 from portal.core.errors import InvalidInput
 from portal.fleet.api import GPU_PATCH_RESPONSES, gpu_patch
 from portal.fleet.models import Gpu
@@ -88,8 +88,8 @@ class SeriesOut(Schema):
 
 
 class SeriesQuery(Schema):
-    start: dt.datetime | None = Field(None, alias="from", description="Default: 'to' minus one hour.")
-    end: dt.datetime | None = Field(None, alias="to", description="Default: now.")
+    start: ApiDateTime | None = Field(None, alias="from", description="Default: 'to' minus one hour.")
+    end: ApiDateTime | None = Field(None, alias="to", description="Default: now.")
     metrics: str = Field(",".join(DEFAULT_METRICS), max_length=500, description="Comma-separated metric names.")
     resolution: str = Field("auto", pattern="^(auto|raw|1m|1h)$")
 

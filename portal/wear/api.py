@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
-from portal.core.api import ErrorOut, require_perm
+from portal.core.api import ApiDateTime, ErrorOut, require_perm
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
 from portal.wear.selectors import wear_for_period
@@ -15,8 +15,8 @@ router = Router(tags=["wear"])
 
 
 class WearQuery(Schema):
-    start: dt.datetime | None = Field(None, alias="from", description="RFC 3339; absent: the GPU's first reading.")
-    end: dt.datetime | None = Field(None, alias="to", description="RFC 3339; absent: now. Half-open: from <= t < to.")
+    start: ApiDateTime | None = Field(None, alias="from", description="RFC 3339; absent: the GPU's first reading.")
+    end: ApiDateTime | None = Field(None, alias="to", description="RFC 3339; absent: now. Half-open: from <= t < to.")
 
 
 class WearOut(Schema):
