@@ -153,7 +153,7 @@ async def test_fleet_group_is_coalesced_to_its_own_shorter_window(layer, fleet, 
     assert sum(len(m["points"]) for _, m in messages) == 20  # every point arrives
     # Fewer messages than the ten batches; the gaps bound the rate (a loaded machine stretches the feed).
     assert 3 <= len(messages) < 10
-    assert min(_gaps(messages)) >= 0.16, _gaps(messages)
+    assert min(_gaps(messages)) >= 0.12, _gaps(messages)  # 0.2 s less the polling granularity under load
 
 
 async def test_fleet_window_follows_its_setting(layer, fleet, viewer_user, connect, ingest, settings):
