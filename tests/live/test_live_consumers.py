@@ -141,7 +141,7 @@ async def test_busy_gpu_group_is_coalesced_to_two_messages_a_second(layer, fleet
     messages, hello = await _coalesced(connect, viewer_user, f"/ws/live/gpu/{gpus[0].uuid}/", host, gpus, ingest)
     assert hello["coalesce_ms"] == 500
     assert sum(len(m["points"]) for _, m in messages) == 10  # every point of this GPU arrives
-    assert 2 <= len(messages) <= 4  # not one per batch
+    assert 2 <= len(messages) < 10  # not one per batch; the gaps bound the rate
     assert min(_gaps(messages)) >= 0.42, _gaps(messages)  # 0.5 s apart, less the polling granularity
 
 
