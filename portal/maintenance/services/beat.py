@@ -29,24 +29,24 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     holding them when every GPU of a host is silent."""
     now = now or timezone.now()
     params = RuleParams()
-    latest = list(
+    latest = _latest_in_service()
+    host_ids = {host_id for _, host_id, _, _ in latest}
+    tracks = Tracks(host_ids=host_ids).load(rule=AGENT_SILENT.key, gpu__isnull=False)
+    gpu_events, per_host, host_last = _silent_gpus(latest, tracks, params, now)
+    host_events = _silent_hosts(per_host, host_last, tracks, now)
+    tracks.save(now)
+    silenced = SilenceLookup(host_ids, _gpu_infos([gpu_id for gpu_id, _, _, _ in latest]))
+    return _silent_apply(gpu_events, host_events, silenced=silenced, params=params, now=now)
+
+
+def _latest_in_service() -> list[tuple[int, int, dt.datetime, dt.datetime]]:
+    """(GPU id, host id, newest reading time, when it arrived) for every in-service GPU of an
+    active host."""
+    return list(
         GpuLatest.objects.filter(gpu__status=Gpu.Status.IN_SERVICE, gpu__host__status=Host.Status.ACTIVE).values_list(
             "gpu_id", "gpu__host_id", "ts", "received_at"
         )
     )
-    host_ids = {host_id for _, host_id, _, _ in latest}
-    tracks = Tracks(host_ids=host_ids).load(rule=AGENT_SILENT.key, gpu__isnull=False)
-    gpu_events, per_host, host_last = _silent_gpus(latest, tracks, params, now)
-    # the host tickets go first, so that their GPUs' tickets are born grouped
-    host_events = _silent_hosts(per_host, host_last, tracks, now)
-    tracks.save(now)
-    silenced = SilenceLookup(host_ids, _gpu_infos([gpu_id for gpu_id, _, _, _ in latest]))
-    outcomes = events_apply(host_events, silenced=silenced, params=params)
-    silent_hosts = {event.track.host_id for event in host_events}
-    alone = [event for event in gpu_events if event.track.host_id not in silent_hosts]
-    outcomes += events_apply(alone, silenced=silenced, params=params)
-    grouped = [event for event in gpu_events if event.track.host_id in silent_hosts]
-    return outcomes + [(_silent_gpu_grouped(event, now), "grouped") for event in grouped]
 
 
 def _silent_gpus(latest, tracks: Tracks, params: RuleParams, now: dt.datetime):
@@ -81,6 +81,20 @@ def _silent_hosts(per_host, host_last, tracks: Tracks, now: dt.datetime) -> list
                 Event("fire", track, now.timestamp(), value=round((now - host_last[host_id]).total_seconds()))
             )
     return events
+
+
+def _silent_apply(
+    gpu_events: list[Event], host_events: list[Event], *, silenced: SilenceLookup, params: RuleParams, now: dt.datetime
+) -> list:
+    """Open the tickets: the host tickets first, so that their GPUs' tickets are born grouped;
+    then the silent GPUs of hosts that still answer, each alone; then the GPUs of silent hosts,
+    held by their host's ticket."""
+    outcomes = events_apply(host_events, silenced=silenced, params=params)
+    silent_hosts = {event.track.host_id for event in host_events}
+    alone = [event for event in gpu_events if event.track.host_id not in silent_hosts]
+    outcomes += events_apply(alone, silenced=silenced, params=params)
+    grouped = [event for event in gpu_events if event.track.host_id in silent_hosts]
+    return outcomes + [(_silent_gpu_grouped(event, now), "grouped") for event in grouped]
 
 
 def _silent_gpu_grouped(event: Event, now: dt.datetime) -> Ticket:

@@ -6,6 +6,7 @@ open (a conditional unique constraint). Every change is a TicketEvent row.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 
 from django.db import IntegrityError, transaction
@@ -13,7 +14,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput
-from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance import hooks
 from portal.maintenance.models import (
     SEVERITY_RANK,
@@ -65,6 +66,23 @@ def subject_silenced(*, host_id: int, gpu_id: int | None, at: dt.datetime) -> bo
     return windows.filter(gpu__isnull=True).exists() or (gpu_id is not None and windows.filter(gpu_id=gpu_id).exists())
 
 
+@dataclasses.dataclass(frozen=True)
+class _Firing:
+    """One firing of a rule for a subject, as ticket_fire was given it (severity and silenced
+    filled in)."""
+
+    rule: str
+    fingerprint: str
+    host_id: int
+    gpu_id: int | None
+    at: dt.datetime
+    value: float | None
+    severity: str
+    evidence: list | None
+    note: str
+    silenced: bool
+
+
 def ticket_fire(
     *,
     rule: str,
@@ -80,57 +98,88 @@ def ticket_fire(
     """A rule fired for a subject. Returns the ticket and what happened: "opened", "repeated"
     (occurrences, last seen and peak bumped on the open ticket), or "reopened" (the same
     fingerprint was resolved less than 24 h ago)."""
-    spec = RULES[rule]
+    spec = RULES[rule]  # an unknown rule fails here, before any query
     fp = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
-    severity = severity or spec.severity
     if silenced is None:
         silenced = subject_silenced(host_id=host_id, gpu_id=gpu_id, at=at)
+    firing = _Firing(
+        rule=rule, fingerprint=fp, host_id=host_id, gpu_id=gpu_id, at=at, value=value,
+        severity=severity or spec.severity, evidence=evidence, note=note, silenced=silenced,
+    )  # fmt: skip
     with transaction.atomic():
         ticket = Ticket.objects.select_for_update().filter(fingerprint=fp, state__in=OPEN_STATES).first()
         if ticket is not None:
-            _bump(ticket, at, value, severity)
-            _event(ticket=ticket, kind=Kind.REPEATED, at=at, value=value, note=note)
-            return ticket, "repeated"
-        recent = (
-            Ticket.objects.select_for_update()
-            .filter(fingerprint=fp, state__in=[State.RESOLVED, State.CLOSED], resolved_at__gte=at - REOPEN_WITHIN)
-            .order_by("-resolved_at")
-            .first()
-        )
-        if recent is not None:
-            previous = recent.state
-            claimed = Ticket.objects.filter(pk=recent.pk, state=previous).update(
-                state=State.OPEN, resolved_at=None, auto_resolved=False, resolved_by_record=None, silenced=silenced
-            )
-            if claimed:
-                recent.refresh_from_db()
-                _bump(recent, at, value, severity)
-                _event(
-                    ticket=recent, kind=Kind.REOPENED, at=at, from_state=previous, to_state=State.OPEN, value=value,
-                    note=note or "fired again within 24 h of being resolved",
-                )  # fmt: skip
-                return recent, "reopened"
-        gpu = Gpu.objects.select_related("host").get(pk=gpu_id) if gpu_id is not None else None
-        host = gpu.host if gpu is not None else None
-        if host is None:
-            from portal.fleet.models import Host
+            return _repeat(ticket, firing), "repeated"
+        ticket = _reopen_recent(firing)
+        if ticket is not None:
+            return ticket, "reopened"
+        return _open(firing)
 
-            host = Host.objects.get(pk=host_id)
-        try:
-            with transaction.atomic():
-                ticket = Ticket.objects.create(
-                    fingerprint=fp, rule=rule, host=host, gpu=gpu, title=_title(rule, host, gpu), action=spec.action,
-                    severity=severity, first_seen=at, last_seen=at, peak_value=value, unit=spec.unit,
-                    evidence={"readings": evidence or [], "metric": spec.metric, "fired_at": at.isoformat()},
-                    silenced=silenced,
-                )  # fmt: skip
-        except IntegrityError:  # another worker opened it a moment ago
-            ticket = Ticket.objects.select_for_update().get(fingerprint=fp, state__in=OPEN_STATES)
-            _bump(ticket, at, value, severity)
-            _event(ticket=ticket, kind=Kind.REPEATED, at=at, value=value, note=note)
-            return ticket, "repeated"
-        _event(ticket=ticket, kind=Kind.OPENED, at=at, to_state=State.OPEN, value=value, note=note)
-        return ticket, "opened"
+
+def _repeat(ticket: Ticket, firing: _Firing) -> Ticket:
+    """The open ticket fired again: bump it, with its "repeated" event."""
+    _bump(ticket, firing.at, firing.value, firing.severity)
+    _event(ticket=ticket, kind=Kind.REPEATED, at=firing.at, value=firing.value, note=firing.note)
+    return ticket
+
+
+def _reopen_recent(firing: _Firing) -> Ticket | None:
+    """Reopen the ticket with this fingerprint resolved or closed within REOPEN_WITHIN, if there
+    is one and no one changed its state meanwhile (a conditional UPDATE); None otherwise."""
+    recent = (
+        Ticket.objects.select_for_update()
+        .filter(
+            fingerprint=firing.fingerprint,
+            state__in=[State.RESOLVED, State.CLOSED],
+            resolved_at__gte=firing.at - REOPEN_WITHIN,
+        )
+        .order_by("-resolved_at")
+        .first()
+    )
+    if recent is None:
+        return None
+    previous = recent.state
+    claimed = Ticket.objects.filter(pk=recent.pk, state=previous).update(
+        state=State.OPEN, resolved_at=None, auto_resolved=False, resolved_by_record=None, silenced=firing.silenced
+    )
+    if not claimed:
+        return None
+    recent.refresh_from_db()
+    _bump(recent, firing.at, firing.value, firing.severity)
+    _event(
+        ticket=recent, kind=Kind.REOPENED, at=firing.at, from_state=previous, to_state=State.OPEN, value=firing.value,
+        note=firing.note or "fired again within 24 h of being resolved",
+    )  # fmt: skip
+    return recent
+
+
+def _subject(host_id: int, gpu_id: int | None) -> tuple[Host, Gpu | None]:
+    """The host and GPU (None for a host ticket) a new ticket is about."""
+    if gpu_id is None:
+        return Host.objects.get(pk=host_id), None
+    gpu = Gpu.objects.select_related("host").get(pk=gpu_id)
+    return gpu.host, gpu
+
+
+def _open(firing: _Firing) -> tuple[Ticket, str]:
+    """Open a new ticket, with its "opened" event; when another worker opened the same
+    fingerprint a moment ago (the conditional unique constraint refuses a second), bump that one."""
+    spec = RULES[firing.rule]
+    host, gpu = _subject(firing.host_id, firing.gpu_id)
+    try:
+        with transaction.atomic():
+            ticket = Ticket.objects.create(
+                fingerprint=firing.fingerprint, rule=firing.rule, host=host, gpu=gpu,
+                title=_title(firing.rule, host, gpu), action=spec.action, severity=firing.severity,
+                first_seen=firing.at, last_seen=firing.at, peak_value=firing.value, unit=spec.unit,
+                evidence={"readings": firing.evidence or [], "metric": spec.metric, "fired_at": firing.at.isoformat()},
+                silenced=firing.silenced,
+            )  # fmt: skip
+    except IntegrityError:  # another worker opened it a moment ago
+        ticket = Ticket.objects.select_for_update().get(fingerprint=firing.fingerprint, state__in=OPEN_STATES)
+        return _repeat(ticket, firing), "repeated"
+    _event(ticket=ticket, kind=Kind.OPENED, at=firing.at, to_state=State.OPEN, value=firing.value, note=firing.note)
+    return ticket, "opened"
 
 
 def _raise(ticket: Ticket, value, severity: str | None) -> bool:
