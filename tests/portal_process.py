@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from portal.core.supervise import ChildFailed, free_port, wait_until_answers
+from portal.core.supervise import ChildFailed, free_port, serving
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,38 +54,15 @@ def portal_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     return env
 
 
-def _wait_until_up(url: str, server: subprocess.Popen, log: Path, timeout_s: float = 30) -> None:
-    def still_running():
-        if server.poll() is not None:
-            raise AssertionError(f"the portal exited with {server.returncode}:\n{log.read_text()[-4000:]}")
-
-    try:
-        wait_until_answers(url, check=still_running, timeout_s=timeout_s)
-    except ChildFailed as error:
-        raise AssertionError(f"{error}:\n{log.read_text()[-4000:]}") from None
-
-
 @contextlib.contextmanager
 def running_portal(env: dict[str, str], var_dir: Path):
     """Serve the (already migrated) database in env with Daphne until the block ends."""
     port = free_port()
     log = var_dir / "daphne.log"
-    with open(log, "wb") as log_file:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"],
-            cwd=REPO,
-            env=env,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
     base_url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "portal.asgi:application"]
     try:
-        _wait_until_up(base_url + "/healthz", server, log)
-        yield PortalProcess(base_url=base_url, env=env, var_dir=var_dir, log=log)
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        with serving("the portal", command, url=base_url + "/healthz", env=env, log=log, cwd=REPO, timeout_s=30):
+            yield PortalProcess(base_url=base_url, env=env, var_dir=var_dir, log=log)
+    except ChildFailed as error:  # it did not come up
+        raise AssertionError(f"{error}:\n{log.read_text()[-4000:]}") from None

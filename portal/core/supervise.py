@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
@@ -46,6 +46,7 @@ class Child:
     command: list[str]
     env: dict[str, str] | None = None
     log: Path | None = None  # None: the child writes to the supervisor's own stdout/stderr
+    cwd: Path | None = None
     process: subprocess.Popen | None = None
     exits: collections.deque = dataclasses.field(default_factory=collections.deque)
 
@@ -55,6 +56,7 @@ class Child:
             self.process = subprocess.Popen(
                 self.command,
                 env=self.env,
+                cwd=self.cwd,
                 stdout=out,
                 stderr=subprocess.STDOUT if out else None,
                 start_new_session=True,
@@ -117,9 +119,13 @@ class Supervisor:
                 child.exits.popleft()
             child.exits.append(now)
             if len(child.exits) > self.max_restarts:
+                how = (
+                    f"exited {len(child.exits)} times within {self.window_s:.0f} s (last exit status {code})"
+                    if self.max_restarts
+                    else f"exited with status {code}"
+                )
                 raise ChildFailed(
-                    f"{child.name} exited {len(child.exits)} times within {self.window_s:.0f} s "
-                    f"(last exit status {code}); stopping everything"
+                    f"{child.name} {how}; stopping everything"
                     + (f" — its output: {child.log}" if child.log else " — see its output above")
                 )
             self.say(f"{child.name} exited with status {code}; starting it again")
@@ -173,3 +179,28 @@ def wait_until_answers(url: str, *, check: Callable[[], None], timeout_s: float 
         except OSError:
             time.sleep(0.3)
     raise ChildFailed(f"the portal did not answer at {url} within {timeout_s:.0f} s")
+
+
+@contextlib.contextmanager
+def serving(
+    name: str,
+    command: list[str],
+    *,
+    url: str,
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
+    cwd: Path | None = None,
+    timeout_s: float = 60.0,
+    stop_timeout_s: float = 15.0,
+) -> Iterator[subprocess.Popen]:
+    """Start one server process, wait until url answers, run the block, stop the process: "start
+    the portal and wait for it" for the tests and the benchmarks. The process is not restarted: if
+    it exits before it answers, or does not answer within timeout_s, ChildFailed says so (naming
+    its log). After the block it gets SIGTERM, then SIGKILL after stop_timeout_s."""
+    supervisor = Supervisor(max_restarts=0, stop_timeout_s=stop_timeout_s)
+    try:
+        child = supervisor.start(Child(name, command, env, log, cwd))
+        wait_until_answers(url, check=supervisor.check, timeout_s=timeout_s)
+        yield child.process
+    finally:
+        supervisor.stop()

@@ -1,12 +1,14 @@
 """The supervisor behind `manage.py run`: restarts a child that exits, gives up on one that keeps
-exiting with a message naming it, and leaves no child behind when stopped."""
+exiting with a message naming it, and leaves no child behind when stopped; `serving`, the tests'
+and benchmarks' "start the portal and wait for it", on a stand-in server."""
 
 import sys
 import time
+import urllib.request
 
 import pytest
 
-from portal.core.supervise import Child, ChildFailed, Supervisor
+from portal.core.supervise import Child, ChildFailed, Supervisor, free_port, serving
 
 
 def _child(name: str, code: str, tmp_path) -> Child:
@@ -54,3 +56,24 @@ def test_stop_kills_a_child_that_ignores_sigterm(tmp_path):
     supervisor.stop()
     assert stubborn.process.poll() is not None
     assert time.monotonic() - started < 5
+
+
+def test_serving_waits_until_the_server_answers_and_stops_it_after_the_block(tmp_path):
+    (tmp_path / "healthz").write_text("ok")
+    port = free_port()
+    command = [sys.executable, "-m", "http.server", "-b", "127.0.0.1", "-d", str(tmp_path), str(port)]
+    url = f"http://127.0.0.1:{port}/healthz"
+    with serving("stand-in", command, url=url, log=tmp_path / "server.log", timeout_s=30) as process:
+        assert process.poll() is None
+        with urllib.request.urlopen(url, timeout=5) as response:
+            assert response.read() == b"ok"
+    assert process.poll() is not None
+
+
+def test_serving_a_server_that_exits_fails_at_once_naming_its_log(tmp_path):
+    command = [sys.executable, "-c", "raise SystemExit(4)"]
+    started = time.monotonic()
+    with pytest.raises(ChildFailed, match=r"broken exited with status 4; .*broken\.log"):  # noqa: SIM117
+        with serving("broken", command, url=f"http://127.0.0.1:{free_port()}/", log=tmp_path / "broken.log"):
+            raise AssertionError("the block must not run")
+    assert time.monotonic() - started < 10
