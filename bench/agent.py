@@ -29,6 +29,7 @@ the flaky part; the readings are counted in the portal's database.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import http.client
 import json
@@ -38,15 +39,12 @@ import random
 import resource
 import secrets
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -253,9 +251,11 @@ class FlakyProxy:
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    # Imported here, not at the top: importing the portal package loads Celery (and Django's
+    # settings), which must not count in the agent's own RSS measured above.
+    from portal.core.supervise import free_port
+
+    return free_port()
 
 
 class RealPortal:
@@ -271,22 +271,13 @@ class RealPortal:
             ALLOWED_HOSTS="127.0.0.1,localhost", SECURE_SSL_REDIRECT="false", SECURE_COOKIES="false",
             SECURE_HSTS_SECONDS="0", LOG_LEVEL="WARNING",
         )  # fmt: skip
-        manage = [sys.executable, str(REPO / "manage.py")]
-        subprocess.run([*manage, "migrate", "-v0"], cwd=REPO, env=self.env, check=True)
-        self.port = _free_port()
-        self.log = open(self.var_dir / "portal.log", "wb")  # noqa: SIM115 (open for the process's life)
-        command = [*manage, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-        self.process = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2):
-                    break
-            except (OSError, urllib.error.URLError):
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    log = (self.var_dir / "portal.log").read_text()[-2000:]
-                    raise SystemExit("the portal did not start: " + log) from None
-                time.sleep(0.3)
+        from bench.harness import portal_served  # not at the top: see _free_port
+
+        subprocess.run([sys.executable, str(REPO / "manage.py"), "migrate", "-v0"], cwd=REPO, env=self.env, check=True)
+        self._served = contextlib.ExitStack()
+        self.port = self._served.enter_context(
+            portal_served(self.env, log=self.var_dir / "portal.log", workers=1, timeout_s=120)
+        )
 
     def token(self, hostname: str) -> str:
         manage = [sys.executable, str(REPO / "manage.py"), "issue_token", hostname, "--label", "bench"]
@@ -306,12 +297,7 @@ class RealPortal:
         return [(uuid, _rfc3339(ts)) for uuid, ts in rows]
 
     def close(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
+        self._served.close()
         shutil.rmtree(self.var_dir, ignore_errors=True)
 
 

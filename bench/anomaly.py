@@ -17,14 +17,14 @@ Prints µs per reading for both, side by side with the target: under 100 µs amo
 
 import argparse
 import datetime as dt
-import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import django_setup  # noqa: E402
 
 TARGET_US = 100.0
 INTERVAL_S = 10
@@ -38,18 +38,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=10, help="batches per host for the catch-up passes")
     parser.add_argument("--single", type=int, default=2, help="batches per host evaluated one by one")
     args = parser.parse_args()
-    tmp = None
-    if not os.environ.get("DATABASE_URL"):
-        tmp = tempfile.TemporaryDirectory()
-        os.environ["DATABASE_URL"] = f"sqlite:///{tmp.name}/bench.sqlite3"
-        os.environ["VAR_DIR"] = tmp.name
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    tmp = django_setup()
     from agents.simulate import MODEL, SimulatedGpu
     from portal.fleet.models import Gpu, Host
     from portal.maintenance.services.evaluate import PASS_BATCHES, batch_evaluate, batches_evaluate_pending

@@ -11,14 +11,14 @@ measured over `--requests` requests after a warm-up; the target is p95 under 100
 
 import argparse
 import datetime as dt
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import django_setup  # noqa: E402
 
 TARGET_MS = 100.0
 
@@ -30,25 +30,15 @@ def main():
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--requests", type=int, default=40)
     args = parser.parse_args()
-    tmp = None
-    if not os.environ.get("DATABASE_URL"):
-        tmp = tempfile.TemporaryDirectory()
-        os.environ["DATABASE_URL"] = f"sqlite:///{tmp.name}/bench.sqlite3"
-        os.environ["VAR_DIR"] = tmp.name
-    os.environ.setdefault("DEBUG", "true")  # static files from the apps' folders, no collectstatic
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    import django
+    tmp = django_setup(DEBUG="true")  # DEBUG: static files from the apps' folders, no collectstatic
+    from django.db import connection
 
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
     seeder = Seeder(args)
     seeder.seed(hosts=max(1, args.hosts // 10), runs=args.runs // 10)
     small = seeder.measure(requests=5)
     seeder.seed(hosts=args.hosts - max(1, args.hosts // 10), runs=args.runs - args.runs // 10)
     full = seeder.measure(requests=args.requests)
-    print(f"checklists bench: {seeder.gpu_count} GPUs, {seeder.run_count} runs ({django.db.connection.vendor})")
+    print(f"checklists bench: {seeder.gpu_count} GPUs, {seeder.run_count} runs ({connection.vendor})")
     ok = True
     for page in full:
         times = sorted(full[page]["ms"])

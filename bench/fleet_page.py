@@ -13,15 +13,15 @@ the size beside the targets: the fleet page under 200 ms and under 200 KiB at bo
 
 import argparse
 import datetime as dt
-import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import django_setup  # noqa: E402
 
 TARGET_MS = 200.0
 TARGET_KIB = 200.0
@@ -128,23 +128,12 @@ def main():
     parser.add_argument("--large", type=int, default=5000, help="GPUs in the second fleet (0: skip)")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    tmp = None
-    if not os.environ.get("DATABASE_URL"):
-        tmp = tempfile.TemporaryDirectory()
-        os.environ["DATABASE_URL"] = f"sqlite:///{tmp.name}/bench.sqlite3"
-        os.environ["VAR_DIR"] = tmp.name
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     # Production settings (DEBUG off), served over plain HTTP by the test client.
-    for name, value in {
-        "DEBUG": "false", "SECRET_KEY": "bench-" + uuid.uuid4().hex, "SECURE_SSL_REDIRECT": "false",
-        "SECURE_COOKIES": "false", "SECURE_HSTS_SECONDS": "0", "LIVE_ENABLED": "false", "LOG_LEVEL": "WARNING",
-    }.items():  # fmt: skip
-        os.environ.setdefault(name, value)
-    import django
-
-    django.setup()
+    tmp = django_setup(
+        DEBUG="false", SECRET_KEY="bench-" + uuid.uuid4().hex, SECURE_SSL_REDIRECT="false",
+        SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", LIVE_ENABLED="false", LOG_LEVEL="WARNING",
+    )  # fmt: skip
     from django.conf import settings
-    from django.core.management import call_command
     from django.test import Client
     from django.test.utils import setup_test_environment
 
@@ -155,7 +144,6 @@ def main():
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
-    call_command("migrate", verbosity=0)
     from portal.accounts.roles import ROLE_VIEWER
     from portal.accounts.services import role_permissions_sync
     from portal.fleet.models import Gpu, Host

@@ -22,17 +22,19 @@ import json
 import os
 import random
 import shutil
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid as uuidlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.harness import portal_served  # noqa: E402
+
 GPUS_PER_HOST = 8
 TARGET_P95_MS = 250.0
 METRICS = (
@@ -81,12 +83,6 @@ def iso(moment: float) -> str:
 
 COALESCE_MS = int(os.environ.get("LIVE_COALESCE_MS", "500"))
 FLEET_COALESCE_MS = int(os.environ.get("LIVE_FLEET_COALESCE_MS", "200"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -311,32 +307,10 @@ def main() -> int:
     prepared = json.loads(out.stdout.split("BENCH", 1)[1])
     hosts = prepared["hosts"]
 
-    port = free_port()
     log_path = var_dir / "daphne.log"
-    with open(log_path, "wb") as log:
-        server = subprocess.Popen(
-            [*manage, "serve", "--port", str(port), "--workers", str(args.workers)],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    print(log_path.read_text()[-3000:])
-                    return 2
-                time.sleep(0.2)
+    with portal_served(env, log=log_path, workers=args.workers, timeout_s=30) as port:
         cookie = f"sessionid={prepared['session']}"
         stats = asyncio.run(run_load(port, hosts, cookie, args.seconds, args.clients))
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
     log_text = log_path.read_text()
     errors = [line for line in log_text.splitlines() if "Traceback" in line or " ERROR " in line]
     if errors:

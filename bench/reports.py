@@ -25,30 +25,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.harness import django_setup  # noqa: E402
+
 TARGETS_S = {"json": 1.0, "csv": 1.0, "pdf": 5.0}
 PG_URL = "postgres://postgres@127.0.0.1:5432/bench_reports"
 
 
 def _setup(args):
-    tmp = None
     if args.postgres:
         for sql in ("DROP DATABASE IF EXISTS bench_reports", "CREATE DATABASE bench_reports"):
             subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", sql], check=True)
         os.environ["DATABASE_URL"] = PG_URL
+        os.environ["VAR_DIR"] = tempfile.mkdtemp()
     else:
-        tmp = tempfile.TemporaryDirectory()
-        os.environ["DATABASE_URL"] = f"sqlite:///{tmp.name}/bench.sqlite3"
-    os.environ["VAR_DIR"] = tmp.name if tmp else tempfile.mkdtemp()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    os.environ.setdefault("DEBUG", "true")
-    os.environ.setdefault("ALLOWED_HOSTS", "testserver")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    return tmp
+        os.environ.pop("DATABASE_URL", None)  # a scratch SQLite database
+    return django_setup(DEBUG="true", ALLOWED_HOSTS="testserver")
 
 
 def seed(*, hosts: int, gpus: int, years: int, now: dt.datetime) -> dict:
