@@ -34,22 +34,33 @@ def _user(username: str):
     return get_user_model().objects.filter(username=username).first()
 
 
-def _xid(gpu: Gpu, at: dt.datetime, code: int, rule: str, title: str) -> Ticket:
-    XidEvent.objects.create(gpu=gpu, ts=at, code=code)
+def _ticket(gpu: Gpu, *, rule: str, fingerprint: str, title: str, severity: str, at: dt.datetime, **fields) -> Ticket:
     return Ticket.objects.create(
-        fingerprint=f"{rule}/gpu/{gpu.pk}/{int(at.timestamp())}",
-        rule=rule,
-        host=gpu.host,
-        gpu=gpu,
-        title=title,
-        severity="critical",
-        state=Ticket.State.RESOLVED,
-        first_seen=at,
-        last_seen=at,
-        resolved_at=at + dt.timedelta(hours=30),
-        evidence={"readings": [[at.timestamp(), code]]},
-        peak_value=float(code),
-    )
+        fingerprint=fingerprint, rule=rule, host=gpu.host, gpu=gpu, title=title, severity=severity, first_seen=at,
+        last_seen=at, **fields,
+    )  # fmt: skip
+
+
+def _xid(gpu: Gpu, at: dt.datetime, code: int, rule: str, title: str) -> Ticket:
+    """An XID event and its ticket, resolved 30 h later."""
+    XidEvent.objects.create(gpu=gpu, ts=at, code=code)
+    return _ticket(
+        gpu, rule=rule, fingerprint=f"{rule}/gpu/{gpu.pk}/{int(at.timestamp())}", title=title, severity="critical",
+        at=at, state=Ticket.State.RESOLVED, resolved_at=at + dt.timedelta(hours=30),
+        evidence={"readings": [[at.timestamp(), code]]}, peak_value=float(code),
+    )  # fmt: skip
+
+
+def _status(gpu: Gpu, status: str, *, user, at: dt.datetime, reason: str, source: str = Source.PORTAL) -> None:
+    services.gpu_status_set(gpu=gpu, status=status, user=user, source=source, at=at, reason=reason)
+
+
+def _repair(gpu: Gpu, *, tech, performed_at: dt.datetime, **fields) -> MaintenanceRecord:
+    """A repair record, logged by the technician (the audit trail's actor)."""
+    with set_actor(tech):
+        return services.record_create(
+            kind=REPAIR, host=gpu.host, gpu=gpu, recorded_by=tech, performed_at=performed_at, **fields
+        )
 
 
 def _register_at_install(gpu: Gpu) -> None:
@@ -75,112 +86,47 @@ def repair_history_seed(*, now: dt.datetime | None = None) -> bool:
     lemon.refresh_from_db()
     days = lambda n: now - dt.timedelta(days=n)  # noqa: E731
 
+    hours = lambda n: dt.timedelta(hours=n)  # noqa: E731
+    bus = "GPU fell off the bus (XID 79)"
+
     # First failure, repair, return through a repair-return checklist run.
-    _xid(lemon, days(160), 79, "xid_bus", "GPU fell off the bus (XID 79)")
-    services.gpu_status_set(
-        gpu=lemon,
-        status="out_for_repair",
-        user=tech,
-        source=Source.PORTAL,
-        at=days(160) + dt.timedelta(hours=2),
-        reason="XID 79: GPU fell off the bus; drained and pulled.",
-    )
-    with set_actor(tech):
-        first = services.record_create(
-            kind=REPAIR,
-            host=lemon.host,
-            gpu=lemon,
-            recorded_by=tech,
-            performed_at=days(154),
-            performed_by="ACME GPU Service",
-            vendor="ACME GPU Service",
-            rma_number=FIRST_RMA,
-            parts="PCIe riser, re-seated card",
-            cost="120.00",
-            downtime_hours="142",
-            outcome="fixed",
-            notes="Riser contacts oxidised; riser replaced, card re-seated, 24 h burn-in passed.",
-        )
-    services.gpu_status_set(
-        gpu=lemon,
-        status="in_service",
-        user=tech,
-        source=Source.CHECKLIST,
-        at=days(154) + dt.timedelta(hours=3),
-        reason="repair_return checklist passed (stress test 2 h).",
-    )
+    _xid(lemon, days(160), 79, "xid_bus", bus)
+    _status(lemon, "out_for_repair", user=tech, at=days(160) + hours(2),
+            reason="XID 79: GPU fell off the bus; drained and pulled.")  # fmt: skip
+    first = _repair(
+        lemon, tech=tech, performed_at=days(154), performed_by="ACME GPU Service", vendor="ACME GPU Service",
+        rma_number=FIRST_RMA, parts="PCIe riser, re-seated card", cost="120.00", downtime_hours="142",
+        outcome="fixed", notes="Riser contacts oxidised; riser replaced, card re-seated, 24 h burn-in passed.",
+    )  # fmt: skip
+    _status(lemon, "in_service", user=tech, source=Source.CHECKLIST, at=days(154) + hours(3),
+            reason="repair_return checklist passed (stress test 2 h).")  # fmt: skip
     with set_actor(admin):  # the vendor's invoice came in higher: the admin corrects the cost
         services.record_update(
             record=first, user=admin, cost=Decimal("640.00"), notes=first.notes + " Invoice: riser + labour 640.00."
         )
 
     # The same fault after the repair (a repeat offender), and a second repair.
-    _xid(lemon, days(96), 79, "xid_bus", "GPU fell off the bus (XID 79)")
-    services.gpu_status_set(
-        gpu=lemon,
-        status="out_for_repair",
-        user=tech,
-        source=Source.PORTAL,
-        at=days(96) + dt.timedelta(hours=1),
-        reason="XID 79 again, 2 months after RMA-2026-0188.",
-    )
-    with set_actor(tech):
-        services.record_create(
-            kind=REPAIR,
-            host=lemon.host,
-            gpu=lemon,
-            recorded_by=tech,
-            performed_at=days(89),
-            performed_by="NVIDIA RMA depot",
-            vendor="NVIDIA",
-            rma_number="RMA-2026-0311",
-            parts="Board swap (same SKU)",
-            cost="0",
-            downtime_hours="166",
-            outcome="replaced",
-            notes="Under warranty: board replaced by the vendor.",
-        )
-    services.gpu_status_set(
-        gpu=lemon,
-        status="in_service",
-        user=admin,
-        source=Source.PORTAL,
-        at=days(89) + dt.timedelta(hours=2),
-        reason="Vendor-tested board; no checklist run: admin override.",
-    )
+    _xid(lemon, days(96), 79, "xid_bus", bus)
+    _status(lemon, "out_for_repair", user=tech, at=days(96) + hours(1),
+            reason=f"XID 79 again, 2 months after {FIRST_RMA}.")  # fmt: skip
+    _repair(
+        lemon, tech=tech, performed_at=days(89), performed_by="NVIDIA RMA depot", vendor="NVIDIA",
+        rma_number="RMA-2026-0311", parts="Board swap (same SKU)", cost="0", downtime_hours="166",
+        outcome="replaced", notes="Under warranty: board replaced by the vendor.",
+    )  # fmt: skip
+    _status(lemon, "in_service", user=admin, at=days(89) + hours(2),
+            reason="Vendor-tested board; no checklist run: admin override.")  # fmt: skip
     _xid(lemon, days(12), 48, "xid_ecc", "Memory error XID")
     Ticket.objects.filter(gpu=lemon, rule="xid_ecc").update(state=Ticket.State.OPEN, resolved_at=None)
 
     # A GPU out for repair right now, and a retired one.
     pcie = Gpu.objects.filter(host__hostname="dgx-01", index=3).first()
     if pcie is not None:
-        at = days(2)
-        Ticket.objects.create(
-            fingerprint=f"pcie/gpu/{pcie.pk}",
-            rule="pcie",
-            host=pcie.host,
-            gpu=pcie,
-            title="PCIe link degraded",
-            severity="warning",
-            first_seen=at,
-            last_seen=at,
-        )
-        services.gpu_status_set(
-            gpu=pcie,
-            status="out_for_repair",
-            user=tech,
-            source=Source.PORTAL,
-            at=at + dt.timedelta(hours=4),
-            reason="PCIe link trains at x8 instead of x16; riser ordered.",
-        )
+        _ticket(pcie, rule="pcie", fingerprint=f"pcie/gpu/{pcie.pk}", title="PCIe link degraded", severity="warning",
+                at=days(2))  # fmt: skip
+        _status(pcie, "out_for_repair", user=tech, at=days(2) + hours(4),
+                reason="PCIe link trains at x8 instead of x16; riser ordered.")  # fmt: skip
     old = Gpu.objects.filter(host__hostname="ws-lab-03", index=0).first()
     if old is not None:
-        services.gpu_status_set(
-            gpu=old,
-            status="retired",
-            user=admin,
-            source=Source.PORTAL,
-            at=days(200),
-            reason="Replaced by a newer card; kept as a spare.",
-        )
+        _status(old, "retired", user=admin, at=days(200), reason="Replaced by a newer card; kept as a spare.")
     return True
