@@ -53,43 +53,34 @@ def report_query_from(params: ReliabilityParams) -> ReportQuery:
     return ReportQuery(start=values["from"], end=values["to"], host=params.host or None, model=params.model or None)
 
 
-class GpuRow(Schema):
+class Measures(Schema):
+    """What the report measures over the period, for one GPU, one model or the fleet."""
+
+    service_hours: float
+    repairs: int
+    downtime_hours: float
+    cost: float
+    mtbf_hours: float | None
+    mttr_hours: float | None
+    availability: float | None
+
+
+class GpuRow(Measures):
     uuid: str
     hostname: str
     index: int
     model: str
     serial: str
-    service_hours: float
-    repairs: int
-    downtime_hours: float
-    cost: float
-    mtbf_hours: float | None
-    mttr_hours: float | None
-    availability: float | None
     hardware_tickets: int
 
 
-class ModelRow(Schema):
+class ModelRow(Measures):
     model: str
     gpus: int
-    service_hours: float
-    repairs: int
-    downtime_hours: float
-    cost: float
-    mtbf_hours: float | None
-    mttr_hours: float | None
-    availability: float | None
 
 
-class FleetRow(Schema):
+class FleetRow(Measures):
     gpus: int
-    service_hours: float
-    repairs: int
-    downtime_hours: float
-    cost: float
-    mtbf_hours: float | None
-    mttr_hours: float | None
-    availability: float | None
 
 
 class RepeatOffender(Schema):
@@ -144,10 +135,12 @@ def reliability(request, params: Query[ReliabilityParams]):
         return JsonResponse(reliability_report(query).as_json())
     report = reliability_report(query)
     if params.format == "csv":
-        response = HttpResponse(report_csv(report), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{_filename(query, "csv")}"'
-        return response
+        return _attachment(report_csv(report), "text/csv; charset=utf-8", _filename(query, "csv"))
     pdf = report_pdf(report, generated_by=request.user.get_username(), generated_at=timezone.now())
-    response = HttpResponse(pdf, content_type="application/pdf")
-    response["Content-Disposition"] = f'attachment; filename="{_filename(query, "pdf")}"'
+    return _attachment(pdf, "application/pdf", _filename(query, "pdf"))
+
+
+def _attachment(content, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
