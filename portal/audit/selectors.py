@@ -7,6 +7,8 @@ from auditlog.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
 
+from portal.core.selectors import filter_given
+
 # The audited models, by the short name the log's filter uses.
 AUDITED_MODELS = {
     "host": ("fleet", "host"),
@@ -32,19 +34,14 @@ def audit_log(
     until: dt.date | None = None,
 ) -> QuerySet[LogEntry]:
     entries = LogEntry.objects.select_related("actor", "content_type").order_by("-timestamp", "-id")
-    if model:
-        app_label, model_name = AUDITED_MODELS[model]
-        entries = entries.filter(content_type=ContentType.objects.get_by_natural_key(app_label, model_name))
-    if action:
-        entries = entries.filter(action=ACTIONS[action])
-    if actor == "-":
-        entries = entries.filter(actor__isnull=True)
-    elif actor:
-        entries = entries.filter(actor__username=actor)
-    if query:
-        entries = entries.filter(object_repr__icontains=query)
-    if since:
-        entries = entries.filter(timestamp__date__gte=since)
-    if until:
-        entries = entries.filter(timestamp__date__lte=until)
-    return entries
+    if actor == "-":  # entries no one is named in (commands, migrations)
+        entries, actor = entries.filter(actor__isnull=True), ""
+    return filter_given(
+        entries,
+        content_type=ContentType.objects.get_by_natural_key(*AUDITED_MODELS[model]) if model else None,
+        action=ACTIONS[action] if action else None,
+        actor__username=actor,
+        object_repr__icontains=query,
+        timestamp__date__gte=since,
+        timestamp__date__lte=until,
+    )

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun, ChecklistTemplate, TemplateItem
+from portal.core.selectors import filter_given
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.rules import RULES, SCHEDULES
@@ -40,14 +41,14 @@ def runs_queryset() -> QuerySet[ChecklistRun]:
 
 
 def runs_list(*, state: str = "", hostname: str = "", template: str = "") -> QuerySet[ChecklistRun]:
-    runs = runs_queryset()
-    if state:
-        runs = runs.filter(state=state)
-    if hostname:
-        runs = runs.filter(host__hostname=hostname)
-    if template:
-        runs = runs.filter(template__key=template)
+    runs = filter_given(runs_queryset(), state=state, host__hostname=hostname, template__key=template)
     return runs.order_by("-started_at", "-id")
+
+
+def runs_overview(*, state: str = "", hostname: str = "") -> QuerySet[ChecklistRun]:
+    """Runs for the list page: where, who and when only (no items, answers or photos), newest first."""
+    runs = ChecklistRun.objects.select_related("host", "started_by", "completed_by")
+    return filter_given(runs, state=state, host__hostname=hostname).order_by("-started_at", "-id")
 
 
 def run_get(*, pk: int) -> ChecklistRun:

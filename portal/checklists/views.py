@@ -163,12 +163,8 @@ class RunListView(Permission, View):
     def get(self, request):
         state = request.GET.get("state", "")
         state = state if state in ChecklistRun.State.values else ""
-        runs = ChecklistRun.objects.select_related("host", "started_by", "completed_by").order_by("-started_at", "-id")
-        if state:
-            runs = runs.filter(state=state)
         hostname = request.GET.get("host", "")[:253]
-        if hostname:
-            runs = runs.filter(host__hostname=hostname)
+        runs = selectors.runs_overview(state=state, hostname=hostname)
         return render(
             request,
             "checklists/runs.html",

@@ -7,6 +7,7 @@ import datetime as dt
 
 from django.db.models import Count, QuerySet
 
+from portal.core.selectors import filter_given
 from portal.fleet.pages import DUE, NEVER, OK, OVERDUE, CareLimits
 from portal.maintenance.models import Severity, Ticket
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
@@ -26,15 +27,8 @@ def ticket_list(*, state: str = "", severity: str = "", rule: str = "", host: st
 
     tickets = Ticket.objects.select_related("host", "gpu", "assignee", "parent")
     if state == "active":
-        tickets = tickets.filter(state__in=Ticket.OPEN_STATES)
-    elif state:
-        tickets = tickets.filter(state=state)
-    if severity:
-        tickets = tickets.filter(severity=severity)
-    if rule:
-        tickets = tickets.filter(rule=rule)
-    if host:
-        tickets = tickets.filter(host__hostname=host)
+        tickets, state = tickets.filter(state__in=Ticket.OPEN_STATES), ""
+    tickets = filter_given(tickets, state=state, severity=severity, rule=rule, host__hostname=host)
     tickets = tickets.annotate(
         severity_rank=Case(
             When(severity="critical", then=Value(0)), When(severity="warning", then=Value(1)), default=Value(2),
