@@ -8,8 +8,10 @@ with a message, and Ctrl-C or SIGTERM stops every process this command started.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 from django.conf import settings
 from django.core.management import call_command
@@ -99,6 +101,23 @@ def start_portal(
     return base_url
 
 
+@contextlib.contextmanager
+def supervised(command: BaseCommand) -> Iterator[Supervisor]:
+    """A supervisor for a command's processes, with SIGTERM and Ctrl-C handled: they end the
+    block with "Stopping…", a child that keeps exiting ends it as a CommandError that names it,
+    and every process started is stopped when it ends, however it ends."""
+    supervisor = Supervisor(say=lambda text: command.stderr.write(text))
+    with supervisor.signals():
+        try:
+            yield supervisor
+        except Stop:
+            command.stdout.write("\nStopping…")
+        except ChildFailed as failure:
+            raise CommandError(str(failure)) from None
+        finally:
+            supervisor.stop()
+
+
 def prepare(*, migrate: bool = True) -> None:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         raise CommandError("CELERY_TASK_ALWAYS_EAGER is on: tasks would run in the web server, not the worker")
@@ -120,16 +139,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, workers, concurrency, no_migrate, **options):
         prepare(migrate=not no_migrate)
-        supervisor = Supervisor(say=lambda text: self.stderr.write(text))
-        with supervisor.signals():
-            try:
-                base_url = start_portal(supervisor, host=host, port=port, workers=workers, concurrency=concurrency)
-                broker = "Redis" if settings.REDIS_URL else f"files under {settings.EMBEDDED_BROKER_DIR}"
-                self.stdout.write(f"The portal is up at {base_url}/ (worker and beat on {broker}); Ctrl-C stops it.")
-                supervisor.run_forever()
-            except Stop:
-                self.stdout.write("\nStopping…")
-            except ChildFailed as failure:
-                raise CommandError(str(failure)) from None
-            finally:
-                supervisor.stop()
+        with supervised(self) as supervisor:
+            base_url = start_portal(supervisor, host=host, port=port, workers=workers, concurrency=concurrency)
+            broker = "Redis" if settings.REDIS_URL else f"files under {settings.EMBEDDED_BROKER_DIR}"
+            self.stdout.write(f"The portal is up at {base_url}/ (worker and beat on {broker}); Ctrl-C stops it.")
+            supervisor.run_forever()

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from portal.checklists.demo import demo_checklists_seed
-from portal.core.management.commands.run import prepare, start_portal
-from portal.core.supervise import Child, ChildFailed, Stop, Supervisor
+from portal.core.management.commands.run import prepare, start_portal, supervised
+from portal.core.supervise import Child
 from portal.demo import story
 from portal.wear.demo import wear_demo_seed
 
@@ -50,24 +50,16 @@ class Command(BaseCommand):
         log_dir = Path(settings.VAR_DIR) / "demo-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         access_log = str(log_dir / "access.log")
-        supervisor = Supervisor(say=lambda text: self.stderr.write(text))
-        with supervisor.signals():
-            try:
-                base_url = start_portal(supervisor, host=host, port=port, access_log=access_log, meanwhile=seed)
-                if not no_agents:
-                    for hostname, scenarios, command in story.agent_commands(base_url, speed, tokens):
-                        log = log_dir / f"{hostname}.log"
-                        env = {**story.agent_env(), "GPU_AGENT_TOKEN": tokens[hostname]}
-                        supervisor.start(Child(f"simulated agent {hostname}", command, env, log))
-                        self.stdout.write(f"simulated agent {hostname}: {scenarios} (log: {log})")
-                self.stdout.write(self.style.SUCCESS(self.banner(base_url)))
-                supervisor.run_forever()
-            except Stop:
-                self.stdout.write("\nStopping…")
-            except ChildFailed as failure:
-                raise CommandError(str(failure)) from None
-            finally:
-                supervisor.stop()
+        with supervised(self) as supervisor:
+            base_url = start_portal(supervisor, host=host, port=port, access_log=access_log, meanwhile=seed)
+            if not no_agents:
+                for hostname, scenarios, command in story.agent_commands(base_url, speed, tokens):
+                    log = log_dir / f"{hostname}.log"
+                    env = {**story.agent_env(), "GPU_AGENT_TOKEN": tokens[hostname]}
+                    supervisor.start(Child(f"simulated agent {hostname}", command, env, log))
+                    self.stdout.write(f"simulated agent {hostname}: {scenarios} (log: {log})")
+            self.stdout.write(self.style.SUCCESS(self.banner(base_url)))
+            supervisor.run_forever()
 
     def banner(self, base_url: str) -> str:
         credentials = (Path(settings.VAR_DIR) / "demo-credentials.txt").read_text().splitlines()
