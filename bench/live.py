@@ -33,16 +33,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agents.device import METRIC_FIELDS as METRICS  # noqa: E402  (the protocol's reading fields)
 from bench.harness import portal_served  # noqa: E402
 
 GPUS_PER_HOST = 8
 TARGET_P95_MS = 250.0
-METRICS = (
-    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "energy_mj", "utilization_gpu_pct",
-    "utilization_memory_pct", "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz", "pstate", "throttle_reasons",
-    "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending",
-    "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen", "pcie_link_width", "pcie_replay_count",
-)  # fmt: skip
 
 SETUP = """
 import json

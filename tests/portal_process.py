@@ -5,9 +5,11 @@ back-end services down)."""
 
 import contextlib
 import dataclasses
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 from portal.core.supervise import ChildFailed, free_port, serving
@@ -38,6 +40,18 @@ def manage(env, *args, check=True) -> subprocess.CompletedProcess:
     if check and result.returncode != 0:
         raise AssertionError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result
+
+
+def ingest_post(base_url: str, token: str, batch: dict, *, timeout: float = 30) -> tuple[int, dict]:
+    """POST a batch to a running portal's ingest endpoint as an agent does: (status, answer)."""
+    request = urllib.request.Request(
+        base_url + "/api/v1/ingest",
+        data=json.dumps(batch).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status, json.loads(response.read())
 
 
 def portal_env(var_dir: Path, **overrides: str) -> dict[str, str]:

@@ -2,23 +2,18 @@
 open GPU page's charts and on the fleet heatmap within 2 s; a cleaning shows on the charts."""
 
 import datetime as dt
-import json
-import urllib.request
 import uuid as uuidlib
 
 import pytest
 from playwright.sync_api import expect
 
+from portal.telemetry.models import READING_METRICS as METRICS
+from tests.portal_process import ingest_post
+
 pytestmark = pytest.mark.browser
 
 HOST = "dgx-01"
 GPU_UUID = "GPU-demo0000-0000-4000-8000-000000000000"  # dgx-01 #0 in the demo seed (slowdown 87 °C)
-METRICS = (
-    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "energy_mj", "utilization_gpu_pct",
-    "utilization_memory_pct", "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz", "pstate", "throttle_reasons",
-    "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "retired_pages_pending",
-    "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen", "pcie_link_width", "pcie_replay_count",
-)  # fmt: skip
 TEMPERATURE_LEN = "document.getElementById('chart-temperature').data[0].x.length"
 
 
@@ -53,14 +48,8 @@ def post_readings(base_url: str, token: str, readings: list[dict]) -> None:
         "gpus": [],
         "readings": readings,
     }
-    request = urllib.request.Request(
-        base_url + "/api/v1/ingest",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 202, response.read()
+    status, answer = ingest_post(base_url, token, body, timeout=10)
+    assert status == 202, answer
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ These start real processes (a few seconds each); the unit tests elsewhere call s
 """
 
 import contextlib
-import json
 import os
 import signal
 import sqlite3
@@ -22,7 +21,7 @@ from portal.core.supervise import free_port
 from portal.maintenance.models import BatchEvaluation, Ticket
 from portal.maintenance.rules import AGENT_SILENT
 from portal.telemetry.models import Rollup1m
-from tests.portal_process import REPO, manage
+from tests.portal_process import REPO, ingest_post, manage
 from tests.telemetry.batches import make_batch
 
 
@@ -113,17 +112,6 @@ def test_run_starts_web_worker_and_beat_and_sigterm_stops_every_one(tmp_path):
     assert not left, f"processes left behind: {left}"
 
 
-def _post(base_url: str, token: str, batch: dict) -> int:
-    request = urllib.request.Request(
-        base_url + "/api/v1/ingest",
-        data=json.dumps(batch).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.status
-
-
 def _count(db: Path, model, where: str = "1=1", *params) -> int:
     with contextlib.closing(sqlite3.connect(db, timeout=10)) as connection:
         return connection.execute(f"SELECT COUNT(*) FROM {model._meta.db_table} WHERE {where}", params).fetchone()[0]
@@ -144,7 +132,7 @@ def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
     with portal_run(tmp_path, BEAT_SCALE="0.02") as (process, base_url, env, log):
         batch = make_batch("lab-01", readings=3)
         batch["readings"][-1]["xid_events"] = [{"code": 79, "ts": batch["readings"][-1]["ts"]}]
-        assert _post(base_url, token, batch) == 202
+        assert ingest_post(base_url, token, batch)[0] == 202
         # The web server only stored the batch: the worker evaluated it (an XID ticket) ...
         _wait_for(lambda: _count(db, BatchEvaluation), 30, "no batch was evaluated", log)
         _wait_for(lambda: "Task portal.maintenance.tasks.batch_evaluate_task" in log.read_text(), 10,
@@ -166,7 +154,7 @@ def test_readings_wait_for_a_worker_without_one_and_are_caught_up_when_it_starts
     db = tmp_path / "portal.sqlite3"
     with running_portal(env, tmp_path) as portal:
         batch = make_batch("lab-02", readings=3)
-        assert _post(portal.base_url, token, batch) == 202
+        assert ingest_post(portal.base_url, token, batch)[0] == 202
         time.sleep(1)
         assert _count(db, BatchEvaluation) == 0  # nothing evaluates without a worker
     with portal_run(tmp_path) as (process, base_url, env, log):

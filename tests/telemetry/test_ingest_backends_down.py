@@ -1,14 +1,12 @@
 """With Redis (channel layer and Celery broker) unreachable, ingest still answers 202 and the
 readings are stored: they are safe once the transaction commits; the hand-on is only logged."""
 
-import json
 import socket
 import time
-import urllib.request
 
 import pytest
 
-from tests.portal_process import manage, portal_env, running_portal
+from tests.portal_process import ingest_post, manage, portal_env, running_portal
 from tests.telemetry.batches import make_batch
 
 
@@ -28,23 +26,13 @@ def portal_without_redis(tmp_path_factory):
         yield portal, token
 
 
-def _post(base_url: str, token: str, batch: dict) -> tuple[int, dict, float]:
-    request = urllib.request.Request(
-        base_url + "/api/v1/ingest",
-        data=json.dumps(batch).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-        method="POST",
-    )
-    started = time.monotonic()
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.status, json.loads(response.read()), time.monotonic() - started
-
-
 def test_ingest_answers_202_and_stores_when_redis_is_down(portal_without_redis):
     portal, token = portal_without_redis
     batch = make_batch("lonely-host", readings=5)
 
-    status, body, elapsed = _post(portal.base_url, token, batch)
+    started = time.monotonic()
+    status, body = ingest_post(portal.base_url, token, batch)
+    elapsed = time.monotonic() - started
 
     assert (status, body) == (202, {"accepted": 5, "duplicate": False})
     assert elapsed < 10, f"ingest waited {elapsed:.1f} s on the dead broker"
@@ -57,4 +45,4 @@ def test_ingest_answers_202_and_stores_when_redis_is_down(portal_without_redis):
     log = portal.log.read_text()
     assert "failed for batch" in log or "Error" in log, log[-2000:]
     # The same batch again is still answered as a duplicate.
-    assert _post(portal.base_url, token, batch)[:2] == (200, {"accepted": 0, "duplicate": True})
+    assert ingest_post(portal.base_url, token, batch) == (200, {"accepted": 0, "duplicate": True})
