@@ -70,6 +70,37 @@ def _wait_for(predicate, timeout_s: float, what: str, log: Path):
 
 
 @contextlib.contextmanager
+def manage_until_stopped(args: list[str], env: dict[str, str], log: Path, *, up_within_s: float, stop=signal.SIGTERM):
+    """`manage.py ARGS` (run or demo) in a subprocess; the block runs once it says "The portal is
+    up". Afterwards, if it still runs, it gets `stop`: not gone within 30 s fails the test."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        _wait_for(
+            lambda: "The portal is up" in log.read_text(), up_within_s, f"manage.py {args[0]} did not come up", log
+        )
+        yield process
+    finally:
+        stopped = process.poll() is not None or _stop(process, stop)
+    if not stopped:  # (not raised over a failure of the block: that one says more)
+        raise AssertionError(f"manage.py {args[0]} did not stop within 30 s of {stop.name}")
+
+
+def _stop(process: subprocess.Popen, sig: signal.Signals) -> bool:
+    """Send sig; True if the process ends within 30 s, else kill it and return False."""
+    process.send_signal(sig)
+    try:
+        process.wait(timeout=30)
+        return True
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return False
+
+
+@contextlib.contextmanager
 def portal_run(var_dir: Path, **overrides: str):
     """`manage.py run` in a subprocess; yields (process, base_url, env, log)."""
     if not sys.platform.startswith("linux"):
@@ -77,23 +108,8 @@ def portal_run(var_dir: Path, **overrides: str):
     env = embedded_env(var_dir, **overrides)
     port = free_port()
     log = var_dir / "run.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "run", "--port", str(port)],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for(lambda: "The portal is up" in log.read_text(), 60, "the portal did not come up", log)
-        yield process, base_url, env, log
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with manage_until_stopped(["run", "--port", str(port)], env, log, up_within_s=60) as process:
+        yield process, f"http://127.0.0.1:{port}", env, log
 
 
 def test_run_starts_web_worker_and_beat_and_sigterm_stops_every_one(tmp_path):

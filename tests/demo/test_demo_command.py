@@ -2,28 +2,20 @@
 process behind (portal, worker, beat and the simulated agents)."""
 
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from portal.core.supervise import free_port
 from portal.maintenance.models import Ticket
-from tests.core.test_embedded import _alive, _count, _descendants, _wait_for, embedded_env
-from tests.portal_process import REPO
+from tests.core.test_embedded import _alive, _count, _descendants, _wait_for, embedded_env, manage_until_stopped
 
 
 def test_demo_opens_tickets_within_a_minute_and_ctrl_c_stops_everything(tmp_path):
     env = embedded_env(tmp_path)
     del env["DEBUG"]  # manage.py turns it on for the demo
     log = tmp_path / "demo.log"
-    with open(log, "wb") as out:
-        demo = subprocess.Popen(
-            [sys.executable, "manage.py", "demo", "--port", str(free_port())],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        _wait_for(lambda: "The portal is up" in log.read_text(), 120, "the demo did not come up", log)
+    command = ["demo", "--port", str(free_port())]
+    with manage_until_stopped(command, env, log, up_within_s=120, stop=signal.SIGINT) as demo:  # SIGINT: Ctrl-C
         up = time.monotonic()
         db = tmp_path / "portal.sqlite3"
         # Preventive tickets for the seeded hosts at once, an XID ticket from sim-desk-c soon after.
@@ -34,12 +26,5 @@ def test_demo_opens_tickets_within_a_minute_and_ctrl_c_stops_everything(tmp_path
         children = _descendants(demo.pid)
         commands = [Path(f"/proc/{pid}/cmdline").read_text() for pid in children if _alive(pid)]
         assert sum("\0-m\0agents\0" in command for command in commands) == 3
-    finally:
-        demo.send_signal(signal.SIGINT)
-        try:
-            demo.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            demo.kill()
-            raise
     time.sleep(0.2)
     assert not [pid for pid in children if _alive(pid)], "processes left behind"
