@@ -59,6 +59,13 @@ def _label(gpu) -> str:
     return f"GPU {gpu.index}"
 
 
+def _per_gpu(gpus, start: dt.datetime, end: dt.datetime, *conditions: Q, **aggregates) -> dict[int, dict]:
+    """The aggregates of each GPU's readings in [start, end) that meet the conditions, in one
+    query: {GPU id: row}; a GPU without such readings is missing."""
+    readings = Reading.objects.filter(*conditions, gpu_id__in=[g.pk for g in gpus], ts__gte=start, ts__lt=end)
+    return {row["gpu_id"]: row for row in readings.values("gpu_id").annotate(**aggregates)}
+
+
 def idle_temperature(*, item, run, gpus, now) -> AutoResult:
     p = params_for(item)
     start = now - dt.timedelta(minutes=p["window_min"])
@@ -95,19 +102,15 @@ def idle_temperature(*, item, run, gpus, now) -> AutoResult:
 def ecc_clean(*, item, run, gpus, now) -> AutoResult:
     p = params_for(item)
     start = now - dt.timedelta(minutes=p["window_min"])
-    rows = {
-        row["gpu_id"]: row
-        for row in Reading.objects.filter(gpu_id__in=[g.pk for g in gpus], ts__gte=start, ts__lt=now)
-        .values("gpu_id")
-        .annotate(
-            n=Count("id"),
-            uncorrected=Max("ecc_uncorrected_volatile"),
-            uncorrected_total=Max("ecc_uncorrected_aggregate"),
-            pending_remap=Count("id", filter=Q(remapped_rows_pending=True) | Q(retired_pages_pending=True)),
-            remap_failure=Count("id", filter=Q(remapped_rows_failure=True)),
-            reported=Count("ecc_uncorrected_volatile"),
-        )
-    }
+    rows = _per_gpu(
+        gpus, start, now,
+        n=Count("id"),
+        uncorrected=Max("ecc_uncorrected_volatile"),
+        uncorrected_total=Max("ecc_uncorrected_aggregate"),
+        pending_remap=Count("id", filter=Q(remapped_rows_pending=True) | Q(retired_pages_pending=True)),
+        remap_failure=Count("id", filter=Q(remapped_rows_failure=True)),
+        reported=Count("ecc_uncorrected_volatile"),
+    )  # fmt: skip
     per_gpu, details = {}, []
     for gpu in gpus:
         row = rows.get(gpu.pk)
@@ -137,20 +140,14 @@ def ecc_clean(*, item, run, gpus, now) -> AutoResult:
 def fans_respond(*, item, run, gpus, now) -> AutoResult:
     p = params_for(item)
     start = now - dt.timedelta(minutes=p["window_min"])
-    rows = {
-        row["gpu_id"]: row
-        for row in Reading.objects.filter(
-            gpu_id__in=[g.pk for g in gpus], ts__gte=start, ts__lt=now, fan_speed_pct__isnull=False
-        )
-        .values("gpu_id")
-        .annotate(
-            n=Count("id"),
-            fan_min=Min("fan_speed_pct"),
-            fan_max=Max("fan_speed_pct"),
-            temp_min=Min("temperature_c"),
-            temp_max=Max("temperature_c"),
-        )  # fmt: skip
-    }
+    rows = _per_gpu(
+        gpus, start, now, Q(fan_speed_pct__isnull=False),
+        n=Count("id"),
+        fan_min=Min("fan_speed_pct"),
+        fan_max=Max("fan_speed_pct"),
+        temp_min=Min("temperature_c"),
+        temp_max=Max("temperature_c"),
+    )  # fmt: skip
     per_gpu, details = {}, []
     for gpu in gpus:
         row = rows.get(gpu.pk)
