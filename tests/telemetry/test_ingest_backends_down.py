@@ -1,25 +1,20 @@
 """With Redis (channel layer and Celery broker) unreachable, ingest still answers 202 and the
 readings are stored: they are safe once the transaction commits; the hand-on is only logged."""
 
-import socket
 import time
 
 import pytest
 
+from portal.core.supervise import free_port
 from tests.portal_process import ingest_post, manage, portal_env, running_portal
 from tests.telemetry.batches import make_batch
-
-
-def _dead_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # closed again when this returns: nothing listens there
 
 
 @pytest.fixture(scope="module")
 def portal_without_redis(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("redis-down")
-    env = portal_env(var_dir, REDIS_URL=f"redis://127.0.0.1:{_dead_port()}/0", CELERY_TASK_ALWAYS_EAGER="false")
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # a port nothing listens on
+    env = portal_env(var_dir, REDIS_URL=dead, CELERY_TASK_ALWAYS_EAGER="false")
     manage(env, "migrate", "--noinput", "-v", "0")
     token = manage(env, "issue_token", "lonely-host").stdout.strip().splitlines()[-1]
     with running_portal(env, var_dir) as portal:
