@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal.fleet import selectors
+from portal.fleet import pages, selectors
 from portal.fleet.models import Gpu, Host
 from portal.telemetry.models import GpuLatest
 from tests.factories import GpuFactory, HostFactory, RecordFactory
@@ -165,6 +165,55 @@ def test_an_admins_rule_override_changes_the_colours_as_it_changes_the_tickets(c
     assert "age-overdue" not in gpu_row(gpu_rows(client, gpu.host), gpu)
 
 
+def test_host_counts_agree_with_the_gpu_rows_under_overrides():
+    """The host rows count hot, silent and silent-free GPUs in the database, by groups of hosts
+    sharing limits; a host's GPU rows judge each GPU in Python. Per-host overrides, unknown
+    slowdown temperatures, GPUs out of service and retired ones: both say the same."""
+    from portal.maintenance.services.config import rule_config_set
+
+    plain, margin, deaf, quick = (HostFactory(hostname=name) for name in ("a-plain", "b-margin", "c-deaf", "d-quick"))
+    retired = HostFactory(hostname="e-retired", status=Host.Status.RETIRED)
+    rule_config_set(rule="overheat", params={"open_margin_c": 10}, host=margin)  # hot from 77 °C, 78 unknown
+    rule_config_set(rule="agent_silent", params={}, enabled=False, host=deaf)
+    rule_config_set(rule="agent_silent", params={"silent_after_s": 60}, host=quick)
+    # (slowdown, temperature, seconds since the reading, status); by default hot from 82 °C
+    # (slowdown 87 − 5), 83 °C when the slowdown is unknown (88 − 5), silent after 300 s.
+    specs = [
+        (87, 80, 5, "in_service"),  # hot only with the margin of 10
+        (87, 83, 5, "in_service"),  # hot
+        (None, 84, 5, "in_service"),  # hot: unknown slowdown
+        (None, 82, 5, "in_service"),  # hot only with the margin of 10
+        (87, 90, 120, "in_service"),  # hot; silent where 60 s is the limit
+        (87, 60, 400, "in_service"),  # silent unless agent_silent is off
+        (87, None, None, "in_service"),  # no data
+        (87, 95, 400, "out_for_repair"),  # not watched
+        (87, 95, 5, "retired"),  # not on the page unless asked
+    ]
+    for host in (plain, margin, deaf, quick, retired):
+        for index, (slowdown, temperature, seconds_ago, status) in enumerate(specs):
+            gpu = GpuFactory(host=host, index=index, temp_slowdown_c=slowdown, status=status)
+            if seconds_ago is not None:
+                _reading(gpu, temperature=temperature, seconds_ago=seconds_ago)
+    replaying = GpuFactory(host=plain, index=9)  # old reading, heard just now: not silent, not hot
+    _reading(replaying, temperature=50, seconds_ago=7200)
+    GpuLatest.objects.filter(gpu=replaying).update(received_at=timezone.now())
+
+    now = timezone.now()
+    rows = {row.hostname: row for row in selectors.fleet_summary(now=now, include_retired=True)}
+    counts = {name: (row.gpus, row.hot, row.silent, row.no_data) for name, row in rows.items()}
+    assert counts == {
+        "a-plain": (10, 3, 1, 1), "b-margin": (9, 5, 1, 1), "c-deaf": (9, 3, 0, 1), "d-quick": (9, 2, 2, 1),
+        "e-retired": (9, 0, 0, 0),  # the rules watch active hosts only
+    }  # fmt: skip
+    for host in (plain, margin, deaf, quick):
+        gpus = selectors.host_gpu_rows(host=host, now=now, limits=pages.care_limits(host_ids=[host.pk]))
+        watched = [gpu for gpu in gpus if gpu.status == Gpu.Status.IN_SERVICE]
+        by_gpu = (sum(gpu.hot for gpu in watched), sum(gpu.silent for gpu in watched))
+        assert (rows[host.hostname].hot, rows[host.hostname].silent) == by_gpu, host.hostname
+    shown = {row.hostname: row.gpus for row in selectors.fleet_summary(now=now)}
+    assert shown == {"a-plain": 9, "b-margin": 8, "c-deaf": 8, "d-quick": 8}  # retired GPUs and hosts left out
+
+
 def test_gpu_rows_need_the_view_permission(client_for, outsider):
     host = GpuFactory().host
     assert client_for(outsider).get(f"/hosts/{host.hostname}/gpus/").status_code == 403
@@ -191,8 +240,8 @@ def make_fleet(hosts, gpus_per_host):
 # menu). Then the page's own, listed.
 REQUEST, HTML = 4, 1
 PAGE_QUERIES = {
-    # hosts, GPUs with their latest reading, newest records by kind, rule configuration, open
-    # tickets by host, open tickets by severity (the tile)
+    # hosts with their newest records by kind, rule configuration, slowdown temperatures present,
+    # GPU counts per host, open tickets by host, open tickets by severity (the tile)
     "/": REQUEST + HTML + 6,
     # the host, the rule configuration, its GPUs with latest reading and derived dates
     "/hosts/{host}/gpus/": REQUEST + HTML + 3,

@@ -56,16 +56,26 @@ class Schedule(Rule):
         self.defaults = {"period_days": period_days, "due_before_days": due_before_days, **meters, **extra}
 
     @staticmethod
-    def level(*, since: dt.datetime, now: dt.datetime, params: dict) -> int:
-        """0: not due, 1: due within `due_before_days`, 2: overdue (the period has passed)."""
+    def cutoffs(*, now: dt.datetime, params: dict) -> tuple[dt.datetime, dt.datetime] | None:
+        """(due, overdue): a task last done at or before `due` is due now, at or before `overdue`
+        overdue; None when the calendar is off (`period_days` None). The pages compute them once
+        for all the hosts sharing the parameters."""
         if params.get("period_days") is None:
+            return None
+        overdue = now - dt.timedelta(days=params["period_days"])
+        return overdue + dt.timedelta(days=params["due_before_days"]), overdue
+
+    @classmethod
+    def level(cls, *, since: dt.datetime, now: dt.datetime, params: dict) -> int:
+        """0: not due, 1: due within `due_before_days`, 2: overdue (the period has passed)."""
+        return cls.level_by(since=since, cutoffs=cls.cutoffs(now=now, params=params))
+
+    @staticmethod
+    def level_by(*, since: dt.datetime, cutoffs: tuple[dt.datetime, dt.datetime] | None) -> int:
+        if cutoffs is None:
             return 0
-        period = dt.timedelta(days=params["period_days"])
-        if now >= since + period:
-            return 2
-        if now >= since + period - dt.timedelta(days=params["due_before_days"]):
-            return 1
-        return 0
+        due, overdue = cutoffs
+        return 2 if since <= overdue else 1 if since <= due else 0
 
 
 SCHEDULES: list[Schedule] = [
