@@ -6,11 +6,12 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db.models import Subquery
+from django.db.models.functions import Greatest
 from django.urls import reverse
 from django.utils import timezone
 
 from portal.core.converters import url_segment
-from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance import selectors as maintenance_selectors
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading
 
@@ -56,24 +57,33 @@ def batch_points(*, batch_pk: int, gpu_ids: list[int]) -> list[list]:
 def fleet_live_state() -> dict:
     """Every GPU in service (and out for repair) with its latest reading, in host order: what the
     heatmap and the status tiles start from. "Hot" and "silent" are the overheat and agent_silent
-    rules' limits in force for each GPU's host. Two queries whatever the fleet size (the GPUs,
-    the rule configuration). Rows are lists in GPU_STATE_FIELDS order, to keep 5,000 GPUs small."""
+    rules' limits in force for each GPU's host, and the page judges silence as agent_silent does:
+    nothing heard from the GPU for longer than `silent_after_s`, heard being its newest reading's
+    time or that reading's arrival, whichever is later (an agent delivering its spool after an
+    outage sends old readings and is not silent), for GPUs in service on active hosts only (no
+    limit for the others: the rule does not watch them). Two queries whatever the fleet size (the
+    GPUs, the rule configuration). Rows are lists in GPU_STATE_FIELDS order, to keep 5,000 GPUs
+    small."""
     gpus = list(
         Gpu.objects.exclude(status=Gpu.Status.RETIRED)
         .order_by("host__hostname", "index")
         .values_list(
             "id", "uuid", "host__hostname", "host_id", "index", "temp_slowdown_c", "latest__ts",
-            "latest__temperature_c", "latest__utilization_gpu_pct", "latest__throttle_reasons",
+            Greatest("latest__ts", "latest__received_at"), "latest__temperature_c", "latest__utilization_gpu_pct",
+            "latest__throttle_reasons", "status", "host__status",
         )
     )  # fmt: skip
     limits = maintenance_selectors.RuleCareLimits()
     rows = []
-    for gpu_id, uuid, hostname, host_id, index, slowdown_c, ts, temperature, utilization, throttle in gpus:
+    for row in gpus:
+        gpu_id, uuid, hostname, host_id, index, slowdown_c, ts, heard, temperature, utilization, throttle = row[:11]
+        status, host_status = row[11:]
         hot_c = limits.hot_c(host_id=host_id, slowdown_c=slowdown_c)
-        silent_s = limits.silent_after_s(host_id=host_id)
+        watched = status == Gpu.Status.IN_SERVICE and host_status == Host.Status.ACTIVE
+        silent_s = limits.silent_after_s(host_id=host_id) if watched else None
         rows.append([
-            gpu_id, uuid, hostname, index, hot_c, silent_s, ts_ms(ts) if ts else None, temperature, utilization,
-            throttle,
+            gpu_id, uuid, hostname, index, hot_c, silent_s, ts_ms(ts) if ts else None,
+            ts_ms(heard) if heard else None, temperature, utilization, throttle,
         ])  # fmt: skip
     return {
         "fields": GPU_STATE_FIELDS,
@@ -86,7 +96,7 @@ def fleet_live_state() -> dict:
 
 
 GPU_STATE_FIELDS = (
-    "id", "uuid", "host", "index", "hot_c", "silent_after_s", "ts", "temperature_c", "utilization_gpu_pct",
+    "id", "uuid", "host", "index", "hot_c", "silent_after_s", "ts", "heard", "temperature_c", "utilization_gpu_pct",
     "throttle_reasons",
 )  # fmt: skip
 

@@ -1,7 +1,12 @@
 /* Fleet page: a live heatmap of every GPU's temperature grouped by host, and the status tiles
    (hot, throttling, silent). The starting state comes from the URL in data-state-url (rows in
-   the server's "fields" order; "hot" and "silent" are the rules' limits for each GPU's host),
-   then points from /ws/live/fleet/; click a cell to open that GPU. */
+   the server's "fields" order; "hot_c" and "silent_after_s" are the rules' limits in force for
+   each GPU's host, silent_after_s null where the agent_silent rule does not watch the GPU), then
+   points from /ws/live/fleet/; click a cell to open that GPU.
+   Silent is judged as the agent_silent rule judges it: nothing heard for longer than the limit,
+   "heard" being the newest reading's time or its arrival at the server, whichever is later (the
+   state's "heard"; a point pushed over the socket has just arrived). An agent delivering its
+   spool after an outage sends old readings, and is not silent. */
 (function () {
   "use strict";
   const Live = window.PortalLive;
@@ -37,9 +42,13 @@
   const columns = Math.max(1, 1 + Math.max.apply(null, fleet.gpus.map(function (gpu) { return gpu.index; }).concat([0])));
   let queued = false;
 
+  function serverNow() {
+    return Date.now() - skew;
+  }
+
   function isSilent(gpu) {
     // A GPU that never reported has no agent yet: "no data", not "silent".
-    return gpu.ts != null && gpu.silent_after_s != null && Date.now() - skew - gpu.ts > gpu.silent_after_s * 1000;
+    return gpu.heard != null && gpu.silent_after_s != null && serverNow() - gpu.heard > gpu.silent_after_s * 1000;
   }
 
   function grid() {
@@ -120,10 +129,13 @@
   }
 
   function apply(points) {
+    const arrived = serverNow();
     points.forEach(function (point) {
       const gpu = byId.get(point.gpu_id);
+      // Older than what the GPU last sent: the server keeps its latest (and when it heard it) too.
       if (!gpu || (gpu.ts != null && point.ts < gpu.ts)) return;
       gpu.ts = point.ts;
+      gpu.heard = Math.max(point.ts, arrived);
       gpu.temperature_c = point.temperature_c;
       gpu.utilization_gpu_pct = point.utilization_gpu_pct;
       gpu.throttle_reasons = point.throttle_reasons;
@@ -147,11 +159,15 @@
           if (!state) return;
           gpuObjects(state).forEach(function (fresh) {
             const gpu = byId.get(fresh.id);
-            if (!gpu || fresh.ts == null) return;
+            if (!gpu) return;
+            gpu.silent_after_s = fresh.silent_after_s;  // the limits in force now
+            gpu.hot_c = fresh.hot_c;
+            if (fresh.ts == null) return;
             if (gpu.ts == null || fresh.ts > gpu.ts) {
               gpu.ts = fresh.ts;
               gpu.temperature_c = fresh.temperature_c;
             }
+            if (gpu.heard == null || fresh.heard > gpu.heard) gpu.heard = fresh.heard;
           });
           scheduleRender();
         }).catch(function () {});

@@ -102,10 +102,20 @@ def test_gpu_page_charts_grow_live(page, portal_server, login, screenshot, host_
 
 
 def test_fleet_heatmap_updates_live(page, portal_server, login, screenshot, host_token, cleaning_history):
-    # dgx-01 #1 reported once, ten minutes ago: silent. The other ten never reported: no data.
-    quiet_gpu = "GPU-demo0001-0000-4000-8000-000000000001"
+    # dgx-01 #1 and #2 each sent a reading taken ten minutes ago. #1's arrived just now (an agent
+    # delivering its spool): not silent, as the agent_silent rule judges it. #2's arrived ten
+    # minutes ago: silent. The other nine never reported: no data.
+    replaying_gpu, quiet_gpu = (f"GPU-demo000{n}-0000-4000-8000-00000000000{n}" for n in (1, 2))
     ten_minutes_ago = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)
-    post_readings(portal_server.base_url, host_token, [reading(ten_minutes_ago, 50, gpu_uuid=quiet_gpu)])
+    post_readings(portal_server.base_url, host_token, [reading(ten_minutes_ago, 50, gpu_uuid=replaying_gpu)])
+    post_readings(portal_server.base_url, host_token, [reading(ten_minutes_ago, 51, gpu_uuid=quiet_gpu)])
+    portal_server.manage(
+        "shell",
+        "-c",
+        "import datetime as dt; from portal.telemetry.models import GpuLatest; "
+        f"GpuLatest.objects.filter(gpu__uuid={quiet_gpu!r}).update(received_at=dt.datetime.fromisoformat("
+        f"{ten_minutes_ago.isoformat()!r}))",
+    )
     login(page, "viewer", portal_server.credentials["viewer"])
     page.goto("/")
     expect(page.locator("#live-fleet .live-indicator")).to_have_attribute("data-state", "live")
@@ -116,9 +126,9 @@ def test_fleet_heatmap_updates_live(page, portal_server, login, screenshot, host
     expect(page.locator('[data-tile="hot"] [data-count]')).to_have_text("1")
     expect(page.locator('[data-tile="throttling"] [data-count]')).to_have_text("1")
     expect(page.locator('[data-tile="silent"] [data-count]')).to_have_text("1")
-    expect(page.locator('[data-tile="silent"] a')).to_have_text("dgx-01 #1")
+    expect(page.locator('[data-tile="silent"] a')).to_have_text("dgx-01 #2")
     heatmap_text = page.evaluate("document.getElementById('fleet-heatmap').data[0].text")
-    assert heatmap_text[0][1] == "silent" and heatmap_text[1][0] == "no data", heatmap_text
+    assert heatmap_text[0][1:3] == ["50°", "silent"] and heatmap_text[1][0] == "no data", heatmap_text
     page.wait_for_timeout(300)
     screenshot(page, "live-fleet.png")
 
