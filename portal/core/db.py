@@ -6,6 +6,7 @@ import psycopg
 from django.conf import settings
 from django.db import connection
 from django.db.backends.utils import CursorDebugWrapper
+from django.db.models import BigIntegerField, Func
 
 
 class _PreparedCursor(psycopg.Cursor):
@@ -79,3 +80,20 @@ def row_to_models(row, *models) -> list:
 
 def select_columns(model, alias: str) -> str:
     return ", ".join(f"{alias}.{connection.ops.quote_name(field.column)}" for field in model._meta.concrete_fields)
+
+
+class EpochMs(Func):
+    """A moment as whole milliseconds since 1970 (UTC), worked out by the database: a page that
+    ships thousands of timestamps to a script gets integers, instead of each value parsed into a
+    Python datetime and turned back (at 5,000 GPUs that parsing was most of the heatmap state's
+    time, on SQLite and on PostgreSQL through psycopg's Python loaders). Rounded to the nearest
+    millisecond, as `round(moment.timestamp() * 1000)`."""
+
+    output_field = BigIntegerField()
+    arity = 1
+    template = "ROUND(EXTRACT(EPOCH FROM %(expressions)s) * 1000)::bigint"
+
+    def as_sqlite(self, compiler, connection, **extra_context):
+        # julianday() keeps milliseconds (SQLite's own precision); the double's error is ~0.05 ms.
+        template = "CAST(ROUND((julianday(%(expressions)s) - 2440587.5) * 86400000) AS INTEGER)"
+        return self.as_sql(compiler, connection, template=template, **extra_context)

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
 
+from portal.core.db import EpochMs
 from portal.fleet import pages
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 
@@ -267,7 +268,9 @@ def fleet_summary(*, now: dt.datetime, include_retired: bool = False) -> list[Ho
     labels = dict(Host.Status.choices)
     # Each host's two links, reversed once (hundreds of reverse() calls cost more than the query).
     host_url, gpus_url = (reverse(name, kwargs={"hostname": "HOSTNAME"}) for name in ("fleet:host", "fleet:host_gpus"))
-    host_values = hosts.annotate(**{f"last_{kind}": _last_record_for_host(kind) for kind in HOST_TASKS})
+    # The newest records as epoch milliseconds: 1,875 datetimes at 5,000 GPUs cost less made
+    # from integers than parsed by the database driver.
+    host_values = hosts.annotate(**{f"last_{kind}": EpochMs(_last_record_for_host(kind)) for kind in HOST_TASKS})
     rows, last = {}, {}
     for host_id, hostname, status, location, rack, driver, *moments in host_values.values_list(
         "id", "hostname", "status", "location", "rack", "driver_version", *(f"last_{kind}" for kind in HOST_TASKS)
@@ -277,7 +280,7 @@ def fleet_summary(*, now: dt.datetime, include_retired: bool = False) -> list[Ho
             host_id, hostname, status, labels.get(status, status), location, rack, driver,
             url=host_url.replace("HOSTNAME", quoted), gpus_url=gpus_url.replace("HOSTNAME", quoted),
         )  # fmt: skip
-        last[host_id] = moments
+        last[host_id] = [None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC) for ms in moments]
     limits = pages.care_limits(host_ids=rows)
     for host_id, counts in _gpu_counts(gpus, limits, list(rows), now).items():
         row = rows.get(host_id)
