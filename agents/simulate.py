@@ -11,6 +11,7 @@ reports the same GPUs (same uuids) with the same character.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import random
@@ -21,7 +22,6 @@ from typing import Any
 
 from agents.device import GpuLost, XidEvent
 
-SCENARIOS = ("healthy", "overheat", "fan-wear", "dust", "ecc", "xid", "throttle", "overclock", "pcie", "silent")
 UUID_NAMESPACE = uuidlib.UUID("6f1c1a2b-3c4d-4b4e-9d0a-1c1d2c1e6b9b")
 
 HOUR = 3600.0
@@ -110,6 +110,122 @@ class JobSchedule:
         return min(1.0, level + wobble)
 
 
+@dataclasses.dataclass(frozen=True)
+class Effects:
+    """What a scenario does to a GPU at one scenario time; the defaults are a healthy GPU."""
+
+    power_limit_factor: float = 1.0
+    clock_factor: float = 1.0
+    fan_full_under_load: bool = False
+    ambient_add_c: float = 0.0
+    resistance_factor: float = 1.0  # how hard heat leaves the card, against a clean one
+    fan_efficiency: float = 1.0  # air moved per rpm, against new bearings
+    fan_failed: bool = False
+    power_capped: bool = False  # a power-cap window (with a hardware slowdown inside it, sometimes)
+    hw_slowdown: bool = False
+    ecc_corrected_per_hour: float = 0.0
+    ecc_uncorrected: int = 0
+    pcie_link: tuple[int, int] | None = None  # (gen, width) when degraded
+    pcie_replays_per_hour: float = 0.0
+
+
+def _healthy(t: float) -> Effects:
+    return Effects()
+
+
+def _overheat(t: float) -> Effects:
+    """A failing rack cooler, over six hours."""
+    ramp = min(1.0, t / (6 * HOUR))
+    return Effects(ambient_add_c=25 * ramp + 3 * math.sin(t / HOUR), resistance_factor=1.0 + 0.5 * ramp)
+
+
+def _fan_wear(t: float) -> Effects:
+    """Worn bearings: more rpm for less air each day, then the fan stops on day 5."""
+    return Effects(fan_efficiency=max(0.45, 1.0 - 0.12 * (t / DAY)), fan_failed=t > 5 * DAY)
+
+
+def _dust(t: float) -> Effects:
+    """Dust in the heatsink: 10 % more thermal resistance every day, so hotter at the same power."""
+    return Effects(resistance_factor=1.0 + 0.1 * (t / DAY))
+
+
+def _ecc(t: float) -> Effects:
+    """Corrected errors at an accelerating rate, then an uncorrectable one on day 3 (its XID 48
+    comes from xid_codes_between)."""
+    days = t / DAY
+    return Effects(ecc_corrected_per_hour=2 + 40 * days * days, ecc_uncorrected=1 if days >= 3 else 0)
+
+
+def _xid(t: float) -> Effects:
+    return Effects()  # its XIDs come from xid_codes_between
+
+
+def _throttle(t: float) -> Effects:
+    """A power cap for 40 minutes every two hours, a hardware slowdown in the first 20 minutes
+    of every sixth hour."""
+    capped = (t % (2 * HOUR)) < 40 * 60
+    return Effects(power_capped=capped, hw_slowdown=capped and (t % (6 * HOUR)) < 20 * 60)
+
+
+def _overclock(t: float) -> Effects:
+    """Power limit and clocks raised, fans pinned at full speed under load."""
+    return Effects(power_limit_factor=1.1, clock_factor=1.08, fan_full_under_load=True)
+
+
+def _pcie(t: float) -> Effects:
+    """A loose riser: the link narrows (x16, x8, x4) and drops a generation, replays climb."""
+    days = t / DAY
+    width = 16 if days < 1 else 8 if days < 3 else 4
+    return Effects(pcie_link=(4 if days < 2 else 3, width), pcie_replays_per_hour=5 + 200 * days)
+
+
+def _silent(t: float) -> Effects:
+    return Effects()  # it stops answering: SimulatedDeviceClient._gpu
+
+
+SCENARIO_EFFECTS: dict[str, Callable[[float], Effects]] = {
+    "healthy": _healthy,
+    "overheat": _overheat,
+    "fan-wear": _fan_wear,
+    "dust": _dust,
+    "ecc": _ecc,
+    "xid": _xid,
+    "throttle": _throttle,
+    "overclock": _overclock,
+    "pcie": _pcie,
+    "silent": _silent,
+}
+SCENARIOS = tuple(SCENARIO_EFFECTS)
+
+
+def _thermal_throttle(temp: float, sm_clock: float, power: float, reasons: list[str]) -> tuple[float, float, float]:
+    """Near the slowdown temperature the card cuts its clocks and power, and holds its
+    temperature just above slowdown."""
+    slowdown = MODEL["temp_slowdown_c"]
+    if temp < slowdown - 4:
+        return temp, sm_clock, power
+    reasons += ["sw_thermal"] + (["hw_thermal"] if temp >= slowdown else [])
+    cut = min(0.5, (temp - (slowdown - 4)) * 0.05)
+    return min(temp, slowdown + 2.0), sm_clock * (1 - cut), power * (1 - cut / 2)
+
+
+def _power_throttle(
+    effects: Effects, load: float, sm_clock: float, power: float, power_limit: float, reasons: list[str]
+) -> tuple[float, float]:
+    """A power-cap window holds power at 80 % of the limit; outside one, a card flat out touches
+    its power cap anyway."""
+    if effects.power_capped and load:
+        reasons.append("sw_power_cap")
+        power = min(power, power_limit * 0.8)
+        sm_clock *= 0.82
+        if effects.hw_slowdown:
+            reasons.append("hw_slowdown")
+            sm_clock *= 0.7
+    elif load > 0.95:
+        reasons.append("sw_power_cap")
+    return sm_clock, power
+
+
 class SimulatedGpu:
     def __init__(self, hostname: str, index: int, scenario: str, jobs: JobSchedule | None = None) -> None:
         self.index = index
@@ -143,73 +259,24 @@ class SimulatedGpu:
         }
 
     def sample(self, t: float, real_now: float) -> dict[str, Any]:
-        s = self.scenario
+        """One reading at scenario time t and real time real_now: the training job sets the load,
+        the scenario's effects (SCENARIO_EFFECTS) bend the physics of a healthy card."""
+        effects = SCENARIO_EFFECTS[self.scenario](t)
         load = self.jobs.load(real_now, self.seed)
-        power_limit = MODEL["power_limit_default_w"] * (1.1 if s == "overclock" else 1.0)
+        power_limit = MODEL["power_limit_default_w"] * effects.power_limit_factor
         power = MODEL["idle_w"] + load * (power_limit * 0.93 - MODEL["idle_w"]) + self.rng.uniform(-3, 3)
-        reasons: list[str] = [] if load else ["gpu_idle"]
-
-        # How well heat leaves the card: 1.0 is a new, clean card in a cool rack.
-        ambient = self.ambient_c
-        resistance = self.thermal_c_per_w
-        fan_efficiency = 1.0
-        fan_failed = False
-        if s == "dust":
-            resistance *= 1.0 + 0.1 * (t / DAY)  # a little worse every day, at the same power
-        elif s == "overheat":
-            ramp = min(1.0, t / (6 * HOUR))  # a failing rack cooler, over six hours
-            ambient += 25 * ramp + 3 * math.sin(t / HOUR)
-            resistance *= 1.0 + 0.5 * ramp
-        elif s == "fan-wear":
-            fan_efficiency = max(0.45, 1.0 - 0.12 * (t / DAY))  # worn bearings: more rpm, less air
-            fan_failed = t > 5 * DAY
-        temp = ambient + 20
-        fan = 30.0
-        for _ in range(12):  # the fan controller and the temperature settle on each other
-            wanted = 100.0 if s == "overclock" and load else max(30.0, min(100.0, 30 + (temp - 50) * 2.5))
-            fan += (wanted - fan) * 0.6
-            airflow = 0.0 if fan_failed else fan / 100 * fan_efficiency
-            temp = ambient + power * resistance / (0.3 + airflow)
-        if fan_failed:
-            fan = 0.0
+        temp, fan = self._temperature_and_fan(power, load, effects)
         temp += self.rng.uniform(-0.5, 0.5)
-
-        sm_clock = MODEL["sm_clock_max_mhz"] * (1.08 if s == "overclock" else 1.0) if load else 210
-        slowdown = MODEL["temp_slowdown_c"]
-        if temp >= slowdown - 4:
-            reasons += ["sw_thermal"] + (["hw_thermal"] if temp >= slowdown else [])
-            cut = min(0.5, (temp - (slowdown - 4)) * 0.05)
-            sm_clock *= 1 - cut
-            power *= 1 - cut / 2
-            temp = min(temp, slowdown + 2.0)
-        if s == "throttle" and load and (t % (2 * HOUR)) < 40 * 60:
-            reasons.append("sw_power_cap")
-            power = min(power, power_limit * 0.8)
-            sm_clock *= 0.82
-            if (t % (6 * HOUR)) < 20 * 60:
-                reasons.append("hw_slowdown")
-                sm_clock *= 0.7
-        elif load > 0.95:
-            reasons.append("sw_power_cap")
-
-        dt_real = 0.0 if self.last_real is None else max(0.0, real_now - self.last_real)
-        dt_scenario = max(0.0, t - self.last_scenario_t)
-        self.last_real, self.last_scenario_t = real_now, t
-        self.energy_mj += power * dt_real * 1000  # real time: energy deltas must match power
-
-        uncorrected = 0
-        if s == "ecc":
-            days = t / DAY
-            # Corrected errors at an accelerating rate, then an uncorrectable one on day 3.
-            self.ecc_corrected += int(dt_scenario / HOUR * (2 + 40 * days * days) * self.rng.uniform(0.5, 1.5))
-            uncorrected = 1 if days >= 3 else 0
-        gen, width = MODEL["pcie_link_gen_max"], MODEL["pcie_link_width_max"]
-        if s == "pcie":
-            days = t / DAY
-            width = 16 if days < 1 else 8 if days < 3 else 4
-            gen = 4 if days < 2 else 3
-            self.replays += int(dt_scenario / HOUR * (5 + 200 * days))
-
+        sm_clock = MODEL["sm_clock_max_mhz"] * effects.clock_factor if load else 210
+        reasons: list[str] = [] if load else ["gpu_idle"]
+        temp, sm_clock, power = _thermal_throttle(temp, sm_clock, power, reasons)
+        sm_clock, power = _power_throttle(effects, load, sm_clock, power, power_limit, reasons)
+        dt_scenario = self._advance(t, real_now, power)
+        if effects.ecc_corrected_per_hour:
+            rate = effects.ecc_corrected_per_hour * self.rng.uniform(0.5, 1.5)
+            self.ecc_corrected += int(dt_scenario / HOUR * rate)
+        self.replays += int(dt_scenario / HOUR * effects.pcie_replays_per_hour)
+        gen, width = effects.pcie_link or (MODEL["pcie_link_gen_max"], MODEL["pcie_link_width_max"])
         return {
             "temperature_c": round(temp),
             "fan_speed_pct": round(fan),
@@ -224,15 +291,38 @@ class SimulatedGpu:
             "pstate": 0 if load else 8,
             "throttle_reasons": reasons,
             "ecc_corrected_volatile": self.ecc_corrected,
-            "ecc_uncorrected_volatile": uncorrected,
-            "ecc_uncorrected_aggregate": uncorrected,
+            "ecc_uncorrected_volatile": effects.ecc_uncorrected,
+            "ecc_uncorrected_aggregate": effects.ecc_uncorrected,
             "retired_pages_pending": False,
-            "remapped_rows_pending": bool(uncorrected),
+            "remapped_rows_pending": bool(effects.ecc_uncorrected),
             "remapped_rows_failure": False,
             "pcie_link_gen": gen,
             "pcie_link_width": width,
             "pcie_replay_count": self.replays,
         }
+
+    def _temperature_and_fan(self, power: float, load: float, effects: Effects) -> tuple[float, float]:
+        """The fan controller and the temperature settled on each other at this power. Thermal
+        resistance 1.0 × the card's own is a new, clean card in a cool rack."""
+        ambient = self.ambient_c + effects.ambient_add_c
+        resistance = self.thermal_c_per_w * effects.resistance_factor
+        temp = ambient + 20
+        fan = 30.0
+        for _ in range(12):
+            wanted = 100.0 if effects.fan_full_under_load and load else max(30.0, min(100.0, 30 + (temp - 50) * 2.5))
+            fan += (wanted - fan) * 0.6
+            airflow = 0.0 if effects.fan_failed else fan / 100 * effects.fan_efficiency
+            temp = ambient + power * resistance / (0.3 + airflow)
+        return temp, 0.0 if effects.fan_failed else fan
+
+    def _advance(self, t: float, real_now: float, power: float) -> float:
+        """Move this GPU's clocks to (t, real_now) and count the energy used since the last
+        reading; returns the scenario seconds passed."""
+        dt_real = 0.0 if self.last_real is None else max(0.0, real_now - self.last_real)
+        dt_scenario = max(0.0, t - self.last_scenario_t)
+        self.last_real, self.last_scenario_t = real_now, t
+        self.energy_mj += power * dt_real * 1000  # real time: energy deltas must match power
+        return dt_scenario
 
     def xid_codes_between(self, t0: float, t1: float) -> list[int]:
         if self.scenario == "ecc":
