@@ -2,6 +2,9 @@ import os
 
 from celery import Celery
 
+from portal.core import broker
+
+broker.register()  # the embedded broker's transport, before any connection is made
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 app = Celery("portal")

@@ -137,15 +137,16 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 200}}}
 
-# Without REDIS_URL the broker is kombu's filesystem transport: one file per message under
-# VAR_DIR/broker, polled every BROKER_POLL_MS by the worker (measured against SQLite through
-# SQLAlchemy: publishing 0.65 ms vs 5 ms, p99 2 ms vs 210 ms, picked up after ~50 ms vs ~0.9 s).
+# Without REDIS_URL the broker is kombu's filesystem transport, as portal.core.broker writes it
+# (each message whole, then renamed into place): one file per message under VAR_DIR/broker,
+# polled every BROKER_POLL_MS by the worker (measured against SQLite through SQLAlchemy:
+# publishing 0.65 ms vs 5 ms, p99 2 ms vs 210 ms, picked up after ~50 ms vs ~0.9 s).
 EMBEDDED_BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout": 2}
 else:
-    CELERY_BROKER_URL = "filesystem://localhost//"
+    CELERY_BROKER_URL = "portalfs://localhost//"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(EMBEDDED_BROKER_DIR / "queue"),
         "data_folder_out": str(EMBEDDED_BROKER_DIR / "queue"),

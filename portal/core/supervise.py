@@ -128,7 +128,10 @@ class Supervisor:
                     f"{child.name} {how}; stopping everything"
                     + (f" — its output: {child.log}" if child.log else " — see its output above")
                 )
-            self.say(f"{child.name} exited with status {code}; starting it again")
+            self.say(
+                f"{child.name} exited with status {code}; starting it again"
+                + (f" (its output: {child.log})" if child.log else "")
+            )
             child.start()
 
     def run_forever(self, poll_s: float = 0.5) -> None:

@@ -24,7 +24,7 @@ def test_a_child_that_exits_is_started_again(tmp_path):
     supervisor.check()
     child.process.wait()
     assert marker.read_text() == "xx"
-    assert said == ["flaky exited with status 0; starting it again"]
+    assert said == [f"flaky exited with status 0; starting it again (its output: {tmp_path / 'flaky.log'})"]
     supervisor.stop()
 
 

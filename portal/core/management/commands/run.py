@@ -12,6 +12,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
@@ -21,16 +22,28 @@ from portal.core.supervise import Child, ChildFailed, Stop, Supervisor, wait_unt
 
 
 def portal_children(
-    *, host: str, port: int, workers: int, concurrency: int, env: dict[str, str], access_log: str | None = None
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    concurrency: int,
+    env: dict[str, str],
+    access_log: str | None = None,
+    log_dir: Path | None = None,
 ) -> list[Child]:
-    """Web server (`manage.py serve`), worker and beat, in the order they start."""
+    """Web server (`manage.py serve`), worker and beat, in the order they start; their output goes
+    to this command's own, or to web.log, worker.log and beat.log in log_dir."""
+
+    def log(name: str) -> Path | None:
+        return log_dir / f"{name}.log" if log_dir else None
+
     manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
     serve = ["serve", "--host", host, "--port", str(port), "--workers", str(workers)]
     if access_log:
         serve += ["--access-log", access_log]
     celery = [sys.executable, "-m", "celery", "-A", "portal"]
     return [
-        Child("web server", [*manage, *serve], env),
+        Child("web server", [*manage, *serve], env, log("web")),
         Child(
             "worker",
             [
@@ -46,9 +59,13 @@ def portal_children(
                 f"portal-{os.getpid()}@%h",
             ],
             env,
+            log("worker"),
         ),  # fmt: skip
         Child(
-            "beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME], env
+            "beat",
+            [*celery, "beat", "--loglevel", "INFO", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME],
+            env,
+            log("beat"),
         ),
     ]
 
@@ -81,14 +98,16 @@ def start_portal(
     workers: int = 1,
     concurrency: int | None = None,
     access_log: str | None = None,
+    log_dir: Path | None = None,
     meanwhile=None,
 ) -> str:
-    """Start web server, worker and beat under supervisor; run meanwhile() (if given) while they
-    boot, wait until the web server answers and send the catch-up tasks. Returns the base URL."""
+    """Start web server, worker and beat under supervisor (their output in log_dir when given);
+    run meanwhile() (if given) while they boot, wait until the web server answers and send the
+    catch-up tasks. Returns the base URL."""
     concurrency = concurrency or default_concurrency()
     env = os.environ.copy()
     children = portal_children(
-        host=host, port=port, workers=workers, concurrency=concurrency, env=env, access_log=access_log
+        host=host, port=port, workers=workers, concurrency=concurrency, env=env, access_log=access_log, log_dir=log_dir
     )
     for child in children:
         supervisor.start(child)

@@ -51,13 +51,17 @@ class Command(BaseCommand):
         log_dir.mkdir(parents=True, exist_ok=True)
         access_log = str(log_dir / "access.log")
         with supervised(self) as supervisor:
-            base_url = start_portal(supervisor, host=host, port=port, access_log=access_log, meanwhile=seed)
+            # The portal's own output in files, so that this terminal shows the demo's story.
+            base_url = start_portal(
+                supervisor, host=host, port=port, access_log=access_log, log_dir=log_dir, meanwhile=seed
+            )
             if not no_agents:
                 for hostname, scenarios, command in story.agent_commands(base_url, speed, tokens):
                     log = log_dir / f"{hostname}.log"
                     env = {**story.agent_env(), "GPU_AGENT_TOKEN": tokens[hostname]}
                     supervisor.start(Child(f"simulated agent {hostname}", command, env, log))
                     self.stdout.write(f"simulated agent {hostname}: {scenarios} (log: {log})")
+            self.stdout.write(f"web server, worker and beat: {log_dir}/web.log, worker.log, beat.log")
             self.stdout.write(self.style.SUCCESS(self.banner(base_url)))
             supervisor.run_forever()
 
