@@ -265,7 +265,7 @@ class SimulatedGpu:
         load = self.jobs.load(real_now, self.seed)
         power_limit = MODEL["power_limit_default_w"] * effects.power_limit_factor
         power = MODEL["idle_w"] + load * (power_limit * 0.93 - MODEL["idle_w"]) + self.rng.uniform(-3, 3)
-        temp, fan = self._temperature_and_fan(power, load, effects)
+        temp, fan = self.temperature_and_fan(power, load, effects)
         temp += self.rng.uniform(-0.5, 0.5)
         sm_clock = MODEL["sm_clock_max_mhz"] * effects.clock_factor if load else 210
         reasons: list[str] = [] if load else ["gpu_idle"]
@@ -301,7 +301,7 @@ class SimulatedGpu:
             "pcie_replay_count": self.replays,
         }
 
-    def _temperature_and_fan(self, power: float, load: float, effects: Effects) -> tuple[float, float]:
+    def temperature_and_fan(self, power: float, load: float, effects: Effects) -> tuple[float, float]:
         """The fan controller and the temperature settled on each other at this power. Thermal
         resistance 1.0 × the card's own is a new, clean card in a cool rack."""
         ambient = self.ambient_c + effects.ambient_add_c

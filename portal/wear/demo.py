@@ -11,6 +11,7 @@ import random
 from django.db import transaction
 from django.utils import timezone
 
+from agents.simulate import MODEL, Effects, SimulatedGpu
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.wear import meters
 from portal.wear.models import WearHour, WearState
@@ -29,14 +30,28 @@ PROFILES = {
 }  # fmt: skip
 
 
-def _resistance(day: int, dusty: bool) -> float:
+LOAD_POWER_W = 0.9 * MODEL["power_limit_default_w"]
+# Thermal resistance added per day by dust, against a clean card's: before the cleaning, and
+# after it, when new filters keep most dust out.
+DUST_PER_DAY, DUST_PER_DAY_FILTERED = 0.013, 0.002
+
+
+def _clean_resistance(hostname: str, index: int) -> float:
+    """The simulated card's own °C per W at load when clean (the simulator's physics), so that
+    the history meets the live readings without a step."""
+    gpu = SimulatedGpu(hostname, index, "healthy")
+    temp, _fan = gpu.temperature_and_fan(LOAD_POWER_W, 1.0, Effects())
+    return (temp - 25) / LOAD_POWER_W
+
+
+def _resistance(day: int, clean: float, dusty: bool) -> float:
     """°C per W at load, `day` days into the history: dust adds up, the cleaning takes it away."""
-    base = 0.075
     if not dusty:
-        return base
+        return clean
     cleaned_at = DAYS - CLEANED_DAYS_AGO
-    since_clean = day if day < cleaned_at else day - cleaned_at
-    return base + 0.0011 * since_clean
+    if day < cleaned_at:
+        return clean * (1 + DUST_PER_DAY * day)
+    return clean * (1 + DUST_PER_DAY_FILTERED * (day - cleaned_at))
 
 
 @transaction.atomic
@@ -56,22 +71,23 @@ def wear_demo_seed(*, now: dt.datetime | None = None) -> int:
         ):
             continue
         busy_share, hot_share, fan_share, dusty = profile
+        clean = _clean_resistance(gpu.host.hostname, gpu.index)
         rows, cycles = [], 0
         totals = dict.fromkeys(("powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj"), 0.0)
         for h in range((end - start) // 3600):
             hour = start + h * 3600
             day = h // 24
             busy = 3600 * min(1.0, max(0.0, busy_share + rng.uniform(-0.25, 0.25)))
-            resistance = _resistance(day, dusty) * (1 + rng.uniform(-0.03, 0.03))
-            power = 600.0 + rng.uniform(-30, 30)
+            resistance = _resistance(day, clean, dusty) * (1 + rng.uniform(-0.03, 0.03))
+            power = LOAD_POWER_W + rng.uniform(-10, 10)
             temp = 25 + resistance * power
-            hot = busy * hot_share * (1.6 if dusty and temp > 80 else 1.0)
+            hot = busy * hot_share * (1.6 if resistance > 1.2 * clean else 1.0)
             if rng.random() < 0.12:
                 cycles += 1
             row = WearHour(
                 gpu=gpu, hour=dt.datetime.fromtimestamp(hour, tz=dt.UTC), readings=360, powered_s=3600.0,
                 busy_s=busy, hot_s=min(hot, busy), fan_high_s=busy * fan_share,
-                energy_mj=(busy * power + (3600 - busy) * 90.0) * 1000, busy_prefix_s=0.0, busy_suffix_s=0.0,
+                energy_mj=(busy * power + (3600 - busy) * MODEL["idle_w"]) * 1000, busy_prefix_s=0.0, busy_suffix_s=0.0,
                 busy_longest_s=busy, busy_unbroken=False, turns=[], cycles_high=False, cycles_ref=None,
                 cycles_total=cycles, load_n=max(1, int(busy / 10)),
             )  # fmt: skip
