@@ -38,8 +38,9 @@ HISTORY_JOB_S, HISTORY_PAUSE_S = (1.5 * 3600, 6 * 3600), (10 * 60, 90 * 60)
 
 TIMELINE = """What happens next (times from now):
   at once    "due"/"overdue" maintenance tickets for dgx-02 and ws-lab-03 (old records); the
-             24 h charts of the sim-* GPUs show a day of training jobs; thermal throttling on
-             sim-rack-a GPU 1
+             24 h charts of the sim-* GPUs show a day of training jobs; the Wear panel of
+             sim-rack-b GPU 0 shows 60 days of dust building up and a cleaning; thermal
+             throttling on sim-rack-a GPU 1
   ~20 s      "GPU fell off the bus (XID 79)" on sim-desk-c GPU 0, then an XID every 3 minutes
   1-3 min    "Agent silent" for sim-desk-c GPU 1, which stops answering after 30 s
   3-15 min   overheating on sim-rack-a GPU 0, then dust, fan wear, ECC and PCIe faults
