@@ -16,19 +16,21 @@ Never recomputed from all raw readings; the hour rows outlive raw retention.
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.expressions import RawSQL
+from django.utils import timezone
 
+from portal.core.db import EpochMs
 from portal.fleet.models import Gpu
 from portal.telemetry.models import Reading
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak, Turns
 from portal.wear.models import WearDay, WearHour, WearState
 
-CHUNK = 50_000
+CHUNK = 50_000  # readings per query (all GPUs of a task together)
+SWEEP_GPUS = 500  # GPUs per sweep transaction
 SUM_FIELDS = ("powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj")
 
 
@@ -82,71 +84,94 @@ BUCKET_FIELDS = [*SUM_FIELDS, "readings", "busy_prefix_s", "busy_suffix_s", "bus
 
 
 def _update_rows(model, rows: list, fields: list[str]) -> None:
-    """UPDATE each row by id with one executemany (Django's bulk_update builds a CASE expression per
-    field and row: 50 ms for a handful of rows, more than everything else here together)."""
+    """UPDATE each row by its primary key with one executemany (Django's bulk_update builds a CASE
+    expression per field and row: 50 ms for a handful of rows, more than everything else here
+    together). Values go through each field's own adaptation (JSON, datetimes)."""
     if not rows:
         return
-    vendor = connection.vendor
-    sets = []
-    for name in fields:
-        column = model._meta.get_field(name).column
-        sets.append(f"{column} = %s::jsonb" if name == "turns" and vendor == "postgresql" else f"{column} = %s")
-    sql = f"UPDATE {model._meta.db_table} SET {', '.join(sets)} WHERE id = %s"
-    params = [
-        [json.dumps(getattr(row, name)) if name == "turns" else getattr(row, name) for name in fields] + [row.pk]
-        for row in rows
-    ]
+    meta = model._meta
+    columns = [meta.get_field(name) for name in fields]
+    sets = ", ".join(f"{field.column} = %s" for field in columns)
+    sql = f"UPDATE {meta.db_table} SET {sets} WHERE {meta.pk.column} = %s"
+    params = [[field.get_db_prep_value(getattr(row, field.attname), connection) for field in columns] + [row.pk]
+              for row in rows]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.executemany(sql, params)
 
 
 def _days_refresh(gpu_id: int, days: set[int]) -> None:
-    """Rebuild the day rows of `days` (UTC midnights, epoch s) from their hour rows: sums added,
-    streak segments composed, turning points concatenated and reduced again (the reduction holds
-    for any incoming state, so it holds across hours), the cycle state of the day's last hour."""
-    if not days:
+    _days_refresh_many({gpu_id: days})
+
+
+HOUR_COLUMNS = ("gpu_id", "hour_ms", *BUCKET_FIELDS)
+
+
+def _by_span(field: str, spans: dict[int, tuple[int, int]]) -> Q:
+    """Rows of the GPUs in `spans` ({gpu_id: (lo, hi) epoch s}) with lo <= `field` < hi: one
+    condition per distinct span, naming the GPUs that share it (usually all of a task's)."""
+    gpus_of: dict[tuple[int, int], list[int]] = {}
+    for gpu_id, span in spans.items():
+        gpus_of.setdefault(span, []).append(gpu_id)
+    condition = Q()
+    for (lo, hi), gpu_ids in gpus_of.items():
+        condition |= Q(gpu_id__in=gpu_ids, **{f"{field}__gte": _epoch_dt(lo), f"{field}__lt": _epoch_dt(hi)})
+    return condition
+
+
+def _days_refresh_many(days_of: dict[int, set[int]]) -> None:
+    """Rebuild the day rows of `days_of` ({gpu_id: {UTC midnight, epoch s}}) from their hour rows,
+    for every GPU in one read and one write: sums added, streak segments composed, turning points
+    concatenated and reduced again (the reduction holds for any incoming state, so it holds across
+    hours), the cycle state of the day's last hour."""
+    days_of = {gpu_id: days for gpu_id, days in days_of.items() if days}
+    if not days_of:
         return
-    lo, hi = min(days), max(days) + DAY_S
-    hours = WearHour.objects.filter(gpu_id=gpu_id, hour__gte=_epoch_dt(lo), hour__lt=_epoch_dt(hi)).order_by("hour")
-    built: dict[int, tuple[Bucket, WearHour]] = {}
+    spans = {gpu_id: (min(days), max(days) + DAY_S) for gpu_id, days in days_of.items()}
+    hours = (
+        WearHour.objects.filter(_by_span("hour", spans))
+        .annotate(hour_ms=EpochMs("hour"))
+        .order_by("gpu_id", "hour")
+        .values_list(*HOUR_COLUMNS)
+    )
+    built: dict[tuple[int, int], tuple[Bucket, tuple]] = {}
+    index = {name: position for position, name in enumerate(HOUR_COLUMNS)}
+    turns_at, prefix_at = index["turns"], index["busy_prefix_s"]
+    sums = [(name, index[name]) for name in (*SUM_FIELDS, "readings", "load_n", "load_temp_sum", "load_power_sum")]
     for row in hours:
-        hour = int(row.hour.timestamp())
-        day = hour - hour % DAY_S
-        if day not in days:
+        hour = row[1] // 1000
+        key = (row[0], hour - hour % DAY_S)
+        if key[1] not in days_of[row[0]]:
             continue
-        entry = built.get(day)
-        part = _bucket_of(row)
+        part = Streak(row[prefix_at], row[prefix_at + 1], row[prefix_at + 2], row[prefix_at + 3])
+        entry = built.get(key)
         if entry is None:
-            bucket = Bucket(streak=part.streak, turns=Turns())
-            built[day] = (bucket, row)
+            bucket = Bucket(streak=part, turns=Turns())
         else:
             bucket = entry[0]
-            bucket.streak = bucket.streak.then(part.streak)
-            built[day] = (bucket, row)
-        for name in (*SUM_FIELDS, "readings", "load_n", "load_temp_sum", "load_power_sum"):
-            setattr(bucket, name, getattr(bucket, name) + getattr(part, name))
-        for offset, temp in row.turns:
-            bucket.turns.push(hour - day + offset, temp)
+            bucket.streak = bucket.streak.then(part)
+        built[key] = (bucket, row)
+        for name, position in sums:
+            setattr(bucket, name, getattr(bucket, name) + row[position])
+        offset = hour - key[1]
+        for at, temp in row[turns_at]:
+            bucket.turns.push(offset + at, temp)
     existing = {
-        int(row.day.timestamp()): row
-        for row in WearDay.objects.filter(gpu_id=gpu_id, day__gte=_epoch_dt(lo), day__lt=_epoch_dt(hi))
+        (gpu_id, day_ms // 1000): pk
+        for pk, gpu_id, day_ms in WearDay.objects.filter(_by_span("day", spans))
+        .annotate(day_ms=EpochMs("day"))
+        .values_list("pk", "gpu_id", "day_ms")
     }
     creates, updates = [], []
-    for day, (bucket, last_hour) in built.items():
-        row = existing.get(day)
-        if row is None:
-            row = WearDay(gpu_id=gpu_id, day=_epoch_dt(day))
-            creates.append(row)
-        else:
-            updates.append(row)
+    high_at = index["cycles_high"]
+    for (gpu_id, day), (bucket, last_hour) in built.items():
+        pk = existing.get((gpu_id, day))
+        row = WearDay(pk=pk, gpu_id=gpu_id, day=_epoch_dt(day))
+        (creates if pk is None else updates).append(row)
         _fill(row, bucket)
-        row.cycles_high, row.cycles_ref, row.cycles_total = (
-            last_hour.cycles_high, last_hour.cycles_ref, last_hour.cycles_total
-        )  # fmt: skip
+        row.cycles_high, row.cycles_ref, row.cycles_total = last_hour[high_at : high_at + 3]
     if creates:
         WearDay.objects.bulk_create(creates)
-    if updates:
-        _update_rows(WearDay, updates, BUCKET_FIELDS)
+    _update_rows(WearDay, updates, BUCKET_FIELDS)
 
 
 def _day_of(hour: int) -> int:
@@ -160,13 +185,20 @@ def _state_before(gpu_id: int, hour: dt.datetime) -> Hysteresis:
     return Hysteresis() if row is None else Hysteresis(row[0], row[1], row[2])
 
 
-def _write(gpu_id: int, buckets: dict[int, Bucket], existing: dict[int, WearHour], start: Hysteresis) -> dict:
-    """Save the buckets (hour order), chaining the lifetime cycle state from `start`. Returns the
-    change of each lifetime total, and the state after the last bucket."""
+def _chain(
+    gpu_id: int,
+    buckets: dict[int, Bucket],
+    existing: dict[int, WearHour],
+    cycles: Hysteresis,
+    creates: list,
+    updates: list,
+    skip_first_turns: bool = False,
+) -> dict:
+    """Fill the hour rows of `buckets` (hour order), chaining the lifetime cycle state on from
+    `cycles` (the state after the first bucket already, when `skip_first_turns`). Rows to insert
+    and to update are appended to `creates` / `updates`. Returns the change of each lifetime total."""  # fmt: skip
     delta = dict.fromkeys(SUM_FIELDS, 0.0)
-    cycles = start
-    creates, updates = [], []
-    for hour in sorted(buckets):
+    for position, hour in enumerate(sorted(buckets)):
         bucket = buckets[hour]
         row = existing.get(hour)
         if row is None:
@@ -179,15 +211,27 @@ def _write(gpu_id: int, buckets: dict[int, Bucket], existing: dict[int, WearHour
         _fill(row, bucket)
         for name in SUM_FIELDS:
             delta[name] += getattr(bucket, name)
-        for _, temp in bucket.turns.points:
-            cycles.push(temp)
+        if position or not skip_first_turns:
+            for _, temp in bucket.turns.points:
+                cycles.push(temp)
         row.cycles_high, row.cycles_ref, row.cycles_total = cycles.high, cycles.ref, cycles.count
+    return delta
+
+
+def _save_hours(creates: list, updates: list) -> None:
     if creates:
         WearHour.objects.bulk_create(creates)
-    if updates:
-        _update_rows(WearHour, updates, BUCKET_FIELDS)
+    _update_rows(WearHour, updates, BUCKET_FIELDS)
+
+
+def _write(gpu_id: int, buckets: dict[int, Bucket], existing: dict[int, WearHour], start: Hysteresis) -> dict:
+    """Save one GPU's buckets (hour order), chaining the lifetime cycle state from `start`. Returns
+    the change of each lifetime total, and the state after the last bucket."""
+    creates, updates = [], []
+    delta = _chain(gpu_id, buckets, existing, start, creates, updates)
+    _save_hours(creates, updates)
     _days_refresh(gpu_id, {_day_of(hour) for hour in buckets})
-    return {"delta": delta, "cycles": cycles}
+    return {"delta": delta, "cycles": start}
 
 
 def _apply_totals(state: WearState, delta: dict) -> None:
@@ -195,39 +239,95 @@ def _apply_totals(state: WearState, delta: dict) -> None:
         setattr(state, name, getattr(state, name) + value)
 
 
-def _extend(gpu: Gpu, state: WearState | None, hot_c: float) -> WearState | None:
-    """Count the readings newer than the newest counted one, in chunks."""
-    while True:
-        after = {"ts__gt": state.last_ts} if state else {}
-        readings = _readings(gpu.pk, **after)[:CHUNK]
-        if not readings:
-            return state
-        prev = tuple(state.last_reading) if state else None
-        existing, buckets = {}, {}
-        start = Hysteresis()
-        if state is not None:
-            # the newest hour row (continued) and the one before it (the cycle state to chain
-            # from), in one query
-            last_hour = meters.hour_of(state.last_ts.timestamp())
-            rows = list(WearHour.objects.filter(gpu_id=gpu.pk, hour__lte=_epoch_dt(last_hour)).order_by("-hour")[:2])
-            if rows and int(rows[0].hour.timestamp()) == last_hour:
-                existing[last_hour] = rows[0]
-                buckets[last_hour] = _bucket_of(rows[0])
-                rows = rows[1:]
-            if rows:
-                start = Hysteresis(rows[0].cycles_high, rows[0].cycles_ref, rows[0].cycles_total)
-        meters.buckets_from(readings, prev, hot_c, into=buckets)
-        result = _write(gpu.pk, buckets, existing, start)
-        last = readings[-1]
-        if state is None:
-            state = WearState(gpu=gpu, first_hour=_epoch_dt(meters.hour_of(readings[0][0])))
-        state.last_ts = _epoch_dt(last[0])
-        state.last_reading = list(last)
-        _apply_totals(state, result["delta"])
-        state.cycles_total = result["cycles"].count
-        state.save()
-        if len(readings) < CHUNK:
-            return state
+STATE_FIELDS = ["last_ts", "last_reading", *SUM_FIELDS, "cycles_total", "first_hour", "updated_at"]
+
+
+def _new_readings(gpu_ids: list[int], states: dict[int, WearState]) -> list[tuple]:
+    """The readings newer than each GPU's newest counted one, for all of `gpu_ids` in one query,
+    ordered by GPU and `ts`, at most CHUNK: rows of (gpu_id, *meters tuple)."""
+    after: dict[dt.datetime | None, list[int]] = {}
+    for gpu_id in gpu_ids:
+        state = states.get(gpu_id)
+        after.setdefault(state.last_ts if state else None, []).append(gpu_id)
+    condition = Q()
+    for last_ts, ids in after.items():
+        condition |= Q(gpu_id__in=ids) if last_ts is None else Q(gpu_id__in=ids, ts__gt=last_ts)
+    queryset = Reading.objects.filter(condition).order_by("gpu_id", "ts")
+    if connection.vendor == "postgresql":
+        rows = queryset.annotate(epoch=RawSQL("EXTRACT(EPOCH FROM ts)::float8", ())).values_list(
+            "gpu_id", "epoch", *meters.READING_FIELDS[1:]
+        )[:CHUNK]
+        return [tuple(row) for row in rows]
+    return [
+        (row[0], row[1].timestamp(), *row[2:]) for row in queryset.values_list("gpu_id", *meters.READING_FIELDS)[:CHUNK]
+    ]
+
+
+def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: list[int]) -> None:
+    """Count the readings newer than the newest counted one of every GPU in `gpu_ids` (ascending),
+    set-based: one query for the new readings (in chunks of CHUNK), one for the hour rows they
+    continue, one insert and one executemany for the hour rows, the same for the day rows and the
+    states. Each GPU's newest hour row is continued, and its lifetime cycle state carried on from
+    the row's own end state over the new temperatures (the turning-point reduction keeps the
+    hysteresis for any incoming state, so this equals replaying the continued row's points)."""
+    pending = list(gpu_ids)
+    while pending:
+        rows = _new_readings(pending, states)
+        if not rows:
+            return
+        by_gpu: dict[int, list[tuple]] = {}
+        for row in rows:
+            by_gpu.setdefault(row[0], []).append(row[1:])
+        continued = {
+            gpu_id: meters.hour_of(states[gpu_id].last_ts.timestamp()) for gpu_id in by_gpu if gpu_id in states
+        }
+        spans = {gpu_id: (hour, hour + 1) for gpu_id, hour in continued.items()}
+        last_rows = {row.gpu_id: row for row in WearHour.objects.filter(_by_span("hour", spans))} if spans else {}
+        creates, updates, new_states, days_of = [], [], [], {}
+        for gpu_id, readings in by_gpu.items():
+            gpu = gpus[gpu_id]
+            hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
+            state = states.get(gpu_id)
+            existing, buckets = {}, {}
+            cycles, carried = Hysteresis(), False
+            if state is not None:
+                hour = continued[gpu_id]
+                row = last_rows.get(gpu_id)
+                if row is not None:
+                    existing[hour] = row
+                    buckets[hour] = _bucket_of(row)
+                    cycles = Hysteresis(row.cycles_high, row.cycles_ref, row.cycles_total)
+                    for reading in readings:
+                        if reading[meters.TS] >= hour + 3600:
+                            break
+                        if reading[meters.TEMP] is not None:
+                            cycles.push(float(reading[meters.TEMP]))
+                    carried = True
+                else:
+                    cycles = _state_before(gpu_id, _epoch_dt(hour))
+            prev = tuple(state.last_reading) if state else None
+            meters.buckets_from(readings, prev, hot_c, into=buckets)
+            delta = _chain(gpu_id, buckets, existing, cycles, creates, updates, skip_first_turns=carried)
+            days_of[gpu_id] = {_day_of(hour) for hour in buckets}
+            last = readings[-1]
+            if state is None:
+                state = states[gpu_id] = WearState(gpu_id=gpu_id, first_hour=_epoch_dt(meters.hour_of(readings[0][0])))
+                new_states.append(state)
+            state.last_ts = _epoch_dt(last[0])
+            state.last_reading = list(last)
+            _apply_totals(state, delta)
+            state.cycles_total = cycles.count
+            state.updated_at = timezone.now()
+        _save_hours(creates, updates)
+        _days_refresh_many(days_of)
+        if new_states:
+            WearState.objects.bulk_create(new_states)
+        created = {state.gpu_id for state in new_states}
+        _update_rows(WearState, [states[gpu_id] for gpu_id in by_gpu if gpu_id not in created], STATE_FIELDS)
+        if len(rows) < CHUNK:
+            return
+        # the last GPU read may have more readings; it and the GPUs after it (none read) go again
+        pending = [gpu_id for gpu_id in pending if gpu_id >= rows[-1][0]]
 
 
 def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to: float) -> None:
@@ -289,34 +389,40 @@ def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to
     state.save()
 
 
-@transaction.atomic
-def wear_gpu_update(
-    *, gpu_id: int, late_from: float | None = None, late_to: float | None = None, gpu: Gpu | None = None
-) -> None:
+def wear_gpu_update(*, gpu_id: int, late_from: float | None = None, late_to: float | None = None) -> None:
     """Bring one GPU's meters up to date with its stored readings. `late_from`/`late_to` (epoch
     seconds): the range of a batch's readings, when it may hold readings older than the newest one
     counted. Idempotent: running it again changes nothing."""
-    if gpu is None:
-        gpu = Gpu.objects.filter(pk=gpu_id).only("pk", "temp_slowdown_c").first()
-    if gpu is None:
-        return
-    hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
-    state = WearState.objects.select_for_update().filter(gpu_id=gpu_id).first()
-    if state is not None and late_from is not None and late_from <= state.last_ts.timestamp():
-        _rebuild(gpu, state, hot_c, late_from, late_to if late_to is not None else late_from)
-    _extend(gpu, state, hot_c)
+    wear_update_many(ranges={gpu_id: (late_from, late_to)})
 
 
-def wear_update_many(*, ranges: dict[int, tuple[float, float]]) -> None:
+@transaction.atomic
+def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) -> None:
+    """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)}, as for
+    wear_gpu_update) up to date: late stretches GPU by GPU (rare: batches that arrive out of
+    order), then the new readings of all of them set-based (_extend_many). The GPUs' state rows are
+    locked in id order (two tasks on the same GPUs wait for each other, never deadlock)."""
     gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
-    for gpu_id, (late_from, late_to) in ranges.items():
-        if gpu_id in gpus:
-            wear_gpu_update(gpu_id=gpu_id, late_from=late_from, late_to=late_to, gpu=gpus[gpu_id])
+    gpu_ids = sorted(gpus)
+    if not gpu_ids:
+        return
+    states = {
+        state.gpu_id: state
+        for state in WearState.objects.select_for_update().filter(gpu_id__in=gpu_ids).order_by("gpu_id")
+    }
+    for gpu_id in gpu_ids:
+        late_from, late_to = ranges[gpu_id]
+        state = states.get(gpu_id)
+        if state is not None and late_from is not None and late_from <= state.last_ts.timestamp():
+            gpu = gpus[gpu_id]
+            hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
+            _rebuild(gpu, state, hot_c, late_from, late_to if late_to is not None else late_from)
+    _extend_many(gpus, states, gpu_ids)
 
 
 def wear_sweep() -> int:
     """Count readings no task counted (a failed send, a worker that was down). Returns the GPUs."""
-    from django.db.models import OuterRef, Q, Subquery
+    from django.db.models import OuterRef, Subquery
 
     from portal.telemetry.models import GpuLatest
 
@@ -326,6 +432,6 @@ def wear_sweep() -> int:
         .filter(Q(counted__isnull=True) | Q(ts__gt=F("counted")))
         .values_list("gpu_id", flat=True)
     )
-    for gpu_id in behind:
-        wear_gpu_update(gpu_id=gpu_id)
+    for start in range(0, len(behind), SWEEP_GPUS):
+        wear_update_many(ranges=dict.fromkeys(behind[start : start + SWEEP_GPUS], (None, None)))
     return len(behind)
