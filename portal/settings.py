@@ -344,7 +344,9 @@ MAINTENANCE_EVALUATE_DEBOUNCE_S = envfloat("MAINTENANCE_EVALUATE_DEBOUNCE_S", 0.
 # minute ago count). The work per task is mostly per GPU, not per reading: 10 s keeps the meters'
 # cost under 10 % of ingest (bench/wear.py), 1 s costs about 30 %.
 WEAR_DEBOUNCE_S = envfloat("WEAR_DEBOUNCE_S", 10.0)
-WEAR_ON_INGEST = True  # the test settings turn it off (tests/settings.py)
+# Off: nothing keeps the meters (no task from ingest, no sweep): bench/wear.py's side by side. The
+# test settings turn it off (tests/settings.py) but for the tests that ask.
+WEAR_ON_INGEST = envbool("WEAR_ON_INGEST", True)
 # /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket

@@ -420,16 +420,26 @@ def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) ->
     _extend_many(gpus, states, gpu_ids)
 
 
+SWEEP_MARGIN_S = 20.0  # past the debounce: a task that was sent has had its time
+
+
 def wear_sweep() -> int:
-    """Count readings no task counted (a failed send, a worker that was down). Returns the GPUs."""
+    """Count readings no task counted (a failed send, a worker that was down): the GPUs with
+    readings newer than their newest counted one whose meters no task has touched for
+    WEAR_DEBOUNCE_S + SWEEP_MARGIN_S (while tasks keep up, the sweep leaves the work to them), and
+    GPUs the meters have not met yet. Returns the GPUs."""
+    from django.conf import settings
     from django.db.models import OuterRef, Subquery
 
     from portal.telemetry.models import GpuLatest
 
-    counted = WearState.objects.filter(gpu_id=OuterRef("gpu_id")).values("last_ts")[:1]
+    stale = timezone.now() - dt.timedelta(seconds=settings.WEAR_DEBOUNCE_S + SWEEP_MARGIN_S)
+    states = WearState.objects.filter(gpu_id=OuterRef("gpu_id"))
     behind = list(
-        GpuLatest.objects.annotate(counted=Subquery(counted))
-        .filter(Q(counted__isnull=True) | Q(ts__gt=F("counted")))
+        GpuLatest.objects.annotate(
+            counted=Subquery(states.values("last_ts")[:1]), touched=Subquery(states.values("updated_at")[:1])
+        )
+        .filter(Q(counted__isnull=True) | Q(ts__gt=F("counted"), touched__lt=stale))
         .values_list("gpu_id", flat=True)
     )
     for start in range(0, len(behind), SWEEP_GPUS):

@@ -1,4 +1,5 @@
 from celery import shared_task
+from django.conf import settings
 
 from portal.wear.services import wear_sweep, wear_update_many
 
@@ -11,4 +12,5 @@ def wear_update_task(ranges: dict):
 
 @shared_task(acks_late=True, ignore_result=True)
 def wear_sweep_task():
-    wear_sweep()
+    if settings.WEAR_ON_INGEST:
+        wear_sweep()

@@ -3,14 +3,16 @@ same figures as the contract's reference for every GPU (GPUs that lag, GPUs new 
 late batches, reads cut into chunks), and a number of queries per task that does not grow with
 its GPUs."""
 
+import datetime as dt
 import math
 import random
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from portal.telemetry.models import Reading
+from portal.telemetry.models import GpuLatest, Reading
 from portal.wear import services
 from portal.wear.models import WearState
 from portal.wear.services import wear_sweep, wear_update_many
@@ -89,15 +91,21 @@ def test_queries_per_task_do_not_grow_with_its_gpus():
 
 @pytest.mark.django_db
 def test_the_sweep_counts_what_no_task_counted():
-    from portal.telemetry.models import GpuLatest
-
     gpus = [GpuFactory() for _ in range(3)]
-    for gpu in gpus:
-        rows = series(gpu.pk, n=200)
-        store(gpu, rows)
+
+    def stored(gpu, n):
+        store(gpu, series(gpu.pk, n=n)[n - 100 :])
         last = Reading.objects.filter(gpu=gpu).order_by("-ts").first()
-        GpuLatest.objects.create(gpu=gpu, ts=last.ts, received_at=last.ts)
-    assert wear_sweep() == 3
+        GpuLatest.objects.update_or_create(gpu=gpu, defaults={"ts": last.ts, "received_at": last.ts})
+
     for gpu in gpus:
-        check(gpu, series(gpu.pk, n=200), -math.inf, math.inf)
+        stored(gpu, 100)
+    assert wear_sweep() == 3  # GPUs the meters have not met
     assert wear_sweep() == 0
+    for gpu in gpus:
+        stored(gpu, 200)
+    assert wear_sweep() == 0  # their meters were just kept: the tasks' work, not the sweep's
+    WearState.objects.filter(gpu=gpus[1]).update(updated_at=timezone.now() - dt.timedelta(minutes=5))
+    assert wear_sweep() == 1
+    check(gpus[1], series(gpus[1].pk, n=200), -math.inf, math.inf)
+    check(gpus[0], series(gpus[0].pk, n=100), -math.inf, math.inf)
