@@ -445,3 +445,26 @@ def wear_sweep() -> int:
     for start in range(0, len(behind), SWEEP_GPUS):
         wear_update_many(ranges=dict.fromkeys(behind[start : start + SWEEP_GPUS], (None, None)))
     return len(behind)
+
+
+def wear_oldest_uncounted() -> dt.datetime | None:
+    """The oldest raw reading the meters have not counted yet (retention keeps it and what follows,
+    see telemetry's raw_cutoff): a GPU's newest counted reading, for GPUs with newer readings (the
+    meters continue from it), the oldest reading of GPUs never counted. None when nothing waits,
+    or when the meters are off (nothing will count it)."""
+    from django.conf import settings
+    from django.db.models import Min, OuterRef, Subquery
+
+    from portal.telemetry.models import GpuLatest
+
+    if not settings.WEAR_ON_INGEST:
+        return None
+    behind = GpuLatest.objects.annotate(
+        counted=Subquery(WearState.objects.filter(gpu_id=OuterRef("gpu_id")).values("last_ts")[:1])
+    ).filter(Q(counted__isnull=True) | Q(ts__gt=F("counted")))
+    moments = [behind.filter(counted__isnull=False).aggregate(oldest=Min("counted"))["oldest"]]
+    never = list(behind.filter(counted__isnull=True).values_list("gpu_id", flat=True))
+    if never:
+        moments.append(Reading.objects.filter(gpu_id__in=never).aggregate(oldest=Min("ts"))["oldest"])
+    moments = [moment for moment in moments if moment is not None]
+    return min(moments) if moments else None
