@@ -38,7 +38,14 @@ class WearOut(Schema):
 )  # fmt: skip
 def gpu_wear(request, uuid: str, query: Query[WearQuery]):
     """A GPU's wear over [from, to): hours powered, busy (utilization ≥ 90 %), hot (≥ slowdown − 10 °C),
-    fan-high (≥ 80 %), the longest busy streak, thermal cycles (30 °C hysteresis) and energy."""
+    fan-high (≥ 80 %), the longest busy streak, thermal cycles (30 °C hysteresis) and energy.
+
+    Exact for any period while its edge hours' raw readings are kept, and for periods on whole
+    hours forever (the hour and day meters outlive raw retention). Past raw retention
+    (RETENTION_RAW_DAYS) a `from` or `to` inside an hour whose raw readings are gone, which the
+    contract does not cover: that hour's stored figures count in proportion to the share of the
+    hour inside the period (busy streak included), and its thermal cycles over its stored
+    turning points inside the period."""
     require_perm(request, "fleet.view_gpu")
     naive = [name for name, value in (("from", query.start), ("to", query.end)) if value and timezone.is_naive(value)]
     if naive:

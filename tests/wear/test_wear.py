@@ -150,3 +150,26 @@ def test_gap_edges_and_counter_reset_by_hand():
     assert got["fan_high_hours"] == pytest.approx(119.5 / 3600)
     assert got["energy_kwh"] == pytest.approx((4000.0 + 200 * 60 * 1000) / 3.6e9)
     assert got["thermal_cycles"] == 2  # 40 → 80 (one), 80 → 45 (low), 45 → 76 (two)
+
+
+@pytest.mark.django_db
+def test_partial_hours_past_raw_retention_are_prorated_as_documented():
+    """The contract says nothing of periods whose edges fall in hours whose raw readings retention
+    deleted; the API documents what it does (portal/wear/api.py): the hour's figures in proportion."""
+    gpu = GpuFactory(temp_slowdown_c=None)
+    readings = series(5, n=1500)
+    store(gpu, readings)
+    wear_gpu_update(gpu_id=gpu.pk)
+    hours = sorted(row.hour.timestamp() for row in WearHour.objects.filter(gpu=gpu))
+    first, second = hours[1], hours[2]
+    Reading.objects.all().delete()
+    got = wear_for_period(
+        gpu=gpu,
+        start=dt.datetime.fromtimestamp(first + 900, tz=dt.UTC),
+        end=dt.datetime.fromtimestamp(second + 1800, tz=dt.UTC),
+    ).as_dict()
+    rows = {row.hour.timestamp(): row for row in WearHour.objects.filter(gpu=gpu, hour__in=[
+        dt.datetime.fromtimestamp(first, tz=dt.UTC), dt.datetime.fromtimestamp(second, tz=dt.UTC)])}  # fmt: skip
+    prorated = (rows[first].powered_s * 0.75 + rows[second].powered_s * 0.5) / 3600
+    assert got["powered_hours"] == pytest.approx(prorated)
+    assert got["energy_kwh"] == pytest.approx((rows[first].energy_mj * 0.75 + rows[second].energy_mj * 0.5) / 3.6e9)
