@@ -268,7 +268,8 @@ SCORE_DOC = (
     "Wear score = the sum, over hot hours, thermal cycles, busy hours, fan-high hours and age (days in "
     "service), of the GPU's figure divided by the fleet's median of that figure (the medians over GPUs with "
     "readings; a meter whose median is 0 counts its figure, capped at 5). A typical GPU scores about 5; twice "
-    "the fleet on every meter, about 10. 'Inspect first': the highest scores above 1.5 × the fleet median score."
+    "the fleet on every meter, about 10. 'Inspect first': the highest scores above 1.5 × the median score of the "
+    "GPUs with readings."
 )
 INSPECT_FACTOR = 1.5
 INSPECT_MAX = 5
@@ -318,7 +319,9 @@ def fleet_wear_ranking(*, now: dt.datetime | None = None) -> dict:
         row["parts"] = {name: _ratio(row["figures"][name], medians[name]) for name in names}
         row["score"] = round(sum(row["parts"].values()), 2)
     rows.sort(key=lambda r: (-r["score"], r["gpu"].host.hostname, r["gpu"].index))
-    median_score = round(statistics.median([r["score"] for r in rows]), 2) if rows else 0.0
+    # the typical score, like the typical figures, of the GPUs with readings: spares that never
+    # reported score on age alone and would pull it down, putting ordinary GPUs on the list
+    median_score = round(statistics.median([r["score"] for r in metered]), 2) if metered else 0.0
     inspect = [r for r in rows if r["score"] > INSPECT_FACTOR * median_score and r["score"] > 0][:INSPECT_MAX]
     return {"rows": rows, "medians": medians, "median_score": median_score, "inspect_first": inspect,
             "score_doc": SCORE_DOC}  # fmt: skip

@@ -9,13 +9,18 @@
   }, extra || {});
   const config = { displaylogo: false, responsive: true };
   const months = data.monthly.map((m) => m.month);
+  // Plotly 4 takes axis titles as {text}; cycles are whole numbers: a whole tick step
+  const axisTitle = (text) => ({ text, font: { size: 12 } });
+  const cycles = data.monthly.map((m) => m.thermal_cycles);
+  const cycleStep = Math.max(1, Math.ceil(Math.max(1, ...cycles) / 4));
   const bar = (name, key) => ({ type: "bar", name, x: months, y: data.monthly.map((m) => m[key]) });
   window.Plotly.newPlot("wear-monthly", [
     bar("busy h", "busy_hours"), bar("hot h", "hot_hours"), bar("fan-high h", "fan_high_hours"),
     { type: "scatter", mode: "lines+markers", name: "thermal cycles", x: months,
-      y: data.monthly.map((m) => m.thermal_cycles), yaxis: "y2" },
-  ], layout("Per month", { barmode: "group", xaxis: { type: "category" }, yaxis: { title: "hours" },
-    yaxis2: { title: "cycles", overlaying: "y", side: "right", rangemode: "tozero" } }), config);
+      y: cycles, yaxis: "y2" },
+  ], layout("Per month", { barmode: "group", xaxis: { type: "category" }, yaxis: { title: axisTitle("hours") },
+    yaxis2: { title: axisTitle("thermal cycles"), overlaying: "y", side: "right", rangemode: "tozero",
+      dtick: cycleStep, showgrid: false } }), config);
   const shapes = data.cleanings.map((day) => ({
     type: "line", xref: "x", yref: "paper", x0: day, x1: day, y0: 0, y1: 1,
     line: { dash: "dot", width: 2, color: "#2a9d8f" },
@@ -27,5 +32,6 @@
   window.Plotly.newPlot("wear-resistance", [{
     type: "scatter", mode: "lines+markers", name: "°C per W at load",
     x: data.resistance.map((r) => r.day), y: data.resistance.map((r) => r.c_per_w),
-  }], layout("Thermal resistance at load (°C/W)", { shapes, annotations, yaxis: { title: "°C/W" } }), config);
+  }], layout("Thermal resistance at load (°C/W)", { shapes, annotations,
+    yaxis: { title: axisTitle("°C per W"), tickformat: ".3f" } }), config);
 })();
