@@ -1,18 +1,21 @@
 """Incremental 1-minute and 1-hour rollups per GPU.
 
-The work queue is the batch table: every stored batch is rolled up once. For each claimed batch
-the minute buckets it touched (its GPUs × its time span) are recomputed from the raw readings
-and upserted, then the hour buckets from the minute ones. Recomputing whole buckets makes the
-job idempotent: running it twice, or after a crash half-way, gives the same rollups.
+The work queue is the batch table: every stored batch is rolled up once. A pass claims pending
+batches and recomputes, from the raw readings, every minute and hour bucket they touched (their
+hosts' GPUs × their time spans): one aggregate query for all the minutes of the pass and one for
+all its hours, whatever the number of GPUs, then one upsert of each. Recomputing whole buckets
+makes the job idempotent: running it twice, or after a crash half-way, gives the same rollups.
+
+Passes are small (CLAIM_BATCHES) so that each holds the database's write lock briefly: on SQLite
+the web server's ingest waits for it.
 """
 
 import datetime as dt
 from collections import defaultdict
 
-from django.db import transaction
-from django.db.models import Avg, Count, F, Max, Min, Q, Sum
-from django.db.models.functions import TruncHour, TruncMinute
+from django.db import connection, transaction
 
+from portal.fleet.models import Gpu
 from portal.telemetry.models import (
     ROLLUP_METRICS,
     THERMAL_THROTTLE_MASK,
@@ -22,9 +25,11 @@ from portal.telemetry.models import (
     Rollup1m,
 )
 
-CLAIM_BATCHES = 500
+CLAIM_BATCHES = 100
 _STAT_FIELDS = [f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("min", "max", "mean")]
 _UPDATE_FIELDS = ["count", "thermal_throttle_count", "xid_count", "energy_mj_max", *_STAT_FIELDS]
+_SPANS_PER_STATEMENT = 300  # (GPU, start, end) rows in one statement's VALUES list
+_MINUTE, _HOUR = dt.timedelta(minutes=1), dt.timedelta(hours=1)
 
 
 def _minute(moment: dt.datetime) -> dt.datetime:
@@ -33,28 +38,6 @@ def _minute(moment: dt.datetime) -> dt.datetime:
 
 def _hour(moment: dt.datetime) -> dt.datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
-
-
-def _spans_by_gpu(batches) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
-    """GPU id → minute spans [start, end) touched by these batches (their GPUs × time spans)."""
-    host_spans = defaultdict(list)
-    for batch in batches:
-        if batch.first_ts is not None:
-            host_spans[batch.host_id].append(
-                (_minute(batch.first_ts), _minute(batch.last_ts) + dt.timedelta(minutes=1))
-            )
-    spans = defaultdict(list)
-    if not host_spans:
-        return spans
-    # GPUs that had readings in those spans (a host's batch covers its GPUs).
-    condition = Q()
-    for host_id, host_windows in host_spans.items():
-        for start, end in host_windows:
-            condition |= Q(gpu__host_id=host_id, ts__gte=start, ts__lt=end)
-    gpu_hosts = Reading.objects.filter(condition).values_list("gpu_id", "gpu__host_id").distinct()
-    for gpu_id, host_id in gpu_hosts:
-        spans[gpu_id].extend(host_spans[host_id])
-    return spans
 
 
 def _merged(windows: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -67,96 +50,114 @@ def _merged(windows: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.dat
     return merged
 
 
-def _minute_rollups(gpu_id: int, start: dt.datetime, end: dt.datetime) -> list[Rollup1m]:
-    aggregates = {}
+def _bucket_sql(column: str, width: dt.timedelta) -> str:
+    """The start of the minute or hour a timestamp column falls in, as the column stores it.
+    SQLite keeps datetimes as UTC text ('YYYY-MM-DD HH:MM:SS[.ffffff]'): cut the text, in C,
+    rather than call Django's Python function for every reading."""
+    if connection.vendor == "postgresql":
+        return f"date_trunc('{'minute' if width == _MINUTE else 'hour'}', {column})"
+    return f"(substr({column}, 1, 16) || ':00')" if width == _MINUTE else f"(substr({column}, 1, 13) || ':00:00')"
+
+
+def _aggregate_sql(width: dt.timedelta, spans: int) -> str:
+    """(gpu_id, bucket, *_UPDATE_FIELDS) of the readings within `spans` (gpu_id, start, end) rows,
+    per GPU and bucket; the spans of one GPU must not overlap."""
+    reading = Reading._meta.db_table
+    bucket = _bucket_sql("r.ts", width)
+    stats = []
     for metric in ROLLUP_METRICS:
-        aggregates[f"{metric}_min"] = Min(metric)
-        aggregates[f"{metric}_max"] = Max(metric)
-        aggregates[f"{metric}_mean"] = Avg(metric)
-    rows = (
-        Reading.objects.filter(gpu_id=gpu_id, ts__gte=start, ts__lt=end)
+        stats += [f"MIN(r.{metric})", f"MAX(r.{metric})", f"AVG(r.{metric})"]
+    postgres = connection.vendor == "postgresql"
+    span_row = "(%s::bigint, %s::timestamptz, %s::timestamptz)" if postgres else "(%s, %s, %s)"
+    return (
+        f"WITH spans (gpu_id, lo, hi) AS (VALUES {', '.join([span_row] * spans)}) "
+        f"SELECT r.gpu_id, {bucket} AS bucket, COUNT(*), "
         # Bitwise AND is spelled alike on PostgreSQL and SQLite.
-        .annotate(minute=TruncMinute("ts"), thermal_bits=F("throttle_reasons").bitand(THERMAL_THROTTLE_MASK))
-        .values("minute")
-        .annotate(
-            count=Count("id"),
-            thermal_throttle_count=Count("id", filter=Q(thermal_bits__gt=0)),
-            xid_count=Sum("xid_count"),
-            energy_mj_max=Max("energy_mj"),
-            **aggregates,
-        )
-        .order_by()
+        f"COUNT(CASE WHEN (r.throttle_reasons & {THERMAL_THROTTLE_MASK}) > 0 THEN 1 END), "
+        f"COALESCE(SUM(r.xid_count), 0), MAX(r.energy_mj), {', '.join(stats)} "
+        f"FROM spans JOIN {reading} r ON r.gpu_id = spans.gpu_id AND r.ts >= spans.lo AND r.ts < spans.hi "
+        f"GROUP BY r.gpu_id, {bucket}"
     )
-    return [
-        Rollup1m(gpu_id=gpu_id, bucket=row.pop("minute"), **{**row, "xid_count": row["xid_count"] or 0}) for row in rows
+
+
+def _upsert_sql(model) -> str:
+    columns = ["gpu_id", "bucket", *_UPDATE_FIELDS]
+    updates = ", ".join(f"{name} = excluded.{name}" for name in _UPDATE_FIELDS)
+    return (
+        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
+        f"ON CONFLICT (gpu_id, bucket) DO UPDATE SET {updates}"
+    )
+
+
+def _aggregates(spans: list[tuple[int, dt.datetime, dt.datetime]], width: dt.timedelta) -> list[tuple]:
+    """The buckets of these spans recomputed from the raw readings, rows as _aggregate_sql has them
+    (buckets as the database returns them: written back as they are)."""
+    adapt = connection.ops.adapt_datetimefield_value
+    rows = []
+    with connection.cursor() as cursor:
+        for first in range(0, len(spans), _SPANS_PER_STATEMENT):
+            part = spans[first : first + _SPANS_PER_STATEMENT]
+            params = [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))]
+            cursor.execute(_aggregate_sql(width, len(part)), params)
+            rows += cursor.fetchall()
+    return rows
+
+
+def _refresh(spans_by_gpu: dict[int, list[tuple[dt.datetime, dt.datetime]]]) -> None:
+    """Recompute the minutes in these spans (minute-aligned) and the hours around them."""
+    minute_spans = [(gpu_id, lo, hi) for gpu_id, spans in spans_by_gpu.items() for lo, hi in _merged(spans)]
+    hour_spans = [
+        (gpu_id, lo, hi)
+        for gpu_id, spans in spans_by_gpu.items()
+        for lo, hi in _merged([(_hour(lo), _hour(hi - dt.timedelta(microseconds=1)) + _HOUR) for lo, hi in spans])
     ]
+    minutes = _aggregates(minute_spans, _MINUTE)
+    _drop_empty_minutes(minute_spans, {(row[0], _key(row[1])) for row in minutes})
+    hours = _aggregates(hour_spans, _HOUR)
+    with connection.cursor() as cursor:
+        for model, rows in ((Rollup1m, minutes), (Rollup1h, hours)):
+            if rows:
+                cursor.executemany(_upsert_sql(model), rows)
 
 
-def _hour_rollups(gpu_id: int, start: dt.datetime, end: dt.datetime) -> list[Rollup1h]:
-    minutes = Rollup1m.objects.filter(gpu_id=gpu_id, bucket__gte=start, bucket__lt=end)
-    aggregates = {}
-    for metric in ROLLUP_METRICS:
-        aggregates[f"{metric}_min"] = Min(f"{metric}_min")
-        aggregates[f"{metric}_max"] = Max(f"{metric}_max")
-    # An hour's mean is the mean of its readings. Minute means weighted by the minute's reading
-    # count are not that when some readings lack the metric (null), so the means come from the
-    # raw readings, which every hour a batch touches still has (retention keeps them past
-    # INGEST_MAX_AGE_HOURS, and never drops readings not rolled up yet).
-    raw_means = {
-        row.pop("hour"): row
-        for row in Reading.objects.filter(gpu_id=gpu_id, ts__gte=start, ts__lt=end)
-        .annotate(hour=TruncHour("ts"))
-        .values("hour")
-        .annotate(**{f"{metric}_mean": Avg(metric) for metric in ROLLUP_METRICS})
-        .order_by()
-    }
-    rows = (
-        minutes.annotate(hour=TruncHour("bucket"))
-        .values("hour")
-        .annotate(
-            count_sum=Sum("count"),
-            thermal_sum=Sum("thermal_throttle_count"),
-            xid_sum=Sum("xid_count"),
-            energy_max=Max("energy_mj_max"),
-            **aggregates,
-        )
-        .order_by()
-    )
-    result = []
-    for row in rows:
-        values = {
-            "count": row["count_sum"],
-            "thermal_throttle_count": row["thermal_sum"] or 0,
-            "xid_count": row["xid_sum"] or 0,
-            "energy_mj_max": row["energy_max"],
-        }
-        means = raw_means.get(row["hour"], {})
-        for metric in ROLLUP_METRICS:
-            values[f"{metric}_min"] = row[f"{metric}_min"]
-            values[f"{metric}_max"] = row[f"{metric}_max"]
-            values[f"{metric}_mean"] = means.get(f"{metric}_mean")
-        result.append(Rollup1h(gpu_id=gpu_id, bucket=row["hour"], **values))
-    return result
+def _key(bucket):
+    """A bucket as the aggregate and the table give it back alike (SQLite: the text stored; the
+    table's column comes back as a naive datetime, the aggregate's as the text)."""
+    return bucket if connection.vendor == "postgresql" else str(bucket)
+
+
+def _drop_empty_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]], kept: set[tuple]) -> None:
+    """Minutes whose readings are gone (none today, but retention may prune) are not left behind."""
+    adapt = connection.ops.adapt_datetimefield_value
+    table = Rollup1m._meta.db_table
+    with connection.cursor() as cursor:
+        stale = []
+        for first in range(0, len(spans), _SPANS_PER_STATEMENT):
+            part = spans[first : first + _SPANS_PER_STATEMENT]
+            condition = " OR ".join(["(gpu_id = %s AND bucket >= %s AND bucket < %s)"] * len(part))
+            params = [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))]
+            cursor.execute(f"SELECT id, gpu_id, bucket FROM {table} WHERE {condition}", params)
+            stale += [pk for pk, gpu_id, bucket in cursor.fetchall() if (gpu_id, _key(bucket)) not in kept]
+        if stale:
+            Rollup1m.objects.filter(pk__in=stale).delete()
 
 
 def rollups_refresh(*, gpu_id: int, start: dt.datetime, end: dt.datetime) -> None:
     """Recompute the rollups of one GPU for the minutes in [start, end) and the hours around them."""
-    start, end = _minute(start), _minute(end - dt.timedelta(microseconds=1)) + dt.timedelta(minutes=1)
-    minute_rows = _minute_rollups(gpu_id, start, end)
-    # Minutes whose readings are gone (none today, but retention may prune) are not left behind.
-    Rollup1m.objects.filter(gpu_id=gpu_id, bucket__gte=start, bucket__lt=end).exclude(
-        bucket__in=[row.bucket for row in minute_rows]
-    ).delete()
-    Rollup1m.objects.bulk_create(
-        minute_rows, update_conflicts=True, unique_fields=["gpu", "bucket"], update_fields=_UPDATE_FIELDS
-    )
-    hour_start, hour_end = _hour(start), _hour(end - dt.timedelta(microseconds=1)) + dt.timedelta(hours=1)
-    Rollup1h.objects.bulk_create(
-        _hour_rollups(gpu_id, hour_start, hour_end),
-        update_conflicts=True,
-        unique_fields=["gpu", "bucket"],
-        update_fields=_UPDATE_FIELDS,
-    )
+    start, end = _minute(start), _minute(end - dt.timedelta(microseconds=1)) + _MINUTE
+    _refresh({gpu_id: [(start, end)]})
+
+
+def _spans_by_gpu(batches) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
+    """GPU id → minute spans [start, end) touched by these batches (a host's batch covers its GPUs)."""
+    host_spans = defaultdict(list)
+    for batch in batches:
+        if batch.first_ts is not None:
+            host_spans[batch.host_id].append((_minute(batch.first_ts), _minute(batch.last_ts) + _MINUTE))
+    spans = {}
+    for gpu_id, host_id in Gpu.objects.filter(host_id__in=list(host_spans)).values_list("id", "host_id"):
+        spans[gpu_id] = host_spans[host_id]
+    return spans
 
 
 def rollups_process_pending(*, limit: int = CLAIM_BATCHES) -> int:
@@ -171,8 +172,6 @@ def rollups_process_pending(*, limit: int = CLAIM_BATCHES) -> int:
         )
         if not batches:
             return 0
-        for gpu_id, windows in _spans_by_gpu(batches).items():
-            for start, end in _merged(windows):
-                rollups_refresh(gpu_id=gpu_id, start=start, end=end)
+        _refresh(_spans_by_gpu(batches))
         IngestBatch.objects.filter(pk__in=[batch.pk for batch in batches]).update(rolled_up=True)
     return len(batches)
