@@ -208,9 +208,23 @@ def _insert_readings(rows: list[tuple]) -> None:
                 for row in rows:
                     copy.write_row(row)
         return
+    if connection.vendor == "sqlite":
+        # One prepared INSERT run by sqlite3's executemany, in C: the ORM's bulk_create spent most
+        # of SQLite ingest's CPU compiling 100 model instances into SQL. Only the time needs
+        # adapting (the ORM's UTC text); numbers and booleans are stored as they come.
+        adapt = connection.ops.adapt_datetimefield_value
+        with connection.cursor() as cursor:
+            cursor.executemany(_sqlite_insert_sql(), [(row[0], adapt(row[1]), *row[2:]) for row in rows])
+        return
     Reading.objects.bulk_create(
         [Reading(**dict(zip(READING_ROW_COLUMNS, row, strict=True))) for row in rows], batch_size=1000
     )
+
+
+@functools.cache
+def _sqlite_insert_sql() -> str:
+    columns = ", ".join(READING_ROW_COLUMNS)
+    return f"INSERT INTO {Reading._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(READING_ROW_COLUMNS))})"
 
 
 _LATEST_COLUMNS = (
