@@ -6,8 +6,8 @@ hosts' GPUs × their time spans): one aggregate query for all the minutes of the
 all its hours, whatever the number of GPUs, then one upsert of each. Recomputing whole buckets
 makes the job idempotent: running it twice, or after a crash half-way, gives the same rollups.
 
-Passes are small (CLAIM_BATCHES) so that each holds the database's write lock briefly: on SQLite
-the web server's ingest waits for it.
+On SQLite a pass reads and aggregates before it takes the write lock, and holds it only for
+the upserts (portal.core.sqlite): the web server's ingest waits for that lock.
 """
 
 import datetime as dt
@@ -15,6 +15,7 @@ from collections import defaultdict
 
 from django.db import connection, transaction
 
+from portal.core.sqlite import reads_outside_write_lock, serialized
 from portal.fleet.models import Gpu
 from portal.telemetry.models import (
     ROLLUP_METRICS,
@@ -25,11 +26,12 @@ from portal.telemetry.models import (
     Rollup1m,
 )
 
-CLAIM_BATCHES = 100
+CLAIM_BATCHES = 500
 _STAT_FIELDS = [f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("min", "max", "mean")]
 _UPDATE_FIELDS = ["count", "thermal_throttle_count", "xid_count", "energy_mj_max", *_STAT_FIELDS]
 _SPANS_PER_STATEMENT = 300  # (GPU, start, end) rows in one statement's VALUES list
 _MINUTE, _HOUR = dt.timedelta(minutes=1), dt.timedelta(hours=1)
+_LOCK_KEY = 0x726F6C6C  # "roll": the advisory lock that keeps one pass at a time (PostgreSQL)
 
 
 def _minute(moment: dt.datetime) -> dt.datetime:
@@ -103,8 +105,9 @@ def _aggregates(spans: list[tuple[int, dt.datetime, dt.datetime]], width: dt.tim
     return rows
 
 
-def _refresh(spans_by_gpu: dict[int, list[tuple[dt.datetime, dt.datetime]]]) -> None:
-    """Recompute the minutes in these spans (minute-aligned) and the hours around them."""
+def _recompute(spans_by_gpu: dict[int, list[tuple[dt.datetime, dt.datetime]]]) -> tuple[list, list, list]:
+    """The minutes in these spans (minute-aligned) and the hours around them, recomputed from the
+    raw readings, and the ids of minute rows left without readings: what _write writes. Reads only."""
     minute_spans = [(gpu_id, lo, hi) for gpu_id, spans in spans_by_gpu.items() for lo, hi in _merged(spans)]
     hour_spans = [
         (gpu_id, lo, hi)
@@ -112,8 +115,13 @@ def _refresh(spans_by_gpu: dict[int, list[tuple[dt.datetime, dt.datetime]]]) -> 
         for lo, hi in _merged([(_hour(lo), _hour(hi - dt.timedelta(microseconds=1)) + _HOUR) for lo, hi in spans])
     ]
     minutes = _aggregates(minute_spans, _MINUTE)
-    _drop_empty_minutes(minute_spans, {(row[0], _key(row[1])) for row in minutes})
-    hours = _aggregates(hour_spans, _HOUR)
+    empty = _empty_minutes(minute_spans, {(row[0], _key(row[1])) for row in minutes})
+    return minutes, _aggregates(hour_spans, _HOUR), empty
+
+
+def _write(minutes: list, hours: list, empty: list[int]) -> None:
+    if empty:
+        Rollup1m.objects.filter(pk__in=empty).delete()
     with connection.cursor() as cursor:
         for model, rows in ((Rollup1m, minutes), (Rollup1h, hours)):
             if rows:
@@ -126,8 +134,9 @@ def _key(bucket):
     return bucket if connection.vendor == "postgresql" else str(bucket)
 
 
-def _drop_empty_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]], kept: set[tuple]) -> None:
-    """Minutes whose readings are gone (none today, but retention may prune) are not left behind."""
+def _empty_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]], kept: set[tuple]) -> list[int]:
+    """Minute rows in these spans whose readings are gone (none today, but retention may prune):
+    not to be left behind."""
     adapt = connection.ops.adapt_datetimefield_value
     table = Rollup1m._meta.db_table
     with connection.cursor() as cursor:
@@ -138,14 +147,14 @@ def _drop_empty_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]], kept:
             params = [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))]
             cursor.execute(f"SELECT id, gpu_id, bucket FROM {table} WHERE {condition}", params)
             stale += [pk for pk, gpu_id, bucket in cursor.fetchall() if (gpu_id, _key(bucket)) not in kept]
-        if stale:
-            Rollup1m.objects.filter(pk__in=stale).delete()
+    return stale
 
 
 def rollups_refresh(*, gpu_id: int, start: dt.datetime, end: dt.datetime) -> None:
     """Recompute the rollups of one GPU for the minutes in [start, end) and the hours around them."""
     start, end = _minute(start), _minute(end - dt.timedelta(microseconds=1)) + _MINUTE
-    _refresh({gpu_id: [(start, end)]})
+    with transaction.atomic():
+        _write(*_recompute({gpu_id: [(start, end)]}))
 
 
 def _spans_by_gpu(batches) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
@@ -161,17 +170,37 @@ def _spans_by_gpu(batches) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
 
 
 def rollups_process_pending(*, limit: int = CLAIM_BATCHES) -> int:
-    """Roll up batches not yet rolled up. Safe to run on several workers at once: each claims
-    its batches with SKIP LOCKED (PostgreSQL) and marks them done in the same transaction."""
+    """Roll up batches not yet rolled up (up to `limit`, oldest first). Safe to run on several
+    workers at once: one pass at a time writes rollups (PostgreSQL: an advisory lock; SQLite: see
+    portal.core.sqlite), so a pass never overwrites buckets with what it read before another pass
+    wrote newer ones."""
+    if reads_outside_write_lock():
+        with serialized("rollups"):
+            batches = _pending(limit)
+            if not batches:
+                return 0
+            computed = _recompute(_spans_by_gpu(batches))
+            with transaction.atomic():
+                _write(*computed)
+                _mark_done(batches)
+        return len(batches)
     with transaction.atomic():
-        batches = list(
-            IngestBatch.objects.select_for_update(skip_locked=True)
-            .filter(rolled_up=False)
-            .order_by("id")
-            .only("id", "host_id", "first_ts", "last_ts")[:limit]
-        )
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
+        batches = _pending(limit)
         if not batches:
             return 0
-        _refresh(_spans_by_gpu(batches))
-        IngestBatch.objects.filter(pk__in=[batch.pk for batch in batches]).update(rolled_up=True)
+        _write(*_recompute(_spans_by_gpu(batches)))
+        _mark_done(batches)
     return len(batches)
+
+
+def _pending(limit: int) -> list[IngestBatch]:
+    return list(
+        IngestBatch.objects.filter(rolled_up=False).order_by("id").only("id", "host_id", "first_ts", "last_ts")[:limit]
+    )
+
+
+def _mark_done(batches: list[IngestBatch]) -> None:
+    IngestBatch.objects.filter(pk__in=[batch.pk for batch in batches]).update(rolled_up=True)
