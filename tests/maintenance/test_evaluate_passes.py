@@ -106,3 +106,52 @@ def test_sweep_evaluates_batches_no_task_reached(store):
     assert batches_sweep().batches == [pk]
     assert Ticket.objects.filter(rule="overheat", gpu__isnull=False).count() == 2
     assert batches_sweep().batches == []
+
+
+@pytest.fixture
+def no_hooks(monkeypatch):
+    """Stored batches wait for a pass (in a test that commits, the hooks would run one at once)."""
+    from portal.telemetry import hooks
+
+    monkeypatch.setattr(hooks, "_consumers", [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_outside_a_transaction_judges_before_it_takes_the_write_lock(store, no_hooks):
+    t0 = timezone.now() - dt.timedelta(hours=1)
+    pks = [store(host, t0 + dt.timedelta(minutes=k), [88] * 6).batch_pk for k in range(3) for host in ("dgx-0001",)]
+    result = batches_evaluate_pending()
+    assert sorted(result.batches) == sorted(pks) and result.readings == 3 * 2 * 6
+    assert Ticket.objects.filter(rule="overheat", gpu__isnull=False).count() == 2
+    assert BatchEvaluation.objects.count() == 3
+    assert batches_evaluate_pending().batches == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_state_written_meanwhile_makes_the_pass_judge_again_under_the_lock(store, no_hooks, monkeypatch):
+    from django.db import connection
+
+    from portal.maintenance.services import evaluate
+
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL passes judge inside their transaction (readers never block ingest there)")
+    t0 = timezone.now() - dt.timedelta(hours=1)
+    store("dgx-0001", t0, [88] * 6)
+    assert batches_evaluate_pending().batches  # overheat pending for both GPUs
+    pk = store("dgx-0001", t0 + dt.timedelta(minutes=1), [88] * 6).batch_pk
+    judged, judge = [], evaluate._judge_batches
+
+    def judge_then_reset(batches):
+        result = judge(batches)
+        if not judged:  # a maintenance record resets the states after the pass read them
+            RuleState.objects.filter(rule="overheat").update(state="ok", since_ts=None)
+        judged.append(result)
+        return result
+
+    monkeypatch.setattr(evaluate, "_judge_batches", judge_then_reset)
+    assert batches_evaluate_pending().batches == [pk]
+    assert len(judged) == 2
+    # judged again from the reset states: pending since the second batch, not since the first
+    states = RuleState.objects.filter(rule="overheat", gpu__isnull=False)
+    assert states.count() == 2
+    assert all(state.since_ts >= t0 + dt.timedelta(seconds=59) for state in states)  # times kept to the ms

@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
+from portal.core.sqlite import reads_outside_write_lock, serialized
 from portal.fleet.models import Gpu
 from portal.maintenance.models import BatchEvaluation, RuleState, Silence
 from portal.maintenance.rules import AGENT_SILENT, GPU_RULE_LIST, XID_RULES
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 GPU_INFO_FIELDS = ("id", "host_id", "status", "temp_slowdown_c", "power_limit_default_w", "pcie_link_gen_max",
                    "pcie_link_width_max")  # fmt: skip
 STATE_FIELDS = ["state", "since_ts", "last_ts", "peak", "data", "updated_at"]
+_TRACK_COLUMNS = ("key", "rule", "host_id", "gpu_id", "state", "since_ts", "last_ts", "peak", "data")
 
 
 @dataclass
@@ -68,6 +70,7 @@ class Tracks:
     def __init__(self, *, gpu_ids=(), host_ids=(), keys=()):
         """The states of these GPUs, of these hosts themselves, and these fingerprints."""
         self.by_key: dict[str, Track] = {}
+        self.loaded: list[tuple] = []  # (conditions, filters, rows) of every load
         query = Q(gpu_id__in=list(gpu_ids))
         if keys:
             query |= Q(key__in=list(keys))
@@ -78,12 +81,20 @@ class Tracks:
 
     def load(self, *conditions, **filters) -> Tracks:
         """Add the states matching a query (one query); the one way RuleState rows become tracks."""
-        columns = ("key", "rule", "host_id", "gpu_id", "state", "since_ts", "last_ts", "peak", "data")
-        rows = RuleState.objects.filter(*conditions, **filters).values_list(*columns)
+        rows = list(RuleState.objects.filter(*conditions, **filters).values_list(*_TRACK_COLUMNS))
+        self.loaded.append((conditions, filters, rows))
         for key, rule, host_id, gpu_id, state, since, last, peak, data in rows:
             since, last = to_epoch(since), to_epoch(last)
             self.by_key[key] = Track(key, rule, host_id, gpu_id, state, since, last, peak, data, obj=True)
         return self
+
+    def unchanged(self) -> bool:
+        """Whether the states loaded are still as they were (nobody wrote them, nor added one
+        that a load would have found, since): asked again, query by query."""
+        return all(
+            _by_key(RuleState.objects.filter(*conditions, **filters).values_list(*_TRACK_COLUMNS)) == _by_key(rows)
+            for conditions, filters, rows in self.loaded
+        )
 
     def get(self, rule: str, host_id: int, gpu_id: int | None) -> Track:
         key = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
@@ -109,6 +120,10 @@ class Tracks:
                 if track.obj is None:
                     track.obj = True  # written: the row exists from now on
         return len(rows)
+
+
+def _by_key(rows) -> dict:
+    return {row[0]: row for row in rows}
 
 
 _UPSERT_COLUMNS = ("key", "rule", "host_id", "gpu_id", *STATE_FIELDS)
@@ -173,6 +188,23 @@ def readings_evaluate(
     """Judge readings (tuples in READING_COLUMNS order, ts as aware datetimes, sorted by ts per
     GPU) of any GPUs, of one host or many. Call inside a transaction."""
     now = now or timezone.now()
+    judged = _judge(readings=readings, xids=xids, params=params, gpu_ids=gpu_ids, host_id=host_id)
+    return _apply(judged, now)
+
+
+@dataclass
+class _Judged:
+    """What judging some readings came to, before anything is written (_apply writes it)."""
+
+    result: EvaluationResult
+    tracks: Tracks
+    gpus: dict[int, GpuInfo]
+    host_ids: set[int]
+    params: RuleParams
+
+
+def _judge(*, readings, xids=None, params=None, gpu_ids=None, host_id=None) -> _Judged:
+    """Run the rules over the readings: reads rule states, GPUs and thresholds, writes nothing."""
     xids = xids or {}
     gpu_ids = sorted(set(gpu_ids or ()) | set(readings) | set(xids))
     params = params or RuleParams()
@@ -213,9 +245,15 @@ def readings_evaluate(
         if host_silent is not None and host_silent.state != OK:
             host_silent.state, host_silent.since, host_silent.changed = OK, None, True
             emit(Event("clear", host_silent, first))
-    tracks.save(now)
-    result.tickets = events_apply(result.events, silenced=SilenceLookup(host_ids, gpus), params=params)
-    return result
+    return _Judged(result, tracks, gpus, host_ids, params)
+
+
+def _apply(judged: _Judged, now: dt.datetime) -> EvaluationResult:
+    """Write what _judge came to: the states that moved, and the tickets their events make."""
+    judged.tracks.save(now)
+    silenced = SilenceLookup(judged.host_ids, judged.gpus)
+    judged.result.tickets = events_apply(judged.result.events, silenced=silenced, params=judged.params)
+    return judged.result
 
 
 def events_apply(events: list[Event], *, silenced, params: RuleParams) -> list:
@@ -279,6 +317,20 @@ def _pass_lock() -> None:
 
 def _claim(*, limit: int, since: dt.datetime | None) -> list[dict]:
     """Pending batches, oldest first, marked done (in the caller's transaction)."""
+    pending = _pending(limit=limit, since=since)
+    _mark(pending)
+    return pending
+
+
+def _mark(batches: list[dict]) -> None:
+    if batches:
+        BatchEvaluation.objects.bulk_create(
+            [BatchEvaluation(batch_pk=b["id"], readings=b["reading_count"]) for b in batches], batch_size=500
+        )
+
+
+def _pending(*, limit: int, since: dt.datetime | None) -> list[dict]:
+    """Batches not evaluated yet, oldest first (up to limit)."""
     batches = IngestBatch.objects.order_by("id")
     if since is not None:
         batches = batches.filter(received_at__gte=since)
@@ -287,12 +339,7 @@ def _claim(*, limit: int, since: dt.datetime | None) -> list[dict]:
         batches = batches.filter(id__gt=max(0, newest - CLAIM_SLACK))
     done = BatchEvaluation.objects.filter(batch_pk=OuterRef("id"))
     columns = ("id", "host_id", "first_ts", "last_ts", "reading_count")
-    pending = list(batches.filter(~Exists(done)).values(*columns)[:limit])
-    if pending:
-        BatchEvaluation.objects.bulk_create(
-            [BatchEvaluation(batch_pk=b["id"], readings=b["reading_count"]) for b in pending], batch_size=500
-        )
-    return pending
+    return list(batches.filter(~Exists(done)).values(*columns)[:limit])
 
 
 def _merged(spans: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -340,20 +387,43 @@ def batches_evaluate_pending(
 ) -> EvaluationResult:
     """One pass: claim the batches not yet evaluated (up to `limit`, oldest first) and judge them
     together. `since`: look at every batch received since then (the sweep), not only the recent
-    ids. Returns what the pass did; `batches` holds the ids it evaluated."""
+    ids. Returns what the pass did; `batches` holds the ids it evaluated.
+
+    On SQLite (outside a caller's transaction) the pass reads and judges before it takes the
+    write lock, and holds it only to write: passes run one at a time (portal.core.sqlite), and
+    if anything else wrote the rule states it read meanwhile (a maintenance record, a beat
+    check), it judges again under the lock."""
     now = now or timezone.now()
+    if reads_outside_write_lock():
+        with serialized("evaluate"):
+            batches = _pending(limit=limit, since=since)
+            if not batches:
+                return EvaluationResult()
+            judged = _judge_batches(batches)
+            with transaction.atomic():
+                if not judged.tracks.unchanged():
+                    batches = _pending(limit=limit, since=since)
+                    judged = _judge_batches(batches)
+                _mark(batches)
+                result = _apply(judged, now)
+                result.batches = [batch["id"] for batch in batches]
+                return result
     with transaction.atomic():
         _pass_lock()
         batches = _claim(limit=limit, since=since)
         if not batches:
             return EvaluationResult()
-        pks = [batch["id"] for batch in batches]
-        xids: dict[int, list] = defaultdict(list)
-        for gpu_id, ts, code in XidEvent.objects.filter(batch_id__in=pks).values_list("gpu_id", "ts", "code"):
-            xids[gpu_id].append((ts.timestamp(), code))
-        result = readings_evaluate(readings=_batch_readings(batches), xids=xids, now=now)
-        result.batches = pks
+        result = _apply(_judge_batches(batches), now)
+        result.batches = [batch["id"] for batch in batches]
         return result
+
+
+def _judge_batches(batches: list[dict]) -> _Judged:
+    xids: dict[int, list] = defaultdict(list)
+    rows = XidEvent.objects.filter(batch_id__in=[batch["id"] for batch in batches]).values_list("gpu_id", "ts", "code")
+    for gpu_id, ts, code in rows:
+        xids[gpu_id].append((ts.timestamp(), code))
+    return _judge(readings=_batch_readings(batches), xids=xids)
 
 
 def batch_evaluate(*, batch_pk: int, gpu_ids: list[int] | None = None, now: dt.datetime | None = None):
