@@ -82,7 +82,7 @@ class Tracks:
     def load(self, *conditions, **filters) -> Tracks:
         """Add the states matching a query (one query); the one way RuleState rows become tracks."""
         rows = list(RuleState.objects.filter(*conditions, **filters).values_list(*_TRACK_COLUMNS))
-        self.loaded.append((conditions, filters, rows))
+        self.loaded.append((conditions, filters, _snapshot(rows)))
         for key, rule, host_id, gpu_id, state, since, last, peak, data in rows:
             since, last = to_epoch(since), to_epoch(last)
             self.by_key[key] = Track(key, rule, host_id, gpu_id, state, since, last, peak, data, obj=True)
@@ -92,8 +92,8 @@ class Tracks:
         """Whether the states loaded are still as they were (nobody wrote them, nor added one
         that a load would have found, since): asked again, query by query."""
         return all(
-            _by_key(RuleState.objects.filter(*conditions, **filters).values_list(*_TRACK_COLUMNS)) == _by_key(rows)
-            for conditions, filters, rows in self.loaded
+            _snapshot(RuleState.objects.filter(*conditions, **filters).values_list(*_TRACK_COLUMNS)) == snapshot
+            for conditions, filters, snapshot in self.loaded
         )
 
     def get(self, rule: str, host_id: int, gpu_id: int | None) -> Track:
@@ -122,8 +122,9 @@ class Tracks:
         return len(rows)
 
 
-def _by_key(rows) -> dict:
-    return {row[0]: row for row in rows}
+def _snapshot(rows) -> dict:
+    """State rows by key, their data as JSON text: the rules change a track's data in place."""
+    return {row[0]: (*row[1:-1], json.dumps(row[-1], sort_keys=True)) for row in rows}
 
 
 _UPSERT_COLUMNS = ("key", "rule", "host_id", "gpu_id", *STATE_FIELDS)
