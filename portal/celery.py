@@ -1,6 +1,7 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 from portal.core import broker
 
@@ -11,3 +12,15 @@ app = Celery("portal")
 # Every Celery option lives in Django settings under the CELERY_ prefix.
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def _pause_after_commits(**kwargs):
+    """On SQLite the worker's write transactions leave the web server a moment between them to
+    take the write lock (portal/core/sqlite_backend/base.py)."""
+    from django.conf import settings
+    from django.db import connections
+
+    wrapper = connections["default"]
+    if wrapper.vendor == "sqlite":
+        type(wrapper).pause_after_commit_s = settings.SQLITE_WORKER_PAUSE_MS / 1000

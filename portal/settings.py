@@ -109,7 +109,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABAS
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("prepare_threshold", 1_000_000)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-    # WAL and a busy timeout let the demo's web server and simulated agents write side by side.
+    # WAL and a busy timeout let the web server, the worker and beat write side by side; the
+    # backend waits for the write lock in short steps (see portal/core/sqlite_backend/base.py).
+    DATABASES["default"]["ENGINE"] = "portal.core.sqlite_backend"
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "timeout": 20,
@@ -117,6 +119,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
+# The worker's pause after each commit on SQLite, so a web request waiting for the write lock
+# gets it between the worker's transactions (portal/core/sqlite_backend/base.py).
+SQLITE_WORKER_PAUSE_MS = envfloat("SQLITE_WORKER_PAUSE_MS", 3.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = envstr("REDIS_URL")

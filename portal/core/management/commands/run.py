@@ -17,6 +17,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 
 from portal.core.supervise import Child, ChildFailed, Stop, Supervisor, wait_until_answers
 
@@ -85,7 +86,7 @@ def catch_up() -> None:
 
 def default_concurrency() -> int:
     # SQLite takes one writer at a time: more worker processes only wait for each other.
-    if settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if connection.vendor == "sqlite":
         return 1
     return os.cpu_count() or 1
 
