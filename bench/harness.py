@@ -1,5 +1,6 @@
-"""What the benchmarks share: Django in the bench's own process over a scratch database, and the
-portal served in a subprocess (`manage.py serve`) for the benches that talk to it over HTTP.
+"""What the benchmarks share: Django in the bench's own process over a scratch database, the
+portal served in a subprocess (`manage.py serve`, or `manage.py run` with worker and beat) for the
+benches that talk to it over HTTP, the agents' batches they post, and the machine's load.
 
 A bench script puts the repository on sys.path and imports this as `bench.harness`.
 """
@@ -7,10 +8,14 @@ A bench script puts the repository on sys.path and imports this as `bench.harnes
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import gzip
+import json
 import os
 import secrets
 import sys
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,13 +49,18 @@ def django_setup(**env_defaults: str) -> tempfile.TemporaryDirectory | None:
 
 
 @contextlib.contextmanager
-def portal_served(env: dict[str, str], *, log: Path, workers: int = 1, timeout_s: float = 60) -> Iterator[int]:
+def portal_served(
+    env: dict[str, str], *, log: Path, workers: int = 1, timeout_s: float = 60, whole: bool = False
+) -> Iterator[int]:
     """`manage.py serve` with env on a free loopback port until the block ends; yields the port
-    once /healthz answers. A portal that exits or does not answer ends the bench with the tail of
-    its log."""
+    once /healthz answers. `whole`: `manage.py run` instead (web server, worker and beat; the
+    database already migrated). A portal that exits or does not answer ends the bench with the
+    tail of its log."""
     port = free_port()
-    command = [sys.executable, str(REPO / "manage.py"), "serve", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--workers", str(workers)]
+    command = [sys.executable, str(REPO / "manage.py"), "run" if whole else "serve"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    if whole:
+        command.append("--no-migrate")
     try:
         with serving(
             "the portal", command, url=f"http://127.0.0.1:{port}/healthz", env=env, log=log, cwd=REPO,
@@ -59,3 +69,50 @@ def portal_served(env: dict[str, str], *, log: Path, workers: int = 1, timeout_s
             yield port
     except ChildFailed as error:
         raise SystemExit(f"{error}\n{log.read_text()[-3000:]}") from None
+
+
+def machine_load() -> str:
+    """The load average, printed beside a bench's figures (they depend on what else runs)."""
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} CPUs"
+
+
+def reading(uuid_: str, ts: dt.datetime, step: int) -> dict:
+    """One reading as an agent sends it: a GPU busy with a training job (no rule fires)."""
+    return {
+        "gpu_uuid": uuid_, "ts": ts.isoformat(), "temperature_c": 60 + step % 15, "fan_speed_pct": 40 + step % 30,
+        "power_w": 300.0 + step % 100, "power_limit_w": 700.0, "energy_mj": 1e6 + step * 100.0,
+        "utilization_gpu_pct": 90 + step % 10, "utilization_memory_pct": step % 60, "memory_used_mib": 40000,
+        "sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "pstate": 0, "throttle_reasons": ["sw_power_cap"],
+        "ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
+        "retired_pages_pending": False, "remapped_rows_pending": False, "remapped_rows_failure": False,
+        "pcie_link_gen": 5, "pcie_link_width": 16, "pcie_replay_count": 0, "xid_events": [],
+    }  # fmt: skip
+
+
+def host_bodies(
+    hostname: str, count: int, start: dt.datetime, *, every: dt.timedelta, gpus: int = 10, per_gpu: int = 10
+) -> list[bytes]:
+    """count gzip batches of one host, in time order: `gpus` GPUs with `per_gpu` readings each,
+    `every` apart (a batch takes up where the one before ended); the first lists the GPUs."""
+    uuids = [f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{hostname}-{i}')}" for i in range(gpus)]
+    inventory = [
+        {"uuid": u, "index": i, "name": "NVIDIA H200", "serial": f"{hostname}-{i}", "vbios_version": "96.00.A5",
+         "memory_total_mib": 143771, "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95}
+        for i, u in enumerate(uuids)
+    ]  # fmt: skip
+    bodies = []
+    for number in range(count):
+        readings = []
+        for step in range(number * per_gpu, (number + 1) * per_gpu):
+            ts = start + every * step
+            readings.extend(reading(u, ts, step) for u in uuids)
+        batch = {
+            "batch_id": str(uuid.uuid4()),
+            "sent_at": ts.isoformat(),
+            "host": {"hostname": hostname, "agent_version": "bench", "driver_version": "580.65.06"},
+            "gpus": inventory if number == 0 else [],
+            "readings": readings,
+        }
+        bodies.append(gzip.compress(json.dumps(batch).encode(), compresslevel=1))
+    return bodies

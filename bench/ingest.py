@@ -17,17 +17,20 @@ import http.client
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.harness import host_bodies, machine_load, portal_served, reading  # noqa: E402
+
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 DB_NAME = "bench_ingest"
 DB_URL = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + DB_NAME
@@ -57,12 +60,6 @@ SERVER_ENV = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _reset_database() -> None:
     with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
@@ -71,46 +68,15 @@ def _reset_database() -> None:
 
 def _setup_django():
     os.environ.update(SERVER_ENV)
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
 
 
-def _reading(uuid_: str, ts: dt.datetime, step: int) -> dict:
-    return {
-        "gpu_uuid": uuid_, "ts": ts.isoformat(), "temperature_c": 60 + step % 20, "fan_speed_pct": 40 + step % 30,
-        "power_w": 300.0 + step % 100, "power_limit_w": 700.0, "energy_mj": 1e6 + step * 1000.0,
-        "utilization_gpu_pct": step % 101, "utilization_memory_pct": step % 60, "memory_used_mib": 40000,
-        "sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "pstate": 0, "throttle_reasons": ["sw_power_cap"],
-        "ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
-        "retired_pages_pending": False, "remapped_rows_pending": False, "remapped_rows_failure": False,
-        "pcie_link_gen": 5, "pcie_link_width": 16, "pcie_replay_count": 0, "xid_events": [],
-    }  # fmt: skip
-
-
 def _bodies(hostname: str, count: int, start: dt.datetime) -> list[bytes]:
-    uuids = [f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{hostname}-{i}')}" for i in range(GPUS_PER_HOST)]
-    inventory = [
-        {"uuid": u, "index": i, "name": "NVIDIA H200", "serial": f"{hostname}-{i}", "vbios_version": "96.00.A5",
-         "memory_total_mib": 143771, "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95}
-        for i, u in enumerate(uuids)
-    ]  # fmt: skip
-    bodies = []
-    for number in range(count):
-        readings = []
-        for step in range(READINGS_PER_GPU):
-            ts = start + dt.timedelta(seconds=number * READINGS_PER_GPU + step)
-            readings.extend(_reading(u, ts, number + step) for u in uuids)
-        batch = {
-            "batch_id": str(uuid.uuid4()),
-            "sent_at": ts.isoformat(),
-            "host": {"hostname": hostname, "agent_version": "bench", "driver_version": "580.65.06"},
-            "gpus": inventory if number == 0 else [],
-            "readings": readings,
-        }
-        bodies.append(gzip.compress(json.dumps(batch).encode(), compresslevel=1))
-    return bodies
+    """count batches of one host: 10 GPUs at 1 Hz, ten seconds per batch."""
+    every = dt.timedelta(seconds=1)
+    return host_bodies(hostname, count, start, every=every, gpus=GPUS_PER_HOST, per_gpu=READINGS_PER_GPU)
 
 
 class Client(threading.Thread):
@@ -258,18 +224,9 @@ def main() -> None:
     start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=23)
     bodies = [_bodies(f"bench-{n:02d}", BODIES_PER_CLIENT, start) for n in range(CLIENTS)]
 
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", str(WORKERS)],
-        cwd=ROOT, env=SERVER_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.2)
+    log = Path(tempfile.mkdtemp(prefix="bench-ingest-")) / "portal.log"
+    load_before = machine_load()
+    with portal_served(SERVER_ENV, log=log, workers=WORKERS) as port:
         # Warm-up: each client's first batch registers its host's GPUs.
         for token, client_bodies in zip(tokens, bodies, strict=True):
             warm = Client(port, token, client_bodies[:1], time.monotonic() + 30)
@@ -299,7 +256,7 @@ def main() -> None:
 
         gpu_ids = list(Gpu.objects.order_by("id").values_list("id", flat=True)[:GPUS_PER_HOST])
         now = dt.datetime.now(dt.UTC)
-        sample = _reading("x", now, 0)
+        sample = reading("x", now, 0)
         metrics = list(READING_ROW_COLUMNS[2:-1])
         rows = []
         for n in range(min(accepted, 200_000)):
@@ -312,12 +269,10 @@ def main() -> None:
         _seed_history(gpu_ids[0])
         gpu_uuid = Gpu.objects.get(pk=gpu_ids[0]).uuid
         query_times, answer = _readings_query_times(port, api_token, gpu_uuid)
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
     print()
     print(f"ingest over HTTP ({WORKERS} Daphne process(es), DEBUG off): {CLIENTS} clients, {elapsed:.1f} s")
+    print(f"  machine: {load_before} before, {machine_load()} after")
     print(f"  {len(latencies)} batches of 100 readings, errors: {errors or 'none'}")
     exhausted = sum(client.exhausted for client in clients)
     if exhausted:

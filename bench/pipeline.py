@@ -19,24 +19,21 @@ every 3 s instead of 30 s) so the wait for the next rollup run does not dominate
 from __future__ import annotations
 
 import datetime as dt
-import gzip
 import http.client
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from portal.core.supervise import ChildFailed, free_port, wait_until_answers  # noqa: E402
+from bench.harness import host_bodies, machine_load, portal_served  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DB = "bench_pipeline"
@@ -80,43 +77,6 @@ def _reset(setup: str) -> None:
             conn.execute(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
             conn.execute(f"CREATE DATABASE {PG_DB}")
         redis.Redis.from_url(REDIS_URL).flushdb()
-
-
-def _reading(uuid_: str, ts: dt.datetime, step: int) -> dict:
-    return {
-        "gpu_uuid": uuid_, "ts": ts.isoformat(), "temperature_c": 60 + step % 15, "fan_speed_pct": 40 + step % 30,
-        "power_w": 300.0 + step % 100, "power_limit_w": 700.0, "energy_mj": 1e6 + step * 100.0,
-        "utilization_gpu_pct": 90 + step % 10, "utilization_memory_pct": step % 60, "memory_used_mib": 40000,
-        "sm_clock_mhz": 1980, "mem_clock_mhz": 2619, "pstate": 0, "throttle_reasons": ["sw_power_cap"],
-        "ecc_corrected_volatile": 0, "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0,
-        "retired_pages_pending": False, "remapped_rows_pending": False, "remapped_rows_failure": False,
-        "pcie_link_gen": 5, "pcie_link_width": 16, "pcie_replay_count": 0, "xid_events": [],
-    }  # fmt: skip
-
-
-def _bodies(hostname: str, count: int, start: dt.datetime) -> list[bytes]:
-    """count batches of one host: 10 GPUs at 10 Hz, one second per batch."""
-    uuids = [f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{hostname}-{i}')}" for i in range(GPUS_PER_HOST)]
-    inventory = [
-        {"uuid": u, "index": i, "name": "NVIDIA H200", "serial": f"{hostname}-{i}", "vbios_version": "96.00.A5",
-         "memory_total_mib": 143771, "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95}
-        for i, u in enumerate(uuids)
-    ]  # fmt: skip
-    bodies = []
-    for number in range(count):
-        readings = []
-        for step in range(READINGS_PER_GPU):
-            ts = start + dt.timedelta(seconds=number + step / READINGS_PER_GPU)
-            readings.extend(_reading(u, ts, number * READINGS_PER_GPU + step) for u in uuids)
-        batch = {
-            "batch_id": str(uuid.uuid4()),
-            "sent_at": ts.isoformat(),
-            "host": {"hostname": hostname, "agent_version": "bench", "driver_version": "580.65.06"},
-            "gpus": inventory if number == 0 else [],
-            "readings": readings,
-        }
-        bodies.append(gzip.compress(json.dumps(batch).encode(), compresslevel=1))
-    return bodies
 
 
 class Client(threading.Thread):
@@ -188,25 +148,18 @@ def measure(setup: str, batches: int) -> dict:
     per_host = batches // HOSTS
     start = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=per_host + 120)
     print(f"[{setup}] preparing {per_host * HOSTS} batches of {GPUS_PER_HOST * READINGS_PER_GPU} readings…")
-    bodies = {h: _bodies(h, per_host, start) for h in hostnames}
+    every = dt.timedelta(seconds=1 / READINGS_PER_GPU)  # 10 Hz: a batch is a host's second
+    bodies = {
+        h: host_bodies(h, per_host, start, every=every, gpus=GPUS_PER_HOST, per_gpu=READINGS_PER_GPU) for h in hostnames
+    }
     work: list[list[tuple[str, bytes]]] = [[] for _ in range(CLIENTS)]
     for number, hostname in enumerate(hostnames):
         work[number % CLIENTS].extend((tokens[hostname], body) for body in bodies[hostname])
 
-    port = free_port()
-    command = [sys.executable, "manage.py", "run", "--port", str(port), "--no-migrate"]
-    if setup == "production":
-        command += ["--workers", "2"]
     log = var_dir / "portal.log"
-    with open(log, "wb") as out:
-        portal = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-    def check():
-        if portal.poll() is not None:
-            raise ChildFailed(f"the portal exited with {portal.returncode}:\n{log.read_text()[-3000:]}")
-
-    try:
-        wait_until_answers(f"http://127.0.0.1:{port}/healthz", check=check, timeout_s=120)
+    load_before = machine_load()
+    workers = 2 if setup == "production" else 1
+    with portal_served(env, log=log, workers=workers, timeout_s=120, whole=True) as port:
         time.sleep(2)  # worker and beat ready
         clients = [Client(port, items) for items in work if items]
         started = time.monotonic()
@@ -231,13 +184,7 @@ def measure(setup: str, batches: int) -> dict:
             time.sleep(0.2)
         else:
             raise SystemExit(f"[{setup}] the pipeline did not finish within 5 minutes: {_progress()} of {total}")
-    finally:
-        portal.send_signal(signal.SIGTERM)
-        try:
-            portal.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            portal.kill()
-        connection.close()
+    connection.close()
     accepted = sum(client.accepted for client in clients)
     errors: dict = {}
     for client in clients:
@@ -251,6 +198,7 @@ def measure(setup: str, batches: int) -> dict:
         "ingest_rate": accepted / (posted - started), "pipeline_rate": accepted / (done - started),
         "p50": _percentile(latencies, 0.5) * 1000, "p99": _percentile(latencies, 0.99) * 1000,
         "evaluated_after": evaluated_at - posted, "rolled_after": rolled_at - posted, "seconds": done - started,
+        "load_before": load_before, "load_after": machine_load(),
     }  # fmt: skip
 
 
@@ -261,6 +209,7 @@ def report(result: dict) -> None:
         "production": "production: PostgreSQL + Redis, serve --workers 2 + worker (2) + beat",
     }[setup]
     print(f"\n{what}, {CLIENTS} clients, 2 cores shared with the clients")
+    print(f"  machine: {result['load_before']} before, {result['load_after']} after")
     print(f"  {result['accepted']:,} readings in {result['seconds']:.1f} s; errors: {result['errors'] or 'none'}; "
           f"'database is locked': {result['locked']}")  # fmt: skip
     print(f"  pipeline readings/s (ingested, evaluated, rolled up) {result['pipeline_rate']:10,.0f}"
