@@ -10,7 +10,9 @@ Run with `make bench-pipeline` (both set-ups) or `python bench/pipeline.py embed
   --workers 2`: `serve --workers 2`, a worker (2 processes) and beat. Target 20,000 readings/s.
 
 BENCH_CLIENTS (default 8) clients post 100-reading gzip batches (10 GPUs x 10 readings, a
-host's second at 10 Hz) as fast as the portal answers, BENCH_BATCHES batches in all. The figure
+host's second at 10 Hz) as fast as the portal answers, BENCH_BATCHES batches in all (or BENCH_RATE
+batches/s in all, each post at its appointed time; `make bench-pipeline` runs the embedded default
+both ways, paced at the target's 20 batches/s). The figure
 is the readings posted divided by the time from the first post until the last batch is evaluated
 (rules run, tickets written) and rolled up. Beat runs its schedule at BEAT_SCALE=0.1 (rollups
 every 3 s instead of 30 s) so the wait for the next rollup run does not dominate the tail.
@@ -82,9 +84,9 @@ def _reset(setup: str) -> None:
 class Client(threading.Thread):
     """Posts its hosts' batches in order (each host's batches arrive in time order)."""
 
-    def __init__(self, port: int, work: list[tuple[str, bytes]]):
+    def __init__(self, port: int, work: list[tuple[str, bytes]], per_s: float = 0.0):
         super().__init__(daemon=True)
-        self.port, self.work = port, work
+        self.port, self.work, self.per_s = port, work, per_s
         self.latencies: list[float] = []
         self.accepted = self.batches_accepted = 0
         self.errors: dict[int | str, int] = {}
@@ -93,10 +95,16 @@ class Client(threading.Thread):
     def run(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         self.first_post = time.monotonic()
-        for token, body in self.work:
+        for number, (token, body) in enumerate(self.work):
             headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
                        "Content-Encoding": "gzip"}  # fmt: skip
             started = time.perf_counter()
+            if self.per_s:
+                # Paced: each post at its appointed time, its latency counted from then (a late
+                # answer delays the next post, and that wait counts too).
+                due = self.first_post + number / self.per_s
+                time.sleep(max(0.0, due - time.monotonic()))
+                started = time.perf_counter() - max(0.0, time.monotonic() - due)
             try:
                 conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
                 response = conn.getresponse()
@@ -130,7 +138,7 @@ def _progress() -> tuple[int, int, int]:
     return stored, BatchEvaluation.objects.count(), rolled
 
 
-def measure(setup: str, batches: int) -> dict:
+def measure(setup: str, batches: int, rate: float = 0.0) -> dict:
     var_dir = Path(tempfile.mkdtemp(prefix=f"bench-pipeline-{setup}-"))
     env = _env(setup, var_dir)
     _reset(setup)
@@ -161,7 +169,8 @@ def measure(setup: str, batches: int) -> dict:
     workers = 2 if setup == "production" else 1
     with portal_served(env, log=log, workers=workers, timeout_s=120, whole=True) as port:
         time.sleep(2)  # worker and beat ready
-        clients = [Client(port, items) for items in work if items]
+        busy = [items for items in work if items]
+        clients = [Client(port, items, per_s=rate / len(busy)) for items in busy]
         started = time.monotonic()
         for client in clients:
             client.start()
@@ -198,7 +207,7 @@ def measure(setup: str, batches: int) -> dict:
         "ingest_rate": accepted / (posted - started), "pipeline_rate": accepted / (done - started),
         "p50": _percentile(latencies, 0.5) * 1000, "p99": _percentile(latencies, 0.99) * 1000,
         "evaluated_after": evaluated_at - posted, "rolled_after": rolled_at - posted, "seconds": done - started,
-        "load_before": load_before, "load_after": machine_load(),
+        "load_before": load_before, "load_after": machine_load(), "rate": rate,
     }  # fmt: skip
 
 
@@ -208,7 +217,8 @@ def report(result: dict) -> None:
         "embedded": "embedded default: SQLite (WAL), broker in files, 1 Daphne + worker (1) + beat",
         "production": "production: PostgreSQL + Redis, serve --workers 2 + worker (2) + beat",
     }[setup]
-    print(f"\n{what}, {CLIENTS} clients, 2 cores shared with the clients")
+    pace = f"posting {result['rate']:g} batches/s" if result["rate"] else "posting as fast as it answers"
+    print(f"\n{what}, {CLIENTS} clients {pace}, 2 cores shared with the clients")
     print(f"  machine: {result['load_before']} before, {result['load_after']} after")
     print(f"  {result['accepted']:,} readings in {result['seconds']:.1f} s; errors: {result['errors'] or 'none'}; "
           f"'database is locked': {result['locked']}")  # fmt: skip
@@ -222,17 +232,19 @@ def report(result: dict) -> None:
 
 
 def main() -> None:
-    setups = sys.argv[1:] or ["embedded", "production"]
-    if len(setups) > 1:
-        # Django is set up once per process: each set-up runs in its own interpreter.
-        for setup in setups:
-            subprocess.run([sys.executable, __file__, setup], check=True)
+    if len(sys.argv) == 1:
+        # Django is set up once per process: each run in its own interpreter. The embedded default
+        # twice: as fast as it answers (the throughput), and at the target's 200 GPUs at 10 Hz
+        # (20 batches/s: the ingest latency a lab at that size sees).
+        for setup, rate in (("embedded", ""), ("embedded", str(TARGETS["embedded"] / 100)), ("production", "")):
+            subprocess.run([sys.executable, __file__, setup], check=True, env={**os.environ, "BENCH_RATE": rate})
         return
-    setup = setups[0]
+    setup = sys.argv[1]
     if setup not in TARGETS:
         raise SystemExit(f"unknown set-up {setup!r}: embedded or production")
-    batches = int(os.environ.get("BENCH_BATCHES", DEFAULT_BATCHES[setup]))
-    report(measure(setup, batches))
+    rate = float(os.environ.get("BENCH_RATE") or 0)
+    batches = int(os.environ.get("BENCH_BATCHES") or (DEFAULT_BATCHES[setup] // 2 if rate else DEFAULT_BATCHES[setup]))
+    report(measure(setup, batches, rate))
 
 
 if __name__ == "__main__":
