@@ -79,13 +79,13 @@ def test_an_unreadable_message_is_set_aside_and_the_next_one_taken(tmp_path, cap
     with _connection(tmp_path) as conn:
         queue = conn.SimpleQueue("jobs")
         # What kombu's own transport leaves for a moment (and for good after a full disk): an
-        # empty file under a message's name, older than the good message.
-        (tmp_path / "queue" / "1_00000000-0000-0000-0000-000000000000.jobs.msg").write_bytes(b"")
+        # empty file under a message's name, taken first (names sort by a millisecond clock, never "0_").
+        (tmp_path / "queue" / "0_00000000-0000-0000-0000-000000000000.jobs.msg").write_bytes(b"")
         queue.put({"good": True})
         with caplog.at_level(logging.ERROR, logger="portal.core.broker"):
             message = queue.get(timeout=2)
         assert message.payload == {"good": True}
         queue.close()
     aside = list((tmp_path / "unreadable").iterdir())
-    assert [path.name for path in aside] == ["1_00000000-0000-0000-0000-000000000000.jobs.msg"]
+    assert [path.name for path in aside] == ["0_00000000-0000-0000-0000-000000000000.jobs.msg"]
     assert "unreadable message" in caplog.text and "jobs" in caplog.text
