@@ -188,34 +188,35 @@ class Bucket:
     load_power_sum: float = 0.0
 
 
-def pair_into(bucket: Bucket, prev: tuple | None, cur: tuple, hot_c: float) -> None:
-    """Count the pair (prev, cur) into cur's bucket, and cur's own temperature and load."""
+def pair_into(bucket: Bucket, prev: tuple | None, cur: tuple, hot_c: float, hour: int | None = None) -> None:
+    """Count the pair (prev, cur) into cur's bucket (of `hour`, cur's hour), and cur's own
+    temperature and load. Called once per reading: kept to plain locals."""
+    ts, temp, fan, power, energy, util = cur
     bucket.readings += 1
-    gap = None if prev is None else cur[TS] - prev[TS]
-    util = cur[UTIL]
     busy = util is not None and util >= BUSY_UTIL_PCT
+    gap = None if prev is None else ts - prev[TS]
     if gap is not None and 0 <= gap <= MAX_GAP_S:
         bucket.powered_s += gap
         if busy:
             bucket.busy_s += gap
-        if cur[TEMP] is not None and cur[TEMP] >= hot_c:
+        if temp is not None and temp >= hot_c:
             bucket.hot_s += gap
-        if cur[FAN] is not None and cur[FAN] >= FAN_HIGH_PCT:
+        if fan is not None and fan >= FAN_HIGH_PCT:
             bucket.fan_high_s += gap
-        if prev[ENERGY] is not None and cur[ENERGY] is not None:
-            rise = cur[ENERGY] - prev[ENERGY]
-            bucket.energy_mj += rise if rise >= 0 else cur[ENERGY]
-        elif cur[POWER] is not None:
-            bucket.energy_mj += cur[POWER] * gap * 1000.0
+        if prev[ENERGY] is not None and energy is not None:
+            rise = energy - prev[ENERGY]
+            bucket.energy_mj += rise if rise >= 0 else energy
+        elif power is not None:
+            bucket.energy_mj += power * gap * 1000.0
         bucket.streak.add(gap if busy else None)
     else:
         bucket.streak.add(None)
-    if cur[TEMP] is not None:
-        bucket.turns.push(cur[TS] - hour_of(cur[TS]), float(cur[TEMP]))
-    if busy and cur[TEMP] is not None and cur[POWER]:
-        bucket.load_n += 1
-        bucket.load_temp_sum += cur[TEMP]
-        bucket.load_power_sum += cur[POWER]
+    if temp is not None:
+        bucket.turns.push(ts - (hour_of(ts) if hour is None else hour), float(temp))
+        if busy and power:
+            bucket.load_n += 1
+            bucket.load_temp_sum += temp
+            bucket.load_power_sum += power
 
 
 def buckets_from(
@@ -223,12 +224,17 @@ def buckets_from(
 ) -> dict[int, Bucket]:
     """Readings in `ts` order (after `prev`, the reading before them, or None) into hour buckets."""
     out = into if into is not None else {}
+    hour = end = None
+    bucket = None
     for cur in readings:
-        hour = hour_of(cur[TS])
-        bucket = out.get(hour)
-        if bucket is None:
-            bucket = out[hour] = Bucket()
-        pair_into(bucket, prev, cur, hot_c)
+        ts = cur[TS]
+        if end is None or not hour <= ts < end:
+            hour = hour_of(ts)
+            end = hour + 3600
+            bucket = out.get(hour)
+            if bucket is None:
+                bucket = out[hour] = Bucket()
+        pair_into(bucket, prev, cur, hot_c, hour)
         prev = cur
     return out
 

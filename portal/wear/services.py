@@ -297,11 +297,15 @@ def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: li
                     existing[hour] = row
                     buckets[hour] = _bucket_of(row)
                     cycles = Hysteresis(row.cycles_high, row.cycles_ref, row.cycles_total)
+                    # (a temperature equal to the one before changes nothing: skipped)
+                    pushed, end = None, hour + 3600
                     for reading in readings:
-                        if reading[meters.TS] >= hour + 3600:
+                        if reading[meters.TS] >= end:
                             break
-                        if reading[meters.TEMP] is not None:
-                            cycles.push(float(reading[meters.TEMP]))
+                        temp = reading[meters.TEMP]
+                        if temp is not None and temp != pushed:
+                            cycles.push(float(temp))
+                            pushed = temp
                     carried = True
                 else:
                     cycles = _state_before(gpu_id, _epoch_dt(hour))
