@@ -348,8 +348,20 @@ def _stat(pid: int) -> list[str] | None:
     return text[text.rindex(")") + 2 :].split()
 
 
-def _tree_cpu(root: int) -> float:
-    """CPU seconds of a process and its descendants (their reaped children's included)."""
+def _kind(pid: int) -> str:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "other"
+    for word, kind in (("daphne", "web"), (" serve", "web"), ("worker", "worker"), ("beat", "beat")):
+        if word in command:
+            return kind
+    return "other"
+
+
+def _tree_cpu(root: int) -> dict[str, float]:
+    """CPU seconds of a process and its descendants (their reaped children's included), by kind:
+    web (Daphne), worker, beat, other (the supervising `manage.py run`)."""
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit() and (fields := _stat(int(entry))):
@@ -358,11 +370,12 @@ def _tree_cpu(root: int) -> float:
     while frontier:
         frontier = [pid for pid, parent in parents.items() if parent in frontier and pid not in tree]
         tree.update(frontier)
-    total = 0
+    total: dict[str, float] = {}
     for pid in tree:
         if fields := _stat(pid):
-            total += sum(int(value) for value in fields[11:15])
-    return total / TICKS
+            kind = _kind(pid)
+            total[kind] = total.get(kind, 0.0) + sum(int(value) for value in fields[11:15]) / TICKS
+    return total
 
 
 def _backends_cpu(conn) -> float:
@@ -422,7 +435,8 @@ def ingest_round(wear_on: bool, work: list[list[tuple[str, bytes]]]) -> dict:
                 time.sleep(0.5)
             else:
                 raise SystemExit(f"the pipeline did not drain within 180 s: {state}")
-            cpu = _tree_cpu(portal.pid) - cpu_before + _backends_cpu(conn)
+            cpu = {kind: seconds - cpu_before.get(kind, 0.0) for kind, seconds in _tree_cpu(portal.pid).items()}
+            cpu["database"] = _backends_cpu(conn)
         check()
     finally:
         portal.send_signal(signal.SIGTERM)
@@ -436,7 +450,8 @@ def ingest_round(wear_on: bool, work: list[list[tuple[str, bytes]]]) -> dict:
             errors[key] = errors.get(key, 0) + count
     accepted = sum(client.accepted for client in clients)
     return {"rate": accepted / (posted - started), "readings": accepted, "errors": errors, "wear_lag": wear_lag,
-            "cpu_ms_per_1k": cpu * 1e6 / accepted}  # fmt: skip
+            "cpu_ms_per_1k": sum(cpu.values()) * 1e6 / accepted,
+            "cpu_by_kind": {kind: seconds * 1e6 / accepted for kind, seconds in cpu.items()}}  # fmt: skip
 
 
 def bench_ingest_overhead(results):
@@ -476,7 +491,9 @@ def bench_ingest_overhead(results):
             lag = ", meters NOT caught up within 120 s"
         print(f"  round {round_ + 1}, meters {'on ' if wear_on else 'off'}: {result['rate']:8,.0f} readings/s "
               f"({result['readings']:,} readings, errors: {result['errors'] or 'none'}{lag}); "
-              f"CPU {result['cpu_ms_per_1k']:.0f} ms per 1,000 readings; load {os.getloadavg()[0]:.1f}",
+              f"CPU {result['cpu_ms_per_1k']:.0f} ms per 1,000 readings ("
+              f"{', '.join(f'{k} {v:.0f}' for k, v in sorted(result['cpu_by_kind'].items()))}); "
+              f"load {os.getloadavg()[0]:.1f}",
               flush=True)  # fmt: skip
     _admin(f"DROP DATABASE IF EXISTS {ROUND_DB} WITH (FORCE)")
     without = statistics.median(r["rate"] for r in rounds[False])

@@ -18,8 +18,9 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from portal.core.db import EpochMs
@@ -400,6 +401,34 @@ def wear_gpu_update(*, gpu_id: int, late_from: float | None = None, late_to: flo
     wear_update_many(ranges={gpu_id: (late_from, late_to)})
 
 
+def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearState]) -> list[int]:
+    """The GPUs of `spans` ({gpu_id: (from, to)} epoch s, reaching back to or before the newest
+    counted reading) with readings in the span's hours, up to the newest counted one, that the
+    meters have not counted: an hour's raw readings then outnumber its row's. A range reaching
+    back is usually no late batch at all: another process's task counted its readings already
+    (each web process sends its own ranges), and then nothing is rebuilt. Two queries for all."""
+    if not spans:
+        return []
+    raw_condition, row_condition = Q(), Q()
+    for gpu_id, (start, end) in spans.items():
+        last = states[gpu_id].last_ts
+        lo, hi = _epoch_dt(meters.hour_of(start)), _epoch_dt(meters.hour_of(min(end, last.timestamp())) + 3600)
+        raw_condition |= Q(gpu_id=gpu_id, ts__gte=lo, ts__lt=hi, ts__lte=last)
+        row_condition |= Q(gpu_id=gpu_id, hour__gte=lo, hour__lt=hi)
+    raw = {
+        (row["gpu_id"], int(row["at"].timestamp())): row["n"]
+        for row in Reading.objects.filter(raw_condition)
+        .annotate(at=TruncHour("ts", tzinfo=dt.UTC))
+        .values("gpu_id", "at")
+        .annotate(n=Count("id"))
+    }
+    stored = {
+        (gpu_id, int(hour.timestamp())): count
+        for gpu_id, hour, count in WearHour.objects.filter(row_condition).values_list("gpu_id", "hour", "readings")
+    }
+    return sorted({key[0] for key in raw.keys() | stored.keys() if raw.get(key, 0) != stored.get(key, 0)})
+
+
 @transaction.atomic
 def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) -> None:
     """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)}, as for
@@ -414,13 +443,15 @@ def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) ->
         state.gpu_id: state
         for state in WearState.objects.select_for_update().filter(gpu_id__in=gpu_ids).order_by("gpu_id")
     }
+    maybe_late = {}
     for gpu_id in gpu_ids:
         late_from, late_to = ranges[gpu_id]
         state = states.get(gpu_id)
         if state is not None and late_from is not None and late_from <= state.last_ts.timestamp():
-            gpu = gpus[gpu_id]
-            hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
-            _rebuild(gpu, state, hot_c, late_from, late_to if late_to is not None else late_from)
+            maybe_late[gpu_id] = (late_from, late_to if late_to is not None else late_from)
+    for gpu_id in _uncounted(maybe_late, states):
+        gpu = gpus[gpu_id]
+        _rebuild(gpu, states[gpu_id], meters.hot_threshold(gpu.temp_slowdown_c), *maybe_late[gpu_id])
     _extend_many(gpus, states, gpu_ids)
 
 

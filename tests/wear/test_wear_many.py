@@ -109,3 +109,21 @@ def test_the_sweep_counts_what_no_task_counted():
     assert wear_sweep() == 1
     check(gpus[1], series(gpus[1].pk, n=200), -math.inf, math.inf)
     check(gpus[0], series(gpus[0].pk, n=100), -math.inf, math.inf)
+
+
+@pytest.mark.django_db
+def test_a_range_reaching_back_over_counted_readings_rebuilds_nothing():
+    """Each web process sends its own ranges: the second task's range reaches back over readings
+    the first task counted already. Nothing is late, so nothing is recomputed GPU by GPU."""
+    gpus = [GpuFactory() for _ in range(25)]
+    ranges = {}
+    for gpu in gpus:
+        rows = series(gpu.pk, n=300)
+        store(gpu, rows)
+        ranges[gpu.pk] = (rows[0]["ts"], rows[-1]["ts"])
+    wear_update_many(ranges=dict.fromkeys(ranges, (None, None)))  # the first process's task
+    with CaptureQueriesContext(connection) as queries:
+        wear_update_many(ranges=ranges)  # the second's: the same readings
+    assert len(queries) <= 8, [query["sql"][:80] for query in queries]
+    for gpu in gpus:
+        check(gpu, series(gpu.pk, n=300), -math.inf, math.inf)

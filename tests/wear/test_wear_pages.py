@@ -49,3 +49,25 @@ def test_fleet_wear_page_roles(client_for, actors):
     assert client_for(None).get("/wear/").status_code == 302
     for role in ("viewer", "technician", "admin"):
         assert client_for(actors[role]).get("/wear/").status_code == 200
+
+
+@pytest.mark.django_db
+def test_spares_without_readings_do_not_lower_the_inspect_first_bar():
+    import datetime as dt
+
+    from portal.wear.models import WearState
+
+    now = timezone.now()
+    host = HostFactory(hostname="rank-lab")
+    installed = (now - dt.timedelta(days=300)).date()
+    for index, (hot_h, busy_h, cycles) in enumerate([(800, 800, 39), (0, 480, 0), (0, 160, 0)]):
+        gpu = GpuFactory(host=host, index=index, install_date=installed)
+        WearState.objects.create(gpu=gpu, last_ts=now, last_reading=[now.timestamp()], first_hour=now,
+                                 hot_s=hot_h * 3600, busy_s=busy_h * 3600, cycles_total=cycles)  # fmt: skip
+    spares = HostFactory(hostname="spares")
+    for index in range(8):  # never reported: scored on age alone, well under the metered GPUs
+        GpuFactory(host=spares, index=index, install_date=installed)
+    ranking = fleet_wear_ranking(now=now)
+    # metered scores: 5 + 5 + 800/480 + 1 (hot, cycles capped; busy; age), 2.0, 1.33: median 2.0
+    assert ranking["median_score"] == 2.0
+    assert [(row["gpu"].host.hostname, row["gpu"].index) for row in ranking["inspect_first"]] == [("rank-lab", 0)]
