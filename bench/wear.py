@@ -62,7 +62,7 @@ HOSTS = 20
 CLIENTS = 8
 GPUS_PER_HOST = 10
 READINGS_PER_GPU = 10
-BATCHES_PER_HOST = int(os.environ.get("BENCH_BATCHES_PER_HOST", "300"))  # 600,000 readings: more than a round posts
+BATCHES_PER_HOST = int(os.environ.get("BENCH_BATCHES_PER_HOST", "400"))  # 800,000 readings: more than a round posts
 
 
 def setup():
