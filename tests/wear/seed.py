@@ -1,4 +1,4 @@
-"""A small lab with known wear for the browser test (tests/browser/test_wear_pages.py): host
+"""A small lab with known wear for the browser test (tests/browser/test_wear_pages_in_browser.py): host
 `wear-lab`, three GPUs with DAYS days of readings every STEP_S seconds through the real meters,
 a cleaning in the middle (the evening before day CLEANED_DAY). Run inside the served portal's
 database: `manage.py shell -c "from tests.wear.seed import wear_lab_seed; wear_lab_seed()"`.
