@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import gzip
+import http.client
 import json
 import os
 import secrets
@@ -90,29 +91,53 @@ def reading(uuid_: str, ts: dt.datetime, step: int) -> dict:
     }  # fmt: skip
 
 
+def ingest_post(conn: http.client.HTTPConnection, token: str, body: bytes) -> tuple[int | str, bytes]:
+    """POST one gzip batch to /api/v1/ingest on conn: (status, response body), or (the exception's
+    name, b"") when the connection failed; conn is then closed and opens again on its next use."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    try:
+        conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException) as error:
+        conn.close()
+        return type(error).__name__, b""
+
+
+def host_inventory(hostname: str, gpus: int, *, uuid_prefix: str = "") -> list[dict]:
+    """The inventory of a bench host's `gpus` H200s (uuids stable per hostname and prefix)."""
+    uuids = [f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{uuid_prefix}{hostname}-{i}')}" for i in range(gpus)]
+    return [
+        {"uuid": u, "index": i, "name": "NVIDIA H200", "serial": f"{hostname}-{i}", "vbios_version": "96.00.A5",
+         "memory_total_mib": 143771, "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95}
+        for i, u in enumerate(uuids)
+    ]  # fmt: skip
+
+
+def batch_body(hostname: str, number: int, inventory: list[dict], readings: list[dict], sent_at: dt.datetime) -> bytes:
+    """Batch `number` of a host as the agent sends it (gzip JSON); the first lists the GPUs."""
+    batch = {
+        "batch_id": str(uuid.uuid4()),
+        "sent_at": sent_at.isoformat(),
+        "host": {"hostname": hostname, "agent_version": "bench", "driver_version": "580.65.06"},
+        "gpus": inventory if number == 0 else [],
+        "readings": readings,
+    }
+    return gzip.compress(json.dumps(batch).encode(), compresslevel=1)
+
+
 def host_bodies(
     hostname: str, count: int, start: dt.datetime, *, every: dt.timedelta, gpus: int = 10, per_gpu: int = 10
 ) -> list[bytes]:
     """count gzip batches of one host, in time order: `gpus` GPUs with `per_gpu` readings each,
     `every` apart (a batch takes up where the one before ended); the first lists the GPUs."""
-    uuids = [f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{hostname}-{i}')}" for i in range(gpus)]
-    inventory = [
-        {"uuid": u, "index": i, "name": "NVIDIA H200", "serial": f"{hostname}-{i}", "vbios_version": "96.00.A5",
-         "memory_total_mib": 143771, "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95}
-        for i, u in enumerate(uuids)
-    ]  # fmt: skip
+    inventory = host_inventory(hostname, gpus)
+    uuids = [gpu["uuid"] for gpu in inventory]
     bodies = []
     for number in range(count):
         readings = []
         for step in range(number * per_gpu, (number + 1) * per_gpu):
             ts = start + every * step
             readings.extend(reading(u, ts, step) for u in uuids)
-        batch = {
-            "batch_id": str(uuid.uuid4()),
-            "sent_at": ts.isoformat(),
-            "host": {"hostname": hostname, "agent_version": "bench", "driver_version": "580.65.06"},
-            "gpus": inventory if number == 0 else [],
-            "readings": readings,
-        }
-        bodies.append(gzip.compress(json.dumps(batch).encode(), compresslevel=1))
+        bodies.append(batch_body(hostname, number, inventory, readings, ts))
     return bodies

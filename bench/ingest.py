@@ -29,7 +29,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import host_bodies, machine_load, portal_served, reading  # noqa: E402
+from bench.harness import host_bodies, ingest_post, machine_load, portal_served, reading  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 DB_NAME = "bench_ingest"
@@ -90,27 +90,17 @@ class Client(threading.Thread):
 
     def run(self):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        headers = {
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json", "Content-Encoding": "gzip",
-        }  # fmt: skip
         for body in self.bodies:
             if time.monotonic() >= self.stop_at:
                 return
             started = time.perf_counter()
-            try:
-                conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
-                response = conn.getresponse()
-                payload = response.read()
-            except (OSError, http.client.HTTPException) as error:
-                self.errors[type(error).__name__] = self.errors.get(type(error).__name__, 0) + 1
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-                continue
-            self.latencies.append(time.perf_counter() - started)
-            if response.status == 202:
+            status, payload = ingest_post(conn, self.token, body)
+            if isinstance(status, int):
+                self.latencies.append(time.perf_counter() - started)
+            if status == 202:
                 self.accepted += json.loads(payload)["accepted"]
             else:
-                self.errors[response.status] = self.errors.get(response.status, 0) + 1
+                self.errors[status] = self.errors.get(status, 0) + 1
         self.exhausted = True
 
 

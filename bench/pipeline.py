@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import host_bodies, machine_load, portal_served  # noqa: E402
+from bench.harness import host_bodies, ingest_post, machine_load, portal_served  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DB = "bench_pipeline"
@@ -96,8 +96,6 @@ class Client(threading.Thread):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         self.first_post = time.monotonic()
         for number, (token, body) in enumerate(self.work):
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                       "Content-Encoding": "gzip"}  # fmt: skip
             started = time.perf_counter()
             if self.per_s:
                 # Paced: each post at its appointed time, its latency counted from then (a late
@@ -105,21 +103,14 @@ class Client(threading.Thread):
                 due = self.first_post + number / self.per_s
                 time.sleep(max(0.0, due - time.monotonic()))
                 started = time.perf_counter() - max(0.0, time.monotonic() - due)
-            try:
-                conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
-                response = conn.getresponse()
-                payload = response.read()
-            except (OSError, http.client.HTTPException) as error:
-                self.errors[type(error).__name__] = self.errors.get(type(error).__name__, 0) + 1
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-                continue
-            self.latencies.append(time.perf_counter() - started)
-            if response.status == 202:
+            status, payload = ingest_post(conn, token, body)
+            if isinstance(status, int):
+                self.latencies.append(time.perf_counter() - started)
+            if status == 202:
                 self.accepted += json.loads(payload)["accepted"]
                 self.batches_accepted += 1
             else:
-                self.errors[response.status] = self.errors.get(response.status, 0) + 1
+                self.errors[status] = self.errors.get(status, 0) + 1
         self.last_answer = time.monotonic()
 
 

@@ -25,7 +25,6 @@ ingest` (or wear, metrics) runs one part.
 """
 
 import datetime as dt
-import gzip
 import http.client
 import json
 import os
@@ -38,7 +37,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import psycopg
@@ -46,6 +44,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import batch_body, host_inventory, ingest_post  # noqa: E402
 from portal.core.supervise import ChildFailed, free_port, wait_until_answers  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
@@ -261,12 +260,8 @@ def _reading(uuid_: str, ts: dt.datetime, step: int, temp: float) -> dict:
 def _bodies(hostname: str, count: int, start: dt.datetime) -> list[bytes]:
     """count batches of one host: 10 GPUs at 10 Hz, one second per batch (as bench/pipeline.py)."""
     rng = random.Random(hostname)
-    uuids = [f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'wear-{hostname}-{i}')}" for i in range(GPUS_PER_HOST)]
-    inventory = [
-        {"uuid": u, "index": i, "name": "NVIDIA H200", "serial": f"{hostname}-{i}", "vbios_version": "96.00.A5",
-         "memory_total_mib": 143771, "power_limit_default_w": 700.0, "temp_slowdown_c": 90, "temp_shutdown_c": 95}
-        for i, u in enumerate(uuids)
-    ]  # fmt: skip
+    inventory = host_inventory(hostname, GPUS_PER_HOST, uuid_prefix="wear-")
+    uuids = [gpu["uuid"] for gpu in inventory]
     bodies = []
     temps = [rng.uniform(40, 80) for _ in uuids]
     for number in range(count):
@@ -279,12 +274,7 @@ def _bodies(hostname: str, count: int, start: dt.datetime) -> list[bytes]:
                 # heating and cooling toward the load's temperature, the sensor flickering by a degree
                 temps[n] += (target - temps[n]) * 0.002 + rng.uniform(-0.3, 0.3)
                 readings.append(_reading(u, ts, at, temps[n]))
-        batch = {
-            "batch_id": str(uuid.uuid4()), "sent_at": ts.isoformat(), "gpus": inventory if number == 0 else [],
-            "host": {"hostname": hostname, "agent_version": "bench", "driver_version": "580.65.06"},
-            "readings": readings,
-        }  # fmt: skip
-        bodies.append(gzip.compress(json.dumps(batch).encode(), compresslevel=1))
+        bodies.append(batch_body(hostname, number, inventory, readings, ts))
     return bodies
 
 
@@ -304,22 +294,12 @@ class Client(threading.Thread):
         for token, body in self.work:
             if time.monotonic() >= self.deadline:
                 break
-            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                       "Content-Encoding": "gzip"}  # fmt: skip
-            try:
-                conn.request("POST", "/api/v1/ingest", body=body, headers=headers)
-                response = conn.getresponse()
-                payload = response.read()
-            except (OSError, http.client.HTTPException) as error:
-                self.errors[type(error).__name__] = self.errors.get(type(error).__name__, 0) + 1
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-                continue
-            if response.status == 202:
+            status, payload = ingest_post(conn, token, body)
+            if status == 202:
                 self.accepted += json.loads(payload)["accepted"]
                 self.batches += 1
             else:
-                self.errors[response.status] = self.errors.get(response.status, 0) + 1
+                self.errors[status] = self.errors.get(status, 0) + 1
         self.last_answer = time.monotonic()
 
 
