@@ -1,10 +1,12 @@
-"""The one place a stored batch is handed on (live updates, anomaly evaluation, rollups).
+"""The one place a stored batch is handed on (live updates, anomaly evaluation, rollups), and
+where apps that read raw readings after they are stored say which they still need.
 
 Called after the ingest transaction commits. The readings are already safe by then, so a
 failing consumer (Redis down, broker down) is logged and never turns the agent's 202 into an
 error: the agent would only send the same batch again.
 """
 
+import datetime as dt
 import logging
 from collections.abc import Callable
 
@@ -35,3 +37,22 @@ def batch_stored(*, batch_pk: int, host_id: int, gpu_ids: list[int], readings: l
             consumer(batch_pk=batch_pk, host_id=host_id, gpu_ids=gpu_ids, **extra)
         except Exception:
             log.exception("batch consumer %s failed for batch %s; the batch itself is stored", name, batch_pk)
+
+
+# Apps above telemetry that read raw readings after they are stored (the wear meters): each says
+# the oldest moment it still needs, or None; retention keeps raw readings from there on.
+_raw_needed: dict[str, Callable[[], dt.datetime | None]] = {}
+
+
+def raw_readings_needed(name: str) -> Callable[[Callable], Callable]:
+    def register(oldest_needed: Callable[[], dt.datetime | None]) -> Callable:
+        _raw_needed[name] = oldest_needed
+        return oldest_needed
+
+    return register
+
+
+def oldest_raw_needed() -> dt.datetime | None:
+    """The oldest moment any registered consumer still needs raw readings from, or None."""
+    needed = [moment for oldest in _raw_needed.values() if (moment := oldest()) is not None]
+    return min(needed, default=None)

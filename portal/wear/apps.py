@@ -7,8 +7,7 @@ class WearConfig(AppConfig):
 
     def ready(self):
         from portal.fleet import pages
-        from portal.telemetry.hooks import on_batch_stored
-        from portal.telemetry.services.retention import raw_readings_needed
+        from portal.telemetry.hooks import on_batch_stored, raw_readings_needed
         from portal.wear import enqueue, selectors, services
 
         on_batch_stored("wear", with_readings=True)(enqueue.wear_batch_stored)

@@ -1,28 +1,16 @@
 """Prune old telemetry in bounded chunks, so the job never holds a long lock or a huge transaction."""
 
 import datetime as dt
-from collections.abc import Callable
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 from django.utils import timezone
 
+from portal.telemetry import hooks
 from portal.telemetry.models import IngestBatch, Reading, Rollup1m, XidEvent
 
 CHUNK = 10_000
-
-# Apps above telemetry that read raw readings after they are stored (the wear meters): each says
-# the oldest moment it still needs, or None; raw readings from there on are kept.
-_raw_needed: dict[str, Callable[[], dt.datetime | None]] = {}
-
-
-def raw_readings_needed(name: str) -> Callable[[Callable], Callable]:
-    def register(oldest_needed: Callable[[], dt.datetime | None]) -> Callable:
-        _raw_needed[name] = oldest_needed
-        return oldest_needed
-
-    return register
 
 
 def _prune(queryset, time_field: str, before: dt.datetime, *, chunk: int, max_chunks: int) -> int:
@@ -41,16 +29,15 @@ def raw_cutoff(now: dt.datetime) -> dt.datetime:
     not covered yet (the hour of the oldest reading of a batch not rolled up), nor any of an hour
     a late reading may still come in for (rollups recompute whole minutes and hours from raw
     readings, and ingest accepts readings up to INGEST_MAX_AGE_HOURS old), nor any a consumer
-    registered with raw_readings_needed has not read yet (the wear meters)."""
+    registered with hooks.raw_readings_needed has not read yet (the wear meters)."""
     cutoff = now - dt.timedelta(days=settings.RETENTION_RAW_DAYS)
     cutoff = min(cutoff, now - dt.timedelta(hours=settings.INGEST_MAX_AGE_HOURS))
     pending = IngestBatch.objects.filter(rolled_up=False).aggregate(oldest=Min("first_ts"))["oldest"]
     if pending is not None:
         cutoff = min(cutoff, pending)
-    for oldest_needed in _raw_needed.values():
-        needed = oldest_needed()
-        if needed is not None:
-            cutoff = min(cutoff, needed)
+    needed = hooks.oldest_raw_needed()
+    if needed is not None:
+        cutoff = min(cutoff, needed)
     return cutoff.replace(minute=0, second=0, microsecond=0)
 
 
