@@ -16,6 +16,8 @@ Never recomputed from all raw readings; the hour rows outlive raw retention.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+from collections.abc import Callable
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Q
@@ -24,6 +26,7 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from portal.core.db import EpochMs
+from portal.core.sqlite import reads_outside_write_lock, serialized
 from portal.fleet.models import Gpu
 from portal.telemetry.models import Reading
 from portal.wear import meters
@@ -119,26 +122,41 @@ def _by_span(field: str, spans: dict[int, tuple[int, int]]) -> Q:
     return condition
 
 
+def _hour_tuple(row: WearHour) -> tuple:
+    """A hour row not yet saved, as _days_built reads saved ones (HOUR_COLUMNS)."""
+    return (row.gpu_id, int(row.hour.timestamp()) * 1000, *(getattr(row, name) for name in BUCKET_FIELDS))
+
+
 def _days_refresh_many(days_of: dict[int, set[int]]) -> None:
-    """Rebuild the day rows of `days_of` ({gpu_id: {UTC midnight, epoch s}}) from their hour rows,
-    for every GPU in one read and one write: sums added, streak segments composed, turning points
-    concatenated and reduced again (the reduction holds for any incoming state, so it holds across
-    hours), the cycle state of the day's last hour."""
+    _days_save(*_days_built(days_of))
+
+
+def _days_built(days_of: dict[int, set[int]], unsaved: list[WearHour] = ()) -> tuple[list, list]:
+    """The day rows of `days_of` ({gpu_id: {UTC midnight, epoch s}}) rebuilt from their hour rows,
+    the saved ones and `unsaved` (which replace saved rows of the same hour), for every GPU in one
+    read: sums added, streak segments composed, turning points concatenated and reduced again (the
+    reduction holds for any incoming state, so it holds across hours), the cycle state of the
+    day's last hour. Returns the rows to insert and to update."""
     days_of = {gpu_id: days for gpu_id, days in days_of.items() if days}
     if not days_of:
-        return
+        return [], []
     spans = {gpu_id: (min(days), max(days) + DAY_S) for gpu_id, days in days_of.items()}
-    hours = (
-        WearHour.objects.filter(_by_span("hour", spans))
+    hours = {
+        row[:2]: row
+        for row in WearHour.objects.filter(_by_span("hour", spans))
         .annotate(hour_ms=EpochMs("hour"))
-        .order_by("gpu_id", "hour")
         .values_list(*HOUR_COLUMNS)
-    )
+    }
+    for row in unsaved:
+        if row.gpu_id in days_of:
+            fresh = _hour_tuple(row)
+            hours[fresh[:2]] = fresh
     built: dict[tuple[int, int], tuple[Bucket, tuple]] = {}
     index = {name: position for position, name in enumerate(HOUR_COLUMNS)}
     turns_at, prefix_at = index["turns"], index["busy_prefix_s"]
     sums = [(name, index[name]) for name in (*SUM_FIELDS, "readings", "load_n", "load_temp_sum", "load_power_sum")]
-    for row in hours:
+    for hour_key in sorted(hours):
+        row = hours[hour_key]
         hour = row[1] // 1000
         key = (row[0], hour - hour % DAY_S)
         if key[1] not in days_of[row[0]]:
@@ -170,6 +188,10 @@ def _days_refresh_many(days_of: dict[int, set[int]]) -> None:
         (creates if pk is None else updates).append(row)
         _fill(row, bucket)
         row.cycles_high, row.cycles_ref, row.cycles_total = last_hour[high_at : high_at + 3]
+    return creates, updates
+
+
+def _days_save(creates: list, updates: list) -> None:
     if creates:
         WearDay.objects.bulk_create(creates)
     _update_rows(WearDay, updates, BUCKET_FIELDS)
@@ -264,11 +286,14 @@ def _new_readings(gpu_ids: list[int], states: dict[int, WearState]) -> list[tupl
     ]
 
 
-def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: list[int]) -> None:
+def _extend_many(
+    gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: list[int], write: Callable[[Callable], None]
+) -> None:
     """Count the readings newer than the newest counted one of every GPU in `gpu_ids` (ascending),
     set-based: one query for the new readings (in chunks of CHUNK), one for the hour rows they
-    continue, one insert and one executemany for the hour rows, the same for the day rows and the
-    states. Each GPU's newest hour row is continued, and its lifetime cycle state carried on from
+    continue, one for the day rows, then one insert and one executemany each for the hour rows, the
+    day rows and the states, handed to `write` (which runs them in a transaction, or in the
+    caller's). Each GPU's newest hour row is continued, and its lifetime cycle state carried on from
     the row's own end state over the new temperatures (the turning-point reduction keeps the
     hysteresis for any incoming state, so this equals replaying the continued row's points)."""
     pending = list(gpu_ids)
@@ -323,12 +348,18 @@ def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: li
             _apply_totals(state, delta)
             state.cycles_total = cycles.count
             state.updated_at = timezone.now()
-        _save_hours(creates, updates)
-        _days_refresh_many(days_of)
-        if new_states:
-            WearState.objects.bulk_create(new_states)
+        days = _days_built(days_of, creates + updates)
         created = {state.gpu_id for state in new_states}
-        _update_rows(WearState, [states[gpu_id] for gpu_id in by_gpu if gpu_id not in created], STATE_FIELDS)
+        changed_states = [states[gpu_id] for gpu_id in by_gpu if gpu_id not in created]
+
+        def save(creates=creates, updates=updates, days=days, new_states=new_states, changed_states=changed_states):
+            _save_hours(creates, updates)
+            _days_save(*days)
+            if new_states:
+                WearState.objects.bulk_create(new_states)
+            _update_rows(WearState, changed_states, STATE_FIELDS)
+
+        write(save)
         if len(rows) < CHUNK:
             return
         # the last GPU read may have more readings; it and the GPUs after it (none read) go again
@@ -429,12 +460,33 @@ def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearStat
     return sorted({key[0] for key in raw.keys() | stored.keys() if raw.get(key, 0) != stored.get(key, 0)})
 
 
-@transaction.atomic
 def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) -> None:
     """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)}, as for
     wear_gpu_update) up to date: late stretches GPU by GPU (rare: batches that arrive out of
-    order), then the new readings of all of them set-based (_extend_many). The GPUs' state rows are
-    locked in id order (two tasks on the same GPUs wait for each other, never deadlock)."""
+    order), then the new readings of all of them set-based (_extend_many).
+
+    PostgreSQL: one transaction; the GPUs' state rows are locked in id order (two tasks on the
+    same GPUs wait for each other, never deadlock). SQLite (outside a caller's transaction): passes
+    run one at a time (portal.core.sqlite), read and count before they take the write lock, and
+    hold it only to write; a late stretch, rare, is rebuilt inside its own transaction."""
+    if reads_outside_write_lock():
+        with serialized("wear"):
+            _update_many(ranges, write=_in_transaction)
+        return
+    with transaction.atomic():
+        _update_many(ranges, write=_at_once)
+
+
+def _at_once(work: Callable[[], None]) -> None:
+    work()
+
+
+def _in_transaction(work: Callable[[], None]) -> None:
+    with transaction.atomic():
+        work()
+
+
+def _update_many(ranges: dict, *, write: Callable[[Callable[[], None]], None]) -> None:
     gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
     gpu_ids = sorted(gpus)
     if not gpu_ids:
@@ -451,8 +503,9 @@ def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) ->
             maybe_late[gpu_id] = (late_from, late_to if late_to is not None else late_from)
     for gpu_id in _uncounted(maybe_late, states):
         gpu = gpus[gpu_id]
-        _rebuild(gpu, states[gpu_id], meters.hot_threshold(gpu.temp_slowdown_c), *maybe_late[gpu_id])
-    _extend_many(gpus, states, gpu_ids)
+        hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
+        write(functools.partial(_rebuild, gpu, states[gpu_id], hot_c, *maybe_late[gpu_id]))
+    _extend_many(gpus, states, gpu_ids, write)
 
 
 SWEEP_MARGIN_S = 20.0  # past the debounce: a task that was sent has had its time

@@ -127,3 +127,42 @@ def test_a_range_reaching_back_over_counted_readings_rebuilds_nothing():
     assert len(queries) <= 8, [query["sql"][:80] for query in queries]
     for gpu in gpus:
         check(gpu, series(gpu.pk, n=300), -math.inf, math.inf)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_outside_a_transaction_matches_the_contract(monkeypatch):
+    """On SQLite the wear task reads and counts before it takes the write lock (on PostgreSQL: one
+    transaction, as before): the same figures, late batches and chunked reads included."""
+    test_many_gpus_together_match_the_contract(monkeypatch, chunk=37)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_sqlite_a_task_holds_the_write_lock_only_to_write():
+    """Ingest waits for whoever holds SQLite's write lock: the wear task's reads of the readings,
+    hour rows, day rows and states all run before its transaction, and what runs inside it writes."""
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL's readers never block ingest: one transaction there")
+    gpus = [GpuFactory() for _ in range(5)]
+    ranges = {}
+    for gpu in gpus:
+        rows = series(gpu.pk, n=400)
+        store(gpu, rows[:200])
+        wear_update_many(ranges={gpu.pk: (rows[0]["ts"], rows[199]["ts"])})
+        store(gpu, rows[200:])
+        ranges[gpu.pk] = (rows[200]["ts"], rows[-1]["ts"])
+    statements: list[tuple[bool, str]] = []
+
+    def record(execute, sql, params, many, context):
+        verb = sql.lstrip().split(None, 1)[0].upper()
+        if verb not in {"BEGIN", "PRAGMA", "SAVEPOINT", "RELEASE"}:  # the transaction's own
+            statements.append((connection.in_atomic_block, verb))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        wear_update_many(ranges=ranges)
+    inside = {verb for in_transaction, verb in statements if in_transaction}
+    outside = {verb for in_transaction, verb in statements if not in_transaction}
+    assert outside == {"SELECT"}, statements
+    assert inside and inside <= {"INSERT", "UPDATE"}, statements
+    for gpu in gpus:
+        check(gpu, series(gpu.pk, n=400), -math.inf, math.inf)
