@@ -122,6 +122,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # The worker's pause after each commit on SQLite, so a web request waiting for the write lock
 # gets it between the worker's transactions (portal/core/sqlite_backend/base.py).
 SQLITE_WORKER_PAUSE_MS = envfloat("SQLITE_WORKER_PAUSE_MS", 3.0)
+# Log (logger portal.sqlite) each transaction that waited for or held the SQLite write lock at
+# least this long, with the code that ran it; 0: off. For finding what delays ingest.
+SQLITE_SLOW_LOCK_MS = envfloat("SQLITE_SLOW_LOCK_MS", 0.0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = envstr("REDIS_URL")
