@@ -9,8 +9,10 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.urls import get_resolver  # noqa: E402
 
 from portal.core.asgi_ingest import IngestASGIApp  # noqa: E402
+from portal.core.heap import freeze_startup_objects  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 from portal.telemetry.ingest_view import ingest  # noqa: E402
 
@@ -30,3 +32,8 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# The URLconf (the API's schemas: most of the start-up objects) loads now, not on the first
+# request, so that it is frozen with the rest: see portal/core/heap.py.
+get_resolver().url_patterns  # noqa: B018
+freeze_startup_objects()

@@ -1,9 +1,10 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.signals import beat_init, worker_process_init
 
 from portal.core import broker
+from portal.core.heap import freeze_startup_objects
 
 broker.register()  # the embedded broker's transport, before any connection is made
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -24,3 +25,9 @@ def _pause_after_commits(**kwargs):
     wrapper = connections["default"]
     if wrapper.vendor == "sqlite":
         type(wrapper).pause_after_commit_s = settings.SQLITE_WORKER_PAUSE_MS / 1000
+
+
+@worker_process_init.connect
+@beat_init.connect
+def _freeze_startup_objects(**kwargs):
+    freeze_startup_objects()  # see portal/core/heap.py
