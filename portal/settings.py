@@ -93,10 +93,14 @@ TEMPLATES = [
     },
 ]
 
+DATABASE_URL = envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}")
 DATABASES = {
     "default": dj_database_url.parse(
-        envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'portal.sqlite3'}"),
-        conn_max_age=envint("DATABASE_CONN_MAX_AGE", 0),
+        DATABASE_URL,
+        # SQLite: a connection is a file handle, and opening one (with its PRAGMAs) for every
+        # request cost ingest as much CPU as storing the batch. A server's connections are
+        # the operator's to size (PostgreSQL: max_connections, a pooler): off unless set.
+        conn_max_age=envint("DATABASE_CONN_MAX_AGE", 600 if DATABASE_URL.startswith("sqlite") else 0),
     )
 }
 # The few statements run for every ingest batch are prepared once per connection (see

@@ -78,10 +78,12 @@ def manage(*args, tmp_path, **env_changes):
     """Run manage.py in a fresh interpreter with a clean, production-like environment."""
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"}}
     env.update(
-        VAR_DIR=str(tmp_path),
-        DATABASE_URL=f"sqlite:///{tmp_path}/check.sqlite3",
-        DJANGO_SETTINGS_MODULE="portal.settings",  # the portal's own, not the suite's
-        **env_changes,
+        {
+            "VAR_DIR": str(tmp_path),
+            "DATABASE_URL": f"sqlite:///{tmp_path}/check.sqlite3",
+            "DJANGO_SETTINGS_MODULE": "portal.settings",  # the portal's own, not the suite's
+            **env_changes,
+        }
     )
     env = {k: v for k, v in env.items() if v is not None}
     return subprocess.run(
@@ -125,3 +127,18 @@ def test_debug_is_off_unless_asked_for(tmp_path):
     assert result.stdout.split()[-2:] == ["False", "False"], result.stdout + result.stderr
     result = manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true", TRUST_PROXY_HEADERS="true")
     assert result.stdout.split()[-2:] == ["True", "True"], result.stdout + result.stderr
+
+
+def test_sqlite_keeps_its_connections_a_server_database_only_when_asked(tmp_path):
+    """Opening an SQLite connection per request cost ingest as much as storing the batch; a
+    server's connections stay the operator's to size."""
+    shell = "from django.conf import settings; print(settings.DATABASES['default']['CONN_MAX_AGE'])"
+    assert manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true").stdout.split()[-1:] == ["600"]
+    postgres = "postgres://postgres@127.0.0.1:5432/test"
+    result = manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true", DATABASE_URL=postgres)
+    assert result.stdout.split()[-1:] == ["0"], result.stdout + result.stderr
+    result = manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true", DATABASE_URL=postgres,
+                    DATABASE_CONN_MAX_AGE="300")  # fmt: skip
+    assert result.stdout.split()[-1:] == ["300"], result.stdout + result.stderr
+    result = manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true", DATABASE_CONN_MAX_AGE="0")
+    assert result.stdout.split()[-1:] == ["0"], result.stdout + result.stderr
