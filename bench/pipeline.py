@@ -11,8 +11,9 @@ Run with `make bench-pipeline` (both set-ups) or `python bench/pipeline.py embed
 
 BENCH_CLIENTS (default 8) clients post 100-reading gzip batches (10 GPUs x 10 readings, a
 host's second at 10 Hz) as fast as the portal answers, BENCH_BATCHES batches in all (or BENCH_RATE
-batches/s in all, each post at its appointed time; `make bench-pipeline` runs the embedded default
-both ways, paced at the target's 20 batches/s). The figure
+batches/s in all, each post at its appointed time, each client at its own phase of the period as
+agents' clocks fall, or BENCH_ALIGNED=1 all at once; `make bench-pipeline` runs the embedded
+default both ways, paced at the target's 20 batches/s). The figure
 is the readings posted divided by the time from the first post until the last batch is evaluated
 (rules run, tickets written) and rolled up. Beat runs its schedule at BEAT_SCALE=0.1 (rollups
 every 3 s instead of 30 s) so the wait for the next rollup run does not dominate the tail.
@@ -84,9 +85,9 @@ def _reset(setup: str) -> None:
 class Client(threading.Thread):
     """Posts its hosts' batches in order (each host's batches arrive in time order)."""
 
-    def __init__(self, port: int, work: list[tuple[str, bytes]], per_s: float = 0.0):
+    def __init__(self, port: int, work: list[tuple[str, bytes]], per_s: float = 0.0, phase: float = 0.0):
         super().__init__(daemon=True)
-        self.port, self.work, self.per_s = port, work, per_s
+        self.port, self.work, self.per_s, self.phase = port, work, per_s, phase
         self.latencies: list[float] = []
         self.accepted = self.batches_accepted = 0
         self.errors: dict[int | str, int] = {}
@@ -100,7 +101,7 @@ class Client(threading.Thread):
             if self.per_s:
                 # Paced: each post at its appointed time, its latency counted from then (a late
                 # answer delays the next post, and that wait counts too).
-                due = self.first_post + number / self.per_s
+                due = self.first_post + (number + self.phase) / self.per_s
                 time.sleep(max(0.0, due - time.monotonic()))
                 started = time.perf_counter() - max(0.0, time.monotonic() - due)
             status, payload = ingest_post(conn, token, body)
@@ -161,8 +162,15 @@ def measure(setup: str, batches: int, rate: float = 0.0) -> dict:
     with portal_served(env, log=log, workers=workers, timeout_s=120, whole=True) as port:
         time.sleep(2)  # worker and beat ready
         # Paced, each client at its share of the rate (clients hold 2 or 3 hosts): all end together.
+        # Agents keep their own clocks: each client's posts fall at its own phase of its period,
+        # spread evenly, not all at the same instant (BENCH_ALIGNED=1: all at once, the worst case).
         posts = sum(len(items) for items in work)
-        clients = [Client(port, items, per_s=rate * len(items) / posts) for items in work if items]
+        spread = 0 if os.environ.get("BENCH_ALIGNED") == "1" else 1
+        clients = [
+            Client(port, items, per_s=rate * len(items) / posts, phase=spread * number / CLIENTS)
+            for number, items in enumerate(work)
+            if items
+        ]
         started = time.monotonic()
         for client in clients:
             client.start()
@@ -210,6 +218,8 @@ def report(result: dict) -> None:
         "production": "production: PostgreSQL + Redis, serve --workers 2 + worker (2) + beat",
     }[setup]
     pace = f"posting {result['rate']:g} batches/s" if result["rate"] else "posting as fast as it answers"
+    if result["rate"]:
+        pace += ", all clients at once" if os.environ.get("BENCH_ALIGNED") == "1" else ", each at its own phase"
     print(f"\n{what}, {CLIENTS} clients {pace}, 2 cores shared with the clients")
     print(f"  machine: {result['load_before']} before, {result['load_after']} after")
     print(f"  {result['accepted']:,} readings in {result['seconds']:.1f} s; errors: {result['errors'] or 'none'}; "
