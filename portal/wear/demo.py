@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.simulate import MODEL, Effects, SimulatedGpu
+from portal.core.sqlite import reads_outside_write_lock, serialized
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.wear import meters
 from portal.wear.models import WearHour, WearState
@@ -54,10 +55,18 @@ def _resistance(day: int, clean: float, dusty: bool) -> float:
     return clean * (1 + DUST_PER_DAY_FILTERED * (day - cleaned_at))
 
 
-@transaction.atomic
 def wear_demo_seed(*, now: dt.datetime | None = None) -> int:
-    """Returns the number of GPUs given history."""
-    now = now or timezone.now()
+    """Returns the number of GPUs given history. On SQLite it takes its turn with the wear tasks
+    (they read before they write: see wear_update_many), before its transaction: the other order
+    would hold the write lock while waiting for a task that waits for the write lock."""
+    if reads_outside_write_lock():
+        with serialized("wear"):
+            return _seed(now or timezone.now())
+    return _seed(now or timezone.now())
+
+
+@transaction.atomic
+def _seed(now: dt.datetime) -> int:
     end = meters.hour_of((now - dt.timedelta(days=2)).timestamp())
     start = end - DAYS * 86400
     rng = random.Random(16)
