@@ -207,3 +207,41 @@ def test_a_pass_outside_a_transaction_gives_the_same_rollups(agent):
 @pytest.mark.django_db(transaction=True)
 def test_a_pass_outside_a_transaction_takes_a_late_batch(agent):
     test_a_late_batch_updates_an_already_rolled_up_minute(agent)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_pass_finding_another_running_leaves_at_once(agent, require_postgres):
+    """Two rollup tasks at once: the second leaves rather than hold a worker process for the whole
+    of the first pass (the first takes what is pending when it is done: its task loops until
+    nothing is)."""
+    import time
+
+    import psycopg
+    from django.db import connection
+
+    from portal.telemetry.services import rollups
+
+    series = generate(A, series_start(), 30, dt.timedelta(seconds=5))
+    post_in_batches(agent, series, 10)
+    settings = connection.settings_dict
+    other = psycopg.connect(
+        host=settings["HOST"] or None, port=settings["PORT"] or None, user=settings["USER"],
+        dbname=settings["NAME"], password=settings["PASSWORD"] or None, autocommit=True,
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = '10s'")  # a pass that waits fails, not hangs
+    try:
+        other.execute("SELECT pg_advisory_lock(%s)", [rollups._LOCK_KEY])  # a pass running elsewhere
+        started = time.monotonic()
+        assert rollups_process_pending() == 0
+        assert time.monotonic() - started < 5  # did not wait for the other pass
+        assert IngestBatch.objects.filter(rolled_up=False).count() == 3  # left for the running pass
+        other.execute("SELECT pg_advisory_unlock(%s)", [rollups._LOCK_KEY])
+        assert rollups_process_pending() == 3
+        assert not IngestBatch.objects.filter(rolled_up=False).exists()
+        assert_rollups_match(Rollup1m, A, series, dt.timedelta(minutes=1))
+    finally:
+        other.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SET statement_timeout = 0")

@@ -171,9 +171,9 @@ def _spans_by_gpu(batches) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
 
 def rollups_process_pending(*, limit: int = CLAIM_BATCHES) -> int:
     """Roll up batches not yet rolled up (up to `limit`, oldest first). Safe to run on several
-    workers at once: one pass at a time writes rollups (PostgreSQL: an advisory lock; SQLite: see
-    portal.core.sqlite), so a pass never overwrites buckets with what it read before another pass
-    wrote newer ones."""
+    workers at once: one pass at a time writes rollups (PostgreSQL: an advisory lock, and a pass
+    that finds it taken returns 0 at once; SQLite: see portal.core.sqlite), so a pass never
+    overwrites buckets with what it read before another pass wrote newer ones."""
     if reads_outside_write_lock():
         with serialized("rollups"):
             batches = _pending(limit)
@@ -186,8 +186,13 @@ def rollups_process_pending(*, limit: int = CLAIM_BATCHES) -> int:
         return len(batches)
     with transaction.atomic():
         if connection.vendor == "postgresql":
+            # Another pass is running: it takes what is pending when it is done (the task loops
+            # until nothing is), so this one leaves rather than wait. Waiting held a worker process
+            # for the whole of the other pass (seconds under load) that evaluation needed.
             with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_LOCK_KEY])
+                if not cursor.fetchone()[0]:
+                    return 0
         batches = _pending(limit)
         if not batches:
             return 0
