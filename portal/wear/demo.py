@@ -5,6 +5,7 @@ that were worked differently. Idempotent: a GPU that already has hours this old 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import random
 
@@ -59,10 +60,8 @@ def wear_demo_seed(*, now: dt.datetime | None = None) -> int:
     """Returns the number of GPUs given history. On SQLite it takes its turn with the wear tasks
     (they read before they write: see wear_update_many), before its transaction: the other order
     would hold the write lock while waiting for a task that waits for the write lock."""
-    if reads_outside_write_lock():
-        with serialized("wear"):
-            return _seed(now or timezone.now())
-    return _seed(now or timezone.now())
+    with serialized("wear") if reads_outside_write_lock() else contextlib.nullcontext():
+        return _seed(now or timezone.now())
 
 
 @transaction.atomic

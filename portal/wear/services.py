@@ -16,8 +16,6 @@ Never recomputed from all raw readings; the hour rows outlive raw retention.
 from __future__ import annotations
 
 import datetime as dt
-import functools
-from collections.abc import Callable
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Q
@@ -123,7 +121,7 @@ def _by_span(field: str, spans: dict[int, tuple[int, int]]) -> Q:
 
 
 def _hour_tuple(row: WearHour) -> tuple:
-    """A hour row not yet saved, as _days_built reads saved ones (HOUR_COLUMNS)."""
+    """An hour row not yet saved, as _days_built reads saved ones (HOUR_COLUMNS)."""
     return (row.gpu_id, int(row.hour.timestamp()) * 1000, *(getattr(row, name) for name in BUCKET_FIELDS))
 
 
@@ -286,16 +284,14 @@ def _new_readings(gpu_ids: list[int], states: dict[int, WearState]) -> list[tupl
     ]
 
 
-def _extend_many(
-    gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: list[int], write: Callable[[Callable], None]
-) -> None:
+def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: list[int]) -> None:
     """Count the readings newer than the newest counted one of every GPU in `gpu_ids` (ascending),
     set-based: one query for the new readings (in chunks of CHUNK), one for the hour rows they
     continue, one for the day rows, then one insert and one executemany each for the hour rows, the
-    day rows and the states, handed to `write` (which runs them in a transaction, or in the
-    caller's). Each GPU's newest hour row is continued, and its lifetime cycle state carried on from
-    the row's own end state over the new temperatures (the turning-point reduction keeps the
-    hysteresis for any incoming state, so this equals replaying the continued row's points)."""
+    day rows and the states, in a transaction of their own (or the caller's). Each GPU's newest
+    hour row is continued, and its lifetime cycle state carried on from the row's own end state
+    over the new temperatures (the turning-point reduction keeps the hysteresis for any incoming
+    state, so this equals replaying the continued row's points)."""
     pending = list(gpu_ids)
     while pending:
         rows = _new_readings(pending, states)
@@ -350,16 +346,12 @@ def _extend_many(
             state.updated_at = timezone.now()
         days = _days_built(days_of, creates + updates)
         created = {state.gpu_id for state in new_states}
-        changed_states = [states[gpu_id] for gpu_id in by_gpu if gpu_id not in created]
-
-        def save(creates=creates, updates=updates, days=days, new_states=new_states, changed_states=changed_states):
+        with transaction.atomic(savepoint=False):
             _save_hours(creates, updates)
             _days_save(*days)
             if new_states:
                 WearState.objects.bulk_create(new_states)
-            _update_rows(WearState, changed_states, STATE_FIELDS)
-
-        write(save)
+            _update_rows(WearState, [states[gpu_id] for gpu_id in by_gpu if gpu_id not in created], STATE_FIELDS)
         if len(rows) < CHUNK:
             return
         # the last GPU read may have more readings; it and the GPUs after it (none read) go again
@@ -471,22 +463,15 @@ def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) ->
     hold it only to write; a late stretch, rare, is rebuilt inside its own transaction."""
     if reads_outside_write_lock():
         with serialized("wear"):
-            _update_many(ranges, write=_in_transaction)
+            _update_many(ranges)
         return
     with transaction.atomic():
-        _update_many(ranges, write=_at_once)
+        _update_many(ranges)
 
 
-def _at_once(work: Callable[[], None]) -> None:
-    work()
-
-
-def _in_transaction(work: Callable[[], None]) -> None:
-    with transaction.atomic():
-        work()
-
-
-def _update_many(ranges: dict, *, write: Callable[[Callable[[], None]], None]) -> None:
+def _update_many(ranges: dict) -> None:
+    # Each write below runs in transaction.atomic(savepoint=False): its own transaction on SQLite's
+    # path, part of wear_update_many's (no savepoint) on the other.
     gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
     gpu_ids = sorted(gpus)
     if not gpu_ids:
@@ -503,9 +488,9 @@ def _update_many(ranges: dict, *, write: Callable[[Callable[[], None]], None]) -
             maybe_late[gpu_id] = (late_from, late_to if late_to is not None else late_from)
     for gpu_id in _uncounted(maybe_late, states):
         gpu = gpus[gpu_id]
-        hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
-        write(functools.partial(_rebuild, gpu, states[gpu_id], hot_c, *maybe_late[gpu_id]))
-    _extend_many(gpus, states, gpu_ids, write)
+        with transaction.atomic(savepoint=False):
+            _rebuild(gpu, states[gpu_id], meters.hot_threshold(gpu.temp_slowdown_c), *maybe_late[gpu_id])
+    _extend_many(gpus, states, gpu_ids)
 
 
 SWEEP_MARGIN_S = 20.0  # past the debounce: a task that was sent has had its time
