@@ -7,6 +7,7 @@ from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.decorators import method_decorator
+from django.utils.http import content_disposition_header
 from django.views import View
 from django.views.decorators.cache import never_cache
 
@@ -152,7 +153,7 @@ class PhotoView(Permission, View):
             raise Http404("the file is missing") from None
         response = FileResponse(handle, content_type=photo.content_type)
         response["X-Content-Type-Options"] = "nosniff"
-        response["Content-Disposition"] = f'inline; filename="{photo.original_name}"'
+        response["Content-Disposition"] = content_disposition_header(False, photo.original_name)
         response["Content-Security-Policy"] = "default-src 'none'; sandbox"
         return response
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.http import HttpResponse, JsonResponse
+from django.http import JsonResponse
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 
 from portal.core.api import ErrorOut, require_perm
 from portal.core.errors import InvalidInput
+from portal.core.exports import attachment
+from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.reports.exports import report_csv, report_pdf
 from portal.reports.selectors import ReportQuery, reliability_report
 
@@ -48,8 +50,10 @@ def report_query_from(params: ReliabilityParams) -> ReportQuery:
             values[name] = parse_instant(name, raw)
         except InvalidInput as error:
             problems.update({p.loc: p.msg for p in error.problems})
+    if params.host and not HOSTNAME_RE.match(params.host):
+        problems["host"] = f"Not a host name ({HOSTNAME_RULE})."
     if problems:
-        raise InvalidInput("invalid period", field_errors=problems)
+        raise InvalidInput("invalid report filter", field_errors=problems)
     return ReportQuery(start=values["from"], end=values["to"], host=params.host or None, model=params.model or None)
 
 
@@ -124,7 +128,8 @@ def _filename(query: ReportQuery, extension: str) -> str:
     },
 )
 def reliability(request, params: Query[ReliabilityParams]):
-    """Every GPU matching the filters registered before `to` and not retired before `from`, with
+    """Every GPU matching the filters whose start (install date, else registration) is before `to` and
+    that was not retired before `from`, with
     service hours, repairs, downtime, cost, MTBF, MTTR, availability and hardware tickets; per model
     and for the fleet. Periods are half-open (`from <= t < to`)."""
     require_perm(request, REPORT_PERMISSION)
@@ -135,12 +140,6 @@ def reliability(request, params: Query[ReliabilityParams]):
         return JsonResponse(reliability_report(query).as_json())
     report = reliability_report(query)
     if params.format == "csv":
-        return _attachment(report_csv(report), "text/csv; charset=utf-8", _filename(query, "csv"))
+        return attachment(report_csv(report), content_type="text/csv; charset=utf-8", filename=_filename(query, "csv"))
     pdf = report_pdf(report, generated_by=request.user.get_username(), generated_at=timezone.now())
-    return _attachment(pdf, "application/pdf", _filename(query, "pdf"))
-
-
-def _attachment(content, content_type: str, filename: str) -> HttpResponse:
-    response = HttpResponse(content, content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return attachment(pdf, content_type="application/pdf", filename=_filename(query, "pdf"))

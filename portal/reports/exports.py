@@ -19,8 +19,9 @@ from reportlab.lib import colors
 from reportlab.lib.pagesizes import A4, landscape
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
-from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.platypus import SimpleDocTemplate, Spacer, Table, TableStyle
 
+from portal.core.exports import csv_cell, pdf_markup, pdf_paragraph
 from portal.fleet.models import MaintenanceRecord
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
 
@@ -29,21 +30,14 @@ from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, 
 rl_config.useA85 = 0
 
 
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return repr(round(value, 6))
-    return str(value)
-
-
 def report_csv(report: Report) -> str:
-    """One row per GPU; the header is exactly the contract's GPU field names; null is an empty cell."""
+    """One row per GPU; the header is exactly the contract's GPU field names; null is an empty cell; text that
+    a spreadsheet would run as a formula (an agent-reported serial or model) is neutralised."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(GPU_FIELDS)
     for row in report.as_json()["gpus"]:
-        writer.writerow([_cell(row[name]) for name in GPU_FIELDS])
+        writer.writerow([csv_cell(row[name]) for name in GPU_FIELDS])
     return out.getvalue()
 
 
@@ -112,17 +106,23 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     )  # fmt: skip
     q = report.query
     story = [
-        Paragraph("GPU fleet reliability report (repair-history audit)", styles["Title"]),
-        Paragraph(
-            f"<b>Period</b> {q.start.isoformat()} to {q.end.isoformat()} (half-open: from &le; t &lt; to) &nbsp; "
-            f"<b>Filters</b> host: {q.host or 'all'}, model: {q.model or 'all'}",
+        pdf_paragraph("GPU fleet reliability report (repair-history audit)", styles["Title"]),
+        pdf_markup(
+            "<b>Period</b> {start} to {end} (half-open: from &le; t &lt; to) &nbsp; <b>Filters</b> host: {host}, "
+            "model: {model}",
             styles["BodyText"],
+            start=q.start.isoformat(),
+            end=q.end.isoformat(),
+            host=q.host or "all",
+            model=q.model or "all",
         ),
-        Paragraph(
-            f"<b>Generated</b> {generated_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC by {generated_by}",
+        pdf_markup(
+            "<b>Generated</b> {at} UTC by {by}",
             styles["BodyText"],
+            at=f"{generated_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}",
+            by=generated_by,
         ),
-        Paragraph(
+        pdf_paragraph(
             "Service hours: from the GPU's install date (00:00 UTC) or registration, to its retirement or the "
             "period's end, less the hours out for repair by its status history. MTBF = service hours / repairs; "
             "MTTR = downtime hours / repairs; availability = service / (service + downtime). "
@@ -152,21 +152,21 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
          _pct(m["availability"]), m["hardware_tickets"]]
         for m in report.models
     ]  # fmt: skip
-    story += [Paragraph("Fleet and models", styles["Heading2"]), pdf_table(header, fleet_rows + model_rows)]
+    story += [pdf_paragraph("Fleet and models", styles["Heading2"]), pdf_table(header, fleet_rows + model_rows)]
 
     if report.repeat_offenders:
         story += [
             Spacer(1, 3 * mm),
-            Paragraph("Repeat offenders", styles["Heading2"]),
+            pdf_paragraph("Repeat offenders", styles["Heading2"]),
             pdf_table(
                 ["Serial", "Host", "GPU", "Why"],
-                [[o["serial"] or o["uuid"], o["hostname"], o["index"], Paragraph("; ".join(o["reasons"]), small)]
+                [[o["serial"] or o["uuid"], o["hostname"], o["index"], pdf_paragraph("; ".join(o["reasons"]), small)]
                  for o in report.repeat_offenders],
                 widths=[40 * mm, 40 * mm, 15 * mm, 170 * mm], align_left=4,
             ),
         ]  # fmt: skip
 
-    story += [Spacer(1, 3 * mm), Paragraph("GPUs by serial", styles["Heading2"])]
+    story += [Spacer(1, 3 * mm), pdf_paragraph("GPUs by serial", styles["Heading2"])]
     gpu_header = ["Serial", "Host / GPU", "Model", "Service h", "Repairs", "Downtime h", "Cost", "MTBF h", "MTTR h",
                   "Availability", "HW tickets"]  # fmt: skip
     gpu_rows = sorted(report.gpus, key=lambda r: r["serial"] or "~" + r["uuid"])
@@ -185,7 +185,7 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     # One table for every repair (grouped by GPU serial, the serial on each group's first row): a
     # single long table splits across pages far faster than a table (and a keep-together) per GPU.
     repairs = _repairs_by_gpu(report)
-    story += [Spacer(1, 3 * mm), Paragraph("Repairs in the period, by GPU serial", styles["Heading2"])]
+    story += [Spacer(1, 3 * mm), pdf_paragraph("Repairs in the period, by GPU serial", styles["Heading2"])]
     repair_rows = []
     for r in gpu_rows:
         for n, rec in enumerate(repairs.get(r["_id"], [])):
@@ -205,9 +205,9 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
                 repair_rows, align_left=9, widths=[w * mm for w in (24, 20, 25, 26, 28, 24, 32, 16, 40, 18, 16)],
             )
         )  # fmt: skip
-        story.append(Paragraph("Downtime and cost: — where the record leaves them unset (they count 0).", small))
+        story.append(pdf_paragraph("Downtime and cost: — where the record leaves them unset (they count 0).", small))
     else:
-        story.append(Paragraph("No repair records in the period.", styles["BodyText"]))
+        story.append(pdf_paragraph("No repair records in the period.", styles["BodyText"]))
 
     def footer(canvas, document):
         canvas.saveState()

@@ -18,8 +18,9 @@ from django.db.models import Q
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
-from reportlab.platypus import Paragraph, SimpleDocTemplate, Spacer
+from reportlab.platypus import SimpleDocTemplate, Spacer
 
+from portal.core.exports import pdf_paragraph
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
@@ -161,9 +162,9 @@ def rma_pdf(evidence: dict) -> bytes:
                             bottomMargin=12 * mm, title=f"RMA evidence {evidence['gpu']['serial']}")  # fmt: skip
     g, h = evidence["gpu"], evidence["host"]
     story = [
-        Paragraph(f"RMA evidence pack — GPU {g['serial'] or g['uuid']}", styles["Title"]),
-        Paragraph(f"Generated {evidence['generated_at'][:19]} UTC by {evidence.get('generated_by', '—')}; XID "
-                  f"categories and actions after {evidence['xid_catalog_source']}", small),
+        pdf_paragraph(f"RMA evidence pack — GPU {g['serial'] or g['uuid']}", styles["Title"]),
+        pdf_paragraph(f"Generated {evidence['generated_at'][:19]} UTC by {evidence.get('generated_by', '—')}; XID "
+                      f"categories and actions after {evidence['xid_catalog_source']}", small),
         pdf_table(["Field", "Value"], [
             ["Serial", g["serial"] or "—"], ["Model", g["model"] or "—"], ["UUID", g["uuid"]],
             ["VBIOS", g["vbios"] or "—"], ["PCI bus id", g["pci_bus_id"] or "—"],
@@ -175,11 +176,11 @@ def rma_pdf(evidence: dict) -> bytes:
     ]  # fmt: skip
 
     def section(title, header, rows, widths=None):
-        story.extend([Spacer(1, 3 * mm), Paragraph(title, styles["Heading2"])])
+        story.extend([Spacer(1, 3 * mm), pdf_paragraph(title, styles["Heading2"])])
         if rows:
             story.append(pdf_table(header, rows, widths=widths, align_left=len(header)))
         else:
-            story.append(Paragraph("None recorded.", small))
+            story.append(pdf_paragraph("None recorded.", small))
 
     section(
         "Driver and firmware history",
@@ -193,7 +194,7 @@ def rma_pdf(evidence: dict) -> bytes:
             [
                 x["ts"][:19],
                 x["code"],
-                Paragraph(x["mnemonic"], small),
+                pdf_paragraph(x["mnemonic"], small),
                 x["category"],
                 x["immediate"],
                 x["investigatory"],
@@ -205,7 +206,7 @@ def rma_pdf(evidence: dict) -> bytes:
         "Hardware tickets",
         ["Opened", "Rule", "Title", "State", "Count"],
         [
-            [t["first_seen"][:16], t["rule"], Paragraph(t["title"], small), t["state"], t["occurrences"]]
+            [t["first_seen"][:16], t["rule"], pdf_paragraph(t["title"], small), t["state"], t["occurrences"]]
             for t in evidence["hardware_tickets"]
         ],
     )
@@ -258,7 +259,7 @@ def rma_pdf(evidence: dict) -> bytes:
                 r["by"],
                 r["vendor"],
                 r["rma_number"],
-                Paragraph(r["parts"], small),
+                pdf_paragraph(r["parts"], small),
                 r["outcome"],
                 _fmt(r["downtime_hours"]),
                 _fmt(r["cost"]),
@@ -270,7 +271,7 @@ def rma_pdf(evidence: dict) -> bytes:
         "Status history",
         ["From", "To", "Status", "By", "Reason"],
         [
-            [s["from"][:16], (s["to"] or "now")[:16], s["status"], s["by"], Paragraph(s["reason"], small)]
+            [s["from"][:16], (s["to"] or "now")[:16], s["status"], s["by"], pdf_paragraph(s["reason"], small)]
             for s in evidence["status_history"]
         ],
     )
@@ -280,7 +281,7 @@ def rma_pdf(evidence: dict) -> bytes:
             ["Run", "Template", "State", "Completed"],
             [[c["id"], c["template"], c["state"], (c["completed_at"] or "")[:16]] for c in evidence["checklists"]],
         )
-    story.append(Paragraph(f"XID categories and actions: {evidence['xid_catalog_source']}", small))
+    story.append(pdf_paragraph(f"XID categories and actions: {evidence['xid_catalog_source']}", small))
     doc.build(story)
     return buffer.getvalue()  # fmt: skip
 

@@ -5,7 +5,8 @@ where it sums (repairs, downtime, cost, hardware tickets: one GROUP BY each), ne
 readings: a year of 1,000 GPUs is a handful of queries whatever the history's length.
 
 Definitions, per GPU, for the half-open period [from, to):
-- listed: registered (created_at) before `to`, and not retired before `from` (retired: its status
+- listed: its start (install_date at 00:00 UTC if set, else the registration) before `to`, and
+  not retired before `from` (retired: its status
   is `retired`, since its last change to `retired` in the status history);
 - service_hours: from max(from, start) to min(to, retired_at), start = install_date at 00:00 UTC if
   set, else the registration; minus the hours inside that window its history has it out_for_repair
@@ -122,8 +123,14 @@ def _gpu_start(gpu: Gpu) -> dt.datetime:
 
 
 def listed_gpus(query: ReportQuery):
-    """The GPUs the report lists (before the retirement test, which needs the history)."""
-    gpus = Gpu.objects.filter(created_at__lt=query.end)
+    """The GPUs the report lists (before the retirement test, which needs the history): those whose
+    start (`_gpu_start`) is before `to`."""
+    # install_date at 00:00 UTC < end  <=>  install_date <= the UTC date of the instant just before end
+    last_install_day = (query.end.astimezone(dt.UTC) - dt.timedelta(microseconds=1)).date()
+    gpus = Gpu.objects.filter(
+        Q(install_date__isnull=False, install_date__lte=last_install_day)
+        | Q(install_date__isnull=True, created_at__lt=query.end)
+    )
     if query.host:
         gpus = gpus.filter(host__hostname=query.host)
     if query.model:

@@ -7,12 +7,14 @@ from urllib.parse import urlencode
 
 from auditlog.models import LogEntry
 from django.contrib.auth.mixins import PermissionRequiredMixin
-from django.http import HttpResponse, JsonResponse
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
+from django.utils.http import content_disposition_header
 from django.views import View
 
 from portal.core.errors import InvalidInput
+from portal.core.exports import attachment
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, ticket_xid_guidance
@@ -127,7 +129,7 @@ class RmaJsonView(Permission, View):
         gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=uuid)
         evidence = rma_evidence(gpu=gpu, now=timezone.now())
         response = JsonResponse(evidence, json_dumps_params={"indent": 1})
-        response["Content-Disposition"] = f'attachment; filename="rma-{gpu.serial or gpu.uuid}.json"'
+        response["Content-Disposition"] = content_disposition_header(True, f"rma-{gpu.serial or gpu.uuid}.json")
         return response
 
 
@@ -136,6 +138,6 @@ class RmaPdfView(Permission, View):
         gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=uuid)
         evidence = rma_evidence(gpu=gpu, now=timezone.now())
         evidence["generated_by"] = request.user.get_username()
-        response = HttpResponse(rma_pdf(evidence), content_type="application/pdf")
-        response["Content-Disposition"] = f'attachment; filename="rma-{gpu.serial or gpu.uuid}.pdf"'
-        return response
+        return attachment(
+            rma_pdf(evidence), content_type="application/pdf", filename=f"rma-{gpu.serial or gpu.uuid}.pdf"
+        )
