@@ -10,6 +10,7 @@ from ninja.security import APIKeyHeader, SessionAuth
 from portal.accounts.services import api_token_authenticate
 from portal.checklists.api import router as checklists_router
 from portal.core.api import install_error_handlers
+from portal.core.middleware import audit_actor_set
 from portal.fleet.api import router as fleet_router
 from portal.maintenance.api import router as maintenance_router
 from portal.reports.api import router as reports_router
@@ -31,6 +32,7 @@ class PersonalTokenAuth(APIKeyHeader):
         user = api_token_authenticate(raw.strip())
         if user is not None:
             request.user = user
+            audit_actor_set(user)
         return user
 
 

@@ -7,6 +7,7 @@ database as a 500. Django's form fields refuse NUL already; query parameters rea
 views and API filters do not, so the check lives here, once, for every page and endpoint.
 """
 
+from auditlog.context import auditlog_value
 from auditlog.middleware import AuditlogMiddleware as _AuditlogMiddleware
 from django.conf import settings
 from django.http import JsonResponse
@@ -57,3 +58,14 @@ class AuditlogMiddleware(_AuditlogMiddleware):
             return int(request.META.get("REMOTE_PORT", ""))
         except ValueError:
             return None
+
+
+def audit_actor_set(user) -> None:
+    """Credit the audit entries of the request being served to `user`. The middleware takes the
+    actor from the session before the view runs; a personal API token authenticates later, inside
+    the API, and without this its writes would read as an agent's."""
+    try:
+        context = auditlog_value.get()
+    except LookupError:  # outside a request: no one to credit
+        return
+    context["actor"] = user

@@ -1,0 +1,111 @@
+"""Writes made with a personal API token are credited to the token's user in the audit trail (and
+listed under that user on the audit page), never to "an agent"."""
+
+import io
+import json
+
+import pytest
+from auditlog.models import LogEntry
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from PIL import Image
+
+from portal.accounts.services import api_token_issue
+from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun
+from portal.fleet.models import Gpu, MaintenanceRecord
+from tests.factories import GpuFactory, HostFactory
+
+pytestmark = pytest.mark.django_db
+
+CLEANING_ANSWERS = [
+    {"item": "dust_level", "value": "heavy"},
+    {"item": "filters", "value": True},
+    {"item": "fans_spin", "value": "pass"},
+    {"item": "airflow_path", "value": "pass"},
+    {"item": "heatsink_fins", "value": "pass"},
+]
+
+
+@pytest.fixture
+def token_client(technician):
+    secret, _ = api_token_issue(user=technician)
+    return Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Token {secret}")
+
+
+@pytest.fixture
+def host(db):
+    host = HostFactory(hostname="node-a")
+    GpuFactory(host=host, index=0, uuid="GPU-a0")
+    return host
+
+
+def post(client, path, body):
+    return client.post("/api/v1" + path, json.dumps(body), content_type="application/json")
+
+
+def entries_for(model, pk=None):
+    entries = LogEntry.objects.get_for_model(model)
+    return entries.filter(object_pk=str(pk)) if pk is not None else entries
+
+
+def assert_all_by(entries, user):
+    entries = list(entries)
+    assert entries, "no audit entry written"
+    assert {entry.actor_id for entry in entries} == {user.pk}, [(e, e.actor_id) for e in entries]
+
+
+def test_record_create_with_token(token_client, technician, host):
+    body = {"kind": "cleaning", "host": "node-a", "performed_at": "2026-01-01T00:00:00Z", "performed_by": "bob",
+            "dust_level": "light"}  # fmt: skip
+    response = post(token_client, "/records", body)
+    assert response.status_code == 201, response.content
+    assert_all_by(entries_for(MaintenanceRecord, response.json()["id"]), technician)
+
+
+def test_gpu_patch_with_token(token_client, technician, host):
+    response = token_client.patch("/api/v1/gpus/GPU-a0", json.dumps({"notes": "reseated"}),
+                                  content_type="application/json")  # fmt: skip
+    assert response.status_code == 200, response.content
+    assert_all_by(entries_for(Gpu, Gpu.objects.get(uuid="GPU-a0").pk).filter(action=LogEntry.Action.UPDATE),
+                  technician)  # fmt: skip
+
+
+def test_checklist_run_answer_photo_complete_abandon_with_token(token_client, technician, host, media_root):
+    run = post(token_client, "/checklists/runs", {"template": "cleaning", "host": "node-a"}).json()
+    answered = post(token_client, f"/checklists/runs/{run['id']}/answers", {"answers": CLEANING_ANSWERS})
+    assert answered.status_code == 200, answered.content
+    buffer = io.BytesIO()
+    Image.new("RGB", (4, 4), "red").save(buffer, "PNG")
+    photo = token_client.post(
+        f"/api/v1/checklists/runs/{run['id']}/photos",
+        {"item": "photo_before", "file": SimpleUploadedFile("a.png", buffer.getvalue())},
+    )
+    assert photo.status_code == 201, photo.content
+    done = post(token_client, f"/checklists/runs/{run['id']}/complete", {"signature": "Bob Tech"})
+    assert done.status_code == 200, done.content
+    other = post(token_client, "/checklists/runs", {"template": "cleaning", "host": "node-a"}).json()
+    abandoned = post(token_client, f"/checklists/runs/{other['id']}/abandon", {"reason": "wrong host"})
+    assert abandoned.status_code == 200, abandoned.content
+
+    assert_all_by(entries_for(ChecklistRun), technician)
+    assert_all_by(entries_for(ChecklistAnswer), technician)
+    assert_all_by(entries_for(ChecklistPhoto), technician)
+    assert_all_by(entries_for(MaintenanceRecord, done.json()["records"][0]), technician)
+
+
+def test_audit_page_lists_token_writes_under_the_user(token_client, technician, host, client_for, viewer):
+    body = {"kind": "cleaning", "host": "node-a", "performed_at": "2026-01-01T00:00:00Z", "performed_by": "bob",
+            "dust_level": "light"}  # fmt: skip
+    record_id = post(token_client, "/records", body).json()["id"]
+    entry = entries_for(MaintenanceRecord, record_id).get()
+    by_user = client_for(viewer).get("/audit/", {"actor": technician.username})
+    assert entry.pk in [e.pk for e in by_user.context["page"].object_list]
+    by_agents = client_for(viewer).get("/audit/", {"actor": "-"})
+    assert entry.pk not in [e.pk for e in by_agents.context["page"].object_list]
+
+
+def test_bad_token_writes_nothing(host):
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION="Token gfu_not-a-token")
+    response = post(client, "/records", {"kind": "cleaning", "host": "node-a", "performed_by": "x"})
+    assert response.status_code == 401
+    assert not entries_for(MaintenanceRecord).exists()
