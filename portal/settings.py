@@ -206,15 +206,18 @@ LOGIN_REDIRECT_URL = "fleet:fleet"
 LOGOUT_REDIRECT_URL = "login"
 
 # Password guessing on /login/ and /admin/login/ (django-axes): after LOGIN_FAILURE_LIMIT failed
-# attempts for one user name, or from one client address, further attempts are refused (HTTP 429,
-# even with the right password) for LOGIN_LOCKOUT_MINUTES (0: until an admin lifts it, in the admin
-# under "Axes" or with `manage.py axes_reset` / `axes_reset_username NAME`). A success resets the count.
+# attempts for one user name from one client address, or from one client address whatever the
+# names, further attempts from there are refused (HTTP 429, even with the right password) for
+# LOGIN_LOCKOUT_MINUTES (0: until an admin lifts it, in the admin under "Axes" or with `manage.py
+# axes_reset` / `axes_reset_username NAME`). A success resets the count. Locking a user name from
+# every address would let anyone lock the admins out by failing five times.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15)) or None
-# Each entry locks by itself; "username+ip_address" would lock only that pair.
+# Each entry locks by itself; "username+ip_address" locks only that pair.
 AXES_LOCKOUT_PARAMETERS = [
-    item.split("+") if "+" in item else item for item in envlist("LOGIN_LOCKOUT_BY", ["username", "ip_address"])
+    item.split("+") if "+" in item else item
+    for item in envlist("LOGIN_LOCKOUT_BY", ["username+ip_address", "ip_address"])
 ]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429

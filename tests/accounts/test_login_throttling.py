@@ -33,10 +33,27 @@ def test_locked_out_after_the_limit_even_with_the_right_password(url, admin):
     assert "_auth_user_id" not in client.session
 
 
-def test_a_lockout_follows_the_user_name_across_addresses(admin):
+def test_failures_elsewhere_do_not_lock_a_user_out(admin):
+    """Anyone failing as `alice` from their own address locks that address, not alice everywhere."""
+    attacker = Client(REMOTE_ADDR="203.0.113.9")
+    for _ in range(3):
+        _login(attacker, "/login/", "alice", "wrong")
+    assert _login(attacker, "/login/", "alice", PASSWORD).status_code == 429
+    assert _login(Client(REMOTE_ADDR="198.51.100.7"), "/login/", "alice", PASSWORD).status_code == 302
+
+
+def test_an_address_guessing_many_names_is_locked(admin):
+    guesser = Client(REMOTE_ADDR="203.0.113.10")
     for number in range(3):
-        Client(REMOTE_ADDR=f"203.0.113.{number}").post("/login/", {"username": "alice", "password": "wrong"})
-    assert _login(Client(REMOTE_ADDR="198.51.100.7"), "/login/", "alice", PASSWORD).status_code == 429
+        _login(guesser, "/login/", f"user{number}", "wrong")
+    assert _login(guesser, "/login/", "alice", PASSWORD).status_code == 429
+    assert _login(Client(REMOTE_ADDR="198.51.100.8"), "/login/", "alice", PASSWORD).status_code == 302
+
+
+def test_spread_guesses_for_one_name_are_counted_per_address(admin):
+    for number in range(3):
+        _login(Client(REMOTE_ADDR=f"203.0.113.{number}"), "/login/", "alice", "wrong")
+    assert _login(Client(REMOTE_ADDR="198.51.100.7"), "/login/", "alice", PASSWORD).status_code == 302
 
 
 def test_forged_forwarded_for_headers_do_not_reset_the_count(viewer):
