@@ -37,10 +37,36 @@ def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return [ipaddress.ip_network(cidr, strict=False) for cidr in settings.WEBHOOK_ALLOWED_NETWORKS]
 
 
+NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _unwrapped(address: IPAddress) -> list[IPAddress]:
+    """The address and the IPv4 addresses it carries packets to: mapped ::ffff:a.b.c.d (the IPv4
+    address alone), 6to4 2002::/16, Teredo 2001::/32 (its server and its client), NAT64
+    64:ff9b::/96. Every one of them must pass the checks."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return [address]
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address.sixtofour is not None:
+        return [address, address.sixtofour]
+    if address.teredo is not None:
+        return [address, *address.teredo]
+    if address in NAT64_WELL_KNOWN:
+        return [address, ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)]
+    return [address]
+
+
 def address_problem(address: IPAddress) -> str | None:
     """Why the worker may not send to this address, or None when it may."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+    for carried in _unwrapped(address):
+        problem = _direct_address_problem(carried)
+        if problem is not None:
+            return problem if carried == address else f"{address} carries to {problem}"
+    return None
+
+
+def _direct_address_problem(address: IPAddress) -> str | None:
     if any(address in network for network in _allowed_networks()):
         return None
     for kind, flag in (

@@ -142,3 +142,37 @@ def test_a_name_that_resolves_elsewhere_at_send_time_is_refused(technician, monk
     with pytest.raises(transports.TransportError) as refused:
         transports.webhook_post("http://hooks.example.org/x", {"event": "opened"})
     assert refused.value.permanent and "loopback" in str(refused.value)
+
+
+# 6to4 (2002::/16) and Teredo (2001::/32) carry IPv4 inside IPv6; so does NAT64 (64:ff9b::/96).
+# What they carry to is checked like any address, whatever the IPv6 address itself looks like.
+TUNNELLED_REFUSED = [
+    "http://[2002:7f00:1::]/hook",  # 6to4 of 127.0.0.1
+    "http://[2002:a9fe:a9fe::1]/hook",  # 6to4 of 169.254.169.254
+    "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook",  # Teredo, client 127.0.0.1
+    "http://[64:ff9b::7f00:1]/hook",  # NAT64 of 127.0.0.1
+]
+TUNNELLED_PRIVATE = [
+    "http://[2002:c0a8:101::]/hook",  # 6to4 of 192.168.1.1
+    "http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/hook",  # Teredo, client 10.0.0.1
+]
+
+
+@pytest.mark.parametrize("target", TUNNELLED_REFUSED + TUNNELLED_PRIVATE)
+def test_tunnelled_ipv4_is_unwrapped_before_the_check(technician, target):
+    with pytest.raises(InvalidInput) as refused:
+        _subscribe(technician, target)
+    assert list(refused.value.field_errors) == ["target"]
+    assert not Subscription.objects.exists()
+
+
+@pytest.mark.parametrize("target", TUNNELLED_REFUSED)
+def test_tunnelled_loopback_stays_refused_when_private_networks_are_allowed(technician, target, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE = True
+    with pytest.raises(InvalidInput):
+        _subscribe(technician, target)
+
+
+def test_6to4_of_a_public_address_is_allowed(technician):
+    subscription = _subscribe(technician, "http://[2002:808:808::1]/hook")  # 6to4 of 8.8.8.8
+    assert subscription.target == "http://[2002:808:808::1]/hook"
