@@ -7,7 +7,7 @@ from django.views.decorators.http import require_safe
 from ninja import NinjaAPI
 from ninja.security import APIKeyHeader, SessionAuth
 
-from portal.accounts.services import api_token_authenticate
+from portal.accounts.services import api_token_authenticate, api_token_refusal
 from portal.checklists.api import router as checklists_router
 from portal.core.api import install_error_handlers
 from portal.core.middleware import audit_actor_set
@@ -33,6 +33,8 @@ class PersonalTokenAuth(APIKeyHeader):
         if user is not None:
             request.user = user
             audit_actor_set(user)
+        else:
+            request.auth_refusal = api_token_refusal(raw.strip())
         return user
 
 

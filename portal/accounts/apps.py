@@ -1,6 +1,7 @@
 from django.apps import AppConfig
 from django.contrib.admin import apps as admin_apps
-from django.db.models.signals import post_migrate
+from django.contrib.auth import get_user_model
+from django.db.models.signals import post_migrate, pre_save
 
 
 class AccountsConfig(AppConfig):
@@ -12,6 +13,9 @@ class AccountsConfig(AppConfig):
         # Permissions of models added by later migrations exist only after post_migrate has made
         # them, so the roles are brought up to date there, after every migrate.
         post_migrate.connect(_sync_roles, dispatch_uid="portal.accounts.sync_roles")
+        # Passwords and the active flag change through many doors (account pages, the admin site,
+        # `manage.py changepassword`, the shell); a save signal sees them all.
+        pre_save.connect(_user_saving, sender=get_user_model(), dispatch_uid="portal.accounts.user_saving")
 
 
 class PortalAdminConfig(admin_apps.AdminConfig):
@@ -25,3 +29,22 @@ def _sync_roles(sender, using="default", **kwargs):
     from portal.accounts.services import role_permissions_sync
 
     role_permissions_sync(using=using)
+
+
+def _user_saving(sender, instance, raw=False, update_fields=None, **kwargs):
+    if raw or instance.pk is None:
+        return
+    if update_fields is not None and not {"password", "is_active"} & set(update_fields):
+        return  # e.g. last_login on every login
+    previous = sender.objects.filter(pk=instance.pk).values("password", "is_active").first()
+    if previous is None:
+        return
+    from portal.accounts.services import user_security_change
+    from portal.core.middleware import audit_actor
+
+    user_security_change(
+        user=instance,
+        previous_password=previous["password"],
+        previous_active=previous["is_active"],
+        changed_by=audit_actor(),
+    )

@@ -1,9 +1,13 @@
+import datetime as dt
+
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.accounts.models import ApiToken
 from portal.accounts.roles import ROLE_PERMISSIONS, ROLES
+from portal.core.errors import InvalidInput
 from portal.core.tokens import secret_hash, secret_new, secret_prefix, token_touch
 
 
@@ -38,11 +42,22 @@ def user_set_role(*, user, role: str) -> None:
 API_TOKEN_PREFIX = "gfu_"  # GPU fleet user
 
 
-def api_token_issue(*, user, label: str = "") -> tuple[str, ApiToken]:
-    """Mint a personal API token; the secret is returned once and never stored in clear."""
+TOKEN_LIFETIME_DAYS = (30, 90, 365)
+
+
+def api_token_issue(*, user, label: str = "", expires_in_days: int | None = None) -> tuple[str, ApiToken]:
+    """Mint a personal API token, valid until revoked or for `expires_in_days`; the secret is
+    returned once and never stored in clear."""
+    if expires_in_days is not None and expires_in_days < 1:
+        raise InvalidInput("invalid token lifetime", field_errors={"expires_in_days": "At least one day."})
     secret = secret_new(API_TOKEN_PREFIX)
+    expires_at = timezone.now() + dt.timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(
-        user=user, label=label[:100], prefix=secret_prefix(secret), secret_hash=secret_hash(secret)
+        user=user,
+        label=label[:100],
+        prefix=secret_prefix(secret),
+        secret_hash=secret_hash(secret),
+        expires_at=expires_at,
     )
     return secret, token
 
@@ -51,16 +66,48 @@ def api_token_revoke(*, token: ApiToken) -> None:
     ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 
+def api_tokens_revoke_all(*, user) -> int:
+    """Revoke every live token of `user` (their password was reset by someone else, or they were
+    deactivated: whoever held their tokens must not keep acting as them)."""
+    return ApiToken.objects.filter(user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
 def api_token_authenticate(raw: str):
-    """The active user of a live personal token, or None."""
+    """The active user of a live personal token (not revoked, not expired), or None."""
     if not raw.startswith(API_TOKEN_PREFIX) or len(raw) > 200:
         return None
+    now = timezone.now()
     token = (
         ApiToken.objects.select_related("user")
         .filter(secret_hash=secret_hash(raw), revoked_at__isnull=True, user__is_active=True)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .first()
     )
     if token is None:
         return None
     token_touch(token)
     return token.user
+
+
+def api_token_refusal(raw: str) -> str | None:
+    """Why a known token was refused (expired, revoked), for the 401's message; None when unknown."""
+    if not raw.startswith(API_TOKEN_PREFIX) or len(raw) > 200:
+        return None
+    token = ApiToken.objects.filter(secret_hash=secret_hash(raw)).only("revoked_at", "expires_at").first()
+    if token is None:
+        return None
+    if token.revoked_at is not None:
+        return f"this API token was revoked at {token.revoked_at:%Y-%m-%d %H:%M} UTC: mint a new one on /account/"
+    if token.is_expired():
+        return f"this API token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC: mint a new one on /account/"
+    return None
+
+
+def user_security_change(*, user, previous_password: str, previous_active: bool, changed_by) -> None:
+    """React to a change of a user's password or active flag, whatever made it (a page, the admin
+    site, `manage.py changepassword`, the shell): deactivation, or a password set by anyone but
+    the user, revokes all their API tokens."""
+    deactivated = previous_active and not user.is_active
+    reset_by_other = user.password != previous_password and getattr(changed_by, "pk", None) != user.pk
+    if deactivated or reset_by_other:
+        api_tokens_revoke_all(user=user)

@@ -3,17 +3,25 @@ from django.contrib import messages
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.cache import never_cache
 
 from portal.accounts.models import ApiToken
 from portal.accounts.roles import ROLES
-from portal.accounts.services import api_token_issue, api_token_revoke
+from portal.accounts.services import TOKEN_LIFETIME_DAYS, api_token_issue, api_token_revoke
 
 
 class ApiTokenForm(forms.Form):
     label = forms.CharField(max_length=100, required=False)
+    expires_in_days = forms.TypedChoiceField(
+        choices=[("", "never"), *((str(days), f"in {days} days") for days in TOKEN_LIFETIME_DAYS)],
+        coerce=int,
+        empty_value=None,
+        required=False,
+        label="Expires",
+    )
 
 
 @method_decorator(never_cache, name="dispatch")
@@ -25,6 +33,7 @@ class ProfileView(View):
         context = {
             "roles": roles,
             "tokens": ApiToken.objects.filter(user=request.user),
+            "now": timezone.now(),
             "form": form or ApiTokenForm(),
             "new_token": new_token,
         }
@@ -34,7 +43,9 @@ class ProfileView(View):
         form = ApiTokenForm(request.POST)
         if not form.is_valid():
             return self.get(request, form=form, status=400)
-        secret, _ = api_token_issue(user=request.user, label=form.cleaned_data["label"])
+        secret, _ = api_token_issue(
+            user=request.user, label=form.cleaned_data["label"], expires_in_days=form.cleaned_data["expires_in_days"]
+        )
         return self.get(request, new_token=secret, status=201)
 
 

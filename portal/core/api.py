@@ -79,9 +79,10 @@ def install_error_handlers(api: NinjaAPI) -> None:
 
     @api.exception_handler(AuthenticationError)
     def _unauthenticated(request, exc):
-        return api.create_response(
-            request, error_body("log in, or send 'Authorization: Token <personal API token>'"), status=401
+        message = (
+            getattr(request, "auth_refusal", None) or "log in, or send 'Authorization: Token <personal API token>'"
         )
+        return api.create_response(request, error_body(message), status=401)
 
 
 def _sane_instant(value: dt.datetime) -> dt.datetime:

@@ -7,6 +7,8 @@ database as a 500. Django's form fields refuse NUL already; query parameters rea
 views and API filters do not, so the check lives here, once, for every page and endpoint.
 """
 
+import contextvars
+
 from auditlog.context import auditlog_value
 from auditlog.middleware import AuditlogMiddleware as _AuditlogMiddleware
 from django.conf import settings
@@ -48,6 +50,11 @@ class AuditlogMiddleware(_AuditlogMiddleware):
     believes (REMOTE_ADDR) instead of whatever X-Forwarded-For a client sends. Daphne rewrites
     REMOTE_ADDR from the proxy's headers when TRUST_PROXY_HEADERS is on, and only then."""
 
+    def __call__(self, request):
+        # auditlog sets its context variable and never resets it: run each request in a copy of
+        # the context, so that one request's actor cannot credit another's writes in this thread.
+        return contextvars.copy_context().run(super().__call__, request)
+
     @staticmethod
     def _get_remote_addr(request):
         return None if settings.AUDITLOG_DISABLE_REMOTE_ADDR else request.META.get("REMOTE_ADDR")
@@ -69,3 +76,11 @@ def audit_actor_set(user) -> None:
     except LookupError:  # outside a request: no one to credit
         return
     context["actor"] = user
+
+
+def audit_actor():
+    """The user the request being served is credited to (None outside a request, or for agents)."""
+    try:
+        return auditlog_value.get().get("actor")
+    except LookupError:
+        return None
