@@ -33,7 +33,9 @@ def post_xid(capture, *, hostname: str, token: str, code: int = 79, gpu_index: i
 def repair_return_passed(capture, *, host: Host, gpu_index: int, user):
     gpu = host.gpus.get(index=gpu_index)
     with capture(execute=True):
-        run = checklists.run_start(template_key="repair_return", hostname=host.hostname, gpu_uuids=[gpu.uuid], user=user)
+        run = checklists.run_start(
+            template_key="repair_return", hostname=host.hostname, gpu_uuids=[gpu.uuid], user=user
+        )
         answers = [
             {"item": "what_repaired", "value": "reseated the GPU"}, {"item": "vendor", "value": "ACME"},
             {"item": "outcome", "value": "fixed"}, {"item": "stress_test", "value": "pass"},
