@@ -2,7 +2,7 @@
 
 import datetime as dt
 
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 
 from portal.core.api import ErrorOut, error_body, require_perm
 from portal.scheduler import selectors, services
@@ -38,14 +38,14 @@ ANSWERS = {200: NodeOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: Error
 
 
 def _unavailable(error: SchedulerUnavailable):
-    return 503, error_body(error.message, [{"loc": "slurm", "msg": error.message}])
+    return Status(503, error_body(error.message, [{"loc": "slurm", "msg": error.message}]))
 
 
 @router.get("/hosts/{hostname}/scheduler", response=ANSWERS)
 def scheduler_node(request, hostname: str):
     host = selectors.scheduler_host_get(hostname=hostname)
     try:
-        return 200, selectors.scheduler_node_status(host=host)
+        return Status(200, selectors.scheduler_node_status(host=host))
     except SchedulerUnavailable as error:
         return _unavailable(error)
 
@@ -55,7 +55,7 @@ def _act(request, hostname: str, kind: str, reason: str):
     host = selectors.scheduler_host_get(hostname=hostname)
     try:
         services.scheduler_manual_action(host=host, kind=kind, reason=reason, user=request.user)
-        return 200, selectors.scheduler_node_status(host=host)
+        return Status(200, selectors.scheduler_node_status(host=host))
     except SchedulerUnavailable as error:
         return _unavailable(error)
 
