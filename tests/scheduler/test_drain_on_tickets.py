@@ -161,3 +161,26 @@ def test_give_the_gpus_rest_drains_and_resumes_by_itself(slurm, django_capture_o
     scheduler_sweep()
     assert base_state(slurm) == "idle"
     assert history(ticket)[-1] == f"Slurm node {slurm.node} resumed: the rest is over"
+
+
+def test_no_rest_ticket_page_offers_rest_and_checks_the_hours(
+    slurm, client_for, technician, viewer, django_capture_on_commit_callbacks
+):
+    host, _ = enrol(slurm.node)
+    ticket, _ = ticket_fire(rule="no_rest", host_id=host.pk, gpu_id=None, at=timezone.now())
+    page = client_for(technician).get(ticket.get_absolute_url()).content.decode()
+    assert "Drain after the current jobs" in page and f"/scheduler/tickets/{ticket.pk}/rest" in page
+    assert "Drain after the current jobs" not in client_for(viewer).get(ticket.get_absolute_url()).content.decode()
+    assert client_for(viewer).post(f"/scheduler/tickets/{ticket.pk}/rest", {"hours": "2"}).status_code == 403
+
+    for hours in ("", "0", "abc", "1000"):
+        answer = client_for(technician).post(f"/scheduler/tickets/{ticket.pk}/rest", {"hours": hours}, follow=True)
+        assert "hours: a whole number of hours, 1 to 168" in answer.content.decode()
+    assert not SchedulerAction.objects.exists() and base_state(slurm) == "idle"
+
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client_for(technician).post(f"/scheduler/tickets/{ticket.pk}/rest", {"hours": "3"}, follow=True)
+    assert "resumes in 3 h" in answer.content.decode()
+    assert base_state(slurm) == "drained"
+    other, _ = ticket_fire(rule="xid_bus", host_id=host.pk, gpu_id=None, at=timezone.now())
+    assert "Drain after the current jobs" not in client_for(technician).get(other.get_absolute_url()).content.decode()
