@@ -48,20 +48,25 @@ class LocalCluster:
                 self._rest.wait(10)
             except subprocess.TimeoutExpired:
                 self._rest.kill()
-        for pidfile in ("slurmd.pid", "slurmctld.pid", "munge/munged.pid"):
-            _kill_pidfile(self.root / pidfile)
+        stop_stale(self.root)
         if remove:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def stop_stale(root: Path) -> None:
+    """Stop the daemons a cluster under `root` left running (a demo killed without its clean-up)."""
+    for pidfile in ("slurmrestd.pid", "slurmd.pid", "slurmctld.pid", "munge/munged.pid"):
+        _kill_pidfile(root / pidfile)
 
 
 def missing_commands() -> list[str]:
     return [name for name in DAEMONS + CLIENTS if shutil.which(name) is None and not Path(f"/usr/sbin/{name}").exists()]
 
 
-def start(root: Path) -> LocalCluster:
-    """Start munged, slurmctld, slurmd and slurmrestd under `root` (made world-readable: slurmrestd
-    runs as nobody and reads slurm.conf); raises RuntimeError with the log's tail if one does not
-    come up."""
+def start(root: Path, *, rest: bool = True) -> LocalCluster:
+    """Start munged, slurmctld, slurmd and (with `rest`) slurmrestd under `root` (made
+    world-readable: slurmrestd runs as nobody and reads slurm.conf, so every directory above must
+    let nobody through); raises RuntimeError with the log's tail if one does not come up."""
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     for sub in ("munge", "ctld", "spool", "log"):
@@ -138,12 +143,15 @@ PartitionName=local Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
             return "State=IDLE " in line.stdout
 
         _wait(idle, 60, f"node {node} (other Slurm processes: {others or 'none'})", root / "log" / "slurmd.log")
+        if not rest:
+            return cluster
         with open(root / "log" / "slurmrestd.log", "wb") as log:
             cluster._rest = subprocess.Popen(  # noqa: S603
                 ["slurmrestd", "-u", "nobody", "-g", _nobody_group(), "-a", "rest_auth/jwt", "-s", _openapi_plugins(),
                  f"127.0.0.1:{rest_port}"],
                 env={**env, "SLURM_JWT": "daemon"}, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
+        (root / "slurmrestd.pid").write_text(str(cluster._rest.pid))
         _wait(
             lambda: socket.create_connection(("127.0.0.1", rest_port), timeout=1).close() or True,
             30, "slurmrestd", root / "log" / "slurmrestd.log",
