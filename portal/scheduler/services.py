@@ -103,6 +103,12 @@ def scheduler_ticket_changed(*, ticket: Ticket, event, change: str) -> None:
     resolved → resume; a GPU ticket opened → record the job running on that GPU."""
     if not scheduler_enabled():
         return
+    # A savepoint: should this fail, the ticket's own transaction goes on (the hook logs the error).
+    with transaction.atomic():
+        _ticket_actions(ticket, change)
+
+
+def _ticket_actions(ticket: Ticket, change: str) -> None:
     host = ticket.host
     wrote = False
     if change in ("opened", "reopened") and ticket.gpu_id is not None:

@@ -36,7 +36,7 @@ def history(ticket) -> list[str]:
 
 
 def test_xid_79_drains_the_node_and_a_passed_repair_return_resumes_it(
-    slurm, django_capture_on_commit_callbacks, technician
+    slurm, django_capture_on_commit_callbacks, technician, client_for
 ):
     host, token = enrol(slurm.node)
     job = slurm.sbatch("--gres=gpu:1", "-J", "train-llm", "--wrap", "sleep 600")
@@ -57,6 +57,8 @@ def test_xid_79_drains_the_node_and_a_passed_repair_return_resumes_it(
     drain = SchedulerAction.objects.get(kind="drain", ticket=ticket)
     assert drain.state == "done" and drain.attempts == 1
     assert LogEntry.objects.get_for_object(drain).filter(action=LogEntry.Action.CREATE).exists()
+    page = client_for(technician).get(ticket.get_absolute_url()).content.decode()
+    assert f"job {job} (train-llm, user root)" in page and "Scheduler (Slurm)" in page
 
     repair_return_passed(django_capture_on_commit_callbacks, host=host, gpu_index=0, user=technician)
 

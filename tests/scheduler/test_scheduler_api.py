@@ -125,3 +125,16 @@ def test_openapi_describes_the_answers(client_for, viewer):
     schema = client_for(viewer).get("/api/v1/openapi.json").json()
     drain = schema["paths"]["/api/v1/hosts/{hostname}/scheduler/drain"]["post"]
     assert {"200", "400", "403", "404", "503"} <= set(drain["responses"])
+
+
+def test_host_form_takes_a_slurm_node_and_refuses_a_bad_one(client_for, admin):
+    host = Host.objects.create(hostname="dgx-31")
+    edit = f"/hosts/{host.hostname}/edit/"
+    fields = {"hostname": "dgx-31", "status": "active"}
+    answer = client_for(admin).post(edit, {**fields, "slurm_node": "gpu31 State=RESUME"})
+    assert answer.status_code == 400 and "slurm_node" in answer.context["form"].errors
+    host.refresh_from_db()
+    assert host.slurm_node == ""
+    assert client_for(admin).post(edit, {**fields, "slurm_node": "gpu31"}).status_code == 302
+    host.refresh_from_db()
+    assert host.slurm_node == "gpu31"
