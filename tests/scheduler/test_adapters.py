@@ -86,14 +86,14 @@ def test_settings_that_cannot_work_stop_the_portal(settings):
     assert check_ids(settings, SLURM_ENABLED=False, SLURM_MODE="ssh") == {}  # off: nothing to check
 
 
-def test_manage_py_check_fails_on_them(tmp_path):
+def test_the_portal_refuses_to_start_with_them(tmp_path):
     import os
     import subprocess
     import sys
 
     env = {**os.environ, "DEBUG": "true", "SLURM_ENABLED": "true", "SLURM_MODE": "rest",
-           "DJANGO_SETTINGS_MODULE": "portal.settings"}  # fmt: skip
+           "DJANGO_SETTINGS_MODULE": "portal.settings", "VAR_DIR": str(tmp_path)}  # fmt: skip
     env.pop("SLURM_REST_URL", None)
-    done = subprocess.run([sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "manage.py", "serve"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "scheduler.E002" in done.stderr and "SLURM_REST_URL" in done.stderr
