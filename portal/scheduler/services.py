@@ -8,6 +8,7 @@ task, the beat sweep and a person's request all run a host's due actions through
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 
@@ -159,8 +160,13 @@ def scheduler_manual_action(*, host: Host, kind: str, reason: str, user) -> Sche
     reason = clean_reason(reason or "")
     if kind == Action.Kind.DRAIN and not reason:
         raise InvalidInput("a drain needs a reason", field_errors={"reason": ["say why the node is drained"]})
+    adapter = scheduler_adapter()
+    # A node Slurm does not know is refused before anything is written; a Slurm that does not
+    # answer gets the action queued (503 now, done by the sweep later).
+    with contextlib.suppress(SchedulerUnavailable):
+        adapter.node(node_name(host))
     action = _action_add(host=host, kind=kind, source=Action.Source.PERSON, reason=reason, user=user)
-    scheduler_host_actions_run(host_id=host.pk)
+    scheduler_host_actions_run(host_id=host.pk, adapter=adapter)
     action.refresh_from_db()
     if action.state == Action.State.PENDING:
         raise SchedulerUnavailable(

@@ -95,7 +95,7 @@ def test_bad_input(slurm, host, client_for, technician, viewer, settings):
     unknown = client.get(url("no-node-07"))
     assert unknown.status_code == 404 and "nonode07" in unknown.json()["error"]
     assert post(client, url("no-node-07", "drain"), {"reason": "x"}).status_code == 404
-    assert not SchedulerAction.objects.filter(state="done").exists()
+    assert not SchedulerAction.objects.exists()  # refused: nothing written
     assert node(slurm).state == "idle"  # nothing was drained by any of it
 
     settings.SLURM_ENABLED = False
@@ -138,3 +138,11 @@ def test_host_form_takes_a_slurm_node_and_refuses_a_bad_one(client_for, admin):
     assert client_for(admin).post(edit, {**fields, "slurm_node": "gpu31"}).status_code == 302
     host.refresh_from_db()
     assert host.slurm_node == "gpu31"
+
+
+def test_a_reason_is_one_argument_whatever_it_holds(slurm, host, client_for, admin):
+    reason = "x State=RESUME NodeName=other Weight=9 `id` $(id) && true"
+    response = post(client_for(admin), url(host.hostname, "drain"), {"reason": reason})
+    assert response.status_code == 200, response.content
+    assert response.json()["state"] == "drained" and response.json()["reason"] == reason
+    assert "Weight=1 " in slurm.node_line()
