@@ -1,9 +1,9 @@
 """Drain and resume Slurm nodes for tickets and people; record the job a GPU ticket interrupts.
 
-A ticket change only writes SchedulerAction rows (inside the ticket's transaction) and sends a
-task after the commit: Slurm being slow or down never holds or fails ingest or a ticket. The
-task, the beat sweep and a person's request all run a host's due actions through
-`scheduler_host_actions_run`, oldest first, each claimed with a conditional UPDATE.
+A ticket change only writes SchedulerAction rows (inside the ticket's transaction) and
+`portal.scheduler.enqueue` sends the task after the commit: Slurm being slow or down never holds
+or fails ingest or a ticket. The task, the beat sweep and a person's request all run a host's due
+actions through `scheduler_host_actions_run`, oldest first, each claimed with a conditional UPDATE.
 """
 
 from __future__ import annotations
@@ -77,21 +77,6 @@ def _draining_tickets(host_id: int):
     return Ticket.objects.filter(host_id=host_id, state__in=Ticket.OPEN_STATES, severity__in=severities)
 
 
-def _enqueue(host_id: int) -> None:
-    """Send the host's actions to a worker once the transaction commits; a broker that is down
-    leaves them pending for the sweep."""
-
-    def send():
-        from portal.scheduler.tasks import scheduler_host_actions_task
-
-        try:
-            scheduler_host_actions_task.delay(host_id)
-        except Exception:  # noqa: BLE001 - the sweep runs them
-            log.warning("could not queue Slurm actions of host %s; the sweep will", host_id, exc_info=True)
-
-    transaction.on_commit(send)
-
-
 def _action_add(*, host: Host, kind: str, source: str, reason: str = "", ticket=None, user=None, not_before=None):
     return Action.objects.create(
         host=host, node=node_name(host), kind=kind, source=source, reason=clean_reason(reason), ticket=ticket,
@@ -99,17 +84,18 @@ def _action_add(*, host: Host, kind: str, source: str, reason: str = "", ticket=
     )  # fmt: skip
 
 
-def scheduler_ticket_changed(*, ticket: Ticket, event, change: str) -> None:
-    """Ticket hook (portal.maintenance.hooks): a draining ticket opened → drain; the last one
-    resolved → resume; a GPU ticket opened → record the job running on that GPU."""
+def scheduler_ticket_changed(*, ticket: Ticket, change: str) -> bool:
+    """A ticket changed (portal.maintenance.hooks, through portal.scheduler.enqueue): a draining
+    ticket opened → drain; the last one resolved → resume; a GPU ticket opened → record the job
+    running on that GPU. Returns whether it wrote actions (the caller queues them)."""
     if not scheduler_enabled():
-        return
+        return False
     # A savepoint: should this fail, the ticket's own transaction goes on (the hook logs the error).
     with transaction.atomic():
-        _ticket_actions(ticket, change)
+        return _ticket_actions(ticket, change)
 
 
-def _ticket_actions(ticket: Ticket, change: str) -> None:
+def _ticket_actions(ticket: Ticket, change: str) -> bool:
     host = ticket.host
     wrote = False
     if change in ("opened", "reopened") and ticket.gpu_id is not None:
@@ -123,8 +109,7 @@ def _ticket_actions(ticket: Ticket, change: str) -> None:
     elif change in ("resolved", "closed") and _drains(ticket.severity):
         _action_add(host=host, kind=Action.Kind.RESUME, source=Action.Source.TICKET, ticket=ticket)
         wrote = True
-    if wrote:
-        _enqueue(host.pk)
+    return wrote
 
 
 def scheduler_rest_request(*, ticket: Ticket, hours: int, user) -> list[SchedulerAction]:
@@ -148,7 +133,6 @@ def scheduler_rest_request(*, ticket: Ticket, hours: int, user) -> list[Schedule
         ticket_history_add(
             ticket=ticket, user=user, note=f"rest for the GPUs asked: node {drain.node} drained for {hours} h"
         )
-        _enqueue(ticket.host_id)
     return [drain, resume]
 
 

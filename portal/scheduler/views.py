@@ -9,7 +9,7 @@ from django.views import View
 from portal.core.errors import ApplicationError
 from portal.fleet.models import Host
 from portal.maintenance.models import Ticket
-from portal.scheduler import services
+from portal.scheduler import enqueue, services
 
 
 class HostActionView(PermissionRequiredMixin, View):
@@ -42,6 +42,7 @@ class TicketRestView(PermissionRequiredMixin, View):
             hours = 0
         try:
             services.scheduler_rest_request(ticket=ticket, hours=hours, user=request.user)
+            enqueue.host_actions_enqueue(ticket.host_id)
         except ApplicationError as error:
             details = "; ".join(f"{p.loc}: {p.msg}" for p in error.problems) or error.message
             messages.error(request, f"Slurm: {details}")

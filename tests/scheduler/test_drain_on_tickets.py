@@ -10,6 +10,7 @@ from django.utils import timezone
 from portal.maintenance.models import Ticket, TicketEvent
 from portal.maintenance.services import ticket_transition
 from portal.maintenance.services.tickets import ticket_fire
+from portal.scheduler.enqueue import host_actions_enqueue
 from portal.scheduler.models import SchedulerAction
 from portal.scheduler.services import scheduler_rest_request, scheduler_sweep
 from tests.scheduler.helpers import enrol, node, post_xid, repair_return_passed
@@ -151,6 +152,7 @@ def test_give_the_gpus_rest_drains_and_resumes_by_itself(slurm, django_capture_o
     ticket, _ = ticket_fire(rule="no_rest", host_id=host.pk, gpu_id=None, at=at)
     with django_capture_on_commit_callbacks(execute=True):
         drain, resume = scheduler_rest_request(ticket=ticket, hours=2, user=technician)
+        host_actions_enqueue(host.pk)
     assert base_state(slurm) == "drained"
     assert node(slurm).reason.startswith(f"gpu-fleet #{ticket.pk}: rest for 2 h")
     resume.refresh_from_db()
