@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('fleet', '0006_host_slurm_node'),
-        ('maintenance', '0004_alter_ticketevent_kind'),
+        ('maintenance', '0004_ticketevent_kind_scheduler'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
