@@ -5,18 +5,15 @@ from __future__ import annotations
 from django.conf import settings
 
 from portal.scheduler import selectors
-from portal.scheduler.adapters import NodeUnknown, SchedulerUnavailable
-from portal.scheduler.services import REST_HOURS_MAX, SchedulerAdapter, node_name, scheduler_enabled
+from portal.scheduler.adapters import NodeUnknown, SchedulerAdapter, SchedulerUnavailable
+from portal.scheduler.services import REST_HOURS_MAX, node_name, scheduler_adapter, scheduler_enabled
 
 PAGE_TIMEOUT_S = 3.0  # a page waits this long for Slurm at most, then says it did not answer
 
 
 def _page_adapter() -> SchedulerAdapter:
-    from portal.scheduler.services import scheduler_adapter
-
-    adapter = scheduler_adapter()
-    if hasattr(adapter, "timeout"):
-        adapter.timeout = min(adapter.timeout, PAGE_TIMEOUT_S)
+    adapter = scheduler_adapter()  # a fresh one per page: its timeout is the page's own
+    adapter.timeout = min(adapter.timeout, PAGE_TIMEOUT_S)
     return adapter
 
 

@@ -38,17 +38,12 @@ Action = SchedulerAction
 CLAIM_FOR = dt.timedelta(seconds=90)
 REST_HOURS_MAX = 168
 
-# Tests swap the adapter for one pointed at their own cluster (None: built from the settings).
-_adapter_override: SchedulerAdapter | None = None
-
 
 def scheduler_enabled() -> bool:
     return bool(settings.SLURM_ENABLED)
 
 
 def scheduler_adapter() -> SchedulerAdapter:
-    if _adapter_override is not None:
-        return _adapter_override
     if settings.SLURM_MODE == "rest":
         return SlurmRest(
             url=settings.SLURM_REST_URL, user=settings.SLURM_REST_USER, token=settings.SLURM_REST_TOKEN,
