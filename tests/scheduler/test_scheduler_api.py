@@ -60,6 +60,8 @@ def test_technician_drains_and_resumes_by_hand(slurm, host, client_for, technici
     assert action.state == "done" and action.requested_by == technician and action.source == "person"
     entry = LogEntry.objects.get_for_object(action).filter(action=LogEntry.Action.CREATE).get()
     assert entry.actor == technician
+    trail = client.get("/audit/", {"model": "scheduler"})
+    assert trail.status_code == 200 and f"drain {slurm.node}" in trail.content.decode()
 
     page = client.get(host.get_absolute_url()).content.decode()
     assert "window: new PDU ; rm -rf /" in page and f'action="/scheduler/hosts/{host.hostname}/drain"' in page
