@@ -34,7 +34,8 @@ class Cluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def sbatch(self, *args: str) -> int:
-        out = self.run("sbatch", "--parsable", *args)
+        # The job's output goes under the cluster's directory, not the repository the tests run in.
+        out = self.run("sbatch", "--parsable", f"--chdir={self.root}", f"--output={self.root}/job-%j.out", *args)
         return int(out.strip().split(";")[0])
 
     def scancel_all(self) -> None:
