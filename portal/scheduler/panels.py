@@ -20,10 +20,12 @@ def _page_adapter() -> SchedulerAdapter:
 def host_page_panel(*, host, request=None, **context) -> dict:
     if not scheduler_enabled():
         return {}
-    status, error = None, ""
+    status, error, unknown = None, "", False
     try:
         status = selectors.scheduler_node_status(host=host, adapter=_page_adapter())
-    except (NodeUnknown, SchedulerUnavailable) as exc:
+    except NodeUnknown as exc:
+        error, unknown = str(exc), True
+    except SchedulerUnavailable as exc:
         error = str(exc)
     user = getattr(request, "user", None)
     return {
@@ -31,6 +33,7 @@ def host_page_panel(*, host, request=None, **context) -> dict:
             "node": node_name(host),
             "status": status,
             "error": error,
+            "unknown": unknown,
             "last_failure": selectors.scheduler_last_failure(host=host),
             "actions": selectors.scheduler_host_actions(host=host),
             "can_act": bool(user and user.has_perm("scheduler.add_scheduleraction")),

@@ -96,6 +96,8 @@ def test_bad_input(slurm, host, client_for, technician, viewer, settings):
     Host.objects.create(hostname="no-node-07", slurm_node="nonode07")
     unknown = client.get(url("no-node-07"))
     assert unknown.status_code == 404 and "nonode07" in unknown.json()["error"]
+    page = client.get("/hosts/no-node-07/").content.decode()
+    assert "Slurm has no node &#x27;nonode07&#x27;: this host is not in Slurm" in page
     assert post(client, url("no-node-07", "drain"), {"reason": "x"}).status_code == 404
     assert not SchedulerAction.objects.exists()  # refused: nothing written
     assert node(slurm).state == "idle"  # nothing was drained by any of it
