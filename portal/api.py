@@ -14,6 +14,7 @@ from portal.core.middleware import audit_actor_set
 from portal.fleet.api import router as fleet_router
 from portal.maintenance.api import router as maintenance_router
 from portal.reports.api import router as reports_router
+from portal.scheduler.api import router as scheduler_router
 from portal.telemetry.api import router as telemetry_router
 from portal.telemetry.ingest_view import ingest_openapi_operation
 from portal.wear.api import router as wear_router
@@ -83,6 +84,7 @@ api.add_router("", maintenance_router)
 api.add_router("", reports_router)
 api.add_router("", wear_router)
 api.add_router("", checklists_router)
+api.add_router("", scheduler_router)
 
 
 def api_urls():

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "portal.reports",
     "portal.metrics",
     "portal.checklists",
+    "portal.scheduler",
     "portal.live",
     "portal.demo",
 ]
@@ -189,6 +190,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "maintenance-notify": {"task": "portal.maintenance.tasks.notifications_pending_sweep_task", "schedule": 60.0},
     "wear-sweep": {"task": "portal.wear.tasks.wear_sweep_task", "schedule": 30.0},
     "checklists-verifications": {"task": "portal.checklists.tasks.verifications_finish_task", "schedule": 600.0},
+    "scheduler-sweep": {"task": "portal.scheduler.tasks.scheduler_sweep_task", "schedule": 30.0},
 }
 # Every beat interval times this (the integration tests run the schedule fast with e.g. 0.02).
 BEAT_SCALE = envfloat("BEAT_SCALE", 1.0)
@@ -365,3 +367,15 @@ WEAR_ON_INGEST = envbool("WEAR_ON_INGEST", True)
 # /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket
+
+# Slurm (the scheduler app): drain a host's node while a ticket of SLURM_DRAIN_SEVERITY (or worse)
+# is open on it, resume it after. `cli`: scontrol/sinfo/squeue on PATH or in SLURM_BIN_DIR;
+# `rest`: slurmrestd at SLURM_REST_URL with a JWT. Checked at start (portal.scheduler.checks).
+SLURM_ENABLED = envbool("SLURM_ENABLED", False)
+SLURM_MODE = envstr("SLURM_MODE", "cli")
+SLURM_BIN_DIR = envstr("SLURM_BIN_DIR", "")
+SLURM_REST_URL = envstr("SLURM_REST_URL", "")
+SLURM_REST_USER = envstr("SLURM_REST_USER", "")
+SLURM_REST_TOKEN = envstr("SLURM_REST_TOKEN", "")
+SLURM_DRAIN_SEVERITY = envstr("SLURM_DRAIN_SEVERITY", "critical")
+SLURM_TIMEOUT = envfloat("SLURM_TIMEOUT", 10.0)

@@ -17,6 +17,7 @@ ROLE_PERMISSIONS = {
         "telemetry": ["*"],
         "maintenance": ["*"],
         "checklists": ["*"],
+        "scheduler": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them
@@ -36,6 +37,8 @@ ROLE_PERMISSIONS = {
         "checklists.checklistrun": ["view", "add", "change"],
         "checklists.checklistanswer": ["view", "add", "change"],
         "checklists.checklistphoto": ["view", "add"],
+        "scheduler": ["view"],
+        "scheduler.scheduleraction": ["view", "add"],
         "auditlog": ["view"],
     },
     ROLE_VIEWER: {
@@ -43,6 +46,7 @@ ROLE_PERMISSIONS = {
         "telemetry": ["view"],
         "maintenance": ["view"],
         "checklists": ["view"],
+        "scheduler": ["view"],
         "auditlog": ["view"],
     },
 }

@@ -15,6 +15,7 @@ AUDITED_MODELS = {
     "gpu": ("fleet", "gpu"),
     "record": ("fleet", "maintenancerecord"),
     "attachment": ("fleet", "attachment"),
+    "scheduler": ("scheduler", "scheduleraction"),
 }
 
 ACTIONS = {

@@ -8,9 +8,12 @@ time (minutes long), whatever the speed.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
+import shutil
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -45,6 +48,56 @@ TIMELINE = """What happens next (times from now):
   1-3 min    "Agent silent" for sim-desk-c GPU 1, which stops answering after 30 s
   3-15 min   overheating on sim-rack-a GPU 0, then dust, fan wear, ECC and PCIe faults
 """
+
+
+SLURM_HOST = "sim-desk-c"  # its XID 79 at ~20 s drains the local cluster's node
+
+
+def slurm_start(say):
+    """With Slurm installed and root: a single-node cluster under VAR_DIR/slurm, its node given to
+    SLURM_HOST, and the portal's processes (started after this) told to use it. Otherwise say
+    how to see it. Returns the cluster, or None."""
+    from portal.scheduler import devcluster
+
+    if settings.SLURM_ENABLED:
+        say("Slurm: SLURM_ENABLED is set; the demo uses your cluster (its hosts need Slurm nodes).")
+        return None
+    missing = devcluster.missing_commands()
+    if missing or os.geteuid() != 0:
+        why = f"missing {', '.join(missing)}" if missing else "it needs root to run slurmd"
+        say(f"Slurm: off ({why}). To see the XID 79 ticket drain a Slurm node: {devcluster.INSTALL_HINT}, "
+            "then run the demo as root; or SLURM_ENABLED=true with your own cluster (README, Slurm).")  # fmt: skip
+        return None
+    root = Path(settings.VAR_DIR) / "slurm"
+    devcluster.stop_stale(root)
+    shutil.rmtree(root, ignore_errors=True)  # a fresh cluster each time: no state left from the last demo
+    try:
+        cluster = devcluster.start(root, rest=False)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        say(f"Slurm: the local cluster did not start ({str(error).splitlines()[0]}); the demo goes on without it.")
+        return None
+    os.environ.update(SLURM_ENABLED="true", SLURM_MODE="cli", SLURM_CONF=str(cluster.conf))
+    settings.SLURM_ENABLED, settings.SLURM_MODE = True, "cli"
+    say(
+        f"Slurm: a single-node cluster under {root} (node {cluster.node}) is {SLURM_HOST}'s node; the XID 79 "
+        f"at ~20 s drains it (host page {SLURM_HOST}: Slurm node); resume it there or with a repair_return run."
+    )
+    return cluster
+
+
+def slurm_node_assign(cluster) -> None:
+    from portal.fleet.models import Host
+
+    Host.objects.filter(hostname=SLURM_HOST).update(slurm_node=cluster.node)
+
+
+@contextlib.contextmanager
+def slurm_stopped_after(cluster):
+    try:
+        yield
+    finally:
+        if cluster is not None:
+            cluster.stop(remove=False)
 
 
 def prepare_simulated_hosts() -> dict[str, str]:

@@ -17,6 +17,8 @@ class Host(models.Model):
     contact = models.CharField(max_length=200, blank=True, help_text="Email or phone of whoever to call.")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     notes = models.TextField(blank=True)
+    # The host's node in Slurm when it is not named like the host (the scheduler app drains it).
+    slurm_node = models.CharField("Slurm node", max_length=253, blank=True, validators=[validate_hostname])
     # Reported by the host's agent with every batch; shown on the host page.
     agent_version = models.CharField(max_length=64, blank=True)
     driver_version = models.CharField(max_length=64, blank=True)

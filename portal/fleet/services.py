@@ -24,7 +24,7 @@ from portal.fleet.record_kinds import ALL_KIND_FIELDS, HOST_ONLY_KINDS, KIND_SPE
 # A clock a few minutes fast on a technician's phone is not an error; a record dated next week is.
 FUTURE_TOLERANCE = dt.timedelta(minutes=5)
 
-HOST_FIELDS = ("hostname", "location", "rack", "owner", "contact", "status", "notes")
+HOST_FIELDS = ("hostname", "location", "rack", "owner", "contact", "status", "notes", "slurm_node")
 GPU_FIELDS = (
     "uuid", "serial", "model_name", "host", "index", "pci_bus_id", "vbios_version", "memory_total_mib",
     "power_limit_default_w", "temp_slowdown_c", "temp_shutdown_c", "pcie_link_gen_max", "pcie_link_width_max",

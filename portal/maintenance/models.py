@@ -153,6 +153,7 @@ class TicketEvent(models.Model):
         RESOLVED_BY_RECORD = "resolved_by_record", "Resolved by a maintenance record"
         ASSIGNED = "assigned", "Assigned"
         GROUPED = "grouped", "Grouped under a host ticket"
+        SCHEDULER = "scheduler", "Scheduler (Slurm)"
 
     ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=24, choices=Kind.choices)

@@ -10,6 +10,7 @@ from django.views import View
 
 from portal.core.errors import Conflict, InvalidInput
 from portal.core.forms import add_application_error
+from portal.fleet import pages
 from portal.maintenance import selectors, services, xid_catalog
 from portal.maintenance.forms import (
     AssignForm,
@@ -68,6 +69,7 @@ class TicketDetailView(Permission, View):
             "transitions": sorted(services.tickets.TRANSITIONS[ticket.state]), "assign_form": AssignForm(),
             "comment_form": CommentForm(), "xid_guidance": xid_catalog.ticket_xid_guidance(ticket),
             "xid_source_url": xid_catalog.SOURCE_URL, "xid_source_title": xid_catalog.SOURCE_TITLE,
+            **pages.page_panels("ticket", request=request, ticket=ticket),
         }, status=status)  # fmt: skip
 
     def post(self, request, pk):

@@ -394,3 +394,9 @@ def tickets_resolve_by_record(*, record: MaintenanceRecord) -> list[Ticket]:
         for ticket in resolved:
             notify_ticket(ticket=ticket, event="resolved")
     return resolved
+
+
+def ticket_history_add(*, ticket: Ticket, note: str, user=None) -> TicketEvent:
+    """A line in the ticket's history from a higher app (the scheduler: node drained, resumed, the
+    job that was running on the GPU). Not a state change, so no hooks run."""
+    return TicketEvent.objects.create(ticket=ticket, kind=Kind.SCHEDULER, at=timezone.now(), user=user, note=note)

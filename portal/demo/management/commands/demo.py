@@ -25,19 +25,23 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-agents", action="store_true", help="Start the portal only.")
+        parser.add_argument("--no-slurm", action="store_true", help="Don't start the local Slurm cluster.")
         parser.add_argument(
             "--speed", type=float, default=720.0, help="Simulated seconds per real second on the drifting host."
         )
 
-    def handle(self, *args, host, port, no_agents, speed, **options):
+    def handle(self, *args, host, port, no_agents, speed, no_slurm=False, **options):
         prepare()
         tokens: dict[str, str] = {}
+        slurm = None if no_slurm else story.slurm_start(self.stdout.write)
 
         def seed():
             # While web server, worker and beat boot (seconds): the data they start on.
             call_command("seed_demo")
             call_command("seed_repair_history")  # reports: a repair history worth reading
             tokens.update(story.prepare_simulated_hosts())
+            if slurm is not None:
+                story.slurm_node_assign(slurm)
             backfilled = story.backfill_history()
             if backfilled:
                 self.stdout.write(f"History: {backfilled} readings of the last 24 h for the simulated hosts.")
@@ -50,7 +54,7 @@ class Command(BaseCommand):
         log_dir = Path(settings.VAR_DIR) / "demo-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         access_log = str(log_dir / "access.log")
-        with supervised(self) as supervisor:
+        with supervised(self) as supervisor, story.slurm_stopped_after(slurm):
             # The portal's own output in files, so that this terminal shows the demo's story.
             base_url = start_portal(
                 supervisor, host=host, port=port, access_log=access_log, log_dir=log_dir, meanwhile=seed

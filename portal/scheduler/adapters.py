@@ -1,0 +1,344 @@
+"""One small interface to the cluster's scheduler, with a Slurm implementation in two modes.
+
+- `cli`: the portal's machine is a Slurm client. `sinfo --json` / `squeue --json` where the
+  version has them (21.08 and later), `scontrol -o` and `squeue -o` formats otherwise;
+  `scontrol update` for drain and resume. Commands are argument lists, never shell strings: a drain
+  reason holds a ticket title, partly an agent's text.
+- `rest`: slurmrestd with a JWT (`X-SLURM-USER-NAME`, `X-SLURM-USER-TOKEN`). Slurm 22.05 serves
+  OpenAPI v0.0.38, which reads nodes and jobs but has no node update: drain and resume need
+  v0.0.39 (23.02) or later (`POST /slurm/v0.0.XX/node/{name}`, `state` a list of flags). Newer
+  versions also turn `state`/`job_state` into lists and times into `{"set", "number"}` objects;
+  the parsers below read both shapes.
+
+Every failure to talk to Slurm is a `SchedulerUnavailable` (retry later) or `NodeUnknown`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import urllib.error
+import urllib.request
+from typing import Protocol
+
+from portal.core.errors import ApplicationError, NotFound
+
+REASON_PREFIX = "gpu-fleet #"
+REASON_MAX = 200  # Slurm keeps longer reasons, but sinfo's and the page's columns don't
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+
+
+class SchedulerUnavailable(ApplicationError):
+    """Slurm could not be reached or refused the request; the action is retried (HTTP 503)."""
+
+
+class NodeUnknown(NotFound):
+    """Slurm does not know the node (HTTP 404)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    id: int
+    user: str
+    name: str
+    gpus: list[int]  # the GPU indices the job holds on this node ([] when Slurm does not say)
+    start: dt.datetime | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    node: str
+    state: str  # Slurm's words in lower case, flags joined with "+": "idle", "drained", "mixed+drain"…
+    reason: str
+
+
+class SchedulerAdapter(Protocol):
+    timeout: float  # seconds one command or request may take
+
+    def node(self, name: str) -> Node: ...
+    def jobs(self, name: str) -> list[Job]: ...
+    def drain(self, name: str, reason: str) -> None: ...
+    def resume(self, name: str) -> None: ...
+
+
+def clean_reason(reason: str, *, limit: int = REASON_MAX) -> str:
+    """One line, no control characters, at most `limit` characters."""
+    # scontrol drops double quotes from a value; single ones keep the text as it was typed.
+    text = _CONTROL.sub(" ", reason or "").replace('"', "'").strip()
+    text = re.sub(r" {2,}", " ", text)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def node_state_words(base: str | list, flags: list | None = None) -> str:
+    """Slurm's node state as sinfo says it: DRAIN on an idle node is "drained", on a busy one
+    "draining"; other flags follow with "+"."""
+    words = [str(w).lower() for w in ([base] if isinstance(base, str) else list(base)) + list(flags or []) if w]
+    if not words:
+        return "unknown"
+    head, rest = words[0], words[1:]
+    if "drain" in rest and head in ("idle", "allocated", "mixed", "completing"):
+        rest.remove("drain")
+        head = "drained" if head == "idle" else "draining"
+    seen = []
+    for word in rest:
+        if word not in seen and word != head:
+            seen.append(word)
+    return "+".join([head, *seen])
+
+
+def _time(value) -> dt.datetime | None:
+    if isinstance(value, dict):  # 23.02+: {"set": true, "infinite": false, "number": 1700000000}
+        if not value.get("set", True) or value.get("infinite"):
+            return None
+        value = value.get("number")
+    if not value:
+        return None
+    return dt.datetime.fromtimestamp(int(value), tz=dt.UTC)
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """`gpu[01-03,07],login1` → gpu01 gpu02 gpu03 gpu07 login1 (Slurm's one-level brackets)."""
+    names: list[str] = []
+    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", expr or ""):
+        match = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", part)
+        if not match:
+            names.append(part)
+            continue
+        prefix, ranges, suffix = match.groups()
+        for piece in ranges.split(","):
+            low, _, high = piece.partition("-")
+            if high and low.isdigit() and high.isdigit():
+                names += [f"{prefix}{n:0{len(low)}d}{suffix}" for n in range(int(low), int(high) + 1)]
+            else:
+                names.append(f"{prefix}{piece}{suffix}")
+    return names
+
+
+def gpu_indices(detail: str) -> list[int]:
+    """`gpu:2(IDX:0,3)` or `gpu:a100:2(IDX:0-1)` → the indices."""
+    match = re.search(r"IDX:([0-9,\-]+)", detail or "")
+    if not match:
+        return []
+    indices: list[int] = []
+    for piece in match.group(1).split(","):
+        low, _, high = piece.partition("-")
+        if low.isdigit():
+            indices += list(range(int(low), int(high) + 1)) if high.isdigit() else [int(low)]
+    return indices
+
+
+def _running(job: dict) -> bool:
+    state = job.get("job_state")
+    states = state if isinstance(state, list) else [state]
+    return "RUNNING" in [str(s).upper() for s in states]
+
+
+def jobs_from_json(jobs: list[dict], node: str) -> list[Job]:
+    """Running jobs on `node` from squeue --json / slurmrestd's jobs (22.05 and later shapes)."""
+    found = []
+    for job in jobs:
+        if not _running(job):
+            continue
+        nodes = expand_hostlist(job.get("nodes") or "")
+        if node not in nodes:
+            continue
+        details = job.get("gres_detail") or []
+        position = nodes.index(node)
+        found.append(
+            Job(
+                id=int(job["job_id"]),
+                user=str(job.get("user_name") or job.get("user_id") or ""),
+                name=str(job.get("name") or ""),
+                gpus=gpu_indices(details[position]) if position < len(details) else [],
+                start=_time(job.get("start_time")),
+            )
+        )
+    return sorted(found, key=lambda j: j.id)
+
+
+def node_from_json(nodes: list[dict], name: str) -> Node:
+    for entry in nodes:
+        if entry.get("name") == name or entry.get("hostname") == name and not entry.get("name"):
+            return Node(
+                node=name,
+                state=node_state_words(entry.get("state") or "", entry.get("state_flags")),
+                reason=str(entry.get("reason") or ""),
+            )
+    raise NodeUnknown(f"Slurm has no node {name!r}", problems=[("hostname", f"Slurm has no node {name!r}")])
+
+
+def _version(text: str) -> tuple[int, int]:
+    match = re.search(r"(\d+)\.(\d+)", text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+class SlurmCli:
+    """Slurm through its commands on this machine (`SLURM_BIN_DIR` or `PATH`)."""
+
+    def __init__(self, *, bin_dir: str = "", timeout: float = 10.0):
+        self.bin_dir = bin_dir
+        self.timeout = timeout
+        self._json: bool | None = None
+
+    def _run(self, command: str, *args: str) -> str:
+        program = os.path.join(self.bin_dir, command) if self.bin_dir else command
+        try:
+            done = subprocess.run(  # noqa: S603 - an argument list, never a shell
+                [program, *args], capture_output=True, text=True, timeout=self.timeout, check=False
+            )
+        except FileNotFoundError as error:
+            raise SchedulerUnavailable(f"{command} not found: {error}") from error
+        except subprocess.TimeoutExpired as error:
+            raise SchedulerUnavailable(f"{command} did not answer within {self.timeout:g} s") from error
+        if done.returncode != 0:
+            message = (done.stderr or done.stdout).strip().splitlines()
+            raise SchedulerUnavailable(f"{command} failed: {message[-1] if message else done.returncode}"[:500])
+        return done.stdout
+
+    def uses_json(self) -> bool:
+        if self._json is None:
+            self._json = _version(self._run("sinfo", "-V")) >= (21, 8)
+        return self._json
+
+    def node(self, name: str) -> Node:
+        if self.uses_json():
+            data = json.loads(self._run("sinfo", "--json", "-N", "-n", name))
+            return node_from_json(data.get("nodes") or [], name)
+        try:
+            line = self._run("scontrol", "-o", "show", "node", name)
+        except SchedulerUnavailable as error:
+            if "not found" in str(error):
+                raise NodeUnknown(f"Slurm has no node {name!r}") from error
+            raise
+        state = re.search(r"(?:^| )State=(\S+)", line)
+        reason = re.search(r" Reason=(.*?)(?: \[[^\]]*@[^\]]*\])?\s*$", line)
+        words = (state.group(1) if state else "unknown").split("+")
+        return Node(node=name, state=node_state_words(words[0], words[1:]), reason=reason.group(1) if reason else "")
+
+    def jobs(self, name: str) -> list[Job]:
+        if self.uses_json():
+            data = json.loads(self._run("squeue", "--json", "-w", name, "-t", "RUNNING"))
+            return jobs_from_json(data.get("jobs") or [], name)
+        out = self._run("squeue", "-h", "-w", name, "-t", "RUNNING", "-o", "%i|%u|%S|%j")
+        jobs = []
+        for line in out.splitlines():
+            job_id, user, start, job_name = (line.split("|", 3) + ["", "", ""])[:4]
+            try:
+                started = dt.datetime.fromisoformat(start).replace(tzinfo=dt.UTC)
+            except ValueError:
+                started = None
+            jobs.append(Job(id=int(job_id), user=user, name=job_name, gpus=[], start=started))
+        return jobs
+
+    def _update(self, name: str, *args: str) -> None:
+        try:
+            self._run("scontrol", "update", f"NodeName={name}", *args)
+        except SchedulerUnavailable as error:
+            if "Invalid node name" in str(error):
+                raise NodeUnknown(f"Slurm has no node {name!r}") from error
+            raise
+
+    def drain(self, name: str, reason: str) -> None:
+        # "Reason=<text>" is one argv element: spaces, quotes and semicolons stay data.
+        self._update(name, "State=DRAIN", f"Reason={clean_reason(reason)}")
+
+    def resume(self, name: str) -> None:
+        self._update(name, "State=RESUME")
+
+
+# OpenAPI plugins a slurmrestd may serve, newest first; the first it lists is used.
+REST_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+
+
+class SlurmRest:
+    """Slurm through slurmrestd with a JWT."""
+
+    def __init__(self, *, url: str, user: str, token: str, timeout: float = 10.0):
+        self.url = url.rstrip("/")
+        self.user = user
+        self.token = token
+        self.timeout = timeout
+        self._api: str | None = None
+
+    def _request(self, method: str, path: str, body: dict | None = None) -> dict:
+        headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token, "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(f"{self.url}{path}", data=data, headers=headers, method=method)  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as answer:  # noqa: S310
+                text = answer.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as error:
+            text = error.read().decode("utf-8", "replace")
+            try:
+                payload = json.loads(text)
+            except ValueError:
+                raise SchedulerUnavailable(f"slurmrestd answered {error.code}: {text.strip()[:200]}") from error
+            if error.code == 404 or _errors_say(payload, "Invalid node name", "Unable to query node"):
+                return payload
+            raise SchedulerUnavailable(f"slurmrestd answered {error.code}: {_error_text(payload)}") from error
+        except (OSError, TimeoutError) as error:
+            raise SchedulerUnavailable(f"slurmrestd could not be reached: {error}") from error
+        try:
+            return json.loads(text)
+        except ValueError as error:
+            raise SchedulerUnavailable(f"slurmrestd answered something else than JSON: {text[:200]}") from error
+
+    def api(self) -> str:
+        if self._api is None:
+            spec = self._request("GET", "/openapi/v3")
+            paths = " ".join(spec.get("paths", {}))
+            self._api = next((v for v in REST_VERSIONS if f"/slurm/{v}/" in paths), "")
+            if not self._api:
+                raise SchedulerUnavailable("slurmrestd serves no Slurm OpenAPI version this portal knows")
+        return self._api
+
+    def node(self, name: str) -> Node:
+        payload = self._request("GET", f"/slurm/{self.api()}/node/{_quote(name)}")
+        return node_from_json(payload.get("nodes") or [], name)
+
+    def jobs(self, name: str) -> list[Job]:
+        payload = self._request("GET", f"/slurm/{self.api()}/jobs")
+        _raise_errors(payload)
+        return jobs_from_json(payload.get("jobs") or [], name)
+
+    def _update(self, name: str, body: dict) -> None:
+        api = self.api()
+        if api == "v0.0.38":
+            raise SchedulerUnavailable(
+                "slurmrestd v0.0.38 (Slurm 22.05) cannot update nodes; use SLURM_MODE=cli or Slurm 23.02 or later"
+            )
+        self.node(name)  # NodeUnknown before any change
+        payload = self._request("POST", f"/slurm/{api}/node/{_quote(name)}", body)
+        _raise_errors(payload)
+
+    def drain(self, name: str, reason: str) -> None:
+        self._update(name, {"state": ["DRAIN"], "reason": clean_reason(reason)})
+
+    def resume(self, name: str) -> None:
+        self._update(name, {"state": ["RESUME"]})
+
+
+def _quote(name: str) -> str:
+    return urllib.request.quote(name, safe="")
+
+
+def _error_text(payload: dict) -> str:
+    errors = payload.get("errors") or []
+    return "; ".join(str(e.get("error") or e.get("description") or e) for e in errors)[:300] or "no detail"
+
+
+def _errors_say(payload: dict, *needles: str) -> bool:
+    text = _error_text(payload)
+    return any(needle in text for needle in needles)
+
+
+def _raise_errors(payload: dict) -> None:
+    if payload.get("errors"):
+        raise SchedulerUnavailable(f"slurmrestd: {_error_text(payload)}")

@@ -1,0 +1,71 @@
+"""/api/v1/hosts/{hostname}/scheduler: the host's Slurm node, drained or resumed by hand."""
+
+import datetime as dt
+
+from ninja import Router, Schema, Status
+
+from portal.core.api import ErrorOut, error_body, require_perm
+from portal.scheduler import selectors, services
+from portal.scheduler.adapters import SchedulerUnavailable
+
+router = Router(tags=["scheduler"])
+
+
+class JobOut(Schema):
+    id: int
+    user: str
+    name: str
+    gpus: list[int]
+    start: dt.datetime | None
+
+
+class NodeOut(Schema):
+    node: str
+    state: str
+    reason: str
+    jobs: list[JobOut]
+
+
+class DrainIn(Schema):
+    reason: str
+
+
+class ResumeIn(Schema):
+    reason: str = ""
+
+
+ANSWERS = {200: NodeOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 503: ErrorOut}
+
+
+def _unavailable(error: SchedulerUnavailable):
+    return Status(503, error_body(error.message, [{"loc": "slurm", "msg": error.message}]))
+
+
+@router.get("/hosts/{hostname}/scheduler", response=ANSWERS)
+def scheduler_node(request, hostname: str):
+    host = selectors.scheduler_host_get(hostname=hostname)
+    try:
+        return Status(200, selectors.scheduler_node_status(host=host))
+    except SchedulerUnavailable as error:
+        return _unavailable(error)
+
+
+def _act(request, hostname: str, kind: str, reason: str):
+    require_perm(request, "scheduler.add_scheduleraction")
+    host = selectors.scheduler_host_get(hostname=hostname)
+    try:
+        services.scheduler_manual_action(host=host, kind=kind, reason=reason, user=request.user)
+        return Status(200, selectors.scheduler_node_status(host=host))
+    except SchedulerUnavailable as error:
+        return _unavailable(error)
+
+
+@router.post("/hosts/{hostname}/scheduler/drain", response=ANSWERS)
+def scheduler_drain(request, hostname: str, payload: DrainIn):
+    """Drain the node now (running jobs finish); `reason` is required."""
+    return _act(request, hostname, "drain", payload.reason)
+
+
+@router.post("/hosts/{hostname}/scheduler/resume", response=ANSWERS)
+def scheduler_resume(request, hostname: str, payload: ResumeIn | None = None):
+    return _act(request, hostname, "resume", payload.reason if payload else "")

@@ -1,0 +1,20 @@
+from django.apps import AppConfig
+
+
+class SchedulerConfig(AppConfig):
+    name = "portal.scheduler"
+    label = "scheduler"
+    verbose_name = "Scheduler (Slurm)"
+
+    def ready(self):
+        from auditlog.registry import auditlog
+
+        from portal.fleet import pages
+        from portal.maintenance import hooks
+        from portal.scheduler import checks, enqueue, panels  # noqa: F401 - checks register themselves
+        from portal.scheduler.models import SchedulerAction
+
+        auditlog.register(SchedulerAction, exclude_fields=["claimed_until"])
+        hooks.on_ticket_changed("scheduler")(enqueue.ticket_changed)
+        pages.on_page("host", "scheduler")(panels.host_page_panel)
+        pages.on_page("ticket", "scheduler")(panels.ticket_page_panel)

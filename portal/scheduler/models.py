@@ -1,0 +1,57 @@
+"""Scheduler: every drain, resume and job look-up the portal asks of Slurm, as a row.
+
+A row is written in the same transaction as the ticket change (or the person's request) that
+calls for it and carried out afterwards by a task; while Slurm does not answer it stays pending,
+with its last error, and the sweep tries it again. The audit trail logs each row's changes.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from portal.fleet.models import Host
+from portal.maintenance.models import Ticket
+
+
+class SchedulerAction(models.Model):
+    class Kind(models.TextChoices):
+        DRAIN = "drain", "Drain"
+        RESUME = "resume", "Resume"
+        JOBS = "jobs", "Record the running job"
+
+    class Source(models.TextChoices):
+        TICKET = "ticket", "A ticket"
+        PERSON = "person", "A person"
+        REST = "rest", "Rest for the GPUs"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DONE = "done", "Done"
+        SKIPPED = "skipped", "Not needed"
+        FAILED = "failed", "Failed"
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="scheduler_actions")
+    node = models.CharField(max_length=253)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    source = models.CharField(max_length=8, choices=Source.choices)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    reason = models.CharField(max_length=300, blank=True)
+    ticket = models.ForeignKey(Ticket, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    not_before = models.DateTimeField(default=timezone.now)
+    attempts = models.PositiveIntegerField(default=0)
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    outcome = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "not_before"], name="scheduleraction_due")]
+
+    def __str__(self):
+        return f"{self.kind} {self.node} ({self.state})"

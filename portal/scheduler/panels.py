@@ -1,0 +1,52 @@
+"""What the scheduler adds to the host page and a ticket's page (through portal.fleet.pages)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from portal.scheduler import selectors
+from portal.scheduler.adapters import NodeUnknown, SchedulerAdapter, SchedulerUnavailable
+from portal.scheduler.services import REST_HOURS_MAX, node_name, scheduler_adapter, scheduler_enabled
+
+PAGE_TIMEOUT_S = 3.0  # a page waits this long for Slurm at most, then says it did not answer
+
+
+def _page_adapter() -> SchedulerAdapter:
+    adapter = scheduler_adapter()  # a fresh one per page: its timeout is the page's own
+    adapter.timeout = min(adapter.timeout, PAGE_TIMEOUT_S)
+    return adapter
+
+
+def host_page_panel(*, host, request=None, **context) -> dict:
+    if not scheduler_enabled():
+        return {}
+    status, error, unknown = None, "", False
+    try:
+        status = selectors.scheduler_node_status(host=host, adapter=_page_adapter())
+    except NodeUnknown as exc:
+        error, unknown = str(exc), True
+    except SchedulerUnavailable as exc:
+        error = str(exc)
+    user = getattr(request, "user", None)
+    return {
+        "scheduler_panel": {
+            "node": node_name(host),
+            "status": status,
+            "error": error,
+            "unknown": unknown,
+            "last_failure": selectors.scheduler_last_failure(host=host),
+            "actions": selectors.scheduler_host_actions(host=host),
+            "can_act": bool(user and user.has_perm("scheduler.add_scheduleraction")),
+            "mode": settings.SLURM_MODE,
+        }
+    }
+
+
+def ticket_page_panel(*, ticket, request=None, **context) -> dict:
+    """The no-rest rule's ticket offers to drain the node after its current jobs for some hours."""
+    if not scheduler_enabled() or ticket.rule != "no_rest" or not ticket.is_open:
+        return {}
+    user = getattr(request, "user", None)
+    if not (user and user.has_perm("scheduler.add_scheduleraction")):
+        return {}
+    return {"scheduler_rest_offer": {"ticket": ticket, "node": node_name(ticket.host), "hours_max": REST_HOURS_MAX}}

@@ -1,0 +1,54 @@
+"""Read the scheduler's view of a host: its node as Slurm says now, and the portal's actions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from portal.core.errors import NotFound
+from portal.fleet.models import Host
+from portal.scheduler.adapters import SchedulerAdapter
+from portal.scheduler.models import SchedulerAction
+from portal.scheduler.services import node_name, scheduler_adapter, scheduler_enabled
+
+
+def scheduler_host_get(*, hostname: str) -> Host:
+    """The host whose node the scheduler endpoints talk about; NotFound when Slurm is off."""
+    if not scheduler_enabled():
+        raise NotFound("Slurm is not enabled on this portal (SLURM_ENABLED)")
+    host = Host.objects.filter(hostname=hostname).first()
+    if host is None:
+        raise NotFound(f"no host {hostname!r}", problems=[("hostname", f"no host {hostname!r}")])
+    return host
+
+
+def scheduler_node_status(*, host: Host, adapter: SchedulerAdapter | None = None) -> dict:
+    """`{"node", "state", "reason", "jobs"}` as Slurm says it now (NodeUnknown, SchedulerUnavailable)."""
+    adapter = adapter or scheduler_adapter()
+    name = node_name(host)
+    node = adapter.node(name)
+    return {
+        "node": node.node,
+        "state": node.state,
+        "reason": node.reason,
+        "jobs": [dataclasses.asdict(job) for job in adapter.jobs(name)],
+    }
+
+
+def scheduler_host_actions(*, host: Host, limit: int = 10) -> list[SchedulerAction]:
+    return list(
+        SchedulerAction.objects.filter(host=host)
+        .select_related("ticket", "requested_by")
+        .order_by("-created_at", "-id")[:limit]
+    )
+
+
+def scheduler_last_failure(*, host: Host) -> SchedulerAction | None:
+    """The latest action that Slurm refused or did not answer (and that is not done since)."""
+    return (
+        SchedulerAction.objects.filter(
+            host=host, state__in=[SchedulerAction.State.PENDING, SchedulerAction.State.FAILED]
+        )
+        .exclude(last_error="")
+        .order_by("-last_attempt_at", "-id")
+        .first()
+    )

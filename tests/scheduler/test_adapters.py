@@ -1,0 +1,99 @@
+"""The Slurm adapter's parsing and argument handling (no cluster needed) and the settings check."""
+
+import datetime as dt
+
+import pytest
+from django.core.checks import run_checks
+
+from portal.scheduler.adapters import (
+    NodeUnknown,
+    clean_reason,
+    expand_hostlist,
+    gpu_indices,
+    jobs_from_json,
+    node_from_json,
+    node_state_words,
+)
+
+
+def test_reason_is_one_line_without_control_characters_and_cut_to_fit():
+    assert clean_reason("a\nb\r\tc\x00d\x1b[31m") == "a b c d [31m"
+    assert clean_reason('say "hi"') == "say 'hi'"
+    long = clean_reason("x" * 500)
+    assert len(long) == 200 and long.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("base", "flags", "words"),
+    [
+        ("idle", [], "idle"),
+        ("IDLE", ["DRAIN"], "drained"),
+        ("mixed", ["DRAIN"], "draining"),
+        (["ALLOCATED", "DRAIN"], None, "draining"),  # 23.02+: one list
+        (["DOWN", "DRAIN", "NOT_RESPONDING"], None, "down+drain+not_responding"),
+        (["MIXED", "DRAIN"][0], ["DRAIN"], "draining"),
+        ([], None, "unknown"),
+    ],
+)
+def test_state_words(base, flags, words):
+    assert node_state_words(base, flags) == words
+
+
+def test_hostlists_and_gpu_indices():
+    assert expand_hostlist("gpu[01-03,07],login1") == ["gpu01", "gpu02", "gpu03", "gpu07", "login1"]
+    assert expand_hostlist("vm") == ["vm"]
+    assert gpu_indices("gpu:2(IDX:0,3)") == [0, 3]
+    assert gpu_indices("gpu:h200:4(IDX:0-2,5)") == [0, 1, 2, 5]
+    assert gpu_indices("gpu:1") == []
+
+
+def test_jobs_in_the_22_05_and_the_newer_shape():
+    jobs = [
+        {"job_id": 7, "user_name": "ann", "name": "a", "job_state": "RUNNING", "nodes": "gpu[01-02]",
+         "gres_detail": ["gpu:1(IDX:0)", "gpu:2(IDX:2-3)"], "start_time": 1_700_000_000},
+        {"job_id": 8, "user_name": "bo", "name": "b", "job_state": ["RUNNING"], "nodes": "gpu02",
+         "gres_detail": ["gpu:1(IDX:1)"], "start_time": {"set": True, "infinite": False, "number": 1_700_000_060}},
+        {"job_id": 9, "user_name": "cy", "name": "c", "job_state": ["PENDING"], "nodes": "gpu02"},
+    ]  # fmt: skip
+    found = jobs_from_json(jobs, "gpu02")
+    assert [(j.id, j.user, j.gpus) for j in found] == [(7, "ann", [2, 3]), (8, "bo", [1])]
+    assert found[1].start == dt.datetime.fromtimestamp(1_700_000_060, tz=dt.UTC)
+
+
+def test_node_lookup():
+    nodes = [{"name": "gpu01", "state": "mixed", "state_flags": ["DRAIN"], "reason": "gpu-fleet #3: x"}]
+    assert node_from_json(nodes, "gpu01").state == "draining"
+    with pytest.raises(NodeUnknown):
+        node_from_json(nodes, "gpu02")
+
+
+def check_ids(settings, **values) -> dict[str, str]:
+    for name, value in values.items():
+        setattr(settings, name, value)
+    return {e.id: e.msg for e in run_checks() if e.id.startswith("scheduler.")}
+
+
+def test_settings_that_cannot_work_stop_the_portal(settings):
+    assert check_ids(settings, SLURM_ENABLED=True, SLURM_MODE="cli") == {}
+    errors = check_ids(settings, SLURM_MODE="rest", SLURM_REST_URL="", SLURM_REST_USER="u", SLURM_REST_TOKEN="")
+    assert "SLURM_REST_URL" in errors["scheduler.E002"] and "SLURM_REST_TOKEN" in errors["scheduler.E002"]
+    assert "SLURM_REST_USER" not in errors["scheduler.E002"]
+    assert "scheduler.E003" in check_ids(settings, SLURM_REST_URL="ftp://x", SLURM_REST_TOKEN="t")
+    assert "SLURM_MODE" in check_ids(settings, SLURM_MODE="ssh")["scheduler.E001"]
+    assert (
+        "SLURM_DRAIN_SEVERITY" in check_ids(settings, SLURM_MODE="cli", SLURM_DRAIN_SEVERITY="high")["scheduler.E004"]
+    )
+    assert check_ids(settings, SLURM_ENABLED=False, SLURM_MODE="ssh") == {}  # off: nothing to check
+
+
+def test_the_portal_refuses_to_start_with_them(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DEBUG": "true", "SLURM_ENABLED": "true", "SLURM_MODE": "rest",
+           "DJANGO_SETTINGS_MODULE": "portal.settings", "VAR_DIR": str(tmp_path)}  # fmt: skip
+    env.pop("SLURM_REST_URL", None)
+    done = subprocess.run([sys.executable, "manage.py", "serve"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "scheduler.E002" in done.stderr and "SLURM_REST_URL" in done.stderr
