@@ -1,7 +1,10 @@
 import datetime as dt
+import re
 
 from django import template
 from django.utils import timezone
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -71,3 +74,10 @@ def from_epoch(seconds):
         return dt.datetime.fromtimestamp(float(seconds), dt.UTC)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+@register.filter
+def code_spans(text):
+    """Text with `backtick` spans shown as code: escaped first, so nothing in it becomes markup."""
+    escaped = conditional_escape(text)
+    return mark_safe(re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped))  # noqa: S308 (escaped above)

@@ -6,6 +6,9 @@ import datetime as dt
 
 from .base import Rule
 
+# The systemd unit the agent ships (agents/gpu-agent.service).
+AGENT_UNIT = "gpu-agent.service"
+
 
 class AgentSilent(Rule):
     """A GPU without readings for `silent_after_s` (default 5 minutes; 3 × `interval_s` when an
@@ -15,10 +18,11 @@ class AgentSilent(Rule):
     key = "agent_silent"
     title = "Agent silent"
     watches = "time since the last reading"
+    unit = "s"  # the peak is how long the GPU has been silent
     scope = "host"
     action = (
         "No readings arrive. Check that the host is up and reachable, that the agent service runs "
-        "(systemctl status gpu-fleet-agent) and that its spool is not full; a single silent GPU may have fallen off "
+        f"(systemctl status {AGENT_UNIT}) and that its spool is not full; a single silent GPU may have fallen off "
         "the bus: check nvidia-smi on the host."
     )
     defaults = {"silent_after_s": 300, "interval_s": None}

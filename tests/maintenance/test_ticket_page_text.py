@@ -1,0 +1,58 @@
+"""The ticket page says what to do in words that work: the agent's real unit name, a unit on the
+agent-silent peak, and rule descriptions whose `code` spans show as code, never as raw backticks
+(and never as markup)."""
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from portal.core.templatetags.portal import code_spans
+from portal.maintenance.models import Ticket
+from portal.maintenance.services import beat
+from portal.telemetry.models import GpuLatest
+from tests.factories import GpuFactory, HostFactory
+
+pytestmark = pytest.mark.django_db
+
+T0 = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def silent_ticket():
+    host = HostFactory(hostname="quiet-01")
+    gpu = GpuFactory(host=host, index=0)
+    GpuFactory(host=host, index=1)  # the other GPU keeps talking: a GPU ticket, no host ticket
+    GpuLatest.objects.create(gpu=gpu, ts=T0, received_at=T0)
+    GpuLatest.objects.create(gpu=host.gpus.get(index=1), ts=T0 + dt.timedelta(minutes=6),
+                             received_at=T0 + dt.timedelta(minutes=6))  # fmt: skip
+    beat.agent_silent_check(now=T0 + dt.timedelta(minutes=6))
+    return Ticket.objects.get(rule="agent_silent", gpu=gpu)
+
+
+def test_agent_silent_names_the_shipped_unit(silent_ticket, client_for, viewer):
+    shipped = [path.name for path in (REPO / "agents").glob("*.service")]
+    assert shipped, "the agent ships a systemd unit"
+    page = client_for(viewer).get(silent_ticket.get_absolute_url()).content.decode()
+    assert any(f"systemctl status {name}" in page for name in shipped)
+    assert "gpu-fleet-agent)" not in page
+
+
+def test_agent_silent_peak_has_a_unit(silent_ticket, client_for, viewer):
+    assert silent_ticket.unit == "s" and silent_ticket.peak_value == 360
+    page = client_for(viewer).get(silent_ticket.get_absolute_url()).content.decode()
+    assert "360 s" in page
+
+
+def test_rule_descriptions_show_code_not_backticks(silent_ticket, client_for, viewer, admin):
+    page = client_for(viewer).get(silent_ticket.get_absolute_url()).content.decode()
+    assert "<code>silent_after_s</code>" in page and "`" not in page.split("What to do", 1)[1].split("</section>")[0]
+    rules = client_for(admin).get(reverse("maintenance:rules"))
+    assert rules.status_code == 200 and "`" not in rules.content.decode()
+
+
+def test_code_spans_escape_before_marking_code():
+    assert code_spans("set `a<b>` & <i>x</i>") == "set <code>a&lt;b&gt;</code> &amp; &lt;i&gt;x&lt;/i&gt;"
+    assert code_spans("no spans") == "no spans"
