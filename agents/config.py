@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import ipaddress
 import os
 import socket
 import tomllib
 from dataclasses import dataclass, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 ENV_PREFIX = "GPU_AGENT_"
 DEFAULT_CONFIG_FILE = "/etc/gpu-agent/agent.toml"
@@ -39,6 +41,7 @@ class Config:
     memory_max_mb: float = 16.0
     timeout: float = 10.0
     ca_file: str | None = None
+    insecure_http: bool = False
     backoff_initial: float = 0.1
     backoff_max: float = 5.0
     inventory_refresh: float = 300.0
@@ -67,6 +70,8 @@ HELP = {
     "memory_max_mb": "when the spool cannot be written (full disk), batches are kept in memory up to this bound",
     "timeout": "HTTP timeout in seconds",
     "ca_file": "PEM file of extra CA certificates to trust (TLS verification is always on)",
+    "insecure_http": "allow an http:// portal URL that is not on this machine (the host token then crosses the "
+    "network in clear text; for a lab network without TLS only)",
     "backoff_initial": "first retry delay in seconds after a failed send",
     "backoff_max": "longest retry delay in seconds",
     "inventory_refresh": "seconds between two inventory reads",
@@ -207,8 +212,25 @@ def finish(config: Config) -> None:
             raise ConfigError(f"no host token: give {ENV_PREFIX}TOKEN, --token-file or --token")
         if not config.url.startswith(("http://", "https://")):
             raise ConfigError(f"url must start with http:// or https://, not {config.url!r}")
+        if config.url.startswith("http://") and not config.insecure_http and not is_loopback_url(config.url):
+            raise ConfigError(
+                f"refusing to send the host token in clear text to {config.url}: use https:// (the portal "
+                f"behind TLS), or give --insecure-http ({ENV_PREFIX}INSECURE_HTTP=true, insecure_http = true "
+                "in the config file) for a lab network without TLS"
+            )
     if config.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log_level: unknown level {config.log_level!r}")
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether the URL's host is this machine (localhost or a loopback address): nothing crosses a network."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def default_hostname(*, simulated: bool) -> str:

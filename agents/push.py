@@ -98,7 +98,8 @@ def classify_refusal(status: int, detail: str) -> Literal["retry", "hold", "reje
 
 HOLD_HINTS = {
     401: "the host token is revoked or rotated: put the new one in GPU_AGENT_TOKEN or the token file",
-    403: "a GPU or this host name belongs to another host at the portal: an admin must move it",
+    403: "a GPU or this host name belongs to another host at the portal (an admin must move it), or the portal "
+    "takes readings over HTTPS only (see the portal's answer)",
     400: "timestamps outside the portal's window: check this host's clock (NTP) and the portal's, "
     "or the portal's ALLOWED_HOSTS if the answer is not JSON",
 }

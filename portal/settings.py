@@ -301,6 +301,10 @@ LOGGING = {
 
 # Ingest (agent → portal). See shared/protocol/ingest-v1.md.
 INGEST_MAX_BODY_BYTES = 1024 * 1024
+# Host tokens travel in every ingest request: in production (DEBUG off) ingest answers plain HTTP
+# with a 403 unless the request came over TLS (directly, or through a proxy that says so with
+# SECURE_PROXY_SSL_HEADER_ENABLED) or this is set, for a lab network without TLS.
+INGEST_ALLOW_HTTP = envbool("INGEST_ALLOW_HTTP", DEBUG)
 # PostgreSQL: store the usual batch with one prepared statement (see telemetry.services.ingest);
 # batches that change the inventory, and every batch when this is off, use COPY or bulk insert.
 INGEST_ONE_STATEMENT = envbool("INGEST_ONE_STATEMENT", True)

@@ -139,6 +139,12 @@ def _run_db(function):
     return sync_to_async(function, thread_sensitive=not settings.INGEST_PARALLEL)
 
 
+PLAIN_HTTP_REFUSED = (
+    "ingest takes host tokens over HTTPS only: point the agent at https://, or put the portal behind a "
+    "TLS proxy (SECURE_PROXY_SSL_HEADER_ENABLED), or set INGEST_ALLOW_HTTP=true on the portal"
+)
+
+
 @csrf_exempt
 @never_cache
 @login_not_required
@@ -153,7 +159,10 @@ async def ingest(request: HttpRequest):
         except DisallowedHost:
             response = _error(400, "Host header not in ALLOWED_HOSTS")
         else:
-            response = await _run_db(_handle)(request)
+            if request.is_secure() or settings.INGEST_ALLOW_HTTP:
+                response = await _run_db(_handle)(request)
+            else:
+                response = _error(403, PLAIN_HTTP_REFUSED)
     return response
 
 
@@ -206,7 +215,8 @@ def ingest_openapi_operation() -> dict:
                 "401": error("missing, wrong or revoked token"),
                 "403": error(
                     "GPU of another host, or a new GPU past the host's bound (MAX_GPUS_PER_HOST, default 64): "
-                    "detail names the first GPU refused"
+                    "detail names the first GPU refused; or plain HTTP where the portal takes HTTPS only "
+                    "(INGEST_ALLOW_HTTP)"
                 ),
                 "413": error("body too large"),
                 "415": error("unsupported content type or encoding"),
