@@ -89,3 +89,12 @@ def login():
 def screenshot():
     """screenshot(page, name): a full-page PNG in test-artifacts/ (gitignored)."""
     return save_screenshot
+
+
+@pytest.fixture(scope="session")
+def site_walk(browser, portal_server):
+    """Every page visited once logged in as admin and once logged out (tests/browser/site_walk.py):
+    the CSP and accessibility tests read the same visits."""
+    from tests.browser.site_walk import walk
+
+    return walk(browser, portal_server, do_login)
