@@ -37,13 +37,23 @@ def test_no_page_violates_the_policy(site_walk):
     assert not violations, violations
 
 
-def test_live_pages_draw_and_connect_under_the_policy(page, portal_server, login):
+@pytest.fixture
+def walk_page(browser, walk_server, site_walk):
+    """A page on the walk's portal, where the walk made the objects (a ticket, checklist runs)."""
+    context = browser.new_context(base_url=walk_server.base_url, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(10_000)
+    yield context.new_page()
+    context.close()
+
+
+def test_live_pages_draw_and_connect_under_the_policy(walk_page, walk_server, login):
+    page = walk_page
     sockets = []
     page.on("websocket", lambda ws: sockets.append(ws.url))
     page.context.add_init_script(
         "window.__csp = []; document.addEventListener('securitypolicyviolation', e => __csp.push(e.violatedDirective));"
     )
-    login(page, "admin", portal_server.credentials["admin"])
+    login(page, "admin", walk_server.credentials["admin"])
     page.goto(f"/gpus/{GPU_UUID}/")
     expect(page.locator("#chart-temperature .main-svg").first).to_be_attached()
     expect(page.locator(".live-indicator[data-state=live]").first).to_be_attached()
@@ -54,10 +64,11 @@ def test_live_pages_draw_and_connect_under_the_policy(page, portal_server, login
     assert page.evaluate("window.__csp") == []
 
 
-def test_former_inline_handlers_work(page, portal_server, login):
+def test_former_inline_handlers_work(walk_page, walk_server, login):
     """The record form's kind switch and a run's Print button had inline handlers."""
+    page = walk_page
     page.context.add_init_script("window.print = () => { window.__printed = true; };")
-    login(page, "admin", portal_server.credentials["admin"])
+    login(page, "admin", walk_server.credentials["admin"])
     page.goto("/hosts/dgx-01/records/new/")
     other = page.locator("#kind-switch option:not([selected])").first.get_attribute("value")
     page.select_option("#kind-switch", other)
