@@ -22,6 +22,9 @@ NOT_PAGES = {
     "telemetry:token_create": "POST only",
     "telemetry:token_revoke": "POST only",
     "accounts:token_revoke": "POST only",
+    "scheduler:host_drain": "POST only (the host page's Slurm panel holds the form)",
+    "scheduler:host_resume": "POST only (the host page's Slurm panel holds the form)",
+    "scheduler:ticket_rest": "POST only (the no-rest ticket's page holds the form)",
 }
 # Pages that need a query: a search with results, the checklist start for a host.
 QUERIES = {"fleet:search": "?q={hostname}", "checklists:start": "?host={hostname}"}
