@@ -10,18 +10,44 @@ stay numbers.
 
 from __future__ import annotations
 
+import functools
+import re
 from xml.sax.saxutils import escape
 
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
+from reportlab.pdfbase import pdfmetrics
+from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 from reportlab.platypus import Paragraph
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
+# ReportLab's built-in CID font for Simplified Chinese: no font file to ship; PDF readers supply it.
+CJK_FONT = "STSong-Light"
+_CJK_RUN = re.compile(
+    r"[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]+"
+)
+
+
+@functools.cache
+def _cjk_font_registered() -> str:
+    pdfmetrics.registerFont(UnicodeCIDFont(CJK_FONT))
+    return CJK_FONT
+
+
 def pdf_text(value) -> str:
-    """Any value as ReportLab paragraph text that reads exactly as written."""
-    return escape("" if value is None else str(value))
+    """Any value as ReportLab paragraph text that reads exactly as written: escaped, and runs of
+    Chinese (CJK) characters set in the CID font, which Helvetica cannot draw."""
+    escaped = escape("" if value is None else str(value))
+    if not _CJK_RUN.search(escaped):
+        return escaped
+    font = _cjk_font_registered()
+    return _CJK_RUN.sub(lambda run: f'<font name="{font}">{run.group(0)}</font>', escaped)
+
+
+def needs_cjk_font(value) -> bool:
+    return isinstance(value, str) and _CJK_RUN.search(value) is not None
 
 
 def pdf_paragraph(value, style) -> Paragraph:

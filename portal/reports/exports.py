@@ -21,7 +21,7 @@ from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
 from reportlab.platypus import SimpleDocTemplate, Spacer, Table, TableStyle
 
-from portal.core.exports import csv_cell, pdf_markup, pdf_paragraph
+from portal.core.exports import csv_cell, needs_cjk_font, pdf_markup, pdf_paragraph
 from portal.fleet.models import MaintenanceRecord
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
 
@@ -69,7 +69,12 @@ _STYLE = TableStyle(
 )
 
 
+_CELL = getSampleStyleSheet()["BodyText"].clone("cell", fontName="Helvetica", fontSize=8, leading=10)
+
+
 def pdf_table(header, rows, widths=None, align_left=1):
+    # A plain cell is drawn in Helvetica, which has no Chinese: such cells become paragraphs.
+    rows = [[pdf_paragraph(cell, _CELL) if needs_cjk_font(cell) else cell for cell in row] for row in rows]
     table = Table([header, *rows], colWidths=widths, repeatRows=1)
     table.setStyle(_STYLE)
     table.setStyle(TableStyle([("ALIGN", (0, 0), (align_left - 1, -1), "LEFT")]))

@@ -182,3 +182,15 @@ def test_no_paragraph_or_download_header_is_built_by_hand():
         if re.search(r"(?<![\w.])Paragraph\(", source) or re.search(r"filename=\"\{|filename=\{", source):
             offenders.append(str(path.relative_to(root)))
     assert offenders == []
+
+
+def test_chinese_text_renders_in_the_cid_font(client_for, viewer):
+    """Chinese in a record, a ticket title and a model filter: set in STSong-Light (no empty boxes)
+    and read back as written."""
+    gpu = marked_gpu("更换风扇 <b>&")
+    pack = client_for(viewer).get(f"/reports/gpus/{gpu.uuid}/rma.pdf")
+    assert pack.status_code == 200 and b"STSong-Light" in pack.content
+    assert "更换风扇<b>&" in flat(pdf_text(pack.content))
+    report = client_for(viewer).get("/api/v1/reports/reliability", {**PERIOD, "format": "pdf", "model": "显卡 A100"})
+    assert report.status_code == 200 and b"STSong-Light" in report.content
+    assert "显卡A100" in flat(pdf_text(report.content))
