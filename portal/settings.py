@@ -242,6 +242,12 @@ AXES_LOCKOUT_PARAMETERS = [
     item.split("+") if "+" in item else item
     for item in envlist("LOGIN_LOCKOUT_BY", ["username+ip_address", "ip_address"])
 ]
+for _name in {name for item in AXES_LOCKOUT_PARAMETERS for name in ([item] if isinstance(item, str) else item)}:
+    if _name not in ("username", "ip_address", "user_agent"):  # axes would fail at the first login instead
+        raise ImproperlyConfigured(
+            f"LOGIN_LOCKOUT_BY: {_name!r} is not username, ip_address or user_agent "
+            "(entries separated by commas, a pair joined with +)"
+        )
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"

@@ -47,4 +47,18 @@ def _user_saving(sender, instance, raw=False, update_fields=None, **kwargs):
         previous_password=previous["password"],
         previous_active=previous["is_active"],
         changed_by=audit_actor(),
+        rehash=_is_rehash(instance, update_fields),
+    )
+
+
+def _is_rehash(user, update_fields) -> bool:
+    # A login whose stored hash is out of date (a Django upgrade raises the iteration count; a
+    # hasher listed after the first) stores the same password again: AbstractBaseUser.check_password
+    # calls set_password, forgets the raw password (_password) and saves only the password field.
+    # A password set on purpose keeps _password until saved; an unusable one is never a rehash.
+    return (
+        update_fields is not None
+        and set(update_fields) == {"password"}
+        and getattr(user, "_password", None) is None
+        and user.has_usable_password()
     )

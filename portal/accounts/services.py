@@ -103,11 +103,14 @@ def api_token_refusal(raw: str) -> str | None:
     return None
 
 
-def user_security_change(*, user, previous_password: str, previous_active: bool, changed_by) -> None:
+def user_security_change(
+    *, user, previous_password: str, previous_active: bool, changed_by, rehash: bool = False
+) -> None:
     """React to a change of a user's password or active flag, whatever made it (a page, the admin
     site, `manage.py changepassword`, the shell): deactivation, or a password set by anyone but
-    the user, revokes all their API tokens."""
+    the user, revokes all their API tokens. A `rehash` (the same password stored again under a
+    newer hasher or iteration count, which Django does when the user logs in) changes nothing."""
     deactivated = previous_active and not user.is_active
-    reset_by_other = user.password != previous_password and getattr(changed_by, "pk", None) != user.pk
+    reset_by_other = not rehash and user.password != previous_password and getattr(changed_by, "pk", None) != user.pk
     if deactivated or reset_by_other:
         api_tokens_revoke_all(user=user)

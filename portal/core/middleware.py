@@ -12,6 +12,7 @@ import contextvars
 from auditlog.context import auditlog_value
 from auditlog.middleware import AuditlogMiddleware as _AuditlogMiddleware
 from django.conf import settings
+from django.db.models.signals import pre_save
 from django.http import JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
@@ -71,16 +72,25 @@ def audit_actor_set(user) -> None:
     """Credit the audit entries of the request being served to `user`. The middleware takes the
     actor from the session before the view runs; a personal API token authenticates later, inside
     the API, and without this its writes would read as an agent's."""
-    try:
-        context = auditlog_value.get()
-    except LookupError:  # outside a request: no one to credit
-        return
-    context["actor"] = user
+    context = _live_audit_context()
+    if context is not None:  # outside a request: no one to credit
+        context["actor"] = user
 
 
 def audit_actor():
     """The user the request being served is credited to (None outside a request, or for agents)."""
-    try:
-        return auditlog_value.get().get("actor")
-    except LookupError:
+    context = _live_audit_context()
+    return context.get("actor") if context is not None else None
+
+
+def _live_audit_context() -> dict | None:
+    """The audit context of the request or `set_actor` block being run, or None. django-auditlog
+    leaves a finished block's context in its variable (only the middleware's runs in a copy), so
+    the value alone would name a user long after their block ended (a command, a worker, a test,
+    which would then pass for that user's own change); a context is live while its receiver is
+    connected."""
+    context = auditlog_value.get(None)
+    if not context or "signal_duid" not in context:
         return None
+    live = any(lookup_key[0] == context["signal_duid"] for lookup_key, *_ in pre_save.receivers)
+    return context if live else None

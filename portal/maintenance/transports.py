@@ -45,17 +45,19 @@ NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
 def _unwrapped(address: IPAddress) -> list[IPAddress]:
     """The address and the IPv4 addresses it carries packets to: mapped ::ffff:a.b.c.d (the IPv4
     address alone), 6to4 2002::/16, Teredo 2001::/32 (its server and its client), NAT64
-    64:ff9b::/96. Every one of them must pass the checks."""
+    64:ff9b::/96. Every one of them must pass the checks; the carried ones come first, so that a
+    refusal names where the packets would end up (a Teredo address is "private" by itself)."""
     if not isinstance(address, ipaddress.IPv6Address):
         return [address]
     if address.ipv4_mapped is not None:
         return [address.ipv4_mapped]
     if address.sixtofour is not None:
-        return [address, address.sixtofour]
+        return [address.sixtofour, address]
     if address.teredo is not None:
-        return [address, *address.teredo]
+        server, client = address.teredo
+        return [client, server, address]
     if address in NAT64_WELL_KNOWN:
-        return [address, ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)]
+        return [ipaddress.IPv4Address(int(address) & 0xFFFFFFFF), address]
     return [address]
 
 

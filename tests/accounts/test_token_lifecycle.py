@@ -120,3 +120,44 @@ def test_logging_in_changes_nothing(viewer):
         Client().post("/login/", {"username": "charlie", "password": "correct horse battery staple"}).status_code == 302
     )
     assert api_token_authenticate(secret) == viewer
+
+
+def test_a_login_that_rehashes_the_password_keeps_the_tokens(viewer, settings):
+    """Django stores the same password again under the preferred hasher when the user logs in (after
+    every upgrade that raises the iteration count): that is no password change."""
+    from django.contrib.auth.hashers import make_password
+
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+    ]
+    old_hash = make_password("correct horse battery staple", hasher="md5")
+    type(viewer).objects.filter(pk=viewer.pk).update(password=old_hash)
+    secret, _ = api_token_issue(user=viewer)
+
+    answer = Client().post("/login/", {"username": "charlie", "password": "correct horse battery staple"})
+
+    assert answer.status_code == 302
+    viewer.refresh_from_db()
+    assert viewer.password != old_hash and viewer.password.startswith("pbkdf2_sha256$")  # it was rehashed
+    assert api_token_authenticate(secret) == viewer
+
+
+def test_an_admin_disabling_password_login_revokes_the_tokens(viewer):
+    secret, _ = api_token_issue(user=viewer)
+    viewer.set_unusable_password()
+    viewer.save(update_fields=["password"])
+    assert api_token_authenticate(secret) is None
+
+
+def test_a_finished_audit_block_does_not_pass_for_the_users_own_change(viewer):
+    """django-auditlog leaves the actor of a finished `set_actor` block in its context variable; a
+    password set afterwards on the server is still someone else's, and revokes the tokens."""
+    from auditlog.context import set_actor
+
+    with set_actor(viewer):
+        pass
+    secret, _ = api_token_issue(user=viewer)
+    viewer.set_password("set later by an operator 4")
+    viewer.save()
+    assert api_token_authenticate(secret) is None

@@ -109,3 +109,52 @@ def test_bad_token_writes_nothing(host):
     response = post(client, "/records", {"kind": "cleaning", "host": "node-a", "performed_by": "x"})
     assert response.status_code == 401
     assert not entries_for(MaintenanceRecord).exists()
+
+
+def test_ticket_state_change_with_token(token_client, technician, host):
+    """Tickets keep their own history (TicketEvent, not django-auditlog): the change is the token user's."""
+    from django.utils import timezone
+
+    from portal.maintenance.models import TicketEvent
+    from portal.maintenance.services.tickets import ticket_fire
+
+    ticket, _ = ticket_fire(rule="overheat", host_id=host.pk, gpu_id=host.gpus.get().pk, at=timezone.now(), value=90)
+    response = post(token_client, f"/tickets/{ticket.pk}/state", {"state": "acknowledged"})
+    assert response.status_code == 200, response.content
+    assert TicketEvent.objects.get(ticket=ticket, kind=TicketEvent.Kind.STATE).user == technician
+
+
+RUNS = "test_checklist_run_answer_photo_complete_abandon_with_token"
+# Each write endpoint of /api/v1 and the test above (or elsewhere) that makes it with a token.
+TOKEN_WRITE_TESTS = {
+    ("post", "/api/v1/records"): "test_record_create_with_token",
+    ("patch", "/api/v1/gpus/{uuid}"): "test_gpu_patch_with_token",
+    ("post", "/api/v1/tickets/{ticket_id}/state"): "test_ticket_state_change_with_token",
+    ("post", "/api/v1/checklists/runs"): RUNS,
+    ("post", "/api/v1/checklists/runs/{run_id}/answers"): RUNS,
+    ("post", "/api/v1/checklists/runs/{run_id}/photos"): RUNS,
+    ("post", "/api/v1/checklists/runs/{run_id}/complete"): RUNS,
+    ("post", "/api/v1/checklists/runs/{run_id}/abandon"): RUNS,
+    # Against a real Slurm cluster: tests/scheduler/test_scheduler_api.py.
+    ("post", "/api/v1/hosts/{hostname}/scheduler/drain"): "test_token_drain_and_resume_are_the_token_users",
+    ("post", "/api/v1/hosts/{hostname}/scheduler/resume"): "test_token_drain_and_resume_are_the_token_users",
+}
+
+
+def test_every_write_endpoint_has_a_token_test():
+    """A new write endpoint must get a test here that makes it with a token and checks the actor
+    (the agents' ingest takes host tokens, not personal ones)."""
+    from pathlib import Path
+
+    from portal.api import api
+
+    schema = api.get_openapi_schema()
+    writes = {
+        (method, path)
+        for path, operations in schema["paths"].items()
+        for method in operations
+        if method in ("post", "put", "patch", "delete") and path != "/api/v1/ingest"
+    }
+    assert writes == set(TOKEN_WRITE_TESTS)
+    sources = Path(__file__).read_text() + (Path(__file__).parents[1] / "scheduler/test_scheduler_api.py").read_text()
+    assert all(f"def {name}(" in sources for name in TOKEN_WRITE_TESTS.values())

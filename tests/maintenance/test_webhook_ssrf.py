@@ -176,3 +176,25 @@ def test_tunnelled_loopback_stays_refused_when_private_networks_are_allowed(tech
 def test_6to4_of_a_public_address_is_allowed(technician):
     subscription = _subscribe(technician, "http://[2002:808:808::1]/hook")  # 6to4 of 8.8.8.8
     assert subscription.target == "http://[2002:808:808::1]/hook"
+
+
+@pytest.mark.parametrize(
+    "target, named",
+    [
+        ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook", "carries to 127.0.0.1 is a loopback address"),
+        ("http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/hook", "carries to 10.0.0.1 is a private address"),
+        ("http://[2002:7f00:1::]/hook", "carries to 127.0.0.1 is a loopback address"),
+    ],
+)
+def test_the_refusal_names_where_a_tunnel_ends(technician, target, named):
+    """A Teredo address counts as private by itself; the message names the IPv4 client it reaches."""
+    with pytest.raises(InvalidInput) as refused:
+        _subscribe(technician, target)
+    assert named in refused.value.field_errors["target"][0]
+
+
+@pytest.mark.parametrize("target", ["http://[::7f00:1]/hook", "http://[::a00:1]/hook"])  # IPv4-compatible (deprecated)
+def test_ipv4_compatible_addresses_are_refused(technician, target, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE = True
+    with pytest.raises(InvalidInput):
+        _subscribe(technician, target)

@@ -150,3 +150,20 @@ def test_a_reason_is_one_argument_whatever_it_holds(slurm, host, client_for, adm
     assert response.status_code == 200, response.content
     assert response.json()["state"] == "drained" and response.json()["reason"] == reason
     assert "Weight=1 " in slurm.node_line()
+
+
+def test_token_drain_and_resume_are_the_token_users(slurm, host, technician):
+    """`Authorization: Token …` writes are credited to the token's user in the audit trail."""
+    from django.test import Client
+
+    from portal.accounts.services import api_token_issue
+
+    secret, _ = api_token_issue(user=technician)
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Token {secret}")
+    assert post(client, url(host.hostname, "drain"), {"reason": "PDU swap"}).status_code == 200
+    assert post(client, url(host.hostname, "resume"), {}).status_code == 200
+    actions = SchedulerAction.objects.filter(kind__in=["drain", "resume"])
+    assert {action.kind for action in actions} == {"drain", "resume"}
+    assert all(action.requested_by == technician for action in actions)
+    entries = LogEntry.objects.get_for_model(SchedulerAction)
+    assert entries.exists() and {entry.actor_id for entry in entries} == {technician.pk}
