@@ -19,9 +19,9 @@ from reportlab.lib import colors
 from reportlab.lib.pagesizes import A4, landscape
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
-from reportlab.platypus import SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.platypus import Flowable, SimpleDocTemplate, Spacer, Table, TableStyle
 
-from portal.core.exports import csv_cell, pdf_markup, pdf_paragraph
+from portal.core.exports import csv_cell, pdf_cell, pdf_markup, pdf_paragraph
 from portal.fleet.models import MaintenanceRecord
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
 
@@ -70,7 +70,10 @@ _STYLE = TableStyle(
 
 
 def pdf_table(header, rows, widths=None, align_left=1):
-    table = Table([header, *rows], colWidths=widths, repeatRows=1)
+    """A table whose plain cells are one line each (`pdf_cell`; paragraphs pass as they are); a row
+    taller than the page splits across pages rather than failing the document."""
+    data = [[cell if isinstance(cell, Flowable) else pdf_cell(cell) for cell in row] for row in (header, *rows)]
+    table = Table(data, colWidths=widths, repeatRows=1, splitInRow=1)
     table.setStyle(_STYLE)
     table.setStyle(TableStyle([("ALIGN", (0, 0), (align_left - 1, -1), "LEFT")]))
     return table
