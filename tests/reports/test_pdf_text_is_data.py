@@ -136,7 +136,7 @@ def words(prefix: str, n: int) -> str:
         {"model_name": "x\n" * 64},
         {"vendor": "\n" * 200},
         {"vendor": "V" * 200},  # an auto-sized column left the parts paragraph beside it a negative width
-        {"vendor": words("vendor", 25), "performed_by": words("by", 35), "rma_number": words("rma", 22)},
+        {"vendor": words("vendor", 20), "performed_by": words("by", 30), "rma_number": words("rma", 16)},
         {"reason": words("why", 280)},  # taller than a page in its column: the row splits across pages
         {"location": "\r\n" * 100},
         # Not the fonts' glyphs (Helvetica draws a box) but never a failure: CJK fonts can come later.
