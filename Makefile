@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install browser promtool clean
+.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install browser promtool axe clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium missing: 'sudo apt-get install chromium' (browser tests skip without it)"; fi; }
 
+# axe-core for the accessibility browser test, pinned in package.json / package-lock.json (in CI
+# that test fails without it).
+axe:
+	@test -f node_modules/axe-core/axe.min.js || { \
+	  command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null; } ; \
+	  npm ci --no-audit --no-fund; }
+
 # Debian's prometheus package for promtool (the /metrics test checks the output with it; in CI
 # that test fails without it).
 promtool:
@@ -30,7 +37,7 @@ promtool:
 demo: $(STAMP)
 	$(PY) manage.py demo
 
-test: $(STAMP) browser promtool
+test: $(STAMP) browser promtool axe
 	$(PY) -m pytest
 
 test-fast: $(STAMP)

@@ -27,6 +27,13 @@ def _pause_after_commits(**kwargs):
         type(wrapper).pause_after_commit_s = settings.SQLITE_WORKER_PAUSE_MS / 1000
 
 
+@beat_init.connect
+def _one_beat_per_cluster(**kwargs):
+    from portal.core.beat_lock import beat_lock_for_this_process
+
+    beat_lock_for_this_process()  # blocks while another beat runs: see portal/core/beat_lock.py
+
+
 @worker_process_init.connect
 @beat_init.connect
 def _freeze_startup_objects(**kwargs):

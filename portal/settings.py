@@ -12,6 +12,7 @@ import ipaddress
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import envbool, envfloat, envint, envlist, envstr
@@ -59,6 +60,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -73,6 +75,25 @@ MIDDLEWARE = [
     # Login throttling (django-axes): answers a locked-out login with the lockout page. Last, as its docs ask.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Content-Security-Policy on every response (django-csp 4.x settings format). No inline
+# scripts: page scripts live in static/<app>/ and take their data from json_script. 'self'
+# covers the live pages' ws:/wss: to the same host (CSP Level 3, as Chromium does).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "connect-src": [SELF],
+        # Plotly adds <style> elements at run time (its global rules, and each chart's modebar
+        # rules under a random id, so they can't be shipped as a file); inline styles can't run
+        # code, and script-src stays strict.
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],  # Plotly's modebar icons and image export are data: URIs
+        "object-src": [NONE],
+        "frame-ancestors": [NONE],
+        "base-uri": [SELF],
+    }
+}
 
 ROOT_URLCONF = "portal.urls"
 ASGI_APPLICATION = "portal.asgi.application"

@@ -6,8 +6,9 @@ which escape the data. A plain table cell is drawn as text, never parsed, but ea
 adds a line to its row, and a row taller than a page cannot be laid out (a serial of 64 newlines
 failed the whole report): `pdf_cell` makes any value one line. Tables that hold paragraphs get
 fixed column widths (an auto-sized column holding a long plain cell leaves a paragraph beside it
-a negative width) and split a tall row across pages. Fonts come from the styles, so a font with
-CJK glyphs can be set there later without touching the data path.
+a negative width) and split a tall row across pages. Helvetica has no Chinese glyphs: `pdf_text`
+sets runs of CJK characters in ReportLab's built-in CID font, and a plain cell holding any becomes
+a paragraph.
 
 CSV. A spreadsheet runs a cell starting with `= + - @`, a tab or a carriage return as a formula
 (OWASP, "CSV Injection"); `csv_cell` decides by the value's type, never by its look: text is
@@ -20,22 +21,46 @@ semicolons, line breaks and non-ASCII in a serial become RFC 6266 quoting, never
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal
 from xml.sax.saxutils import escape
 
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
+from reportlab.pdfbase import pdfmetrics
+from reportlab.pdfbase.cidfonts import UnicodeCIDFont
 from reportlab.platypus import Paragraph
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # C0 and C1 controls (line breaks and tabs among them), DEL, and Unicode's line and paragraph separators.
 _CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
+# ReportLab's built-in CID font for Simplified Chinese: no font file to ship; PDF readers supply it.
+CJK_FONT = "STSong-Light"
+_CJK_RUN = re.compile(
+    r"[\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]+"
+)
+
+
+@functools.cache
+def _cjk_font_registered() -> str:
+    pdfmetrics.registerFont(UnicodeCIDFont(CJK_FONT))
+    return CJK_FONT
+
 
 def pdf_text(value) -> str:
-    """Any value as ReportLab paragraph text that reads exactly as written."""
-    return escape("" if value is None else str(value))
+    """Any value as ReportLab paragraph text that reads exactly as written: escaped, and runs of
+    Chinese (CJK) characters set in the CID font, which Helvetica cannot draw."""
+    escaped = escape("" if value is None else str(value))
+    if not _CJK_RUN.search(escaped):
+        return escaped
+    font = _cjk_font_registered()
+    return _CJK_RUN.sub(lambda run: f'<font name="{font}">{run.group(0)}</font>', escaped)
+
+
+def needs_cjk_font(value) -> bool:
+    return isinstance(value, str) and _CJK_RUN.search(value) is not None
 
 
 def pdf_paragraph(value, style) -> Paragraph:

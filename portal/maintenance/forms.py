@@ -2,6 +2,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from portal.fleet.models import Gpu, Host
+from portal.maintenance import chat
 from portal.maintenance.models import Severity, Subscription, Ticket
 from portal.maintenance.rules import RULES
 
@@ -41,7 +42,11 @@ class RuleConfigForm(forms.Form):
 
 class SubscriptionForm(forms.Form):
     channel = forms.ChoiceField(choices=Subscription.Channel.choices)
-    target = forms.CharField(max_length=500, help_text="Email address, or the webhook's http(s) URL.")
+    target = forms.CharField(max_length=500, help_text="Email address, or the webhook's or robot's http(s) URL.")
+    secret = forms.CharField(
+        max_length=200, required=False, widget=forms.PasswordInput(render_value=False), label="Signing secret",
+        help_text="Feishu / Lark and DingTalk robots with signing on: the robot's secret. Empty: unsigned.",
+    )  # fmt: skip
     min_severity = forms.ChoiceField(choices=Severity.choices, initial=Severity.WARNING, label="At least")
     rules = forms.MultipleChoiceField(choices=lambda: [(key, key) for key in sorted(RULES)], required=False,
                                       help_text="None selected: every rule.")  # fmt: skip
@@ -56,7 +61,7 @@ class SubscriptionForm(forms.Form):
                 forms.EmailField().clean(target)
             except forms.ValidationError:
                 self.add_error("target", "not a valid email address")
-        elif channel == "webhook" and target:
+        elif channel in chat.WEBHOOK_CHANNELS and target:
             try:
                 forms.URLField(assume_scheme="https").clean(target)
             except forms.ValidationError:

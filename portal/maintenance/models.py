@@ -208,10 +208,17 @@ class Subscription(models.Model):
     class Channel(models.TextChoices):
         EMAIL = "email", "Email"
         WEBHOOK = "webhook", "Webhook (JSON)"
+        SLACK = "slack", "Slack-compatible (Slack, Mattermost, Rocket.Chat)"
+        FEISHU = "feishu", "Feishu / Lark group robot"
+        DINGTALK = "dingtalk", "DingTalk group robot"
+        WECOM = "wecom", "WeCom group robot"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ticket_subscriptions")
     channel = models.CharField(max_length=16, choices=Channel.choices)
     target = models.CharField(max_length=500, help_text="Email address or webhook URL.")
+    secret = models.CharField(
+        max_length=200, blank=True, help_text="Signing secret of a Feishu / Lark or DingTalk robot (empty: unsigned)."
+    )
     min_severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
     rules = models.JSONField(default=list, blank=True, help_text="Rule keys to hear about; empty: every rule.")
     host = models.ForeignKey(Host, on_delete=models.CASCADE, null=True, blank=True, related_name="+")

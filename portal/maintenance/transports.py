@@ -30,6 +30,8 @@ class TransportError(Exception):
         self.permanent = permanent
 
 
+ANSWER_LIMIT = 64 * 1024  # of a chat robot's answer, read for its error code
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -132,9 +134,10 @@ class _PinnedHTTPSConnection(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(sock, server_hostname=self._server_hostname)
 
 
-def webhook_post(url: str, payload: dict, timeout: float | None = None) -> int:
+def webhook_post(url: str, payload: dict, timeout: float | None = None, answer_problem=None) -> int:
     """POST the payload as JSON to an address checked just now. A 4xx answer (but 429), a redirect
-    and a refused address are permanent; 5xx, 429 and network errors are worth a retry."""
+    and a refused address are permanent; 5xx, 429 and network errors are worth a retry; a 2xx whose
+    body `answer_problem(body)` finds wrong (a chat robot's error code) is retried too."""
     timeout = timeout or settings.MAINTENANCE_WEBHOOK_TIMEOUT_S
     try:
         scheme, host, port, path = _target(url)
@@ -162,7 +165,9 @@ def webhook_post(url: str, payload: dict, timeout: float | None = None) -> int:
         connection = http.client.HTTPConnection(address, port, timeout=timeout)
     try:
         connection.request("POST", path, body=body, headers=headers)
-        status = connection.getresponse().status
+        response = connection.getresponse()
+        status = response.status
+        answer = response.read(ANSWER_LIMIT) if answer_problem is not None and 200 <= status < 300 else b""
     except (OSError, http.client.HTTPException) as error:
         raise TransportError(f"network: {error}") from error
     finally:
@@ -171,6 +176,9 @@ def webhook_post(url: str, payload: dict, timeout: float | None = None) -> int:
         raise TransportError(f"HTTP {status}: redirects are not followed", permanent=True)
     if status >= 400:
         raise TransportError(f"HTTP {status}", permanent=400 <= status < 500 and status != 429)
+    problem = answer_problem(answer) if answer_problem is not None else None
+    if problem:
+        raise TransportError(problem)
     return status
 
 

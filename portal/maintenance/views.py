@@ -200,7 +200,8 @@ class SubscriptionListView(Permission, View):
         data = form.cleaned_data
         try:
             subscription_create(user=request.user, channel=data["channel"], target=data["target"],
-                                min_severity=data["min_severity"], rules=data["rules"], host=data["host"])  # fmt: skip
+                                min_severity=data["min_severity"], rules=data["rules"], host=data["host"],
+                                secret=data["secret"])  # fmt: skip
         except InvalidInput as error:
             add_application_error(form, error)
             return self.get(request, form=form, status=400)

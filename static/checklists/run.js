@@ -25,6 +25,9 @@
     });
   }
   drawCharts();
+  run.querySelectorAll("[data-print]").forEach(function (button) {
+    button.addEventListener("click", function () { window.print(); });
+  });
 
   async function call(path, body, isForm) {
     const init = {method: "POST", credentials: "same-origin", headers: {"X-CSRFToken": csrf}};

@@ -25,9 +25,8 @@ class PortalServer(PortalProcess):
     credentials: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-@pytest.fixture(scope="session")
-def portal_server(tmp_path_factory):
-    var_dir = tmp_path_factory.mktemp("e2e")
+def seeded_portal(var_dir):
+    """A portal on its own database with the demo seed, serving until the block ends."""
     env = portal_env(var_dir)
     manage(env, "migrate", "--noinput", "-v", "0")
     seeded = manage(env, "seed_demo").stdout
@@ -36,6 +35,11 @@ def portal_server(tmp_path_factory):
 
     with running_portal(env, var_dir) as portal:
         yield PortalServer(**dataclasses.asdict(portal), credentials=credentials)
+
+
+@pytest.fixture(scope="session")
+def portal_server(tmp_path_factory):
+    yield from seeded_portal(tmp_path_factory.mktemp("e2e"))
 
 
 @pytest.fixture(scope="session")
@@ -89,3 +93,19 @@ def login():
 def screenshot():
     """screenshot(page, name): a full-page PNG in test-artifacts/ (gitignored)."""
     return save_screenshot
+
+
+@pytest.fixture(scope="session")
+def walk_server(tmp_path_factory):
+    """A portal of its own for the page walk: the walk adds a ticket and checklist runs that the
+    other browser tests don't expect."""
+    yield from seeded_portal(tmp_path_factory.mktemp("walk"))
+
+
+@pytest.fixture(scope="session")
+def site_walk(browser, walk_server):
+    """Every page visited once logged in as admin and once logged out (tests/browser/site_walk.py):
+    the CSP and accessibility tests read the same visits."""
+    from tests.browser.site_walk import walk
+
+    return walk(browser, walk_server, do_login)

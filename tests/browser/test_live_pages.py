@@ -85,13 +85,13 @@ def test_gpu_page_charts_grow_live(page, portal_server, login, screenshot, host_
     page.goto(f"/gpus/{GPU_UUID}/")
     indicator = page.locator("#live-gpu .live-indicator")
     expect(indicator).to_have_attribute("data-state", "live")
-    page.wait_for_function(f"{TEMPERATURE_LEN} >= 100")  # the history from the readings API
+    page.wait_for_function(f"() => {TEMPERATURE_LEN} >= 100")  # the history from the readings API
     before = page.evaluate(TEMPERATURE_LEN)
     markers = page.evaluate("document.getElementById('chart-temperature').layout.annotations.map(a => a.text)")
     assert any(text.startswith("Cleaning") for text in markers), markers
 
     post_readings(portal_server.base_url, host_token, [reading(dt.datetime.now(dt.UTC), 66)])
-    page.wait_for_function(f"{TEMPERATURE_LEN} > {before}", timeout=2000)
+    page.wait_for_function(f"() => {TEMPERATURE_LEN} > {before}", timeout=2000)
     expect(page.locator('[data-now="temperature"]')).to_have_text("66 °C")
     page.wait_for_timeout(300)  # let Plotly finish drawing before the picture
     screenshot(page, "live-gpu.png")
@@ -122,7 +122,7 @@ def test_fleet_heatmap_updates_live(page, portal_server, login, screenshot, host
     expect(page.locator("#live-tickets .live-indicator")).to_have_attribute("data-state", "live")
     cell = "document.getElementById('fleet-heatmap').data[0].z[0][0]"  # dgx-01 is the first row, GPU 0
     post_readings(portal_server.base_url, host_token, [reading(dt.datetime.now(dt.UTC), 88)])
-    page.wait_for_function(f"{cell} === 88", timeout=2000)
+    page.wait_for_function(f"() => {cell} === 88", timeout=2000)
     expect(page.locator('[data-tile="hot"] [data-count]')).to_have_text("1")
     expect(page.locator('[data-tile="throttling"] [data-count]')).to_have_text("1")
     expect(page.locator('[data-tile="silent"] [data-count]')).to_have_text("1")
@@ -157,5 +157,5 @@ def test_gpu_page_backfills_what_it_missed_while_disconnected(page, portal_serve
     assert 72 not in page.evaluate(temperatures)  # nobody told the page yet
 
     expect(indicator).to_have_attribute("data-state", "live", timeout=15_000)  # reconnected after the backoff
-    page.wait_for_function(f"{temperatures}.includes(71) && {temperatures}.includes(72)", timeout=5_000)
+    page.wait_for_function(f"() => {temperatures}.includes(71) && {temperatures}.includes(72)", timeout=5_000)
     assert len(sockets) >= 2

@@ -74,7 +74,7 @@ def test_fleet_wear_page_ranks_the_hard_worked_gpu_first(page, portal_server, lo
 
 
 def _plot(page, element_id: str) -> dict:
-    page.wait_for_function(f"document.getElementById('{element_id}')?.querySelector('.main-svg') !== null")
+    page.wait_for_function(f"() => document.getElementById('{element_id}')?.querySelector('.main-svg') !== null")
     return page.evaluate(
         f"(() => {{ const el = document.getElementById('{element_id}'); "
         "return {data: el.data, shapes: el.layout.shapes || [], annotations: el.layout.annotations || []}; })()"

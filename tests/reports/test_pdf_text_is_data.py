@@ -201,3 +201,20 @@ def test_every_paragraph_and_table_goes_through_the_safe_helpers():
         if relative != "reports/exports.py" and re.search(r"(?<![\w.])(Long)?Table\(", source):
             offenders.append(f"{relative}: Table")
     assert offenders == []
+
+
+def test_chinese_text_renders_in_the_cid_font(client_for, viewer):
+    """Chinese in a record, a ticket title and a model filter: set in STSong-Light (no empty boxes)
+    and read back as written."""
+    gpu, values = marked_gpu("更换风扇 <b>&", viewer)
+    pack = client_for(viewer).get(f"/reports/gpus/{gpu.uuid}/rma.pdf")
+    assert pack.status_code == 200 and b"STSong-Light" in pack.content
+    text = flat(pdf_text(pack.content))
+    for field, written in values.items():
+        assert flat(written) in text, field
+    report = client_for(viewer).get("/api/v1/reports/reliability", {**PERIOD, "format": "pdf", "model": "显卡 A100"})
+    assert report.status_code == 200 and b"STSong-Light" in report.content
+    assert "显卡A100" in flat(pdf_text(report.content))
+    listed = flat(pdf_text(client_for(viewer).get("/api/v1/reports/reliability", {**PERIOD, "format": "pdf"}).content))
+    for field in ("serial", "model"):  # plain table cells holding Chinese
+        assert flat(values[field]) in listed, field

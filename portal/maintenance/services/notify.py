@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.maintenance import hooks, transports
+from portal.maintenance import chat, hooks, transports
 from portal.maintenance.models import SEVERITY_RANK, Notification, Subscription, Ticket
 
 log = logging.getLogger(__name__)
@@ -135,11 +136,16 @@ def notification_send(*, notification_id: int, now: dt.datetime | None = None) -
         status=Notification.Status.SENDING
     ):
         return None
-    notification = Notification.objects.select_related("ticket__host", "ticket__gpu").get(pk=notification_id)
+    notification = Notification.objects.select_related("ticket__host", "ticket__gpu", "subscription").get(
+        pk=notification_id
+    )
     payload = _payload(notification)
     try:
-        if notification.channel == "webhook":
-            transports.webhook_post(notification.target, payload)
+        if notification.channel in chat.WEBHOOK_CHANNELS:
+            secret = notification.subscription.secret if notification.subscription_id else ""
+            url, body = chat.chat_request(channel=notification.channel, url=notification.target, payload=payload,
+                                          secret=secret, now=now)  # fmt: skip
+            transports.webhook_post(url, body, answer_problem=partial(chat.answer_problem, notification.channel))
         else:
             ticket = payload["ticket"]
             subject = f"[{ticket['severity']}] {notification.event}: {ticket['title']}"

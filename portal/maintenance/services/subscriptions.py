@@ -7,16 +7,24 @@ from django.core.validators import EmailValidator, URLValidator
 
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Host
-from portal.maintenance import transports
+from portal.maintenance import chat, transports
 from portal.maintenance.models import Severity, Subscription
 from portal.maintenance.rules import RULES
 
 
 def subscription_create(
-    *, user, channel: str, target: str, min_severity: str, rules: list[str] | None = None, host: Host | None = None
+    *,
+    user,
+    channel: str,
+    target: str,
+    min_severity: str,
+    rules: list[str] | None = None,
+    host: Host | None = None,
+    secret: str = "",
 ) -> Subscription:
     """Subscribe `user` to tickets at or above `min_severity` (of `rules`, empty: all; on `host`,
-    None: all) by email or by a JSON webhook. Bad input is refused with the field named."""
+    None: all) by email, the portal's JSON webhook or a chat robot (portal.maintenance.chat), with
+    the robot's signing secret where it has one. Bad input is refused with the field named."""
     errors: dict[str, list[str]] = {}
     if channel not in Subscription.Channel.values:
         errors["channel"] = [f"must be one of {Subscription.Channel.values}"]
@@ -26,9 +34,13 @@ def subscription_create(
     except ValidationError:
         errors["target"] = ["not a valid email address" if channel == "email" else "not a valid http(s) URL"]
     else:
-        problem = transports.webhook_target_problem(target) if channel == "webhook" else None
+        problem = transports.webhook_target_problem(target) if channel in chat.WEBHOOK_CHANNELS else None
         if problem:
             errors["target"] = [f"webhook target refused: {problem}"]
+    if secret and channel not in chat.SIGNED_CHANNELS:
+        errors["secret"] = [f"only {' and '.join(chat.SIGNED_CHANNELS)} robots sign their messages"]
+    elif len(secret) > 200 or any(not character.isprintable() or character.isspace() for character in secret):
+        errors["secret"] = ["at most 200 printable characters, no spaces"]
     if min_severity not in Severity.values:
         errors["min_severity"] = [f"must be one of {Severity.values}"]
     unknown = sorted(set(rules or ()) - set(RULES))
@@ -37,8 +49,9 @@ def subscription_create(
     if errors:
         raise InvalidInput("invalid subscription", field_errors=errors)
     return Subscription.objects.create(
-        user=user, channel=channel, target=target, min_severity=min_severity, rules=sorted(set(rules or ())), host=host
-    )
+        user=user, channel=channel, target=target, secret=secret, min_severity=min_severity,
+        rules=sorted(set(rules or ())), host=host,
+    )  # fmt: skip
 
 
 def subscription_delete(*, user, subscription_id: int) -> bool:

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Restore a backup made by deploy/backup.sh into an EMPTY database and an empty MEDIA_ROOT, then
+# bring the schema up to this code's migrations. Stop the web nodes, workers and beat first.
+#   set -a; . /etc/gpu-fleet/portal.env; set +a; deploy/restore.sh /srv/backups/gpu-fleet/20261204T010000Z
+set -euo pipefail
+folder="${1:?usage: restore.sh BACKUP_FOLDER}"
+: "${DATABASE_URL:?DATABASE_URL must be set (the database to restore into)}"
+: "${MEDIA_ROOT:?MEDIA_ROOT must be set}"
+[ -f "$folder/database.dump" ] && [ -f "$folder/media.tar.gz" ] || { echo "restore.sh: $folder is not a complete backup" >&2; exit 2; }
+
+tables="$(psql "$DATABASE_URL" -Atc "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")"
+if [ "$tables" != "0" ]; then
+  echo "restore.sh: the target database already has $tables tables; restore into an empty one" >&2
+  exit 2
+fi
+pg_restore --no-owner --no-privileges --exit-on-error --dbname="$DATABASE_URL" "$folder/database.dump"
+mkdir -p "$MEDIA_ROOT"
+tar -C "$MEDIA_ROOT" -xzf "$folder/media.tar.gz"
+here="$(cd "$(dirname "$0")/.." && pwd)"
+"${PYTHON:-$here/.venv/bin/python}" "$here/manage.py" migrate --noinput
+echo "restored $folder"

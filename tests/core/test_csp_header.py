@@ -1,0 +1,43 @@
+"""The Content-Security-Policy header: on pages, the login page, errors and the admin; scripts
+only from the portal itself, no plugins, no framing, no <base> elsewhere."""
+
+import pytest
+
+from tests.factories import GpuFactory
+
+
+def directives(response) -> dict[str, list[str]]:
+    header = response.headers["Content-Security-Policy"]
+    parts = [part.split() for part in header.split(";") if part.strip()]
+    return {part[0]: part[1:] for part in parts}
+
+
+@pytest.mark.parametrize("path", ["/login/", "/", "/gpu", "/admin/", "/account/", "/no-such-page/"])
+def test_every_response_carries_the_policy(client_for, admin, path):
+    gpu = GpuFactory()
+    response = client_for(admin).get(gpu.get_absolute_url() if path == "/gpu" else path)
+    assert response.status_code in {200, 404}
+    policy = directives(response)
+    assert policy["script-src"] == ["'self'"]  # no 'unsafe-inline', no 'unsafe-eval'
+    assert policy["default-src"] == ["'self'"]
+    assert policy["connect-src"] == ["'self'"]
+    assert policy["object-src"] == ["'none'"]
+    assert policy["frame-ancestors"] == ["'none'"]
+    assert policy["base-uri"] == ["'self'"]
+    assert policy["img-src"] == ["'self'", "data:"]
+    assert policy["style-src"][0] == "'self'"
+
+
+def test_logged_out_redirect_and_api_answers_carry_it_too(client):
+    assert "frame-ancestors 'none'" in client.get("/").headers["Content-Security-Policy"]
+    assert "script-src 'self'" in client.get("/api/v1/hosts").headers["Content-Security-Policy"]
+
+
+def test_pages_have_no_inline_script_or_handler(client_for, admin):
+    gpu = GpuFactory()
+    for path in ["/", gpu.get_absolute_url(), f"/hosts/{gpu.host.hostname}/records/new/", "/login/"]:
+        html = client_for(admin).get(path).content.decode()
+        assert " onchange=" not in html and " onclick=" not in html, path
+        for chunk in html.split("<script")[1:]:
+            opening = chunk.split(">", 1)[0]
+            assert " src=" in opening or 'type="application/json"' in opening, (path, opening)
