@@ -11,9 +11,8 @@ from ninja import Field, Query, Router, Schema
 from portal.core.api import ErrorOut, require_perm
 from portal.core.errors import InvalidInput
 from portal.core.exports import attachment
-from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.reports.exports import report_csv, report_pdf
-from portal.reports.selectors import ReportQuery, reliability_report
+from portal.reports.selectors import ReportQuery, host_problem, reliability_report
 
 router = Router(tags=["reports"])
 REPORT_PERMISSION = "fleet.view_maintenancerecord"
@@ -50,8 +49,8 @@ def report_query_from(params: ReliabilityParams) -> ReportQuery:
             values[name] = parse_instant(name, raw)
         except InvalidInput as error:
             problems.update({p.loc: p.msg for p in error.problems})
-    if params.host and not HOSTNAME_RE.match(params.host):
-        problems["host"] = f"Not a host name ({HOSTNAME_RULE})."
+    if (host_error := host_problem(params.host or None)) is not None:  # with the period's problems, in one answer
+        problems["host"] = host_error
     if problems:
         raise InvalidInput("invalid report filter", field_errors=problems)
     return ReportQuery(start=values["from"], end=values["to"], host=params.host or None, model=params.model or None)

@@ -19,9 +19,9 @@ from reportlab.lib import colors
 from reportlab.lib.pagesizes import A4, landscape
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
-from reportlab.platypus import SimpleDocTemplate, Spacer, Table, TableStyle
+from reportlab.platypus import Flowable, SimpleDocTemplate, Spacer, Table, TableStyle
 
-from portal.core.exports import csv_cell, needs_cjk_font, pdf_markup, pdf_paragraph
+from portal.core.exports import csv_cell, needs_cjk_font, pdf_cell, pdf_markup, pdf_paragraph
 from portal.fleet.models import MaintenanceRecord
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
 
@@ -72,10 +72,18 @@ _STYLE = TableStyle(
 _CELL = getSampleStyleSheet()["BodyText"].clone("cell", fontName="Helvetica", fontSize=8, leading=10)
 
 
-def pdf_table(header, rows, widths=None, align_left=1):
+def _table_cell(cell):
+    if isinstance(cell, Flowable):
+        return cell
     # A plain cell is drawn in Helvetica, which has no Chinese: such cells become paragraphs.
-    rows = [[pdf_paragraph(cell, _CELL) if needs_cjk_font(cell) else cell for cell in row] for row in rows]
-    table = Table([header, *rows], colWidths=widths, repeatRows=1)
+    return pdf_paragraph(cell, _CELL) if needs_cjk_font(cell) else pdf_cell(cell)
+
+
+def pdf_table(header, rows, widths=None, align_left=1):
+    """A table whose plain cells are one line each (`pdf_cell`) and paragraphs pass as they are; a row
+    taller than the page splits across pages rather than failing the document."""
+    data = [[_table_cell(cell) for cell in row] for row in (header, *rows)]
+    table = Table(data, colWidths=widths, repeatRows=1, splitInRow=1)
     table.setStyle(_STYLE)
     table.setStyle(TableStyle([("ALIGN", (0, 0), (align_left - 1, -1), "LEFT")]))
     return table

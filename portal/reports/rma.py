@@ -160,55 +160,64 @@ def rma_pdf(evidence: dict) -> bytes:
     small = styles["BodyText"].clone("small", fontSize=8, leading=10)
     doc = SimpleDocTemplate(buffer, pagesize=A4, leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
                             bottomMargin=12 * mm, title=f"RMA evidence {evidence['gpu']['serial']}")  # fmt: skip
+
+    def columns(shares):
+        frame = doc.width - 12  # the frame's own padding, 6 pt either side
+        return [frame * share / sum(shares) for share in shares]
+
+    def text(value):
+        """Text a person or an agent wrote: wrapped inside its column, in full (a vendor reads this pack)."""
+        return pdf_paragraph(value, small)
+
     g, h = evidence["gpu"], evidence["host"]
     story = [
         pdf_paragraph(f"RMA evidence pack — GPU {g['serial'] or g['uuid']}", styles["Title"]),
         pdf_paragraph(f"Generated {evidence['generated_at'][:19]} UTC by {evidence.get('generated_by', '—')}; XID "
                       f"categories and actions after {evidence['xid_catalog_source']}", small),
         pdf_table(["Field", "Value"], [
-            ["Serial", g["serial"] or "—"], ["Model", g["model"] or "—"], ["UUID", g["uuid"]],
-            ["VBIOS", g["vbios"] or "—"], ["PCI bus id", g["pci_bus_id"] or "—"],
-            ["Host", f"{h['hostname']} ({h['location']} {h['rack']})"], ["Driver now", h["driver_version"] or "—"],
+            ["Serial", text(g["serial"] or "—")], ["Model", text(g["model"] or "—")], ["UUID", text(g["uuid"])],
+            ["VBIOS", text(g["vbios"] or "—")], ["PCI bus id", text(g["pci_bus_id"] or "—")],
+            ["Host", text(f"{h['hostname']} ({h['location']} {h['rack']})")],
+            ["Driver now", text(h["driver_version"] or "—")],
             ["Installed / warranty", f"{g['install_date'] or '—'} / {g['warranty_end'] or '—'}"],
             ["Status", g["status"]],
-            ["Repeat offender", "; ".join(evidence["repeat_offender"]) or "no"],
-        ], widths=[45 * mm, 140 * mm], align_left=2),
+            ["Repeat offender", text("; ".join(evidence["repeat_offender"]) or "no")],
+        ], widths=columns((45, 141)), align_left=2),
     ]  # fmt: skip
 
-    def section(title, header, rows, widths=None):
+    def section(title, header, rows, shares):
+        # Fixed widths, the columns' shares of the frame: a paragraph in an auto-sized table is left
+        # whatever width its longest plain neighbour does not take, down to less than nothing.
         story.extend([Spacer(1, 3 * mm), pdf_paragraph(title, styles["Heading2"])])
         if rows:
-            story.append(pdf_table(header, rows, widths=widths, align_left=len(header)))
+            story.append(pdf_table(header, rows, widths=columns(shares), align_left=len(header)))
         else:
             story.append(pdf_paragraph("None recorded.", small))
 
     section(
         "Driver and firmware history",
         ["When", "Kind", "From", "To", "By"],
-        [[d["at"][:16], d["kind"], d["from"], d["to"], d["by"]] for d in evidence["driver_history"]],
+        [[d["at"][:16], d["kind"], text(d["from"]), text(d["to"]), text(d["by"])] for d in evidence["driver_history"]],
+        (28, 30, 40, 40, 48),
     )
     section(
         "XID timeline (NVIDIA Xid Catalog buckets)",
         ["When", "XID", "Mnemonic", "Category", "Immediate", "Investigatory"],
         [
-            [
-                x["ts"][:19],
-                x["code"],
-                pdf_paragraph(x["mnemonic"], small),
-                x["category"],
-                x["immediate"],
-                x["investigatory"],
-            ]
+            [x["ts"][:19], x["code"], text(x["mnemonic"]), text(x["category"]), text(x["immediate"]),
+             text(x["investigatory"])]
             for x in evidence["xid_timeline"][-60:]
         ],
-    )
+        (32, 12, 40, 30, 36, 36),
+    )  # fmt: skip
     section(
         "Hardware tickets",
         ["Opened", "Rule", "Title", "State", "Count"],
         [
-            [t["first_seen"][:16], t["rule"], pdf_paragraph(t["title"], small), t["state"], t["occurrences"]]
+            [t["first_seen"][:16], t["rule"], text(t["title"]), t["state"], t["occurrences"]]
             for t in evidence["hardware_tickets"]
         ],
+        (28, 32, 90, 20, 16),
     )
     section(
         "ECC and row-remap trend (daily)",
@@ -225,6 +234,7 @@ def rma_pdf(evidence: dict) -> bytes:
             ]
             for e in evidence["ecc_row_remap_trend"]
         ],
+        (24, 27, 27, 27, 27, 27, 27),
     )
     section(
         "PCIe link history (daily)",
@@ -233,6 +243,7 @@ def rma_pdf(evidence: dict) -> bytes:
             [p["at"][:10], p["pcie_link_gen"], p["pcie_link_width"], p["pcie_replay_count"]]
             for p in evidence["pcie_link_history"]
         ],
+        (30, 30, 30, 96),
     )
     section(
         f"Thermal history around the failure ({evidence['failure_at'] or 'no failure'}, hourly)",
@@ -249,6 +260,7 @@ def rma_pdf(evidence: dict) -> bytes:
             ]
             for t in evidence["thermal_around_failure"]
         ],
+        (24, 27, 27, 27, 27, 27, 27),
     )
     section(
         "Repairs",
@@ -256,30 +268,36 @@ def rma_pdf(evidence: dict) -> bytes:
         [
             [
                 r["at"][:16],
-                r["by"],
-                r["vendor"],
-                r["rma_number"],
-                pdf_paragraph(r["parts"], small),
+                text(r["by"]),
+                text(r["vendor"]),
+                text(r["rma_number"]),
+                text(r["parts"]),
                 r["outcome"],
                 _fmt(r["downtime_hours"]),
                 _fmt(r["cost"]),
             ]
             for r in evidence["repairs"]
         ],
+        (26, 24, 26, 22, 40, 16, 17, 15),
     )
     section(
         "Status history",
         ["From", "To", "Status", "By", "Reason"],
         [
-            [s["from"][:16], (s["to"] or "now")[:16], s["status"], s["by"], pdf_paragraph(s["reason"], small)]
+            [s["from"][:16], (s["to"] or "now")[:16], s["status"], text(s["by"]), text(s["reason"])]
             for s in evidence["status_history"]
         ],
+        (26, 26, 24, 30, 80),
     )
     if evidence["checklists"] is not None:
         section(
             "Checklists done",
             ["Run", "Template", "State", "Completed"],
-            [[c["id"], c["template"], c["state"], (c["completed_at"] or "")[:16]] for c in evidence["checklists"]],
+            [
+                [c["id"], text(c["template"]), c["state"], (c["completed_at"] or "")[:16]]
+                for c in evidence["checklists"]
+            ],
+            (16, 110, 30, 30),
         )
     story.append(pdf_paragraph(f"XID categories and actions: {evidence['xid_catalog_source']}", small))
     doc.build(story)

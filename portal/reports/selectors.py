@@ -30,6 +30,7 @@ from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import Coalesce
 
 from portal.core.errors import InvalidInput
+from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, xid_entry
@@ -62,8 +63,17 @@ class ReportQuery:
                 problems[name] = "Needs a time zone (RFC 3339, e.g. 2026-01-01T00:00:00Z)."
         if not problems and self.end <= self.start:
             problems["to"] = "Must be later than 'from'."
+        if (host_error := host_problem(self.host)) is not None:
+            problems["host"] = host_error
         if problems:
-            raise InvalidInput("invalid period", field_errors=problems)
+            raise InvalidInput("invalid report filter", field_errors=problems)
+
+
+def host_problem(host: str | None) -> str | None:
+    """Why `host` cannot filter the report (None when it can): it must be a host name (or absent)."""
+    if host is None or HOSTNAME_RE.fullmatch(host):  # match() would take "node-1\n" ($ before a final newline)
+        return None
+    return f"Not a host name ({HOSTNAME_RULE})."
 
 
 @dataclass
