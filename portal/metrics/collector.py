@@ -1,7 +1,7 @@
 """The portal's figures for Prometheus (portal-api-v1.md, "Metrics for Prometheus"), read from the
-database at scrape time by one custom collector in one registry. Six queries whatever the fleet
-size: latest readings, last record per kind, wear states, open tickets, checklist work due, and
-nothing per GPU."""
+database at scrape time by one custom collector in one registry. A fixed number of queries
+whatever the fleet size: latest readings, last record per kind, wear states, open tickets,
+checklist work due, and the pipeline's stages (telemetry.pipeline); nothing per GPU."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from portal.checklists.selectors import checklist_work_due_count
 from portal.fleet.models import MaintenanceRecord
 from portal.maintenance.models import Severity, Ticket
 from portal.telemetry.models import GpuLatest
+from portal.telemetry.pipeline import pipeline_status
 from portal.wear.selectors import wear_lifetime_all
 
 GPU_LABELS = ["uuid", "hostname", "index", "model"]
@@ -29,6 +30,7 @@ class PortalCollector:
         yield from self._wear()
         yield self._open_tickets()
         yield self._checklist_runs_due()
+        yield from self._pipeline()
 
     def _latest(self):
         temperature = GaugeMetricFamily(
@@ -130,6 +132,19 @@ class PortalCollector:
             "Checklist runs in progress plus open tickets a checklist template resolves.",
             value=due,
         )  # fmt: skip
+
+    def _pipeline(self):
+        backlog = GaugeMetricFamily(
+            "gpufleet_pipeline_backlog_batches", "Stored batches the stage has not finished.", labels=["stage"]
+        )
+        lag = GaugeMetricFamily(
+            "gpufleet_pipeline_lag_seconds", "Seconds since the oldest batch the stage has not finished was stored "
+            "(0 when none waits).", labels=["stage"],
+        )  # fmt: skip
+        for stage in pipeline_status():
+            backlog.add_metric([stage.name], stage.backlog_batches)
+            lag.add_metric([stage.name], stage.lag_seconds or 0.0)
+        return [backlog, lag]
 
 
 REGISTRY = CollectorRegistry(auto_describe=False)

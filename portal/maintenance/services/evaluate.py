@@ -452,6 +452,16 @@ def batch_evaluate(*, batch_pk: int, gpu_ids: list[int] | None = None, now: dt.d
     return result
 
 
+def evaluation_backlog(*, now: dt.datetime):
+    """The rules stage's batches not yet evaluated (telemetry.pipeline). A batch's marker is written
+    in the transaction that applies its evaluation, and kept for 2 × SWEEP_WINDOW after it
+    (batches_sweep), so within that window a batch without one is not finished."""
+    from portal.telemetry.pipeline import backlog_of
+
+    done = BatchEvaluation.objects.filter(batch_pk=OuterRef("id"))
+    return backlog_of(IngestBatch.objects.filter(received_at__gte=now - 2 * SWEEP_WINDOW).filter(~Exists(done)))
+
+
 def batches_sweep(*, now: dt.datetime | None = None) -> EvaluationResult:
     """The beat task's service: evaluate what no task did (the broker was down when the batch
     was stored, or a pass failed), then forget markers of batches long past both windows."""
