@@ -11,6 +11,7 @@ from prometheus_client.registry import CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from portal.checklists.selectors import checklist_work_due_count
+from portal.fleet import care
 from portal.fleet.models import MaintenanceRecord
 from portal.maintenance.models import Severity, Ticket
 from portal.telemetry.models import GpuLatest
@@ -98,7 +99,8 @@ class PortalCollector:
 
     def _wear(self):
         labels = ["uuid", "hostname"]
-        hot = CounterMetricFamily("gpufleet_gpu_hot_seconds", "Lifetime seconds at slowdown - 10 C or hotter.",
+        hot = CounterMetricFamily("gpufleet_gpu_hot_seconds",
+                                  f"Lifetime seconds at slowdown - {care.WEAR_HOT_MARGIN_C} C or hotter.",
                                   labels=labels)  # fmt: skip
         busy = CounterMetricFamily("gpufleet_gpu_busy_seconds", "Lifetime seconds at 90 % utilization or more.",
                                    labels=labels)  # fmt: skip
