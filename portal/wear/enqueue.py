@@ -61,7 +61,7 @@ def wear_batch_stored(*, batch_pk: int, host_id: int, gpu_ids: list[int], readin
     if not ranges:
         return
     interval = settings.WEAR_DEBOUNCE_S
-    if interval <= 0 or settings.CELERY_TASK_ALWAYS_EAGER:
+    if interval <= 0:
         wear_update_task.delay({str(k): v for k, v in ranges.items()})
         return
     with _lock:
