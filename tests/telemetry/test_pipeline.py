@@ -147,3 +147,13 @@ def test_the_fleet_page_tells_an_admin_when_a_stage_lags_over_a_minute(agent, cl
     assert 'id="pipeline-lag"' not in _fleet_page(client_for(viewer))  # admins only
     _run_stages()
     assert 'id="pipeline-lag"' not in _fleet_page(client_for(admin))
+
+
+def test_batches_stored_after_an_evaluated_one_wait_until_evaluated(agent, client_for, viewer):
+    assert agent.post(make_batch(agent.hostname)).status_code == 202
+    _run_stages()
+    for _ in range(2):
+        assert agent.post(make_batch(agent.hostname)).status_code == 202
+    assert _stages(client_for(viewer))["rules"]["backlog_batches"] == 2
+    batches_evaluate_pending()
+    assert _stages(client_for(viewer))["rules"]["backlog_batches"] == 0
