@@ -161,27 +161,27 @@ def _seed_history(gpu_id: int) -> None:
         conn.commit()
 
 
-STORE_METHODS = {  # name: (INGEST_ONE_STATEMENT, INGEST_USE_COPY)
-    "one statement": (True, True),
-    "COPY in a transaction": (False, True),
-    "bulk INSERT in a transaction": (False, False),
+STORE_METHODS = {  # name: telemetry.services.ingest.pg_write_method
+    "one statement": "one statement",
+    "COPY in a transaction": "copy",
+    "bulk INSERT in a transaction": "bulk insert",
 }
 
 
 def _store_methods(hostname: str, batches_per_method: int = 300) -> dict[str, float]:
     """Readings/s that the portal's own storage function reaches with each write method, in this
     process on one connection, with the same kind of batch and no HTTP: what the choice rests on."""
-    from django.conf import settings
     from django.db import connection
 
     from portal.fleet.models import Host
     from portal.telemetry.schemas import BatchIn
+    from portal.telemetry.services import ingest
     from portal.telemetry.services.ingest import reading_batch_ingest
 
     host = Host.objects.get(hostname=hostname)
     rates = {}
-    for number, (name, (one_statement, use_copy)) in enumerate(STORE_METHODS.items()):
-        settings.INGEST_ONE_STATEMENT, settings.INGEST_USE_COPY = one_statement, use_copy
+    for number, (name, method) in enumerate(STORE_METHODS.items()):
+        ingest.pg_write_method = method
         start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=12 - number * 3)
         bodies = _bodies(hostname, batches_per_method + 1, start)[1:]  # without the inventory batch
         batches = [BatchIn.model_validate_json(gzip.decompress(body)) for body in bodies]

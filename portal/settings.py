@@ -173,8 +173,8 @@ else:
 
 # Without REDIS_URL the broker is kombu's filesystem transport, as portal.core.broker writes it
 # (each message whole, then renamed into place): one file per message under VAR_DIR/broker,
-# polled every BROKER_POLL_MS by the worker (measured against SQLite through SQLAlchemy:
-# publishing 0.65 ms vs 5 ms, p99 2 ms vs 210 ms, picked up after ~50 ms vs ~0.9 s).
+# polled every BROKER_POLL_MS by the worker: publishing takes no database write lock, so a task
+# sent from ingest never waits behind SQLite's writers.
 EMBEDDED_BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
@@ -332,10 +332,6 @@ INGEST_MAX_BODY_BYTES = 1024 * 1024
 # with a 403 unless the request came over TLS (directly, or through a proxy that says so with
 # SECURE_PROXY_SSL_HEADER_ENABLED) or this is set, for a lab network without TLS.
 INGEST_ALLOW_HTTP = envbool("INGEST_ALLOW_HTTP", DEBUG)
-# PostgreSQL: store the usual batch with one prepared statement (see telemetry.services.ingest);
-# batches that change the inventory, and every batch when this is off, use COPY or bulk insert.
-INGEST_ONE_STATEMENT = envbool("INGEST_ONE_STATEMENT", True)
-INGEST_USE_COPY = envbool("INGEST_USE_COPY", True)
 # Per host token: sustained requests per second and burst. An agent sends one batch per
 # interval; the burst lets it empty its spool quickly after an outage.
 INGEST_RATE_PER_S = envfloat("INGEST_RATE_PER_S", 20.0)  # 0.5: one batch every 2 s
@@ -389,11 +385,10 @@ MAINTENANCE_PORTAL_URL = envstr("MAINTENANCE_PORTAL_URL", "http://localhost:8000
 MAINTENANCE_EVALUATE_DEBOUNCE_S = envfloat("MAINTENANCE_EVALUATE_DEBOUNCE_S", 0.5)
 # Wear meters (portal.wear): with a broker, one wear task per this many seconds per process
 # carries every GPU's range of readings stored meanwhile (the contract: readings stored more than a
-# minute ago count). The work per task is mostly per GPU, not per reading: 10 s keeps the meters'
-# cost under 10 % of ingest (bench/wear.py), 1 s costs about 30 %.
+# minute ago count, so it stays well under a minute). A task's work is mostly per GPU, not per
+# reading: the longer the interval, the less the meters cost ingest; 0 sends one per batch.
 WEAR_DEBOUNCE_S = envfloat("WEAR_DEBOUNCE_S", 10.0)
-# Off: nothing keeps the meters (no task from ingest, no sweep): bench/wear.py's side by side. The
-# test settings turn it off (tests/settings.py) but for the tests that ask.
+# Off: nothing keeps the wear meters (no task from ingest, no sweep, nothing held back from retention).
 WEAR_ON_INGEST = envbool("WEAR_ON_INGEST", True)
 # /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")

@@ -22,6 +22,10 @@ finally:
             os.environ.pop(_name, None)
 
 CELERY_TASK_ALWAYS_EAGER = True
+# ...and sent once per batch, not debounced (a debounced send fires on a timer thread, after the
+# test has looked).
+MAINTENANCE_EVALUATE_DEBOUNCE_S = 0
+WEAR_DEBOUNCE_S = 0
 
 # Login throttling is off: the suite logs in all the time, from one address. The tests of the
 # throttling itself (tests/accounts/test_login_throttling.py) turn it on.

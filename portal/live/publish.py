@@ -38,8 +38,8 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
-from portal.live.selectors import POINT_FIELDS, READING_COLUMNS, batch_points, open_ticket_counts
-from portal.telemetry.models import READING_ROW_COLUMNS
+from portal.live.selectors import POINT_COLUMNS, POINT_FIELDS, batch_points, open_ticket_counts
+from portal.telemetry.columns import ROW_GPU_ID, ROW_TS
 
 log = logging.getLogger(__name__)
 
@@ -301,15 +301,12 @@ class Publisher:
 publisher = Publisher()
 
 
-_ROW_POSITION = {name: position for position, name in enumerate(READING_ROW_COLUMNS)}
-_POINT_POSITIONS = [_ROW_POSITION[name] for name in READING_COLUMNS]
-
-
 def _points_from_rows(rows) -> list[list]:
     """Compact points from the rows ingest just stored (no query), oldest first."""
+    positions = POINT_COLUMNS.from_row
     return [
-        [row[0], round(row[1].timestamp() * 1000), *(row[position] for position in _POINT_POSITIONS)]
-        for row in sorted(rows, key=lambda row: row[1])
+        [row[ROW_GPU_ID], round(row[ROW_TS].timestamp() * 1000), *(row[position] for position in positions)]
+        for row in sorted(rows, key=lambda row: row[ROW_TS])
     ]
 
 

@@ -14,15 +14,17 @@ from portal.core.converters import url_segment
 from portal.core.db import EpochMs
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance import selectors as maintenance_selectors
+from portal.telemetry.columns import ReadingColumns
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading
 
 # The compact point: one list per reading, in this order (the pages read the names from "fields").
-POINT_FIELDS = (
-    "gpu_id", "ts", "temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct",
-    "utilization_memory_pct", "fan_speed_pct", "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib",
-    "throttle_reasons",
+# A point's values after its GPU and time (ms), as pages receive them.
+POINT_COLUMNS = ReadingColumns(
+    "temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct", "utilization_memory_pct", "fan_speed_pct",
+    "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib", "throttle_reasons",
 )  # fmt: skip
-READING_COLUMNS = POINT_FIELDS[2:]
+READING_COLUMNS = POINT_COLUMNS.names
+POINT_FIELDS = ("gpu_id", "ts", *READING_COLUMNS)
 
 # Clock event reasons that mean "slowed down because of heat or power", for the throttling tile.
 THROTTLING_MASK = (

@@ -12,7 +12,9 @@ class MaintenanceConfig(AppConfig):
         from portal.fleet.models import MaintenanceRecord
         from portal.maintenance import enqueue, hooks
         from portal.maintenance.models import RuleConfig, Silence
+        from portal.maintenance.services.evaluate import evaluation_backlog
         from portal.telemetry.hooks import on_batch_stored
+        from portal.telemetry.pipeline import pipeline_stage
 
         auditlog.register(Silence)
         auditlog.register(RuleConfig)
@@ -21,6 +23,7 @@ class MaintenanceConfig(AppConfig):
         def _evaluate(*, batch_pk, host_id, gpu_ids):
             enqueue.evaluation_enqueue(batch_pk=batch_pk, gpu_ids=gpu_ids)
 
+        pipeline_stage("rules")(evaluation_backlog)
         hooks.on_notifications_ready(enqueue.notifications_enqueue)
         _fleet_pages()
 

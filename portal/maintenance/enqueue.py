@@ -67,8 +67,7 @@ _debouncer: Debouncer | None = None
 def evaluation_enqueue(*, batch_pk: int, gpu_ids: list[int]) -> None:
     global _debouncer
     interval = settings.MAINTENANCE_EVALUATE_DEBOUNCE_S
-    if interval <= 0 or settings.CELERY_TASK_ALWAYS_EAGER:
-        # In-process tasks (the embedded set-up, tests) evaluate each batch right away.
+    if interval <= 0:
         _send_evaluation(batch_pk, gpu_ids)
         return
     if _debouncer is None or _debouncer.interval_s != interval:

@@ -12,6 +12,7 @@ from portal.core.errors import InvalidInput
 from portal.fleet.api import GPU_PATCH_RESPONSES, gpu_patch
 from portal.fleet.models import Gpu
 from portal.telemetry.models import throttle_names
+from portal.telemetry.pipeline import pipeline_status
 from portal.telemetry.selectors import DEFAULT_METRICS, gpu_series, gpus_with_latest
 
 router = Router(tags=["gpus"])
@@ -127,3 +128,22 @@ def gpu_readings(request, uuid: str, query: Query[SeriesQuery]):
         "min": series.minimum,
         "max": series.maximum,
     }
+
+
+class PipelineStageOut(Schema):
+    name: str
+    backlog_batches: int
+    oldest_pending_at: dt.datetime | None
+    lag_seconds: float | None
+
+
+class PipelineOut(Schema):
+    stages: list[PipelineStageOut]
+
+
+@router.get("/pipeline", response=PipelineOut, tags=["pipeline"])
+def pipeline(request):
+    """What stands between a stored batch and its effects: per stage (rules, rollups, wear), the
+    stored batches it has not finished, when the oldest of them was stored, and how long ago.
+    Any signed-in user or personal token."""
+    return {"stages": pipeline_status()}

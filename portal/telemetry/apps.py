@@ -6,8 +6,9 @@ class TelemetryConfig(AppConfig):
     label = "telemetry"
 
     def ready(self):
+        from portal.accounts.roles import role_flags
         from portal.fleet import pages
-        from portal.telemetry import selectors
+        from portal.telemetry import pipeline, selectors
 
         @pages.on_page("host", "telemetry")
         def _host_tokens(*, request, host, **context):
@@ -15,3 +16,10 @@ class TelemetryConfig(AppConfig):
             if not request.user.has_perm("telemetry.view_hosttoken"):
                 return {}
             return {"tokens": selectors.host_tokens(host=host)}
+
+        @pages.on_page("fleet", "pipeline")
+        def _pipeline(*, request, **context):
+            # Admins only: a stage that falls behind is theirs to look into.
+            if not role_flags(request.user)["admin"]:
+                return {}
+            return {"pipeline_lagging": pipeline.pipeline_lagging()}

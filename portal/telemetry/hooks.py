@@ -19,7 +19,7 @@ _consumers: list[tuple[str, BatchConsumer, bool]] = []
 def on_batch_stored(name: str, *, with_readings: bool = False) -> Callable[[BatchConsumer], BatchConsumer]:
     """Register a consumer: it is called with batch_pk, host_id and gpu_ids keyword arguments,
     and with `readings` too when with_readings is set: the batch's stored rows as tuples in
-    `telemetry.models.READING_ROW_COLUMNS` order, still in memory, so an in-process consumer
+    `telemetry.columns.READING_ROW_COLUMNS` order, still in memory, so an in-process consumer
     needs no query."""
 
     def register(consumer: BatchConsumer) -> BatchConsumer:

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 
 from portal.fleet.models import Gpu, Host
+from portal.telemetry.columns import READING_METRICS, READING_ROW_COLUMNS  # noqa: F401 - described there
 
 
 class RealField(models.FloatField):
@@ -103,18 +104,6 @@ class Reading(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["gpu", "ts"], name="reading_gpu_ts")]
-
-
-# Reading columns as the protocol names them, in table order (COPY and bulk insert use this).
-READING_METRICS = (
-    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "energy_mj", "utilization_gpu_pct",
-    "utilization_memory_pct", "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz", "pstate",
-    "throttle_reasons", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
-    "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen",
-    "pcie_link_width", "pcie_replay_count",
-)  # fmt: skip
-# A stored reading as ingest holds it in memory (and hands it to batch consumers).
-READING_ROW_COLUMNS = ("gpu_id", "ts", *READING_METRICS, "xid_count")
 
 
 class XidEvent(models.Model):

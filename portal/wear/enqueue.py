@@ -7,6 +7,7 @@ import threading
 
 from django.conf import settings
 
+from portal.telemetry.columns import ROW_GPU_ID, ROW_TS
 from portal.wear.tasks import wear_update_task
 
 log = logging.getLogger(__name__)
@@ -19,10 +20,10 @@ _timer: threading.Timer | None = None
 def _ranges(readings) -> dict[int, list[float]]:
     out: dict[int, list[float]] = {}
     for row in readings:
-        ts = row[1].timestamp()
-        span = out.get(row[0])
+        ts, gpu_id = row[ROW_TS].timestamp(), row[ROW_GPU_ID]
+        span = out.get(gpu_id)
         if span is None:
-            out[row[0]] = [ts, ts]
+            out[gpu_id] = [ts, ts]
         elif ts < span[0]:
             span[0] = ts
         elif ts > span[1]:
@@ -60,7 +61,7 @@ def wear_batch_stored(*, batch_pk: int, host_id: int, gpu_ids: list[int], readin
     if not ranges:
         return
     interval = settings.WEAR_DEBOUNCE_S
-    if interval <= 0 or settings.CELERY_TASK_ALWAYS_EAGER:
+    if interval <= 0:
         wear_update_task.delay({str(k): v for k, v in ranges.items()})
         return
     with _lock:

@@ -21,22 +21,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from portal.fleet import care
+from portal.telemetry.columns import ReadingColumns
+
 MAX_GAP_S = 120.0
 BUSY_UTIL_PCT = 90
 FAN_HIGH_PCT = 80
-HOT_MARGIN_C = 10
-HOT_DEFAULT_C = 80
 CYCLE_C = 30.0
 LOAD_REF_C = 25.0  # thermal resistance: (T - 25 °C) / P over busy readings
 MJ_PER_KWH = 3.6e9
 
 # A reading as the meters read it: (ts epoch s, temperature_c, fan_speed_pct, power_w, energy_mj, utilization_gpu_pct)
-TS, TEMP, FAN, POWER, ENERGY, UTIL = range(6)
-READING_FIELDS = ("ts", "temperature_c", "fan_speed_pct", "power_w", "energy_mj", "utilization_gpu_pct")
+READING_FIELDS = ReadingColumns(
+    "ts", "temperature_c", "fan_speed_pct", "power_w", "energy_mj", "utilization_gpu_pct"
+).names  # fmt: skip
+TS, TEMP, FAN, POWER, ENERGY, UTIL = range(len(READING_FIELDS))
 
 
 def hot_threshold(temp_slowdown_c: int | None) -> float:
-    return HOT_DEFAULT_C if temp_slowdown_c is None else temp_slowdown_c - HOT_MARGIN_C
+    return care.wear_hot_c(temp_slowdown_c)
 
 
 def hour_of(ts: float) -> int:

@@ -23,6 +23,7 @@ from django.db.models import Count, Max, Min, Q, Sum
 from django.db.models.functions import TruncMonth
 from django.utils import timezone
 
+from portal.fleet import care
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.telemetry.models import Reading
 from portal.wear import meters
@@ -376,6 +377,12 @@ def gpu_wear_panel(*, gpu: Gpu) -> dict:
     )
     return {
         "lifetime": wear_lifetime(gpu=gpu),
+        "limits": {
+            "hot_margin_c": care.WEAR_HOT_MARGIN_C,
+            "busy_util_pct": meters.BUSY_UTIL_PCT,
+            "fan_high_pct": meters.FAN_HIGH_PCT,
+            "cycle_c": meters.CYCLE_C,
+        },  # fmt: skip
         "chart": {
             "monthly": wear_monthly(gpu=gpu),
             "resistance": thermal_resistance_daily(gpu=gpu),

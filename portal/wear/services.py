@@ -493,6 +493,27 @@ def _update_many(ranges: dict) -> None:
     _extend_many(gpus, states, gpu_ids)
 
 
+def wear_backlog(*, now: dt.datetime):
+    """The wear stage's stored batches not counted yet (telemetry.pipeline): batches of a host one
+    of whose GPUs has readings the meters have not counted, newer than that GPU's newest counted
+    one (or the GPU never counted). A GPU's newest counted reading moves in the transaction that
+    saves the meters. Batches that arrive late, all older than the newest counted reading, are
+    recounted by the task they trigger and are not seen here. Nothing waits when the meters are
+    off."""
+    from django.db.models import Exists, OuterRef
+
+    from portal.telemetry.models import GpuLatest, IngestBatch
+    from portal.telemetry.pipeline import Backlog, backlog_of
+
+    oldest = wear_oldest_uncounted()
+    if oldest is None:
+        return Backlog()
+    behind = GpuLatest.objects.filter(gpu__host_id=OuterRef("host_id")).filter(
+        Q(gpu__wear__isnull=True) | Q(ts__gt=F("gpu__wear__last_ts"), gpu__wear__last_ts__lt=OuterRef("last_ts"))
+    )
+    return backlog_of(IngestBatch.objects.filter(last_ts__gte=oldest).filter(Exists(behind)))
+
+
 SWEEP_MARGIN_S = 20.0  # past the debounce: a task that was sent has had its time
 
 

@@ -28,6 +28,8 @@ FAMILIES = {
     "gpufleet_gpu_energy_joules": "counter",
     "gpufleet_open_tickets": "gauge",
     "gpufleet_checklist_runs_due": "gauge",
+    "gpufleet_pipeline_backlog_batches": "gauge",
+    "gpufleet_pipeline_lag_seconds": "gauge",
 }
 TOKEN = "scrape-secret-0123"
 

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from portal.telemetry.models import READING_METRICS, GpuLatest, IngestBatch, Reading, XidEvent
+from portal.telemetry.services import ingest
 from tests.telemetry.batches import gpu_uuid, make_batch, make_gpu, make_reading, post_batch
 from tests.telemetry.conftest import agent_for
 
@@ -64,22 +65,15 @@ def latest_of(hostname):
     )  # fmt: skip
 
 
-WRITE_METHODS = {  # name: (INGEST_ONE_STATEMENT, INGEST_USE_COPY)
-    "one statement": (True, True),
-    "copy": (False, True),
-    "bulk insert": (False, False),
-}
-
-
 @pytest.mark.django_db
-def test_every_write_method_stores_the_same_rows(require_postgres, settings):
+def test_every_write_method_stores_the_same_rows(require_postgres, settings, monkeypatch):
     """The one-statement path (the usual batch on PostgreSQL), COPY and bulk insert store
     exactly the same readings, XID events and latest state, extreme values included."""
     settings.INGEST_PARALLEL = False
     now = timezone.now().replace(microsecond=0)
     stored, latest, statements = {}, {}, {}
-    for position, (method, (one_statement, use_copy)) in enumerate(WRITE_METHODS.items()):
-        settings.INGEST_ONE_STATEMENT, settings.INGEST_USE_COPY = one_statement, use_copy
+    for position, method in enumerate(ingest.PG_WRITE_METHODS):
+        monkeypatch.setattr(ingest, "pg_write_method", method)
         hostname = "dgx-" + method.replace(" ", "-")
         agent = agent_for(hostname)
         uuids = [A.replace("GPU-", f"GPU-{position:02d}"), B.replace("GPU-", f"GPU-{position:02d}")]
@@ -117,7 +111,7 @@ def test_every_write_method_stores_the_same_rows(require_postgres, settings):
 @pytest.mark.django_db
 def test_one_statement_stores_a_batch_once_and_a_late_batch_keeps_the_newest_latest(require_postgres, settings):
     settings.INGEST_PARALLEL = False
-    settings.INGEST_ONE_STATEMENT = True
+    assert ingest.pg_write_method == "one statement"
     agent = agent_for("dgx-once")
     now = timezone.now().replace(microsecond=0)
     assert agent.post(make_batch(agent.hostname, gpus=[A], readings=2, now=now)).status_code == 202
@@ -137,7 +131,7 @@ def test_copy_inside_a_failing_batch_leaves_nothing(require_postgres, settings):
     """The COPY runs inside the batch's transaction: a batch refused after it (here: an
     host's GPU bound) stores nothing."""
     settings.INGEST_PARALLEL = False
-    settings.INGEST_USE_COPY = True
+    assert ingest.pg_write_method != "bulk insert"  # a batch that changes the inventory: COPY
     agent = agent_for("dgx-atomic")
     assert agent.post(make_batch(agent.hostname, gpus=[A], readings=3)).status_code == 202
     settings.MAX_GPUS_PER_HOST = 1

@@ -32,6 +32,10 @@ def test_gpu_page_shows_the_wear_panel(demo_fleet, client_for, viewer):
     gpu = demo_fleet[("sim-rack-b", 0)]
     page = client_for(viewer).get(gpu.get_absolute_url()).content.decode()
     assert 'id="wear"' in page and "Thermal cycles" in page and 'id="wear-data"' in page
+    # the limits come from the code that counts (fleet.care, wear.meters), not from the template
+    for label in ("Busy (≥ 90 % utilization)", "Hot (≥ slowdown − 10 °C)", "Fan high (≥ 80 %)",
+                  "Thermal cycles (30 °C swings)"):  # fmt: skip
+        assert label in page, label
 
 
 def test_fleet_wear_page_ranks_and_names_who_to_inspect_first(demo_fleet, client_for, viewer):

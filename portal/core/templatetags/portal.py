@@ -2,35 +2,10 @@ import datetime as dt
 import re
 
 from django import template
-from django.utils import timezone
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
 register = template.Library()
-
-
-@register.filter
-def days_since(moment, now=None):
-    """Whole days from a datetime (or date) until now; None stays None."""
-    if moment is None:
-        return None
-    now = now or timezone.now()
-    if hasattr(moment, "date") and callable(moment.date):
-        moment = timezone.localtime(moment).date() if timezone.is_aware(moment) else moment.date()
-    return (timezone.localtime(now).date() - moment).days
-
-
-@register.filter
-def age_class(days, due_after_days=90):
-    """CSS class for how overdue a periodic task is: ok, due (last 10 %), overdue, never."""
-    if days is None:
-        return "never"
-    due_after_days = int(due_after_days)
-    if days > due_after_days:
-        return "overdue"
-    if days > due_after_days * 0.9:
-        return "due"
-    return "ok"
 
 
 @register.filter
@@ -58,13 +33,6 @@ def audit_changes(entry):
             continue
         rows.append((field, _audit_value(old), _audit_value(new)))
     return rows
-
-
-@register.filter
-def seconds_since(moment, now=None):
-    if moment is None:
-        return None
-    return max(0, int(((now or timezone.now()) - moment).total_seconds()))
 
 
 @register.filter

@@ -11,15 +11,17 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from portal.telemetry.columns import ReadingColumns
+
 OK, PENDING, FIRING, CLEARING = "ok", "pending", "firing", "clearing"
 
 # Columns the engine reads for each reading, in this order (the tuples rules index into).
-READING_COLUMNS = (
+READING_COLUMNS = ReadingColumns(
     "ts", "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "utilization_gpu_pct", "sm_clock_mhz",
     "throttle_reasons", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
     "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen", "pcie_link_width",
     "pcie_replay_count",
-)  # fmt: skip
+).names  # fmt: skip
 (TS, TEMP, FAN, POWER, POWER_LIMIT, UTIL, SM_CLOCK, THROTTLE, ECC_CORR, ECC_UNCORR, ECC_UNCORR_AGG, RETIRED_PENDING,
  REMAP_PENDING, REMAP_FAILURE, PCIE_GEN, PCIE_WIDTH, PCIE_REPLAY) = range(len(READING_COLUMNS))  # fmt: skip
 

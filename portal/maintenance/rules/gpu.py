@@ -7,6 +7,7 @@ technician can act on.
 
 from __future__ import annotations
 
+from portal.fleet import care
 from portal.telemetry.models import THERMAL_THROTTLE_MASK
 
 from .base import (
@@ -59,17 +60,19 @@ class Overheat(Rule):
     )
     resolved_by = ("cleaning",)
     defaults = {
-        "open_margin_c": 5, "clear_margin_c": 12, "unknown_slowdown_c": 88, "open_for_s": 120, "clear_for_s": 600,
-        "max_gap_s": 300,
+        "open_margin_c": care.OVERHEAT_MARGIN_C, "clear_margin_c": care.OVERHEAT_CLEAR_MARGIN_C,
+        "unknown_slowdown_c": care.UNKNOWN_SLOWDOWN_C, "open_for_s": 120, "clear_for_s": 600, "max_gap_s": 300,
     }  # fmt: skip
 
     @staticmethod
     def open_at_c(*, slowdown_c: int | None, params: dict) -> float:
         """The temperature from which the rule opens (the pages' "hot")."""
-        return (slowdown_c or params["unknown_slowdown_c"]) - params["open_margin_c"]
+        return care.below_slowdown_c(
+            slowdown_c, margin_c=params["open_margin_c"], unknown_c=params["unknown_slowdown_c"]
+        )
 
     def evaluate(self, track, gpu, rows, p, emit):
-        slowdown = gpu.temp_slowdown_c or p["unknown_slowdown_c"]
+        slowdown = care.slowdown_c(gpu.temp_slowdown_c, unknown_c=p["unknown_slowdown_c"])
         open_at, clear_below = self.open_at_c(slowdown_c=slowdown, params=p), slowdown - p["clear_margin_c"]
         escalated = track.data.get("esc", False)
         for i, row in enumerate(rows):
@@ -135,7 +138,7 @@ class FanWear(Rule):
     )
     resolved_by = ("fan_replacement", "cleaning")
     defaults = {
-        "saturated_pct": 95, "climb_c": 3, "hot_c": 70, "stuck_for_s": 1800, "stuck_temp_range_c": 10,
+        "saturated_pct": 95, "climb_c": 3, "hot_c": care.FAN_WEAR_HOT_C, "stuck_for_s": 1800, "stuck_temp_range_c": 10,
         "drift_points": 15, "baseline_days": 7, "min_samples": 30, "load_util_pct": 80, "open_for_s": 120,
         "clear_for_s": 1800, "max_gap_s": 300,
     }  # fmt: skip
@@ -438,11 +441,11 @@ class NoRest(Rule):
         "This GPU has run hot and flat out for days. Schedule training in segments with idle windows (for example "
         "overnight checkpoints with a pause), back up checkpoints, and use the pause to check temperatures and fans."
     )
-    defaults = {"busy_util_pct": 90, "rest_util_pct": 50, "high_temp_c": None, "hot_margin_c": 15,
+    defaults = {"busy_util_pct": 90, "rest_util_pct": 50, "high_temp_c": None, "hot_margin_c": care.NO_REST_MARGIN_C,
                 "open_for_s": 72 * 3600, "clear_for_s": 1800, "max_gap_s": 900}  # fmt: skip
 
     def evaluate(self, track, gpu, rows, p, emit):
-        hot_c = p["high_temp_c"] or (gpu.temp_slowdown_c or 88) - p["hot_margin_c"]
+        hot_c = p["high_temp_c"] or care.below_slowdown_c(gpu.temp_slowdown_c, margin_c=p["hot_margin_c"])
         for row in rows:
             util, temp = row[UTIL], row[TEMP]
             if util is None or temp is None:

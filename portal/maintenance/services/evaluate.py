@@ -452,6 +452,21 @@ def batch_evaluate(*, batch_pk: int, gpu_ids: list[int] | None = None, now: dt.d
     return result
 
 
+def evaluation_backlog(*, now: dt.datetime):
+    """The rules stage's batches not yet evaluated (telemetry.pipeline): those a pass looks at (ids
+    from CLAIM_SLACK below the newest evaluated one) without a marker. A batch's marker is written
+    in the transaction that applies its evaluation and kept for 2 × SWEEP_WINDOW (batches_sweep),
+    so within that window a batch without one is not finished. When evaluation stops, every batch
+    stored since counts; a straggler below the window (a pass rolled back) is the sweep's and is
+    not counted, which keeps this one small query however many batches the window holds."""
+    from portal.telemetry.pipeline import backlog_of
+
+    newest = BatchEvaluation.objects.aggregate(newest=Max("batch_pk"))["newest"] or 0
+    done = BatchEvaluation.objects.filter(batch_pk=OuterRef("id"))
+    pending = IngestBatch.objects.filter(id__gt=max(0, newest - CLAIM_SLACK), received_at__gte=now - 2 * SWEEP_WINDOW)
+    return backlog_of(pending.filter(~Exists(done)))
+
+
 def batches_sweep(*, now: dt.datetime | None = None) -> EvaluationResult:
     """The beat task's service: evaluate what no task did (the broker was down when the batch
     was stored, or a pass failed), then forget markers of batches long past both windows."""

@@ -29,11 +29,3 @@ def silence_create(
     return Silence.objects.create(
         host=host, gpu=gpu, starts_at=starts_at, ends_at=ends_at, comment=comment.strip(), created_by=user
     )
-
-
-def silence_end(*, silence: Silence) -> Silence:
-    now = timezone.now()
-    if silence.ends_at > now:
-        silence.ends_at = max(now, silence.starts_at)
-        silence.save(update_fields=["ends_at"])
-    return silence

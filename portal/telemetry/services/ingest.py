@@ -39,6 +39,13 @@ log = logging.getLogger(__name__)
 
 MAX_FUTURE = dt.timedelta(minutes=5)
 
+# How PostgreSQL stores a batch: "one statement" (a prepared statement writes the batch row,
+# readings, XID events and latest state) for a batch that changes no inventory, COPY for the rest;
+# "copy" uses COPY for every batch and "bulk insert" a bulk INSERT (SQLite's way). The tests and
+# bench/ingest.py compare the three.
+PG_WRITE_METHODS = ("one statement", "copy", "bulk insert")
+pg_write_method = "one statement"
+
 # Positions in a stored row (READING_ROW_COLUMNS), worked out once rather than per batch.
 _THROTTLE_POSITION = READING_METRICS.index("throttle_reasons")
 _GPU_LOOKUP_FIELDS = ("id", "uuid", "host_id", "agent_warnings", *fleet_services.AGENT_GPU_FIELDS.values())
@@ -200,7 +207,7 @@ def _reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
 def _insert_readings(rows: list[tuple]) -> None:
     if not rows:
         return
-    if connection.vendor == "postgresql" and settings.INGEST_USE_COPY:
+    if connection.vendor == "postgresql" and pg_write_method != "bulk insert":
         table = Reading._meta.db_table
         with connection.cursor() as cursor:
             raw = cursor.cursor  # psycopg 3 cursor inside Django's transaction
@@ -267,7 +274,8 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
     # batch_id answers it inside the transaction below, race-free.
     known = _resolve_gpus(host, batch)
     timestamps = [reading.ts for reading in batch.readings]
-    if connection.vendor == "postgresql" and settings.INGEST_ONE_STATEMENT and _inventory_unchanged(host, batch, known):
+    one_statement = pg_write_method == "one statement"
+    if connection.vendor == "postgresql" and one_statement and _inventory_unchanged(host, batch, known):
         return _ingest_in_one_statement(host=host, batch=batch, known=known, now=now, timestamps=timestamps)
     try:
         with transaction.atomic():
