@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import ipaddress
 import os
 import socket
 import tomllib
+import urllib.parse
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -39,6 +41,7 @@ class Config:
     memory_max_mb: float = 16.0
     timeout: float = 10.0
     ca_file: str | None = None
+    insecure_http: bool = False
     backoff_initial: float = 0.1
     backoff_max: float = 5.0
     inventory_refresh: float = 300.0
@@ -67,6 +70,8 @@ HELP = {
     "memory_max_mb": "when the spool cannot be written (full disk), batches are kept in memory up to this bound",
     "timeout": "HTTP timeout in seconds",
     "ca_file": "PEM file of extra CA certificates to trust (TLS verification is always on)",
+    "insecure_http": "allow an http:// portal URL that is not loopback: the host token then crosses the network "
+    "in clear (a trusted lab LAN only; the portal must also allow it, INGEST_ALLOW_HTTP)",
     "backoff_initial": "first retry delay in seconds after a failed send",
     "backoff_max": "longest retry delay in seconds",
     "inventory_refresh": "seconds between two inventory reads",
@@ -205,10 +210,31 @@ def finish(config: Config) -> None:
             raise ConfigError(f"no portal URL: give --url or {ENV_PREFIX}URL (or --stdout to print instead)")
         if not config.token:
             raise ConfigError(f"no host token: give {ENV_PREFIX}TOKEN, --token-file or --token")
-        if not config.url.startswith(("http://", "https://")):
-            raise ConfigError(f"url must start with http:// or https://, not {config.url!r}")
+        check_url(config.url, insecure_http=config.insecure_http)
     if config.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log_level: unknown level {config.log_level!r}")
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(url: str, *, insecure_http: bool = False) -> None:
+    """An http:// portal is refused unless it is this machine: the token would travel in clear."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"url must start with http:// or https://, not {url!r}")
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if url.startswith("http://") and not insecure_http and not is_loopback(host):
+        raise ConfigError(
+            f"refusing the plain-HTTP portal {url!r}: the host token would cross the network in clear. "
+            "Use https://, or on a trusted LAN pass --insecure-http "
+            f"({ENV_PREFIX}INSECURE_HTTP=true, insecure_http = true in the TOML file)"
+        )
 
 
 def default_hostname(*, simulated: bool) -> str:

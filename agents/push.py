@@ -104,6 +104,18 @@ HOLD_HINTS = {
 }
 
 
+PLAIN_HTTP_REFUSED = "plain HTTP refused"
+
+
+def hold_hint(status: int | None, detail: str) -> str:
+    if status == 403 and PLAIN_HTTP_REFUSED in detail:
+        return (
+            "the portal takes batches over HTTPS only: set an https:// URL (on a trusted LAN the portal's "
+            "admin may set INGEST_ALLOW_HTTP=true instead). Nothing is delivered until this is fixed"
+        )
+    return HOLD_HINTS.get(status or 0, "the portal URL or a proxy in front of the portal")
+
+
 class Sender:
     def __init__(
         self,
@@ -370,7 +382,7 @@ class Deliverer:
                 self._spool.path,
                 self._hold_backoff.failures,
                 delay,
-                HOLD_HINTS.get(result.status or 0, "the portal URL or a proxy in front of the portal"),
+                hold_hint(result.status, result.detail),
             )
             return delay
         delay = self._backoff.next_delay(result.retry_after)

@@ -268,7 +268,8 @@ class RealPortal:
         self.env = {k: v for k, v in os.environ.items() if k not in drop}
         self.env.update(
             VAR_DIR=str(self.var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50),
-            ALLOWED_HOSTS="127.0.0.1,localhost", SECURE_SSL_REDIRECT="false", SECURE_COOKIES="false",
+            ALLOWED_HOSTS="127.0.0.1,localhost", SECURE_SSL_REDIRECT="false",
+            INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false",
             SECURE_HSTS_SECONDS="0", LOG_LEVEL="WARNING",
         )  # fmt: skip
         from bench.harness import portal_served  # not at the top: see _free_port

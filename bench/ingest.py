@@ -51,6 +51,7 @@ SERVER_ENV = {
     "SECRET_KEY": secrets.token_urlsafe(50),
     "ALLOWED_HOSTS": "127.0.0.1,localhost",
     "SECURE_SSL_REDIRECT": "false",
+    "INGEST_ALLOW_HTTP": "true",
     "SECURE_COOKIES": "false",
     "SECURE_HSTS_SECONDS": "0",
     "INGEST_RATE_PER_S": "1000000",

@@ -307,6 +307,10 @@ INGEST_RATE_BURST = envint("INGEST_RATE_BURST", 200)
 # Oldest reading accepted, in hours: 7 days, so that an agent's spool delivers a long weekend's
 # outage. Retention keeps raw readings at least this long (late data is rolled up from them).
 INGEST_MAX_AGE_HOURS = envint("INGEST_MAX_AGE_HOURS", 168)
+# With DEBUG off, ingest over plain HTTP is refused (403): the host token would cross the network
+# in clear. A lab on a trusted LAN without TLS turns this on; behind a TLS proxy set
+# SECURE_PROXY_SSL_HEADER_ENABLED instead.
+INGEST_ALLOW_HTTP = envbool("INGEST_ALLOW_HTTP", False)
 # GPUs one host may register through its agent; past it a batch is refused with a 403.
 MAX_GPUS_PER_HOST = envint("MAX_GPUS_PER_HOST", 64)
 

@@ -23,6 +23,9 @@ from portal.telemetry.services.ingest import reading_batch_ingest
 
 log = logging.getLogger(__name__)
 
+# The agent recognises this refusal by its text (a 403, which agents hold and log rather than drop).
+PLAIN_HTTP_REFUSED = "plain HTTP refused: this portal takes agent batches over HTTPS only"
+
 _limiter: TokenBucketLimiter | None = None
 
 
@@ -133,6 +136,12 @@ def _handle(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"accepted": result.accepted, "duplicate": False}, status=202)
 
 
+def _plain_http_refused(request: HttpRequest) -> bool:
+    # is_secure() honours SECURE_PROXY_SSL_HEADER (a TLS proxy in front) and Daphne's
+    # --proxy-headers; DEBUG (the demo, the tests) runs on loopback over HTTP.
+    return not (settings.DEBUG or settings.INGEST_ALLOW_HTTP or request.is_secure())
+
+
 def _run_db(function):
     # In production the database work runs in a thread pool so that batches are stored side by
     # side; tests that share one transaction with the view keep it on the request's thread.
@@ -153,7 +162,10 @@ async def ingest(request: HttpRequest):
         except DisallowedHost:
             response = _error(400, "Host header not in ALLOWED_HOSTS")
         else:
-            response = await _run_db(_handle)(request)
+            if _plain_http_refused(request):
+                response = _error(403, PLAIN_HTTP_REFUSED + " (or set INGEST_ALLOW_HTTP=true on a trusted network)")
+            else:
+                response = await _run_db(_handle)(request)
     return response
 
 
@@ -206,7 +218,8 @@ def ingest_openapi_operation() -> dict:
                 "401": error("missing, wrong or revoked token"),
                 "403": error(
                     "GPU of another host, or a new GPU past the host's bound (MAX_GPUS_PER_HOST, default 64): "
-                    "detail names the first GPU refused"
+                    "detail names the first GPU refused; or plain HTTP with DEBUG off and INGEST_ALLOW_HTTP off "
+                    "(error starts with 'plain HTTP refused')"
                 ),
                 "413": error("body too large"),
                 "415": error("unsupported content type or encoding"),

@@ -33,7 +33,7 @@ def test_precedence_flag_over_environment_over_file(tmp_path):
 
 def test_token_file(tmp_path):
     (tmp_path / "token").write_text("s3cret\n")
-    config = load_config(["--token-file", str(tmp_path / "token")], {"GPU_AGENT_URL": "http://x"})
+    config = load_config(["--token-file", str(tmp_path / "token")], {"GPU_AGENT_URL": "https://x"})
     assert config.token == "s3cret"
 
 
