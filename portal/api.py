@@ -10,6 +10,7 @@ from ninja.security import APIKeyHeader, SessionAuth
 from portal.accounts.services import api_token_authenticate
 from portal.checklists.api import router as checklists_router
 from portal.core.api import install_error_handlers
+from portal.enrolment.api import router as enrolment_router
 from portal.fleet.api import router as fleet_router
 from portal.maintenance.api import router as maintenance_router
 from portal.reports.api import router as reports_router
@@ -79,6 +80,7 @@ api.add_router("", maintenance_router)
 api.add_router("", reports_router)
 api.add_router("", wear_router)
 api.add_router("", checklists_router)
+api.add_router("", enrolment_router)
 
 
 def api_urls():

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "portal.reports",
     "portal.metrics",
     "portal.checklists",
+    "portal.enrolment",
     "portal.live",
     "portal.demo",
 ]

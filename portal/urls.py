@@ -23,6 +23,7 @@ urlpatterns = [
     path("live/", include("portal.live.urls")),
     path("reports/", include("portal.reports.urls")),
     path("checklists/", include("portal.checklists.urls")),
+    path("add-hosts/", include("portal.enrolment.urls")),
     path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]

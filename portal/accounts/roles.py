@@ -17,6 +17,7 @@ ROLE_PERMISSIONS = {
         "telemetry": ["*"],
         "maintenance": ["*"],
         "checklists": ["*"],
+        "enrolment": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them

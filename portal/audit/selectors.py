@@ -15,6 +15,8 @@ AUDITED_MODELS = {
     "gpu": ("fleet", "gpu"),
     "record": ("fleet", "maintenancerecord"),
     "attachment": ("fleet", "attachment"),
+    "enrolment code": ("enrolment", "enrolmentcode"),
+    "enrolment": ("enrolment", "enrolmentattempt"),
 }
 
 ACTIONS = {
