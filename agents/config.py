@@ -18,7 +18,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 ENV_PREFIX = "GPU_AGENT_"
-DEFAULT_CONFIG_FILE = "/etc/gpu-agent/agent.toml"
+# Where `gpu-fleet-agent enrol` writes; the older manual install's file is read when it is absent.
+DEFAULT_CONFIG_FILE = "/etc/gpu-fleet-agent/agent.toml"
+LEGACY_CONFIG_FILE = "/etc/gpu-agent/agent.toml"
 
 
 class ConfigError(Exception):
@@ -150,8 +152,9 @@ def load_config(argv: list[str] | None = None, environ: dict[str, str] | None = 
     args = build_parser().parse_args(argv)
     config_path = args.config or environ.get(ENV_PREFIX + "CONFIG")
     file_values: dict[str, Any] = {}
-    if config_path or os.path.exists(DEFAULT_CONFIG_FILE):
-        path = config_path or DEFAULT_CONFIG_FILE
+    default_file = next((p for p in (DEFAULT_CONFIG_FILE, LEGACY_CONFIG_FILE) if os.path.exists(p)), None)
+    if config_path or default_file:
+        path = config_path or default_file
         try:
             with open(path, "rb") as handle:
                 file_values = {key.replace("-", "_"): value for key, value in tomllib.load(handle).items()}

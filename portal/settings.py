@@ -312,6 +312,8 @@ INGEST_MAX_AGE_HOURS = envint("INGEST_MAX_AGE_HOURS", 168)
 # in clear. A lab on a trusted LAN without TLS turns this on; behind a TLS proxy set
 # SECURE_PROXY_SSL_HEADER_ENABLED instead.
 INGEST_ALLOW_HTTP = envbool("INGEST_ALLOW_HTTP", False)
+# The agent's wheel and its dependency's, served at /agent/ (`manage.py agent_dist` fills it).
+AGENT_DIST_DIR = envstr("AGENT_DIST_DIR", str(VAR_DIR / "agent-dist"))
 # GPUs one host may register through its agent; past it a batch is refused with a 403.
 MAX_GPUS_PER_HOST = envint("MAX_GPUS_PER_HOST", 64)
 

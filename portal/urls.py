@@ -24,6 +24,7 @@ urlpatterns = [
     path("reports/", include("portal.reports.urls")),
     path("checklists/", include("portal.checklists.urls")),
     path("add-hosts/", include("portal.enrolment.urls")),
+    path("agent/", include("portal.enrolment.agent_urls")),
     path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]
