@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import DisallowedHost
 from django.db import close_old_connections
 from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
@@ -24,6 +25,8 @@ from portal.telemetry.services.ingest import reading_batch_ingest
 log = logging.getLogger(__name__)
 
 # The agent recognises this refusal by its text (a 403, which agents hold and log rather than drop).
+# An extension of ingest-v1: with this header set to 1 the token is checked and nothing stored.
+DRY_RUN_HEADER = "X-Dry-Run"
 PLAIN_HTTP_REFUSED = "plain HTTP refused: this portal takes agent batches over HTTPS only"
 
 _limiter: TokenBucketLimiter | None = None
@@ -103,6 +106,16 @@ def _read_body(request: HttpRequest) -> bytes | JsonResponse:
     return body
 
 
+def _dry_run_answer(token) -> JsonResponse:
+    # `gpu-fleet-agent doctor`: the token is checked and nothing is read or stored; the portal's
+    # time lets the agent check its clock against the acceptance window.
+    return JsonResponse(
+        {"accepted": 0, "duplicate": False, "dry_run": True, "hostname": token.host.hostname,
+         "time": timezone.now().isoformat().replace("+00:00", "Z")},
+        status=200,
+    )  # fmt: skip
+
+
 def _handle(request: HttpRequest) -> JsonResponse:
     """Everything after the Host check, in one trip to a worker thread: token, rate limit,
     body, validation, storage (each hop between the event loop and a thread costs CPU)."""
@@ -111,6 +124,8 @@ def _handle(request: HttpRequest) -> JsonResponse:
         token = _authenticate(request)
         if token is None:
             return _error(401, "missing, unknown or revoked host token")
+        if request.headers.get(DRY_RUN_HEADER, "").strip() == "1":
+            return _dry_run_answer(token)
         wait = _rate_limiter().take(token.pk)
         if wait:
             retry_after = str(math.ceil(wait))
@@ -211,7 +226,8 @@ def ingest_openapi_operation() -> dict:
                     "content": {"application/json": {"schema": _openapi_schema(IngestAccepted)}},
                 },
                 "200": {
-                    "description": "batch_id seen before; nothing new written",
+                    "description": "batch_id seen before; nothing new written. With `X-Dry-Run: 1`: the token "
+                    "is valid; the body is not read and nothing is stored (`dry_run`, `hostname`, `time` added)",
                     "content": {"application/json": {"schema": _openapi_schema(IngestAccepted)}},
                 },
                 "400": error("malformed JSON, wrong type, out-of-range value, too old/new"),

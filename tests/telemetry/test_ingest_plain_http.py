@@ -4,7 +4,7 @@ import pytest
 
 from portal.telemetry.ingest_view import PLAIN_HTTP_REFUSED
 from portal.telemetry.models import IngestBatch
-from tests.telemetry.batches import gpu_uuid, make_batch
+from tests.telemetry.batches import gpu_uuid, make_batch, post_batch
 
 pytestmark = pytest.mark.django_db
 
@@ -48,3 +48,13 @@ def test_debug_takes_plain_http(agent, settings):
     settings.INGEST_ALLOW_HTTP = False
     response = agent.post(make_batch(agent.hostname, gpus=[gpu_uuid(1)], readings=1))
     assert response.status_code == 202, response.content
+
+
+def test_dry_run_checks_the_token_and_stores_nothing(agent):
+    response = agent.post(body=b"{", x_dry_run="1")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["dry_run"] is True and body["hostname"] == agent.hostname and body["time"].endswith("Z")
+    assert IngestBatch.objects.count() == 0
+    refused = post_batch(agent.client, "gfh_wrong", body=b"{", x_dry_run="1")
+    assert refused.status_code == 401
