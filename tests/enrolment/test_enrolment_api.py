@@ -172,3 +172,13 @@ def test_in_openapi_with_every_status(client_for, viewer):
     assert not paths["/api/v1/enrol"]["post"].get("security")
     assert {"201", "400", "401", "403"} <= set(paths["/api/v1/enrolments"]["post"]["responses"])
     assert {"204", "403", "404"} <= set(paths["/api/v1/enrolments/{code_id}"]["delete"]["responses"])
+
+
+@pytest.mark.parametrize("allow_http", [True, False])
+def test_install_command_asks_for_insecure_http_only_where_the_portal_takes_it(admin_client, settings, allow_http):
+    settings.INGEST_ALLOW_HTTP = allow_http
+    command = make_code(admin_client)["install_command"]
+    assert command.endswith("--insecure-http") is allow_http
+    secure = admin_client.post("/api/v1/enrolments", {}, content_type="application/json", secure=True).json()
+    assert secure["install_command"].startswith("curl -fsSL https://testserver/agent/install.sh | sudo sh -s -- ")
+    assert "--insecure-http" not in secure["install_command"]
