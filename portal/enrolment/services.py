@@ -94,6 +94,13 @@ def enrolment_exchange(*, code: str, hostname: str, address: str) -> Enrolled:
         raise
 
 
+def _reserved(hostname: str, *, now) -> bool:
+    """A live code made for this host name keeps it for itself."""
+    return EnrolmentCode.objects.filter(
+        hostname=hostname, revoked_at__isnull=True, expires_at__gt=now, uses_left__gt=0
+    ).exists()
+
+
 def _exchange(found: EnrolmentCode | None, *, code: str, hostname: str) -> Enrolled:
     now = timezone.now()
     if found is None:
@@ -108,6 +115,11 @@ def _exchange(found: EnrolmentCode | None, *, code: str, hostname: str) -> Enrol
     if found.hostname and found.hostname != hostname:
         raise InvalidInput(
             "enrolment code made for another host", problems=[("hostname", f"this code enrols {found.hostname} only")]
+        )
+    if not found.hostname and _reserved(hostname, now=now):
+        raise InvalidInput(
+            "host name reserved for another enrolment code",
+            problems=[("hostname", f"{hostname} is bound to another enrolment code: use that one")],
         )
     host = Host.objects.filter(hostname=hostname).first()
     live = list(HostToken.objects.filter(host=host, revoked_at__isnull=True)) if host else []

@@ -182,3 +182,13 @@ def test_install_command_asks_for_insecure_http_only_where_the_portal_takes_it(a
     secure = admin_client.post("/api/v1/enrolments", {}, content_type="application/json", secure=True).json()
     assert secure["install_command"].startswith("curl -fsSL https://testserver/agent/install.sh | sudo sh -s -- ")
     assert "--insecure-http" not in secure["install_command"]
+
+
+def test_a_host_name_bound_to_another_live_code_is_400_naming_hostname(admin_client):
+    reserved = make_code(admin_client, hostname="dgx-05")
+    any_host = make_code(admin_client, uses=2)
+    response = enrol(any_host["code"], "dgx-05")
+    assert response.status_code == 400 and locs(response) == ["hostname"]
+    assert "another enrolment code" in response.json()["error"]
+    assert admin_client.delete(f"/api/v1/enrolments/{reserved['id']}").status_code == 204
+    assert enrol(any_host["code"], "dgx-05").status_code == 201
