@@ -98,6 +98,15 @@ def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path)
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
 
+        # A service that does not come up is stopped and its unit removed; the enrolment is kept.
+        broken_root, broken_log = tmp_path / "broken-root", tmp_path / "broken.log"
+        broken_env = fake_tools(tmp_path / "bin3", broken_log, fail_active=True)
+        result = install(portal.base_url, code, broken_root, broken_env, "--hostname", "e2e-gpu-02")
+        assert result.returncode != 0 and b"FAILED at step: start: the service runs" in result.stderr
+        assert "systemctl disable --now gpu-fleet-agent" in broken_log.read_text().splitlines()
+        assert not (broken_root / "etc/systemd/system/gpu-fleet-agent.service").exists()
+        assert (broken_root / "etc/gpu-fleet-agent/agent.toml").exists()
+
         hosts = api_get(portal.base_url, "/api/v1/hosts?q=e2e-gpu-01", api_token)
         assert [host["hostname"] for host in hosts["items"]] == ["e2e-gpu-01"]
         gpus = api_get(portal.base_url, "/api/v1/gpus?host=e2e-gpu-01", api_token)
