@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install browser promtool axe clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install browser promtool axe clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,7 +34,13 @@ promtool:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  else echo "promtool missing: 'sudo apt-get install prometheus' (the /metrics promtool test skips without it)"; fi; }
 
-demo: $(STAMP)
+# The agent's wheel (built from agents/) and nvidia-ml-py's, served at /agent/ so GPU hosts
+# install from the portal alone. Fetching needs PyPI or pip's cache once; without it the
+# portal still serves the agent's own wheel and install.sh.
+agent-dist: $(STAMP)
+	-DEBUG=true $(PY) manage.py agent_dist
+
+demo: $(STAMP) agent-dist
 	$(PY) manage.py demo
 
 test: $(STAMP) browser promtool axe
@@ -56,7 +62,7 @@ lint: $(STAMP)
 	$(PY) .ci/import_cycles.py
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
-serve: $(STAMP)
+serve: $(STAMP) agent-dist
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py serve --host 127.0.0.1 --port 8000
 
@@ -65,7 +71,7 @@ serve: $(STAMP)
 # (README, "A small lab"). Ctrl-C stops all of it.
 HOST ?= 127.0.0.1
 PORT ?= 8000
-serve-small: $(STAMP)
+serve-small: $(STAMP) agent-dist
 	$(PY) manage.py run --host $(HOST) --port $(PORT)
 
 worker: $(STAMP)

@@ -173,4 +173,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from agents.cli import main as cli_main
+
+    sys.exit(cli_main())

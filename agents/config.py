@@ -13,12 +13,14 @@ import ipaddress
 import os
 import socket
 import tomllib
+import urllib.parse
 from dataclasses import dataclass, fields
 from typing import Any
-from urllib.parse import urlsplit
 
 ENV_PREFIX = "GPU_AGENT_"
-DEFAULT_CONFIG_FILE = "/etc/gpu-agent/agent.toml"
+# Where `gpu-fleet-agent enrol` writes; the older manual install's file is read when it is absent.
+DEFAULT_CONFIG_FILE = "/etc/gpu-fleet-agent/agent.toml"
+LEGACY_CONFIG_FILE = "/etc/gpu-agent/agent.toml"
 
 
 class ConfigError(Exception):
@@ -70,8 +72,8 @@ HELP = {
     "memory_max_mb": "when the spool cannot be written (full disk), batches are kept in memory up to this bound",
     "timeout": "HTTP timeout in seconds",
     "ca_file": "PEM file of extra CA certificates to trust (TLS verification is always on)",
-    "insecure_http": "allow an http:// portal URL that is not on this machine (the host token then crosses the "
-    "network in clear text; for a lab network without TLS only)",
+    "insecure_http": "allow an http:// portal URL that is not loopback: the host token then crosses the network "
+    "in clear (a trusted lab LAN only; the portal must also allow it, INGEST_ALLOW_HTTP)",
     "backoff_initial": "first retry delay in seconds after a failed send",
     "backoff_max": "longest retry delay in seconds",
     "inventory_refresh": "seconds between two inventory reads",
@@ -150,8 +152,9 @@ def load_config(argv: list[str] | None = None, environ: dict[str, str] | None = 
     args = build_parser().parse_args(argv)
     config_path = args.config or environ.get(ENV_PREFIX + "CONFIG")
     file_values: dict[str, Any] = {}
-    if config_path or os.path.exists(DEFAULT_CONFIG_FILE):
-        path = config_path or DEFAULT_CONFIG_FILE
+    default_file = next((p for p in (DEFAULT_CONFIG_FILE, LEGACY_CONFIG_FILE) if os.path.exists(p)), None)
+    if config_path or default_file:
+        path = config_path or default_file
         try:
             with open(path, "rb") as handle:
                 file_values = {key.replace("-", "_"): value for key, value in tomllib.load(handle).items()}
@@ -210,27 +213,31 @@ def finish(config: Config) -> None:
             raise ConfigError(f"no portal URL: give --url or {ENV_PREFIX}URL (or --stdout to print instead)")
         if not config.token:
             raise ConfigError(f"no host token: give {ENV_PREFIX}TOKEN, --token-file or --token")
-        if not config.url.startswith(("http://", "https://")):
-            raise ConfigError(f"url must start with http:// or https://, not {config.url!r}")
-        if config.url.startswith("http://") and not config.insecure_http and not is_loopback_url(config.url):
-            raise ConfigError(
-                f"refusing to send the host token in clear text to {config.url}: use https:// (the portal "
-                f"behind TLS), or give --insecure-http ({ENV_PREFIX}INSECURE_HTTP=true, insecure_http = true "
-                "in the config file) for a lab network without TLS"
-            )
+        check_url(config.url, insecure_http=config.insecure_http)
     if config.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"log_level: unknown level {config.log_level!r}")
 
 
-def is_loopback_url(url: str) -> bool:
-    """Whether the URL's host is this machine (localhost or a loopback address): nothing crosses a network."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_url(url: str, *, insecure_http: bool = False) -> None:
+    """An http:// portal is refused unless it is this machine: the token would travel in clear."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"url must start with http:// or https://, not {url!r}")
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if url.startswith("http://") and not insecure_http and not is_loopback(host):
+        raise ConfigError(
+            f"refusing the plain-HTTP portal {url!r}: the host token would cross the network in clear. "
+            "Use https://, or on a trusted LAN pass --insecure-http "
+            f"({ENV_PREFIX}INSECURE_HTTP=true, insecure_http = true in the TOML file)"
+        )
 
 
 def default_hostname(*, simulated: bool) -> str:

@@ -98,11 +98,22 @@ def classify_refusal(status: int, detail: str) -> Literal["retry", "hold", "reje
 
 HOLD_HINTS = {
     401: "the host token is revoked or rotated: put the new one in GPU_AGENT_TOKEN or the token file",
-    403: "a GPU or this host name belongs to another host at the portal (an admin must move it), or the portal "
-    "takes readings over HTTPS only (see the portal's answer)",
+    403: "a GPU or this host name belongs to another host at the portal: an admin must move it",
     400: "timestamps outside the portal's window: check this host's clock (NTP) and the portal's, "
     "or the portal's ALLOWED_HOSTS if the answer is not JSON",
 }
+
+
+PLAIN_HTTP_REFUSED = "plain HTTP refused"
+
+
+def hold_hint(status: int | None, detail: str) -> str:
+    if status == 403 and PLAIN_HTTP_REFUSED in detail:
+        return (
+            "the portal takes batches over HTTPS only: set an https:// URL (on a trusted LAN the portal's "
+            "admin may set INGEST_ALLOW_HTTP=true instead). Nothing is delivered until this is fixed"
+        )
+    return HOLD_HINTS.get(status or 0, "the portal URL or a proxy in front of the portal")
 
 
 class Sender:
@@ -371,7 +382,7 @@ class Deliverer:
                 self._spool.path,
                 self._hold_backoff.failures,
                 delay,
-                HOLD_HINTS.get(result.status or 0, "the portal URL or a proxy in front of the portal"),
+                hold_hint(result.status, result.detail),
             )
             return delay
         delay = self._backoff.next_delay(result.retry_after)

@@ -292,7 +292,7 @@ def main() -> int:
         VAR_DIR=str(var_dir), DATABASE_URL=database_url, DATABASE_CONN_MAX_AGE="600", REDIS_URL=args.redis,
         DEBUG="false", SECRET_KEY="bench-" + uuidlib.uuid4().hex, ALLOWED_HOSTS="127.0.0.1,localhost",
         SECURE_SSL_REDIRECT="false",
-            INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", LOG_LEVEL="WARNING",
+        INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", LOG_LEVEL="WARNING",
         INGEST_RATE_PER_S="50", DJANGO_SETTINGS_MODULE="portal.settings", PYTHONUNBUFFERED="1",
     )  # fmt: skip
     manage = [sys.executable, "manage.py"]

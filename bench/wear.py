@@ -237,7 +237,7 @@ def _round_env(wear_on: bool, var_dir: Path) -> dict[str, str]:
     env.update(
         VAR_DIR=str(var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS="127.0.0.1,localhost",
         SECURE_SSL_REDIRECT="false",
-            INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", INGEST_RATE_PER_S="1000000",
+        INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", INGEST_RATE_PER_S="1000000",
         INGEST_RATE_BURST="1000000", LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="portal.settings",
         DATABASE_URL=ROUND_DB_URL, DATABASE_CONN_MAX_AGE="600", REDIS_URL=INGEST_REDIS_URL,
         WEAR_ON_INGEST="true" if wear_on else "false",

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "portal.metrics",
     "portal.checklists",
     "portal.scheduler",
+    "portal.enrolment",
     "portal.live",
     "portal.demo",
 ]
@@ -328,10 +329,6 @@ LOGGING = {
 
 # Ingest (agent → portal). See shared/protocol/ingest-v1.md.
 INGEST_MAX_BODY_BYTES = 1024 * 1024
-# Host tokens travel in every ingest request: in production (DEBUG off) ingest answers plain HTTP
-# with a 403 unless the request came over TLS (directly, or through a proxy that says so with
-# SECURE_PROXY_SSL_HEADER_ENABLED) or this is set, for a lab network without TLS.
-INGEST_ALLOW_HTTP = envbool("INGEST_ALLOW_HTTP", DEBUG)
 # Per host token: sustained requests per second and burst. An agent sends one batch per
 # interval; the burst lets it empty its spool quickly after an outage.
 INGEST_RATE_PER_S = envfloat("INGEST_RATE_PER_S", 20.0)  # 0.5: one batch every 2 s
@@ -339,6 +336,12 @@ INGEST_RATE_BURST = envint("INGEST_RATE_BURST", 200)
 # Oldest reading accepted, in hours: 7 days, so that an agent's spool delivers a long weekend's
 # outage. Retention keeps raw readings at least this long (late data is rolled up from them).
 INGEST_MAX_AGE_HOURS = envint("INGEST_MAX_AGE_HOURS", 168)
+# With DEBUG off, ingest over plain HTTP is refused (403): the host token would cross the network
+# in clear. A lab on a trusted LAN without TLS turns this on; behind a TLS proxy set
+# SECURE_PROXY_SSL_HEADER_ENABLED instead.
+INGEST_ALLOW_HTTP = envbool("INGEST_ALLOW_HTTP", False)
+# The agent's wheel and its dependency's, served at /agent/ (`manage.py agent_dist` fills it).
+AGENT_DIST_DIR = envstr("AGENT_DIST_DIR", str(VAR_DIR / "agent-dist"))
 # GPUs one host may register through its agent; past it a batch is refused with a 403.
 MAX_GPUS_PER_HOST = envint("MAX_GPUS_PER_HOST", 64)
 

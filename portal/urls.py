@@ -24,6 +24,8 @@ urlpatterns = [
     path("reports/", include("portal.reports.urls")),
     path("checklists/", include("portal.checklists.urls")),
     path("scheduler/", include("portal.scheduler.urls")),
+    path("add-hosts/", include("portal.enrolment.urls")),
+    path("agent/", include("portal.enrolment.agent_urls")),
     path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]

@@ -34,3 +34,7 @@ AXES_ENABLED = False
 # Wear meters are kept on ingest only in the tests that ask (tests/wear: the `wear_on_ingest`
 # fixture): done in-process in every other test, they would slow the timing-sensitive live tests.
 WEAR_ON_INGEST = False
+
+# The test client speaks plain HTTP and Django's runner turns DEBUG off, so ingest would refuse
+# every batch; tests/telemetry/test_ingest_plain_http.py turns the refusal back on.
+INGEST_ALLOW_HTTP = True

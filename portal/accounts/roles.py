@@ -18,6 +18,7 @@ ROLE_PERMISSIONS = {
         "maintenance": ["*"],
         "checklists": ["*"],
         "scheduler": ["*"],
+        "enrolment": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them

@@ -16,6 +16,8 @@ AUDITED_MODELS = {
     "record": ("fleet", "maintenancerecord"),
     "attachment": ("fleet", "attachment"),
     "scheduler": ("scheduler", "scheduleraction"),
+    "enrolment code": ("enrolment", "enrolmentcode"),
+    "enrolment": ("enrolment", "enrolmentattempt"),
 }
 
 ACTIONS = {

@@ -14,9 +14,15 @@ from ninja.errors import ValidationError as NinjaValidationError
 from ninja.pagination import LimitOffsetPagination
 from pydantic import AfterValidator
 
-from portal.core.errors import ApplicationError, Conflict, Forbidden, InvalidInput, NotFound
+from portal.core.errors import ApplicationError, Conflict, Forbidden, InvalidInput, NotFound, TooManyRequests
 
-ERROR_STATUS: dict[type[ApplicationError], int] = {InvalidInput: 400, Forbidden: 403, NotFound: 404, Conflict: 409}
+ERROR_STATUS: dict[type[ApplicationError], int] = {
+    InvalidInput: 400,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    TooManyRequests: 429,
+}
 
 
 class Pagination(LimitOffsetPagination):

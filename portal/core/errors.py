@@ -82,3 +82,7 @@ class Conflict(ApplicationError):
 
 class Forbidden(ApplicationError):
     """The caller's role does not allow this (HTTP 403)."""
+
+
+class TooManyRequests(ApplicationError):
+    """Refused for now: too many attempts from this client; try again later (HTTP 429)."""

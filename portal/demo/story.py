@@ -194,6 +194,9 @@ def agent_commands(base_url: str, speed: float, tokens: dict[str, str]) -> list[
             "--speed", str(host_speed or speed), "--interval", str(AGENT_INTERVAL_S), "--url", base_url,
             "--spool-dir", str(spool),
         ]  # fmt: skip
+        if not base_url.startswith(("http://127.", "http://localhost", "http://[::1]")):
+            # `demo --host <LAN address>`: these agents run on the portal's own machine.
+            command.append("--insecure-http")
         commands.append((hostname, scenarios, command))
     return commands
 

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
 
+from agents import __version__ as SERVED_AGENT_VERSION  # the agent /agent/ serves is this tree
 from portal.core.db import EpochMs
 from portal.fleet import pages
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
@@ -346,3 +347,14 @@ def gpu_status_intervals(*, gpu: Gpu, limit: int = 50) -> list[GpuStatusChange]:
     for i, change in enumerate(changes):
         change.until = changes[i + 1].changed_at if i + 1 < len(changes) else None
     return changes
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    parts = text.strip().split(".")
+    return tuple(int(part) for part in parts) if parts and all(part.isdigit() for part in parts) else None
+
+
+def agent_version_check(reported: str) -> str | None:
+    """The version the portal serves at /agent/ when the host's agent is older, else None."""
+    mine, theirs = _version_tuple(SERVED_AGENT_VERSION), _version_tuple(reported or "")
+    return SERVED_AGENT_VERSION if mine and theirs and theirs < mine else None

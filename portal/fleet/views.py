@@ -113,6 +113,7 @@ class HostDetailView(Permission, View):
             "fleet/host_detail.html",
             {
                 "host": host,
+                "agent_update": selectors.agent_version_check(host.agent_version),
                 "ages": ages,
                 "gpus": selectors.host_gpu_rows(host=host, now=now, limits=limits),
                 "records": selectors.host_timeline(host=host)[:100],

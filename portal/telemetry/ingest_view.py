@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import DisallowedHost
 from django.db import close_old_connections
 from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from pydantic import ValidationError
@@ -22,6 +23,11 @@ from portal.telemetry.services import host_token_authenticate
 from portal.telemetry.services.ingest import reading_batch_ingest
 
 log = logging.getLogger(__name__)
+
+# The agent recognises this refusal by its text (a 403, which agents hold and log rather than drop).
+# An extension of ingest-v1: with this header set to 1 the token is checked and nothing stored.
+DRY_RUN_HEADER = "X-Dry-Run"
+PLAIN_HTTP_REFUSED = "plain HTTP refused: this portal takes agent batches over HTTPS only"
 
 _limiter: TokenBucketLimiter | None = None
 
@@ -100,6 +106,16 @@ def _read_body(request: HttpRequest) -> bytes | JsonResponse:
     return body
 
 
+def _dry_run_answer(token) -> JsonResponse:
+    # `gpu-fleet-agent doctor`: the token is checked and nothing is read or stored; the portal's
+    # time lets the agent check its clock against the acceptance window.
+    return JsonResponse(
+        {"accepted": 0, "duplicate": False, "dry_run": True, "hostname": token.host.hostname,
+         "time": timezone.now().isoformat().replace("+00:00", "Z")},
+        status=200,
+    )  # fmt: skip
+
+
 def _handle(request: HttpRequest) -> JsonResponse:
     """Everything after the Host check, in one trip to a worker thread: token, rate limit,
     body, validation, storage (each hop between the event loop and a thread costs CPU)."""
@@ -108,6 +124,8 @@ def _handle(request: HttpRequest) -> JsonResponse:
         token = _authenticate(request)
         if token is None:
             return _error(401, "missing, unknown or revoked host token")
+        if request.headers.get(DRY_RUN_HEADER, "").strip() == "1":
+            return _dry_run_answer(token)
         wait = _rate_limiter().take(token.pk)
         if wait:
             retry_after = str(math.ceil(wait))
@@ -133,16 +151,16 @@ def _handle(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"accepted": result.accepted, "duplicate": False}, status=202)
 
 
+def _plain_http_refused(request: HttpRequest) -> bool:
+    # is_secure() honours SECURE_PROXY_SSL_HEADER (a TLS proxy in front) and Daphne's
+    # --proxy-headers; DEBUG (the demo, the tests) runs on loopback over HTTP.
+    return not (settings.DEBUG or settings.INGEST_ALLOW_HTTP or request.is_secure())
+
+
 def _run_db(function):
     # In production the database work runs in a thread pool so that batches are stored side by
     # side; tests that share one transaction with the view keep it on the request's thread.
     return sync_to_async(function, thread_sensitive=not settings.INGEST_PARALLEL)
-
-
-PLAIN_HTTP_REFUSED = (
-    "ingest takes host tokens over HTTPS only: point the agent at https://, or put the portal behind a "
-    "TLS proxy (SECURE_PROXY_SSL_HEADER_ENABLED), or set INGEST_ALLOW_HTTP=true on the portal"
-)
 
 
 @csrf_exempt
@@ -159,10 +177,10 @@ async def ingest(request: HttpRequest):
         except DisallowedHost:
             response = _error(400, "Host header not in ALLOWED_HOSTS")
         else:
-            if request.is_secure() or settings.INGEST_ALLOW_HTTP:
-                response = await _run_db(_handle)(request)
+            if _plain_http_refused(request):
+                response = _error(403, PLAIN_HTTP_REFUSED + " (or set INGEST_ALLOW_HTTP=true on a trusted network)")
             else:
-                response = _error(403, PLAIN_HTTP_REFUSED)
+                response = await _run_db(_handle)(request)
     return response
 
 
@@ -208,15 +226,16 @@ def ingest_openapi_operation() -> dict:
                     "content": {"application/json": {"schema": _openapi_schema(IngestAccepted)}},
                 },
                 "200": {
-                    "description": "batch_id seen before; nothing new written",
+                    "description": "batch_id seen before; nothing new written. With `X-Dry-Run: 1`: the token "
+                    "is valid; the body is not read and nothing is stored (`dry_run`, `hostname`, `time` added)",
                     "content": {"application/json": {"schema": _openapi_schema(IngestAccepted)}},
                 },
                 "400": error("malformed JSON, wrong type, out-of-range value, too old/new"),
                 "401": error("missing, wrong or revoked token"),
                 "403": error(
                     "GPU of another host, or a new GPU past the host's bound (MAX_GPUS_PER_HOST, default 64): "
-                    "detail names the first GPU refused; or plain HTTP where the portal takes HTTPS only "
-                    "(INGEST_ALLOW_HTTP)"
+                    "detail names the first GPU refused; or plain HTTP with DEBUG off and INGEST_ALLOW_HTTP off "
+                    "(error starts with 'plain HTTP refused')"
                 ),
                 "413": error("body too large"),
                 "415": error("unsupported content type or encoding"),

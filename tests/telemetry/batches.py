@@ -125,6 +125,7 @@ def post_batch(
     compress: bool = False,
     content_type: str = "application/json",
     scheme: str = "Bearer",
+    secure: bool = False,
     **headers,
 ):
     """POST a batch (or a raw body) to the ingest endpoint the way the agent does."""
@@ -138,4 +139,4 @@ def post_batch(
     extra = {f"HTTP_{name.upper()}": value for name, value in headers.items()}
     if token is not None:
         extra["HTTP_AUTHORIZATION"] = f"{scheme} {token}"
-    return client.generic("POST", INGEST_URL, body, content_type=content_type, **extra)
+    return client.generic("POST", INGEST_URL, body, content_type=content_type, secure=secure, **extra)

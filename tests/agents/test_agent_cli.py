@@ -1,0 +1,183 @@
+"""The gpu-fleet-agent command: --version, run (the daemon's flags), enrol, install-service, doctor,
+against a small stand-in portal on 127.0.0.1 (NVML is the stand-in pynvml)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import tomllib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from agents import __version__
+from agents.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class MiniPortal:
+    """/healthz, /api/v1/enrol (code 'good' only) and a dry-run /api/v1/ingest for token 'gfh_ok'."""
+
+    def __init__(self) -> None:
+        self.skew_s = 0.0
+        self.enrolments: list[dict] = []
+        portal = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self.answer(200 if self.path == "/healthz" else 404, {"status": "ok"})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                if self.path == "/api/v1/enrol":
+                    if body.get("code") != "good":
+                        detail = [{"loc": "code", "msg": "unknown code"}]
+                        return self.answer(400, {"error": "unknown enrolment code", "detail": detail})
+                    portal.enrolments.append(body)
+                    return self.answer(201, {"hostname": body["hostname"], "token": "gfh_ok", "ingest_url": "x"})
+                if self.headers.get("Authorization") != "Bearer gfh_ok":
+                    return self.answer(401, {"error": "missing, unknown or revoked host token"})
+                now = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=portal.skew_s)
+                return self.answer(200, {"accepted": 0, "duplicate": False, "dry_run": True, "hostname": "h1",
+                                         "time": now.isoformat().replace("+00:00", "Z")})  # fmt: skip
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def portal():
+    server = MiniPortal()
+    yield server
+    server.stop()
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"gpu-fleet-agent {__version__}"
+
+
+def test_run_subcommand_and_python_m_agents_take_the_daemons_flags():
+    for command in (["run", "--simulate", "2", "--once", "--stdout"], ["--simulate", "2", "--once", "--stdout"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "agents", *command], cwd=REPO, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        assert len(json.loads(result.stdout)["gpus"]) == 2
+
+
+def test_enrol_stores_url_and_token_mode_0600(portal, tmp_path, capsys):
+    assert main(["enrol", portal.url, "good", "--hostname", "gpu-9", "--config-dir", str(tmp_path)]) == 0
+    path = tmp_path / "agent.toml"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    stored = tomllib.loads(path.read_text())
+    assert stored == {"url": portal.url, "token": "gfh_ok", "hostname": "gpu-9"}
+    assert portal.enrolments == [{"code": "good", "hostname": "gpu-9"}]
+
+
+def test_enrol_with_a_bad_code_says_why_and_writes_nothing(portal, tmp_path, capsys):
+    assert main(["enrol", portal.url, "bad", "--config-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "HTTP 400" in err and "code: unknown code" in err
+    assert not (tmp_path / "agent.toml").exists()
+
+
+def test_enrol_refuses_plain_http_to_another_machine(tmp_path, capsys):
+    assert main(["enrol", "http://portal.lab", "good", "--config-dir", str(tmp_path)]) == 2
+    assert "--insecure-http" in capsys.readouterr().err
+
+
+def fake_tools(tmp_path: Path) -> Path:
+    log = tmp_path / "calls.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("systemctl", "useradd", "chown"):
+        tool = bin_dir / name
+        tool.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> "{log}"\n')
+        tool.chmod(0o755)
+    return bin_dir
+
+
+def test_install_service_writes_and_enables_the_unit(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    (root / "etc/gpu-fleet-agent").mkdir(parents=True)
+    (root / "etc/gpu-fleet-agent/agent.toml").write_text('url = "https://p"\ntoken = "t"\n')
+    monkeypatch.setenv("PATH", f"{fake_tools(tmp_path)}:{os.environ['PATH']}")
+    assert main(["install-service", "--root", str(root), "--user", "nobody-gfa-test", "--executable", "/x/gfa"]) == 0
+    unit = (root / "etc/systemd/system/gpu-fleet-agent.service").read_text()
+    assert "User=nobody-gfa-test" in unit and "ExecStart=/x/gfa run --config /etc/gpu-fleet-agent/agent.toml" in unit
+    assert (root / "var/lib/gpu-fleet-agent").is_dir()
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert calls[0].startswith("useradd --system") and calls[0].endswith("nobody-gfa-test")
+    assert calls[-2:] == ["systemctl daemon-reload", "systemctl enable --now gpu-fleet-agent"]
+
+
+def test_install_service_without_enrolment_stops_first(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", f"{fake_tools(tmp_path)}:{os.environ['PATH']}")
+    assert main(["install-service", "--root", str(tmp_path / "root")]) == 1
+    assert "enrol URL CODE" in capsys.readouterr().err
+    assert not (tmp_path / "calls.log").exists()
+
+
+def doctor(portal, tmp_path, *extra):
+    return main(["doctor", "--url", portal.url, "--spool-dir", str(tmp_path / "spool"), *extra])
+
+
+def test_doctor_all_good(portal, tmp_path, fake_nvml, capsys):
+    assert doctor(portal, tmp_path, "--token", "gfh_ok") == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = ("nvml", "portal", "token", "clock", "spool")
+    assert [line.split(":")[0] for line in lines] == [f"ok   {name}" for name in names]
+    assert "2 GPU(s)" in lines[0]
+
+
+def test_doctor_fails_on_a_bad_token_a_skewed_clock_or_an_unwritable_spool(portal, tmp_path, fake_nvml, capsys):
+    assert doctor(portal, tmp_path, "--token", "gfh_revoked") == 1
+    assert "FAIL token: refused with HTTP 401" in capsys.readouterr().out
+    portal.skew_s = 900
+    assert doctor(portal, tmp_path, "--token", "gfh_ok") == 1
+    assert "FAIL clock: -900" in capsys.readouterr().out
+    portal.skew_s = 0
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["doctor", "--url", portal.url, "--token", "gfh_ok", "--spool-dir", str(blocker / "spool")]) == 1
+    assert "FAIL spool" in capsys.readouterr().out
+
+
+def test_doctor_fails_without_gpus_or_portal(tmp_path, capsys):
+    import pynvml
+
+    pynvml.fake_reset(count=0)
+    assert main(["doctor", "--url", "http://127.0.0.1:9", "--token", "t", "--spool-dir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL nvml" in out and "FAIL portal" in out and "FAIL token" in out
+
+
+def test_the_package_depends_on_nvidia_ml_py_only_at_the_pinned_version():
+    project = tomllib.loads((REPO / "agents/pyproject.toml").read_text())["project"]
+    pins = [line for line in (REPO / "agents/requirements.txt").read_text().splitlines() if line and line[0] != "#"]
+    assert project["dependencies"] == pins and pins[0].startswith("nvidia-ml-py==")
+    assert project["scripts"] == {"gpu-fleet-agent": "agents.cli:main"} and project["name"] == "gpu-fleet-agent"

@@ -1,0 +1,113 @@
+"""The whole way onto a new GPU host, against a running portal: install.sh in a throwaway root
+(a fake systemctl, useradd and chown) makes a fresh venv, installs the agent's wheel with
+`pip --no-index` from the portal's /agent/ alone, enrols with a code; the installed agent then
+runs one collection with the simulator and the host and its GPUs are in the API."""
+
+import json
+import os
+import stat
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from tests.conftest import skip_or_fail
+from tests.portal_process import manage, portal_env, running_portal
+
+FAKE_TOOL = """#!/bin/sh
+echo "$(basename "$0") $*" >> "{log}"
+[ "$(basename "$0")" = systemctl ] && [ "$1" = is-active ] && [ -n "{fail_active}" ] && exit 3
+exit 0
+"""
+
+MAKE_CODE = """
+from portal.accounts.services import api_token_issue
+from portal.enrolment.services import enrolment_code_create
+from tests.factories import UserFactory
+admin = UserFactory(username="root-admin", role="admin")
+print(enrolment_code_create(created_by=admin, uses=3).code, api_token_issue(user=admin)[0])
+"""
+
+
+def fake_tools(directory: Path, log: Path, *, fail_active: bool = False) -> dict[str, str]:
+    directory.mkdir()
+    for name in ("systemctl", "useradd", "chown"):
+        tool = directory / name
+        tool.write_text(FAKE_TOOL.format(log=log, fail_active="yes" if fail_active else ""))
+        tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    return {**os.environ, "PATH": f"{directory}:{os.environ['PATH']}"}
+
+
+def install(base_url: str, code: str, root: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+    script = urllib.request.urlopen(base_url + "/agent/install.sh", timeout=30).read()
+    return subprocess.run(
+        ["sh", "-s", "--", "--url", base_url, "--code", code, "--root", str(root), *extra],
+        input=script, capture_output=True, env=env, timeout=300,
+    )  # fmt: skip
+
+
+def api_get(base_url: str, path: str, token: str) -> dict:
+    request = urllib.request.Request(base_url + path, headers={"Authorization": f"Token {token}"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path):
+    var_dir = tmp_path / "var"
+    var_dir.mkdir()
+    env = portal_env(var_dir)
+    manage(env, "migrate", "--noinput", "-v", "0")
+    built = manage(env, "agent_dist", check=False)
+    if built.returncode != 0:
+        skip_or_fail(f"the agent's dependency wheel could not be fetched: {built.stderr[-500:]}")
+    code, api_token = manage(env, "shell", "-c", MAKE_CODE).stdout.split()[-2:]
+    with running_portal(env, var_dir) as portal:
+        index = urllib.request.urlopen(portal.base_url + "/agent/", timeout=30).read().decode()
+        version = json.loads(urllib.request.urlopen(portal.base_url + "/agent/version", timeout=30).read())
+        assert version["wheel"] in index and "nvidia_ml_py-" in index
+
+        # A failing step stops the installer, is named, and leaves nothing running.
+        log = tmp_path / "tools.log"
+        failing_root = tmp_path / "failing-root"
+        result = install(portal.base_url, "gfe_wrong", failing_root, fake_tools(tmp_path / "bin1", log))
+        assert result.returncode != 0
+        assert b"FAILED at step: enrol with the portal" in result.stderr and b"HTTP 400" in result.stderr
+        assert not (failing_root / "opt/gpu-fleet-agent").exists()
+        assert not log.exists()  # systemctl never ran
+
+        root = tmp_path / "root"
+        tools_env = fake_tools(tmp_path / "bin2", log)
+        result = install(portal.base_url, code, root, tools_env, "--hostname", "e2e-gpu-01")
+        assert result.returncode == 0, result.stderr.decode()[-3000:]
+        agent = root / "opt/gpu-fleet-agent/bin/gpu-fleet-agent"
+        config = root / "etc/gpu-fleet-agent/agent.toml"
+        assert stat.S_IMODE(config.stat().st_mode) == 0o600 and "gfh_" in config.read_text()
+        unit = (root / "etc/systemd/system/gpu-fleet-agent.service").read_text()
+        assert "ExecStart=/opt/gpu-fleet-agent/bin/gpu-fleet-agent run --config /etc/gpu-fleet-agent/agent.toml" in unit
+        calls = log.read_text().splitlines()
+        assert (
+            "systemctl enable --now gpu-fleet-agent" in calls and "systemctl is-active --quiet gpu-fleet-agent" in calls
+        )
+        assert (root / "var/lib/gpu-fleet-agent").is_dir()
+
+        version_out = subprocess.run([str(agent), "--version"], capture_output=True, text=True, check=True).stdout
+        assert version_out.strip() == f"gpu-fleet-agent {version['version']}"
+        run = subprocess.run(
+            [str(agent), "run", "--config", str(config), "--simulate", "2", "--once",
+             "--spool-dir", str(tmp_path / "spool")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+
+        # A service that does not come up is stopped and its unit removed; the enrolment is kept.
+        broken_root, broken_log = tmp_path / "broken-root", tmp_path / "broken.log"
+        broken_env = fake_tools(tmp_path / "bin3", broken_log, fail_active=True)
+        result = install(portal.base_url, code, broken_root, broken_env, "--hostname", "e2e-gpu-02")
+        assert result.returncode != 0 and b"FAILED at step: start: the service runs" in result.stderr
+        assert "systemctl disable --now gpu-fleet-agent" in broken_log.read_text().splitlines()
+        assert not (broken_root / "etc/systemd/system/gpu-fleet-agent.service").exists()
+        assert (broken_root / "etc/gpu-fleet-agent/agent.toml").exists()
+
+        hosts = api_get(portal.base_url, "/api/v1/hosts?q=e2e-gpu-01", api_token)
+        assert [host["hostname"] for host in hosts["items"]] == ["e2e-gpu-01"]
+        gpus = api_get(portal.base_url, "/api/v1/gpus?host=e2e-gpu-01", api_token)
+        assert gpus["count"] == 2
