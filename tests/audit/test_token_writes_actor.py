@@ -124,7 +124,22 @@ def test_ticket_state_change_with_token(token_client, technician, host):
     assert TicketEvent.objects.get(ticket=ticket, kind=TicketEvent.Kind.STATE).user == technician
 
 
+def test_enrolment_codes_made_and_revoked_with_a_token(admin):
+    from portal.enrolment.models import EnrolmentCode
+
+    secret, _ = api_token_issue(user=admin)
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Token {secret}")
+    made = post(client, "/enrolments", {"hostname": "gpu-new-01"})
+    assert made.status_code == 201, made.content
+    code_id = made.json()["id"]
+    assert client.delete(f"/api/v1/enrolments/{code_id}").status_code == 204
+    assert_all_by(entries_for(EnrolmentCode, code_id), admin)
+
+
 RUNS = "test_checklist_run_answer_photo_complete_abandon_with_token"
+# Writes made without a personal token by design: the agents' ingest (a host token) and the
+# enrolment exchange (the code is the credential; its audit row names the address and code).
+NO_PERSONAL_TOKEN = {("post", "/api/v1/ingest"), ("post", "/api/v1/enrol")}
 # Each write endpoint of /api/v1 and the test above (or elsewhere) that makes it with a token.
 TOKEN_WRITE_TESTS = {
     ("post", "/api/v1/records"): "test_record_create_with_token",
@@ -138,6 +153,8 @@ TOKEN_WRITE_TESTS = {
     # Against a real Slurm cluster: tests/scheduler/test_scheduler_api.py.
     ("post", "/api/v1/hosts/{hostname}/scheduler/drain"): "test_token_drain_and_resume_are_the_token_users",
     ("post", "/api/v1/hosts/{hostname}/scheduler/resume"): "test_token_drain_and_resume_are_the_token_users",
+    ("post", "/api/v1/enrolments"): "test_enrolment_codes_made_and_revoked_with_a_token",
+    ("delete", "/api/v1/enrolments/{code_id}"): "test_enrolment_codes_made_and_revoked_with_a_token",
 }
 
 
@@ -153,7 +170,7 @@ def test_every_write_endpoint_has_a_token_test():
         (method, path)
         for path, operations in schema["paths"].items()
         for method in operations
-        if method in ("post", "put", "patch", "delete") and path != "/api/v1/ingest"
+        if method in ("post", "put", "patch", "delete") and (method, path) not in NO_PERSONAL_TOKEN
     }
     assert writes == set(TOKEN_WRITE_TESTS)
     sources = Path(__file__).read_text() + (Path(__file__).parents[1] / "scheduler/test_scheduler_api.py").read_text()
