@@ -64,10 +64,14 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The language: the cookie set by /i18n/setlang/, else Accept-Language, else LANGUAGE_CODE; a
+    # signed-in user's profile language (UserLanguageMiddleware, below) wins over both.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "portal.core.middleware.RejectNulCharactersMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "portal.accounts.middleware.UserLanguageMiddleware",
     # Every page needs a login unless its view opts out (login page, agent ingest).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -256,7 +260,11 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # TRUST_PROXY_HEADERS is on: axes must not read the (spoofable) header itself.
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = envstr("LANGUAGE_CODE", "en")
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+if LANGUAGE_CODE not in dict(LANGUAGES):
+    raise ImproperlyConfigured(f"LANGUAGE_CODE must be one of {', '.join(dict(LANGUAGES))}, not {LANGUAGE_CODE!r}")
 TIME_ZONE = envstr("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True

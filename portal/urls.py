@@ -1,8 +1,11 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.decorators.cache import never_cache
+from django.views.i18n import JavaScriptCatalog
 
+from portal.accounts.views import set_language
 from portal.api import api_urls
 from portal.core.views import healthz
 from portal.metrics.views import metrics
@@ -12,6 +15,9 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("healthz", never_cache(healthz), name="healthz"),
+    path("i18n/setlang/", set_language, name="set_language"),
+    # The live pages' strings in the user's language (Django's JavaScript catalogue).
+    path("jsi18n/", login_not_required(JavaScriptCatalog.as_view()), name="javascript_catalog"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/ingest", ingest, name="ingest"),

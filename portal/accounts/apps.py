@@ -1,6 +1,7 @@
 from django.apps import AppConfig
 from django.contrib.admin import apps as admin_apps
 from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_in
 from django.db.models.signals import post_migrate, pre_save
 
 
@@ -16,6 +17,7 @@ class AccountsConfig(AppConfig):
         # Passwords and the active flag change through many doors (account pages, the admin site,
         # `manage.py changepassword`, the shell); a save signal sees them all.
         pre_save.connect(_user_saving, sender=get_user_model(), dispatch_uid="portal.accounts.user_saving")
+        user_logged_in.connect(_language_into_session, dispatch_uid="portal.accounts.language_into_session")
 
 
 class PortalAdminConfig(admin_apps.AdminConfig):
@@ -62,3 +64,11 @@ def _is_rehash(user, update_fields) -> bool:
         and getattr(user, "_password", None) is None
         and user.has_usable_password()
     )
+
+
+def _language_into_session(sender, request, user, **kwargs):
+    from portal.accounts.middleware import SESSION_LANGUAGE_KEY
+    from portal.accounts.services import user_language
+
+    if request is not None and hasattr(request, "session"):
+        request.session[SESSION_LANGUAGE_KEY] = user_language(user)

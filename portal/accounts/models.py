@@ -23,3 +23,13 @@ class ApiToken(models.Model):
 
     def is_expired(self, now=None) -> bool:
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+
+class UserProfile(models.Model):
+    """What a user chooses for themselves: for now the portal's language (empty: the browser's)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile")
+    language = models.CharField(max_length=16, blank=True, choices=settings.LANGUAGES)
+
+    def __str__(self):
+        return f"{self.user} ({self.language or 'browser'})"

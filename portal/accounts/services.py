@@ -1,11 +1,13 @@
 import datetime as dt
 
+from django.conf import settings
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from portal.accounts.models import ApiToken
+from portal.accounts.middleware import SESSION_LANGUAGE_KEY
+from portal.accounts.models import ApiToken, UserProfile
 from portal.accounts.roles import ROLE_PERMISSIONS, ROLES
 from portal.core.errors import InvalidInput
 from portal.core.tokens import secret_hash, secret_new, secret_prefix, token_touch
@@ -114,3 +116,19 @@ def user_security_change(
     reset_by_other = not rehash and user.password != previous_password and getattr(changed_by, "pk", None) != user.pk
     if deactivated or reset_by_other:
         api_tokens_revoke_all(user=user)
+
+
+def user_language(user) -> str:
+    """The user's chosen language code, or "" to follow the browser."""
+    return UserProfile.objects.filter(user=user).values_list("language", flat=True).first() or ""
+
+
+def user_language_set(*, user, language: str, session=None) -> None:
+    """Choose the user's language ("" follows the browser); the session follows at once."""
+    if language and language not in dict(settings.LANGUAGES):
+        raise InvalidInput(
+            "unknown language", field_errors={"language": f"one of {', '.join(dict(settings.LANGUAGES))}"}
+        )
+    UserProfile.objects.update_or_create(user=user, defaults={"language": language})
+    if session is not None:
+        session[SESSION_LANGUAGE_KEY] = language

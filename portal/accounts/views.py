@@ -1,16 +1,26 @@
 from django import forms
+from django.conf import settings
 from django.contrib import messages
-from django.http import HttpResponseRedirect
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views import View
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from django.views.i18n import set_language as django_set_language
 
 from portal.accounts.models import ApiToken
 from portal.accounts.roles import ROLES
-from portal.accounts.services import TOKEN_LIFETIME_DAYS, api_token_issue, api_token_revoke
+from portal.accounts.services import (
+    TOKEN_LIFETIME_DAYS,
+    api_token_issue,
+    api_token_revoke,
+    user_language,
+    user_language_set,
+)
 
 
 class ApiTokenForm(forms.Form):
@@ -28,7 +38,7 @@ class ApiTokenForm(forms.Form):
 class ProfileView(View):
     """The user's own page: role and personal API tokens (any logged-in user, even without a role)."""
 
-    def get(self, request, form=None, new_token=None, status=200):
+    def get(self, request, form=None, new_token=None, status=200, language_form=None):
         roles = [name for name in request.user.groups.values_list("name", flat=True) if name in ROLES]
         context = {
             "roles": roles,
@@ -36,6 +46,7 @@ class ProfileView(View):
             "now": timezone.now(),
             "form": form or ApiTokenForm(),
             "new_token": new_token,
+            "language_form": language_form or LanguageForm(initial={"language": user_language(request.user)}),
         }
         return render(request, "accounts/profile.html", context, status=status)
 
@@ -55,3 +66,39 @@ class ApiTokenRevokeView(View):
         api_token_revoke(token=token)
         messages.success(request, f"API token {token.prefix}… revoked.")
         return HttpResponseRedirect(reverse("accounts:profile"))
+
+
+class LanguageForm(forms.Form):
+    language = forms.ChoiceField(
+        choices=[("", "Follow the browser"), *settings.LANGUAGES], required=False, label="Language"
+    )
+
+
+class LanguageView(View):
+    """The account page's language setting (empty: follow the browser's Accept-Language)."""
+
+    def post(self, request):
+        form = LanguageForm(request.POST)
+        if not form.is_valid():
+            return ProfileView().get(request, language_form=form, status=400)
+        user_language_set(user=request.user, language=form.cleaned_data["language"], session=request.session)
+        return HttpResponseRedirect(reverse("accounts:profile"))
+
+
+@login_not_required
+@require_POST
+def set_language(request):
+    """Django's set_language (the cookie, and the redirect back), plus the profile of a signed-in
+    user, whose choice outranks the cookie; an unknown language is a 400 naming `language`."""
+    language = request.POST.get("language", "")
+    if language not in dict(settings.LANGUAGES):
+        return JsonResponse(
+            {
+                "error": "unknown language",
+                "detail": [{"loc": "language", "msg": f"one of {', '.join(dict(settings.LANGUAGES))}"}],
+            },
+            status=400,
+        )
+    if request.user.is_authenticated:
+        user_language_set(user=request.user, language=language, session=request.session)
+    return django_set_language(request)

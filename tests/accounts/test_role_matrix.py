@@ -36,7 +36,7 @@ pytestmark = pytest.mark.django_db
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
 # URL names whose writes need no role: signing in and out, the agents' endpoint (a host token, not
-# a user), and a user's own account (personal API tokens).
+# a user), a user's own account (personal API tokens, language) and the language switch.
 ANYONE_MAY_WRITE = {
     "login",
     "logout",
@@ -45,6 +45,8 @@ ANYONE_MAY_WRITE = {
     "admin:logout",
     "accounts:profile",
     "accounts:token_revoke",
+    "accounts:language",
+    "set_language",
 }
 
 # Models a request may write whoever makes it: the session, the login time, the audit trail,
