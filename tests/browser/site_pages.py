@@ -25,6 +25,13 @@ NOT_PAGES = {
     "scheduler:host_drain": "POST only (the host page's Slurm panel holds the form)",
     "scheduler:host_resume": "POST only (the host page's Slurm panel holds the form)",
     "scheduler:ticket_rest": "POST only (the no-rest ticket's page holds the form)",
+    "enrolment:revoke": "POST only",
+    "agent:install_sh": "a shell script",
+    "agent:version": "JSON",
+    "agent:file": "a wheel",
+    "accounts:language": "POST only (the account page holds the form)",
+    "set_language": "POST only (the header's language switch)",
+    "javascript_catalog": "JavaScript",
 }
 # Pages that need a query: a search with results, the checklist start for a host.
 QUERIES = {"fleet:search": "?q={hostname}", "checklists:start": "?host={hostname}"}
