@@ -9,7 +9,7 @@ from ninja.security import APIKeyHeader, SessionAuth
 
 from portal.accounts.services import api_token_authenticate, api_token_refusal
 from portal.checklists.api import router as checklists_router
-from portal.core.api import install_error_handlers
+from portal.core.api import document_error_answers, install_error_handlers
 from portal.core.middleware import audit_actor_set
 from portal.fleet.api import router as fleet_router
 from portal.maintenance.api import router as maintenance_router
@@ -59,7 +59,7 @@ class PortalAPI(NinjaAPI):
         schema["paths"]["/api/v1/ingest"] = ingest_openapi_operation()
         schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
         schemes["HostToken"] = {"type": "http", "scheme": "bearer", "description": "Host token (agents)"}
-        return schema
+        return document_error_answers(schema)
 
 
 api = PortalAPI(
