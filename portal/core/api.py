@@ -7,10 +7,12 @@ API (`portal/api.py`), which imports the apps' routers.
 import datetime as dt
 from typing import Annotated
 
+from django.core.exceptions import ImproperlyConfigured
 from django.http import Http404, HttpRequest
 from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
+from ninja.openapi.schema import OpenAPISchema
 from ninja.pagination import LimitOffsetPagination
 from pydantic import AfterValidator
 
@@ -88,6 +90,21 @@ def install_error_handlers(api: NinjaAPI) -> None:
             getattr(request, "auth_refusal", None) or "log in, or send 'Authorization: Token <personal API token>'"
         )
         return api.create_response(request, error_body(message), status=401)
+
+
+class StrictOpenAPISchema(OpenAPISchema):
+    """ninja's document, refusing two different definitions under one component name: ninja keeps
+    the last one silently (a host's `status` filter was documented with the GPU's statuses, both
+    enums being named `Status`), so every operation referring to the other one is documented wrong."""
+
+    def add_schema_definitions(self, definitions: dict) -> None:
+        for name, definition in definitions.items():
+            if name in self.schemas and self.schemas[name] != definition:
+                raise ImproperlyConfigured(
+                    f"two API schemas are both named {name!r} in the OpenAPI document: {self.schemas[name]} and "
+                    f"{definition}; rename one (a nested class such as a model's Status counts by its own name)"
+                )
+        super().add_schema_definitions(definitions)
 
 
 # The error answers the edge above gives on its own, whatever the operation (see

@@ -4,10 +4,15 @@ error body; and what an operation declares of its own (201, 409, its own words f
 
 The walk is over the document the portal serves, so an operation added later is held to it too."""
 
-import pytest
-from django.test import Client
+import enum
 
-from portal.core.api import document_error_answers, standard_error_codes
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
+from ninja import NinjaAPI, Schema
+from ninja.openapi.schema import OpenAPISchema
+
+from portal.core.api import StrictOpenAPISchema, document_error_answers, standard_error_codes
 
 pytestmark = pytest.mark.django_db
 
@@ -179,3 +184,42 @@ def test_a_path_id_that_is_not_a_number_is_a_400_naming_it(client_for, admin):
     response = client_for(admin).get("/api/v1/tickets/abc")
     assert response.status_code == 400
     assert [problem["loc"] for problem in response.json()["detail"]] == ["ticket_id"]
+
+
+def test_each_filter_documents_its_own_statuses(document):
+    """Host.Status and Gpu.Status are both enums named Status; ninja kept one of them for both."""
+
+    def statuses(path):
+        (parameter,) = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == "status"]
+        (choice,) = [option for option in parameter["schema"]["anyOf"] if option.get("type") != "null"]
+        choice = document["components"]["schemas"][choice["$ref"].rsplit("/", 1)[1]] if "$ref" in choice else choice
+        return set(choice["enum"])
+
+    assert statuses("/api/v1/hosts") == {"active", "retired"}
+    assert statuses("/api/v1/gpus") == {"in_service", "out_for_repair", "retired"}
+
+
+def test_two_schemas_under_one_name_are_refused():
+    class First(Schema):
+        class Status(enum.Enum):
+            A = "a"
+
+        status: Status
+
+    class Second(Schema):
+        class Status(enum.Enum):
+            B = "b"
+
+        status: Status
+
+    api = NinjaAPI(urls_namespace="strict-schema-test")
+
+    @api.get("/first", response=First)
+    def first(request): ...
+
+    @api.get("/second", response=Second)
+    def second(request): ...
+
+    with pytest.raises(ImproperlyConfigured, match="'Status'"):
+        StrictOpenAPISchema(api, "/")
+    OpenAPISchema(api, "/")  # ninja's own keeps one of them without a word

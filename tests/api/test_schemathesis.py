@@ -69,14 +69,14 @@ def in_test_transaction(db):
 
 @pytest.fixture
 def fleet(in_test_transaction, admin, media_root):
-    """Something for each path parameter to find: a GPU, a ticket on it, a checklist run on its host."""
+    """Something for each path parameter to find: a host, a GPU, a ticket on it, a checklist run."""
     host = HostFactory(hostname="node-a")
     gpu = GpuFactory(host=host, index=0, uuid="GPU-fuzz-0")
     GpuFactory(host=host, index=1, uuid="GPU-fuzz-1")
     RecordFactory(gpu=gpu, host=host)
     ticket, _ = ticket_fire(rule="overheat", host_id=host.pk, gpu_id=gpu.pk, at=timezone.now(), value=90)
     run = run_start(template_key="cleaning", hostname=host.hostname, gpu_uuids=None, user=admin)
-    return {"uuid": gpu.uuid, "ticket_id": ticket.pk, "run_id": run.pk}
+    return {"uuid": gpu.uuid, "hostname": host.hostname, "ticket_id": ticket.pk, "run_id": run.pk}
 
 
 @pytest.fixture
