@@ -30,7 +30,15 @@ from portal.checklists.services import run_start
 from portal.maintenance.services.tickets import ticket_fire
 from tests.factories import GpuFactory, HostFactory, RecordFactory
 
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+def no_server_error(ctx, response, case):
+    """not_a_server_error, less the 503 an operation documents (the scheduler's: Slurm unreachable)."""
+    if response.status_code == 503 and "503" in case.operation.responses.status_codes:
+        return None
+    return not_a_server_error(ctx, response, case)
+
+
+CHECKS = [no_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
 def bounded(examples: int):
@@ -68,8 +76,12 @@ def in_test_transaction(db):
 
 
 @pytest.fixture
-def fleet(in_test_transaction, admin, media_root):
-    """Something for each path parameter to find: a host, a GPU, a ticket on it, a checklist run."""
+def fleet(in_test_transaction, admin, media_root, settings):
+    """Something for each path parameter to find: a host, a GPU, a ticket on it, a checklist run;
+    and Slurm switched on without its commands, so the scheduler's operations get past their 404."""
+    settings.SLURM_ENABLED = True
+    settings.SLURM_MODE = "cli"
+    settings.SLURM_BIN_DIR = "/nonexistent/slurm/bin"
     host = HostFactory(hostname="node-a")
     gpu = GpuFactory(host=host, index=0, uuid="GPU-fuzz-0")
     GpuFactory(host=host, index=1, uuid="GPU-fuzz-1")
@@ -89,14 +101,28 @@ def viewer_token(viewer):
     return api_token_issue(user=viewer)[0]
 
 
+# Most values that the schema allows name nothing that exists, so the operation stops at its first
+# lookup. Three cases in four are pointed at real things (a hostname, a GPU, a ticket, a run, a
+# template, a report period), so that the rest of the input reaches the service and its answer's body
+# is checked too; the fourth keeps what was generated.
+PERIOD = {"from": "2026-01-01T00:00:00Z", "to": "2026-02-01T00:00:00Z"}
+BODY = {"host": "node-a", "gpu": "GPU-fuzz-0", "template": "cleaning", "kind": "other"}
+
+
+def aimed(value) -> bool:
+    return zlib.crc32(repr(value).encode()) % 4 != 0
+
+
 def aim(case, fleet) -> None:
-    """Most valid-looking identifiers would be a 404 at once: point three in four at real objects,
-    so that the query and the body reach the operation; the rest still try the 404."""
     if case.meta is not None and case.meta.generation.mode is GenerationMode.NEGATIVE:
         return
-    for name, value in (case.path_parameters or {}).items():
-        if name in fleet and zlib.crc32(repr(value).encode()) % 4:
+    for name in case.path_parameters or {}:
+        if name in fleet and aimed(case.path_parameters[name]):
             case.path_parameters[name] = fleet[name]
+    if case.query and set(PERIOD) & set(case.query) and aimed(case.query):
+        case.query.update(PERIOD)
+    if isinstance(case.body, dict) and aimed(case.body):
+        case.body.update({name: value for name, value in BODY.items() if isinstance(case.body.get(name), str)})
 
 
 @schema.parametrize()
