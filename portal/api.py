@@ -9,7 +9,7 @@ from ninja.security import APIKeyHeader, SessionAuth
 
 from portal.accounts.services import api_token_authenticate, api_token_refusal
 from portal.checklists.api import router as checklists_router
-from portal.core.api import install_error_handlers
+from portal.core.api import StrictOpenAPISchema, document_error_answers, install_error_handlers
 from portal.core.middleware import audit_actor_set
 from portal.enrolment.api import router as enrolment_router
 from portal.fleet.api import router as fleet_router
@@ -55,12 +55,14 @@ class PortalSessionAuth(SessionAuth):
 
 
 class PortalAPI(NinjaAPI):
-    def get_openapi_schema(self, *args, **kwargs):
-        schema = super().get_openapi_schema(*args, **kwargs)
+    def get_openapi_schema(self, *, path_prefix: str | None = None, path_params: dict | None = None):
+        if path_prefix is None:
+            path_prefix = self.get_root_path(path_params or {})
+        schema = StrictOpenAPISchema(self, path_prefix)
         schema["paths"]["/api/v1/ingest"] = ingest_openapi_operation()
         schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
         schemes["HostToken"] = {"type": "http", "scheme": "bearer", "description": "Host token (agents)"}
-        return schema
+        return document_error_answers(schema)
 
 
 api = PortalAPI(

@@ -7,10 +7,12 @@ API (`portal/api.py`), which imports the apps' routers.
 import datetime as dt
 from typing import Annotated
 
-from django.http import HttpRequest
+from django.core.exceptions import ImproperlyConfigured
+from django.http import Http404, HttpRequest
 from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
+from ninja.openapi.schema import OpenAPISchema
 from ninja.pagination import LimitOffsetPagination
 from pydantic import AfterValidator
 
@@ -83,12 +85,96 @@ def install_error_handlers(api: NinjaAPI) -> None:
     def _http_error(request, exc: HttpError):
         return api.create_response(request, error_body(str(exc)), status=exc.status_code)
 
+    @api.exception_handler(Http404)
+    def _not_found(request, exc: Http404):
+        # get_object_or_404 in an operation: ninja's own answer would be {"detail": "Not Found"}.
+        return api.create_response(request, error_body(str(exc) or "not found"), status=404)
+
     @api.exception_handler(AuthenticationError)
     def _unauthenticated(request, exc):
         message = (
             getattr(request, "auth_refusal", None) or "log in, or send 'Authorization: Token <personal API token>'"
         )
         return api.create_response(request, error_body(message), status=401)
+
+
+class StrictOpenAPISchema(OpenAPISchema):
+    """ninja's document, refusing two different definitions under one component name: ninja keeps
+    the last one silently (a host's `status` filter was documented with the GPU's statuses, both
+    enums being named `Status`), so every operation referring to the other one is documented wrong."""
+
+    def add_schema_definitions(self, definitions: dict) -> None:
+        for name, definition in definitions.items():
+            if name in self.schemas and self.schemas[name] != definition:
+                raise ImproperlyConfigured(
+                    f"two API schemas are both named {name!r} in the OpenAPI document: {self.schemas[name]} and "
+                    f"{definition}; rename one (a nested class such as a model's Status counts by its own name)"
+                )
+        super().add_schema_definitions(definitions)
+
+
+# The error answers the edge above gives on its own, whatever the operation (see
+# document_error_answers); an operation's decorator declares only what is its own (409, 429, …).
+_STANDARD_ERRORS = {
+    "400": "Invalid input: `detail` names each field that is wrong (`loc`) and why (`msg`).",
+    "401": "Not logged in, and no valid personal API token (`Authorization: Token …`).",
+    "403": "The caller's role does not allow this (or a session write without its CSRF token).",
+    "404": "Nothing with the identifier given in the path, or one the caller may not know of.",
+}
+
+
+def _error_answer(code: str) -> dict:
+    ref = {"$ref": "#/components/schemas/ErrorOut"}
+    return {"description": _STANDARD_ERRORS[code], "content": {"application/json": {"schema": ref}}}
+
+
+def standard_error_codes(operation: dict) -> set[str]:
+    """The error answers an OpenAPI operation can give by the way the API is built: 401 and 403
+    when it needs a caller (the authentication, `require_perm`), 404 when its path names something,
+    400 when it takes a body, query parameters or a path parameter that is not just any string
+    (ninja's validation, the services' InvalidInput)."""
+    codes = set()
+    if operation.get("security"):
+        codes |= {"401", "403"}
+    parameters = operation.get("parameters", [])
+    path = [parameter for parameter in parameters if parameter.get("in") == "path"]
+    if path:
+        codes.add("404")
+    if (
+        "requestBody" in operation
+        or any(parameter.get("in") == "query" for parameter in parameters)
+        or any(_refusable(parameter) for parameter in path)
+    ):
+        codes.add("400")
+    return codes
+
+
+def _refusable(parameter: dict) -> bool:
+    """A path parameter that validation can refuse (an integer id, a pattern), not just any string."""
+    schema = {key: value for key, value in parameter.get("schema", {}).items() if key not in ("title", "description")}
+    return schema != {"type": "string"}
+
+
+def document_error_answers(schema: dict) -> dict:
+    """Add the standard error answers to every operation of an OpenAPI document, in one place, so
+    that an operation added later documents them without its author remembering to. What an
+    operation declares itself (its own description of a 400, a 409, a 201) is kept."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, model in (("ErrorOut", ErrorOut), ("ErrorDetail", ErrorDetail)):
+        if name not in components:
+            definition = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            definition.pop("$defs", None)
+            components[name] = definition
+    for path_item in schema.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if method not in ("get", "put", "post", "delete", "options", "head", "patch", "trace"):
+                continue
+            # ninja keys answers by int, documents built by hand by str: one kind, for the walk and for JSON
+            responses = {str(code): answer for code, answer in operation.get("responses", {}).items()}
+            for code in sorted(standard_error_codes(operation) - set(responses)):
+                responses[code] = _error_answer(code)
+            operation["responses"] = dict(sorted(responses.items()))
+    return schema
 
 
 def _sane_instant(value: dt.datetime) -> dt.datetime:

@@ -1,7 +1,7 @@
 import datetime as dt
 import json
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Literal
 
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Status
 from ninja.pagination import paginate
@@ -33,7 +33,8 @@ class HostOut(Schema):
 
 
 class HostFilter(FilterSchema):
-    status: Host.Status | None = None
+    # Spelled out: as an enum it would be documented as the component "Status", the name of Gpu.Status too.
+    status: Literal[*Host.Status.values] | None = None  # type: ignore[valid-type]
     q: Annotated[str | None, Field(max_length=100), FilterLookup(["hostname__icontains", "location__icontains"])] = None
 
 
