@@ -97,6 +97,7 @@ CONTENT_SECURITY_POLICY = {
         "object-src": [NONE],
         "frame-ancestors": [NONE],
         "base-uri": [SELF],
+        "form-action": [SELF],  # an injected <form> can't post what the user types to another site
     }
 }
 

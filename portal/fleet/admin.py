@@ -4,7 +4,7 @@ from portal.fleet.models import Attachment, Gpu, GpuStatusChange, Host, Maintena
 from portal.fleet.services import gpu_status_history_start, gpu_status_set, host_inventory_changed
 
 
-class GpuInline(admin.TabularInline):
+class GpuInline(admin.StackedInline):  # a tabular inline leaves its inputs without labels (WCAG 1.3.1)
     model = Gpu
     fields = ("index", "uuid", "model_name", "serial", "status")
     # A status change goes through gpu_status_set (its history); change it on the GPU's own page.
@@ -73,7 +73,7 @@ class GpuStatusChangeInline(admin.TabularInline):
 GpuAdmin.inlines = [GpuStatusChangeInline]
 
 
-class AttachmentInline(admin.TabularInline):
+class AttachmentInline(admin.StackedInline):  # labelled, as GpuInline
     model = Attachment
     fields = ("original_name", "content_type", "size_bytes", "uploaded_by", "uploaded_at")
     readonly_fields = fields

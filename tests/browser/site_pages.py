@@ -79,6 +79,7 @@ def _objects() -> dict:
         "ticket": ticket.pk,
         "runs": [open_run.pk, done_run.pk],
         "gpu": gpu.pk,
+        "host": gpu.host_id,
     }
 
 
@@ -133,6 +134,12 @@ def pages() -> list[dict]:
         {"name": "admin:index", "url": reverse("admin:index"), "logged_in": True},
         {"name": "admin:changelist", "url": reverse("admin:fleet_host_changelist"), "logged_in": True},
         {"name": "admin:change", "url": reverse("admin:fleet_gpu_change", args=[objects["gpu"]]), "logged_in": True},
+        # A change page with an editable inline (the host's GPUs): its inputs need labels too.
+        {
+            "name": "admin:change_inline",
+            "url": reverse("admin:fleet_host_change", args=[objects["host"]]),
+            "logged_in": True,
+        },
         {"name": "admin:login", "url": reverse("admin:login"), "logged_in": False},
     ]
     return found

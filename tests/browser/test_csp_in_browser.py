@@ -79,3 +79,28 @@ def test_former_inline_handlers_work(walk_page, walk_server, login):
     page.locator("a[href^='/checklists/runs/']").first.click()
     page.get_by_role("button", name="Print").click()
     assert page.evaluate("window.__printed") is True
+
+
+def test_the_policy_blocks_inline_code_and_the_violation_is_seen(walk_page):
+    """A silent walk means something: injected inline code does not run, and its refusal raises the
+    event the walk listens for."""
+    page = walk_page
+    page.context.add_init_script(
+        "window.__csp = []; document.addEventListener('securitypolicyviolation', e => __csp.push(e.violatedDirective));"
+    )
+    page.goto("/login/")
+    page.evaluate(
+        """() => {
+        window.__ran = 0;
+        const script = document.createElement("script");
+        script.textContent = "window.__ran += 1";
+        document.body.appendChild(script);
+        const button = document.createElement("button");
+        button.setAttribute("onclick", "window.__ran += 1");
+        document.body.appendChild(button);
+        button.click();
+    }"""
+    )
+    page.wait_for_function("window.__csp.length >= 2")
+    assert page.evaluate("window.__ran") == 0
+    assert set(page.evaluate("window.__csp")) == {"script-src-elem", "script-src-attr"}

@@ -24,6 +24,7 @@ def test_every_response_carries_the_policy(client_for, admin, path):
     assert policy["object-src"] == ["'none'"]
     assert policy["frame-ancestors"] == ["'none'"]
     assert policy["base-uri"] == ["'self'"]
+    assert policy["form-action"] == ["'self'"]
     assert policy["img-src"] == ["'self'", "data:"]
     assert policy["style-src"][0] == "'self'"
 
