@@ -5,6 +5,7 @@ Unknown fields are ignored so that a newer agent's optional additions pass (the 
 the agent extend it compatibly). Every metric must be present; null means "not supported".
 """
 
+import datetime as dt
 from typing import Annotated, Literal
 from uuid import UUID
 
@@ -27,6 +28,14 @@ def _blank_is_unknown(value: str | None) -> str | None:
     # An empty version or name is the agent saying "unknown", as null does: it never replaces a
     # known value (and never becomes a driver-update record "from 580.65 to ''").
     return None if value is None or not value.strip() else value
+
+
+def _sane_sent_at(value: dt.datetime) -> dt.datetime:
+    # Readings' times are held to the accepted window by the service; sent_at is only stored, and
+    # an instant at datetime's edge (year 1 at +01:00) leaves its range when moved to UTC: a 500.
+    if not 1970 <= value.year <= 9000:
+        raise ValueError("a year from 1970 to 9000")
+    return value
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
@@ -114,7 +123,7 @@ MAX_READINGS_PER_BATCH = 5000
 
 class BatchIn(_Strict):
     batch_id: UUID
-    sent_at: AwareDatetime
+    sent_at: Annotated[AwareDatetime, AfterValidator(_sane_sent_at)]
     host: HostIn
     gpus: Annotated[list[GpuIn], Field(max_length=1024)] = ()
     readings: Annotated[list[ReadingIn], Field(max_length=MAX_READINGS_PER_BATCH)]
