@@ -30,12 +30,24 @@ def _blank_is_unknown(value: str | None) -> str | None:
     return None if value is None or not value.strip() else value
 
 
+def _utc(value: dt.datetime) -> dt.datetime:
+    # PostgreSQL refuses zone offsets over 15:59 that RFC 3339 allows (+19:04): hand it UTC. An
+    # instant at datetime's edge (year 1 at +01:00) has no UTC form: a 400, not an OverflowError.
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError:
+        raise ValueError("out of range once moved to UTC") from None
+
+
 def _sane_sent_at(value: dt.datetime) -> dt.datetime:
-    # Readings' times are held to the accepted window by the service; sent_at is only stored, and
-    # an instant at datetime's edge (year 1 at +01:00) leaves its range when moved to UTC: a 500.
+    # Readings' times are held to the accepted window by the service; sent_at is only stored.
     if not 1970 <= value.year <= 9000:
         raise ValueError("a year from 1970 to 9000")
     return value
+
+
+# Every instant of a batch, in UTC.
+Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
@@ -60,13 +72,13 @@ class _Strict(BaseModel):
 
 
 class XidEventIn(_Strict):
-    ts: AwareDatetime
+    ts: Instant
     code: Annotated[int, Field(ge=0, le=1_000_000)]
 
 
 class ReadingIn(_Strict):
     gpu_uuid: GpuUuid
-    ts: AwareDatetime
+    ts: Instant
     temperature_c: Celsius | None
     fan_speed_pct: Percent | None
     power_w: Watts | None
@@ -123,7 +135,7 @@ MAX_READINGS_PER_BATCH = 5000
 
 class BatchIn(_Strict):
     batch_id: UUID
-    sent_at: Annotated[AwareDatetime, AfterValidator(_sane_sent_at)]
+    sent_at: Annotated[Instant, AfterValidator(_sane_sent_at)]
     host: HostIn
     gpus: Annotated[list[GpuIn], Field(max_length=1024)] = ()
     readings: Annotated[list[ReadingIn], Field(max_length=MAX_READINGS_PER_BATCH)]

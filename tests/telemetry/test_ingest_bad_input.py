@@ -95,6 +95,7 @@ CASES = [
     # regression: instants that leave datetime's range when moved to UTC were a 500 (found by the fuzz test)
     ("sent_at-before-year-1-in-utc", _set(["sent_at"], "0001-01-01T00:00:00.0+01:00"), 400, "sent_at"),
     ("sent_at-after-year-9999-in-utc", _set(["sent_at"], "9999-12-31T23:00:00-05:00"), 400, "sent_at"),
+    ("ts-before-year-1-in-utc", _set(["readings", 0, "ts"], "0001-01-01T00:30:00+01:00"), 400, "readings.0.ts"),
     ("sent_at-year-1969", _set(["sent_at"], "1969-07-20T20:17:00Z"), 400, "sent_at"),
     ("date-only-ts", _set(["readings", 0, "ts"], lambda now: now.date().isoformat()), 400, "readings.0.ts"),
     ("epoch-ts", _set(["readings", 0, "ts"], lambda now: int(now.timestamp())), 400, "readings.0.ts"),

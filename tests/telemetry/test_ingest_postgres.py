@@ -181,3 +181,23 @@ def test_nothing_is_prepared_on_a_connection_opened_per_request(require_postgres
         assert agent.post(make_batch(agent.hostname, gpus=[A], readings=3)).status_code == 202
     assert _prepared_statements() == []
     assert Reading.objects.filter(gpu__host__hostname=agent.hostname).count() == 6
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("method", WRITE_METHODS)
+def test_times_with_a_zone_offset_past_15_59_are_stored_in_utc(require_postgres, settings, method):
+    # regression (found by the OpenAPI fuzz test): RFC 3339 allows +19:04, PostgreSQL refuses
+    # offsets over 15:59, and each such time in a batch was a 500
+    settings.INGEST_PARALLEL = False
+    settings.INGEST_ONE_STATEMENT, settings.INGEST_USE_COPY = WRITE_METHODS[method]
+    agent = agent_for("dgx-" + method.replace(" ", "-"))
+    now = timezone.now().replace(microsecond=0)
+    far_east, far_west = dt.timezone(dt.timedelta(hours=19, minutes=4)), dt.timezone(-dt.timedelta(hours=23))
+    batch = make_batch(agent.hostname, gpus=[A], readings=1, now=now, sent_at=now.astimezone(far_west).isoformat())
+    batch["readings"][0]["ts"] = now.astimezone(far_east).isoformat()
+    batch["readings"][0]["xid_events"] = [{"ts": now.astimezone(far_west).isoformat(), "code": 79}]
+    answer = agent.post(batch)
+    assert answer.status_code == 202, answer.content
+    assert Reading.objects.get(gpu__uuid=A).ts == now
+    assert XidEvent.objects.get(gpu__uuid=A).ts == now
+    assert IngestBatch.objects.get(batch_id=batch["batch_id"]).sent_at == now
