@@ -16,7 +16,7 @@ from portal.core.beat_lock import beat_lock_acquire
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_second_holder_waits_until_the_first_releases(settings, tmp_path):
+def test_a_second_holder_waits_until_the_first_releases(settings, tmp_path, transactional_db):
     settings.VAR_DIR = tmp_path
     first = beat_lock_acquire(timeout_s=1, poll_s=0.05)
     assert first is not None and first.held()
