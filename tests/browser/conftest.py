@@ -72,7 +72,7 @@ def do_login(page, username: str, password: str) -> None:
     page.goto("/login/")
     page.fill("#id_username", username)
     page.fill("#id_password", password)
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
     page.wait_for_url(re.compile(r"^(?!.*/login/).*$"))
 
 

@@ -105,7 +105,7 @@ def walk(browser, portal_server, login) -> list[PageVisit]:
                 page.goto("/login/")
                 page.fill("#id_username", "nobody")
                 page.fill("#id_password", "not the password")
-                page.click("button[type=submit]")
+                page.click("main button[type=submit]")
                 page.wait_for_load_state("load")
                 entry = {"name": "login", "url": "/login/ (after a failed login)", "logged_in": False}
                 visits.append(visit(page, entry, console, axe_source, navigate=False))

@@ -99,7 +99,7 @@ def test_login_redirects_back_to_next(page, portal_server, login):
     expect(page).to_have_url(re.compile(r"/login/\?next=/audit/$"))
     page.fill("#id_username", "tech")
     page.fill("#id_password", portal_server.credentials["tech"])
-    page.click("button[type=submit]")
+    page.click("main button[type=submit]")
     expect(page).to_have_url(re.compile(r"/audit/$"))
     expect(page.locator("table.audit tbody tr").first).to_be_visible()
 
