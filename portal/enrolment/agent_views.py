@@ -20,7 +20,8 @@ INSTALL_SCRIPT = Path(__file__).with_name("install.sh")
 def index(request):
     links = format_html_join("\n", '<li><a href="{}">{}</a></li>', ((p.name, p.name) for p in agent_dist_files()))
     page = (
-        "<!doctype html><html><head><title>gpu-fleet-agent</title></head><body><h1>gpu-fleet-agent</h1>"
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>gpu-fleet-agent</title></head>'
+        "<body><h1>gpu-fleet-agent</h1>"
         f'<ul>\n{links}\n<li><a href="install.sh">install.sh</a></li>\n<li><a href="version">version</a></li></ul>'
         "</body></html>"
     )
