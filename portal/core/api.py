@@ -177,7 +177,7 @@ def document_error_answers(schema: dict) -> dict:
     return schema
 
 
-def _sane_instant(value: dt.datetime) -> dt.datetime:
+def sane_instant(value: dt.datetime) -> dt.datetime:
     # PostgreSQL refuses zone offsets over 15:59 that RFC 3339 parsers accept, and far years overflow
     # when moved to UTC: answer those as bad input, and hand the database UTC.
     if not 1970 <= value.year <= 9000:
@@ -186,4 +186,4 @@ def _sane_instant(value: dt.datetime) -> dt.datetime:
 
 
 # A time given to the API (query or body): bounded years, moved to UTC when it has a zone.
-ApiDateTime = Annotated[dt.datetime, AfterValidator(_sane_instant)]
+ApiDateTime = Annotated[dt.datetime, AfterValidator(sane_instant)]

@@ -5,12 +5,12 @@ Unknown fields are ignored so that a newer agent's optional additions pass (the 
 the agent extend it compatibly). Every metric must be present; null means "not supported".
 """
 
-import datetime as dt
 from typing import Annotated, Literal
 from uuid import UUID
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
+from portal.core.api import sane_instant
 from portal.fleet.identifiers import GPU_UUID_PATTERN, HOSTNAME_PATTERN
 from portal.telemetry.models import THROTTLE_REASONS
 
@@ -30,24 +30,8 @@ def _blank_is_unknown(value: str | None) -> str | None:
     return None if value is None or not value.strip() else value
 
 
-def _utc(value: dt.datetime) -> dt.datetime:
-    # PostgreSQL refuses zone offsets over 15:59 that RFC 3339 allows (+19:04): hand it UTC. An
-    # instant at datetime's edge (year 1 at +01:00) has no UTC form: a 400, not an OverflowError.
-    try:
-        return value.astimezone(dt.UTC)
-    except OverflowError:
-        raise ValueError("out of range once moved to UTC") from None
-
-
-def _sane_sent_at(value: dt.datetime) -> dt.datetime:
-    # Readings' times are held to the accepted window by the service; sent_at is only stored.
-    if not 1970 <= value.year <= 9000:
-        raise ValueError("a year from 1970 to 9000")
-    return value
-
-
-# Every instant of a batch, in UTC.
-Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
+# Every instant of a batch: a year from 1970 to 9000, in UTC (what the API does to its times).
+Instant = Annotated[AwareDatetime, AfterValidator(sane_instant)]
 
 
 Text = Annotated[str, AfterValidator(_no_nul)]
@@ -135,7 +119,7 @@ MAX_READINGS_PER_BATCH = 5000
 
 class BatchIn(_Strict):
     batch_id: UUID
-    sent_at: Annotated[Instant, AfterValidator(_sane_sent_at)]
+    sent_at: Instant
     host: HostIn
     gpus: Annotated[list[GpuIn], Field(max_length=1024)] = ()
     readings: Annotated[list[ReadingIn], Field(max_length=MAX_READINGS_PER_BATCH)]

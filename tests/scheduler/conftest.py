@@ -17,21 +17,12 @@ from portal.scheduler import devcluster
 from tests.conftest import skip_or_fail
 
 
-@dataclasses.dataclass
-class Cluster:
-    root: Path
-    conf: Path
-    node: str
-    rest_url: str
-    rest_user: str
-    rest_token: str
+class Cluster(devcluster.LocalCluster):
+    """The cluster devcluster started, with what the tests do to it."""
 
     def run(self, *args: str) -> str:
         done = subprocess.run(list(args), capture_output=True, text=True, timeout=30, check=True, env=self.env())
         return done.stdout
-
-    def env(self) -> dict:
-        return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def sbatch(self, *args: str) -> int:
         # The job's output goes under the cluster's directory, not the repository the tests run in.
@@ -77,17 +68,17 @@ def slurm_cluster():
     if os.geteuid() != 0:
         skip_or_fail("the Slurm test cluster needs root (slurmd runs as root)")
     local = devcluster.start(Path(tempfile.mkdtemp(prefix="gpufleet-slurm-")))
+    cluster = Cluster(**{field.name: getattr(local, field.name) for field in dataclasses.fields(local)})
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(local.conf)  # the portal's cli adapter runs sinfo/scontrol as children
     try:
-        yield Cluster(root=local.root, conf=local.conf, node=local.node, rest_url=local.rest_url,
-                      rest_user=local.rest_user, rest_token=local.rest_token)  # fmt: skip
+        yield cluster
     finally:
         if previous is None:
             os.environ.pop("SLURM_CONF", None)
         else:
             os.environ["SLURM_CONF"] = previous
-        local.stop()
+        cluster.stop()
 
 
 @pytest.fixture
