@@ -208,14 +208,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # must fail fast and be logged, not hold the agent's request for seconds. Beat tasks catch up.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_BEAT_SCHEDULE: dict = {
-    "rollups": {"task": "portal.telemetry.tasks.rollups_process_pending_task", "schedule": 30.0},
+    "pipeline-sweep": {"task": "portal.telemetry.tasks.pipeline_sweep_task", "schedule": 30.0},
     "telemetry-prune": {"task": "portal.telemetry.tasks.telemetry_prune_task", "schedule": 3600.0},
     "maintenance-agent-silent": {"task": "portal.maintenance.tasks.agent_silent_check_task", "schedule": 60.0},
     "maintenance-xid-quiet": {"task": "portal.maintenance.tasks.xid_quiet_check_task", "schedule": 600.0},
     "maintenance-schedules": {"task": "portal.maintenance.tasks.schedules_check_task", "schedule": 3600.0},
-    "maintenance-batches": {"task": "portal.maintenance.tasks.batches_sweep_task", "schedule": 300.0},
     "maintenance-notify": {"task": "portal.maintenance.tasks.notifications_pending_sweep_task", "schedule": 60.0},
-    "wear-sweep": {"task": "portal.wear.tasks.wear_sweep_task", "schedule": 30.0},
     "checklists-verifications": {"task": "portal.checklists.tasks.verifications_finish_task", "schedule": 600.0},
     "scheduler-sweep": {"task": "portal.scheduler.tasks.scheduler_sweep_task", "schedule": 30.0},
 }
@@ -361,6 +359,9 @@ READINGS_MAX_POINTS = envint("READINGS_MAX_POINTS", 10_000)
 RETENTION_RAW_DAYS = envint("RETENTION_RAW_DAYS", 14)
 RETENTION_1M_DAYS = envint("RETENTION_1M_DAYS", 90)
 INGEST_PARALLEL = envbool("INGEST_PARALLEL", True)
+# The pipeline after ingest (portal.telemetry.pipeline): a stored batch sends the pipeline task at
+# most once per this many seconds per process (each run takes every pending batch); 0: every batch.
+PIPELINE_DEBOUNCE_S = envfloat("PIPELINE_DEBOUNCE_S", 0.5)
 
 # Live dashboards (portal/live). The publisher sends at most one message per group every
 # LIVE_COALESCE_S seconds (GPU, host, tickets) or LIVE_FLEET_COALESCE_S (the one fleet group),
@@ -392,16 +393,6 @@ for _cidr in WEBHOOK_ALLOWED_NETWORKS:
     except ValueError:
         raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {_cidr!r} is not a network (e.g. 10.1.2.0/24)") from None
 MAINTENANCE_PORTAL_URL = envstr("MAINTENANCE_PORTAL_URL", "http://localhost:8000")  # links in notifications
-# With a broker, evaluation tasks are sent at most once per this many seconds per process (each
-# task evaluates every pending batch); 0 sends one per batch.
-MAINTENANCE_EVALUATE_DEBOUNCE_S = envfloat("MAINTENANCE_EVALUATE_DEBOUNCE_S", 0.5)
-# Wear meters (portal.wear): with a broker, one wear task per this many seconds per process
-# carries every GPU's range of readings stored meanwhile (the contract: readings stored more than a
-# minute ago count, so it stays well under a minute). A task's work is mostly per GPU, not per
-# reading: the longer the interval, the less the meters cost ingest; 0 sends one per batch.
-WEAR_DEBOUNCE_S = envfloat("WEAR_DEBOUNCE_S", 10.0)
-# Off: nothing keeps the wear meters (no task from ingest, no sweep, nothing held back from retention).
-WEAR_ON_INGEST = envbool("WEAR_ON_INGEST", True)
 # /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket

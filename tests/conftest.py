@@ -105,6 +105,30 @@ def require_postgres():
 
 
 @pytest.fixture(autouse=True)
+def _wear_stage_only_where_asked(request, monkeypatch):
+    """The pipeline's wear stage runs only in the tests that ask for it (`wear_on_ingest`): run on
+    every in-process ingest it would slow the timing-sensitive live tests."""
+    if "wear_on_ingest" not in request.fixturenames:
+        from portal.telemetry import pipeline
+
+        monkeypatch.delitem(pipeline._stages, "wear", raising=False)
+
+
+@pytest.fixture
+def wear_on_ingest():
+    """The wear meters kept by the pipeline on every stored batch, as in production."""
+
+
+@pytest.fixture
+def pipeline_held(monkeypatch):
+    """Batches are stored but not handed on to the pipeline (as with the broker down): the test
+    runs it (portal.telemetry.pipeline.pipeline_run)."""
+    from portal.telemetry import enqueue
+
+    monkeypatch.setattr(enqueue, "_send", lambda: None)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_ingest_gpu_cache():
     """Ingest keeps each host's GPU rows per process; database ids repeat from test to test."""
     from portal.telemetry.services.ingest import host_gpus_forget

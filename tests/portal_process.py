@@ -62,8 +62,7 @@ def portal_env(var_dir: Path, **overrides: str) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="portal.settings",
         DEBUG="true",
         CELERY_TASK_ALWAYS_EAGER="true",  # Daphne alone, no worker: tasks run where they are sent
-        MAINTENANCE_EVALUATE_DEBOUNCE_S="0",  # ...once per batch, right away
-        WEAR_DEBOUNCE_S="0",
+        PIPELINE_DEBOUNCE_S="0",  # ...once per batch, right away
         PYTHONUNBUFFERED="1",
     )
     env.update(overrides)

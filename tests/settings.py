@@ -24,16 +24,11 @@ finally:
 CELERY_TASK_ALWAYS_EAGER = True
 # ...and sent once per batch, not debounced (a debounced send fires on a timer thread, after the
 # test has looked).
-MAINTENANCE_EVALUATE_DEBOUNCE_S = 0
-WEAR_DEBOUNCE_S = 0
+PIPELINE_DEBOUNCE_S = 0
 
 # Login throttling is off: the suite logs in all the time, from one address. The tests of the
 # throttling itself (tests/accounts/test_login_throttling.py) turn it on.
 AXES_ENABLED = False
-
-# Wear meters are kept on ingest only in the tests that ask (tests/wear: the `wear_on_ingest`
-# fixture): done in-process in every other test, they would slow the timing-sensitive live tests.
-WEAR_ON_INGEST = False
 
 # The test client speaks plain HTTP and Django's runner turns DEBUG off, so ingest would refuse
 # every batch; tests/telemetry/test_ingest_plain_http.py turns the refusal back on.

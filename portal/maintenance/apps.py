@@ -12,18 +12,13 @@ class MaintenanceConfig(AppConfig):
         from portal.fleet.models import MaintenanceRecord
         from portal.maintenance import enqueue, hooks
         from portal.maintenance.models import RuleConfig, Silence
-        from portal.maintenance.services.evaluate import evaluation_backlog
-        from portal.telemetry.hooks import on_batch_stored
+        from portal.maintenance.services.evaluate import rules_prepare
         from portal.telemetry.pipeline import pipeline_stage
 
         auditlog.register(Silence)
         auditlog.register(RuleConfig)
 
-        @on_batch_stored("maintenance")
-        def _evaluate(*, batch_pk, host_id, gpu_ids):
-            enqueue.evaluation_enqueue(batch_pk=batch_pk, gpu_ids=gpu_ids)
-
-        pipeline_stage("rules")(evaluation_backlog)
+        pipeline_stage("rules", order=10)(rules_prepare)
         hooks.on_notifications_ready(enqueue.notifications_enqueue)
         _fleet_pages()
 

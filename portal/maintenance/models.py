@@ -260,14 +260,3 @@ class Notification(models.Model):
 
     def __str__(self):
         return f"{self.channel} → {self.target} ({self.status})"
-
-
-class BatchEvaluation(models.Model):
-    """Marks an ingested batch as evaluated; the unique key makes a second evaluation a no-op."""
-
-    batch_pk = models.BigIntegerField(unique=True)
-    evaluated_at = models.DateTimeField(auto_now_add=True)
-    readings = models.PositiveIntegerField(default=0)
-
-    def __str__(self):
-        return f"batch {self.batch_pk}"

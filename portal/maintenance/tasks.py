@@ -3,20 +3,7 @@
 from celery import shared_task
 
 from portal.maintenance.services import beat
-from portal.maintenance.services.evaluate import batch_evaluate, batches_sweep
 from portal.maintenance.services.notify import notification_send, notifications_pending_sweep, retry_delay_s
-
-
-@shared_task(acks_late=True, ignore_result=True)
-def batch_evaluate_task(batch_pk: int, gpu_ids: list[int] | None = None):
-    # Idempotent (a BatchEvaluation row claims the batch), so acks_late is safe.
-    batch_evaluate(batch_pk=batch_pk, gpu_ids=gpu_ids)
-
-
-@shared_task(acks_late=True, ignore_result=True)
-def batches_sweep_task():
-    # Batches that no evaluation task reached (broker down at ingest); idempotent like the above.
-    batches_sweep()
 
 
 @shared_task(acks_late=True, ignore_result=True)

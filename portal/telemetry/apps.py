@@ -8,7 +8,13 @@ class TelemetryConfig(AppConfig):
     def ready(self):
         from portal.accounts.roles import role_flags
         from portal.fleet import pages
-        from portal.telemetry import pipeline, selectors
+        from portal.telemetry import enqueue, pipeline, selectors
+        from portal.telemetry.hooks import on_batch_stored, raw_readings_needed
+        from portal.telemetry.services import rollups
+
+        on_batch_stored("pipeline")(enqueue.pipeline_batch_stored)
+        pipeline.pipeline_stage("rollups", order=20)(rollups.rollups_prepare)
+        raw_readings_needed("pipeline")(pipeline.oldest_pending_reading)
 
         @pages.on_page("host", "telemetry")
         def _host_tokens(*, request, host, **context):

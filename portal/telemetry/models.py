@@ -60,7 +60,7 @@ class HostToken(models.Model):
 
 
 class IngestBatch(models.Model):
-    """One accepted batch: the idempotency key, and the rollup job's work queue."""
+    """One accepted batch: the idempotency key, and the pipeline's work queue (StageDone)."""
 
     batch_id = models.UUIDField(unique=True)
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="+")
@@ -69,10 +69,25 @@ class IngestBatch(models.Model):
     reading_count = models.PositiveIntegerField()
     first_ts = models.DateTimeField(null=True)
     last_ts = models.DateTimeField(null=True)
-    rolled_up = models.BooleanField(default=False)
+
+
+class StageDone(models.Model):
+    """The pipeline's ledger: `stage` has finished batch `batch_pk`, written in the transaction
+    that commits the stage's own effects (portal.telemetry.pipeline). Rows below the cursor are
+    folded into it."""
+
+    stage = models.CharField(max_length=40)
+    batch_pk = models.BigIntegerField()
 
     class Meta:
-        indexes = [models.Index(fields=["id"], condition=models.Q(rolled_up=False), name="batch_pending_rollup")]
+        constraints = [models.UniqueConstraint(fields=["batch_pk", "stage"], name="stage_done_once")]
+
+
+class PipelineCursor(models.Model):
+    """Every batch with an id below `done_below` is finished by every stage (one row)."""
+
+    done_below = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
 
 
 class Reading(models.Model):

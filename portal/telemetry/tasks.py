@@ -1,14 +1,18 @@
 from celery import shared_task
 
+from portal.telemetry.pipeline import pipeline_run, pipeline_sweep
 from portal.telemetry.services.retention import telemetry_prune
-from portal.telemetry.services.rollups import rollups_process_pending
 
 
 @shared_task(acks_late=True, ignore_result=True)
-def rollups_process_pending_task():
-    # Idempotent (whole buckets are recomputed), so acks_late is safe: a crash means a rerun.
-    while rollups_process_pending():
-        pass
+def pipeline_run_task():
+    # Safe to run twice: the ledger says what each stage has finished (acks_late: a crash reruns).
+    pipeline_run()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def pipeline_sweep_task():
+    pipeline_sweep()
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -7,13 +7,10 @@ class WearConfig(AppConfig):
 
     def ready(self):
         from portal.fleet import pages
-        from portal.telemetry.hooks import on_batch_stored, raw_readings_needed
         from portal.telemetry.pipeline import pipeline_stage
-        from portal.wear import enqueue, selectors, services
+        from portal.wear import selectors, services
 
-        on_batch_stored("wear", with_readings=True)(enqueue.wear_batch_stored)
-        raw_readings_needed("wear")(services.wear_oldest_uncounted)
-        pipeline_stage("wear")(services.wear_backlog)
+        pipeline_stage("wear", order=30)(services.wear_prepare)
 
         @pages.on_page("gpu", "wear")
         def _gpu_wear(*, gpu, **context):

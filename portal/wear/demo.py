@@ -5,7 +5,6 @@ that were worked differently. Idempotent: a GPU that already has hours this old 
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import random
 
@@ -13,7 +12,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.simulate import MODEL, Effects, SimulatedGpu
-from portal.core.sqlite import reads_outside_write_lock, serialized
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.wear import meters
 from portal.wear.models import WearHour, WearState
@@ -57,11 +55,8 @@ def _resistance(day: int, clean: float, dusty: bool) -> float:
 
 
 def wear_demo_seed(*, now: dt.datetime | None = None) -> int:
-    """Returns the number of GPUs given history. On SQLite it takes its turn with the wear tasks
-    (they read before they write: see wear_update_many), before its transaction: the other order
-    would hold the write lock while waiting for a task that waits for the write lock."""
-    with serialized("wear") if reads_outside_write_lock() else contextlib.nullcontext():
-        return _seed(now or timezone.now())
+    """Returns the number of GPUs given history."""
+    return _seed(now or timezone.now())
 
 
 @transaction.atomic

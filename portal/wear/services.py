@@ -24,15 +24,15 @@ from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from portal.core.db import EpochMs
-from portal.core.sqlite import reads_outside_write_lock, serialized
 from portal.fleet.models import Gpu
 from portal.telemetry.models import Reading
+from portal.telemetry.pipeline import Prepared
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak, Turns
 from portal.wear.models import WearDay, WearHour, WearState
 
 CHUNK = 50_000  # readings per query (all GPUs of a task together)
-SWEEP_GPUS = 500  # GPUs per sweep transaction
+
 SUM_FIELDS = ("powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj")
 
 
@@ -454,24 +454,22 @@ def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearStat
 
 def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) -> None:
     """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)}, as for
-    wear_gpu_update) up to date: late stretches GPU by GPU (rare: batches that arrive out of
-    order), then the new readings of all of them set-based (_extend_many).
-
-    PostgreSQL: one transaction; the GPUs' state rows are locked in id order (two tasks on the
-    same GPUs wait for each other, never deadlock). SQLite (outside a caller's transaction): passes
-    run one at a time (portal.core.sqlite), read and count before they take the write lock, and
-    hold it only to write; a late stretch, rare, is rebuilt inside its own transaction."""
-    if reads_outside_write_lock():
-        with serialized("wear"):
-            _update_many(ranges)
-        return
+    wear_gpu_update) up to date, in one transaction: late stretches GPU by GPU (rare: batches that
+    arrive out of order), then the new readings of all of them set-based (_extend_many). The GPUs'
+    state rows are locked in id order (two callers on the same GPUs wait for each other, never
+    deadlock)."""
     with transaction.atomic():
         _update_many(ranges)
 
 
+def wear_prepare(block) -> Prepared:
+    """The wear stage (telemetry.pipeline): the meters of a block's GPUs, brought up to date in the
+    pass's transaction (the range of each GPU's readings tells a late stretch from new readings)."""
+    ranges = {gpu_id: (rows[0][1].timestamp(), rows[-1][1].timestamp()) for gpu_id, rows in block.readings.items()}
+    return Prepared(apply=lambda: _update_many(ranges))
+
+
 def _update_many(ranges: dict) -> None:
-    # Each write below runs in transaction.atomic(savepoint=False): its own transaction on SQLite's
-    # path, part of wear_update_many's (no savepoint) on the other.
     gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
     gpu_ids = sorted(gpus)
     if not gpu_ids:
@@ -491,74 +489,3 @@ def _update_many(ranges: dict) -> None:
         with transaction.atomic(savepoint=False):
             _rebuild(gpu, states[gpu_id], meters.hot_threshold(gpu.temp_slowdown_c), *maybe_late[gpu_id])
     _extend_many(gpus, states, gpu_ids)
-
-
-def wear_backlog(*, now: dt.datetime):
-    """The wear stage's stored batches not counted yet (telemetry.pipeline): batches of a host one
-    of whose GPUs has readings the meters have not counted, newer than that GPU's newest counted
-    one (or the GPU never counted). A GPU's newest counted reading moves in the transaction that
-    saves the meters. Batches that arrive late, all older than the newest counted reading, are
-    recounted by the task they trigger and are not seen here. Nothing waits when the meters are
-    off."""
-    from django.db.models import Exists, OuterRef
-
-    from portal.telemetry.models import GpuLatest, IngestBatch
-    from portal.telemetry.pipeline import Backlog, backlog_of
-
-    oldest = wear_oldest_uncounted()
-    if oldest is None:
-        return Backlog()
-    behind = GpuLatest.objects.filter(gpu__host_id=OuterRef("host_id")).filter(
-        Q(gpu__wear__isnull=True) | Q(ts__gt=F("gpu__wear__last_ts"), gpu__wear__last_ts__lt=OuterRef("last_ts"))
-    )
-    return backlog_of(IngestBatch.objects.filter(last_ts__gte=oldest).filter(Exists(behind)))
-
-
-SWEEP_MARGIN_S = 20.0  # past the debounce: a task that was sent has had its time
-
-
-def wear_sweep() -> int:
-    """Count readings no task counted (a failed send, a worker that was down): the GPUs with
-    readings newer than their newest counted one whose meters no task has touched for
-    WEAR_DEBOUNCE_S + SWEEP_MARGIN_S (while tasks keep up, the sweep leaves the work to them), and
-    GPUs the meters have not met yet. Returns the GPUs."""
-    from django.conf import settings
-    from django.db.models import OuterRef, Subquery
-
-    from portal.telemetry.models import GpuLatest
-
-    stale = timezone.now() - dt.timedelta(seconds=settings.WEAR_DEBOUNCE_S + SWEEP_MARGIN_S)
-    states = WearState.objects.filter(gpu_id=OuterRef("gpu_id"))
-    behind = list(
-        GpuLatest.objects.annotate(
-            counted=Subquery(states.values("last_ts")[:1]), touched=Subquery(states.values("updated_at")[:1])
-        )
-        .filter(Q(counted__isnull=True) | Q(ts__gt=F("counted"), touched__lt=stale))
-        .values_list("gpu_id", flat=True)
-    )
-    for start in range(0, len(behind), SWEEP_GPUS):
-        wear_update_many(ranges=dict.fromkeys(behind[start : start + SWEEP_GPUS], (None, None)))
-    return len(behind)
-
-
-def wear_oldest_uncounted() -> dt.datetime | None:
-    """The oldest raw reading the meters have not counted yet (retention keeps it and what follows,
-    see telemetry's raw_cutoff): a GPU's newest counted reading, for GPUs with newer readings (the
-    meters continue from it), the oldest reading of GPUs never counted. None when nothing waits,
-    or when the meters are off (nothing will count it)."""
-    from django.conf import settings
-    from django.db.models import Min, OuterRef, Subquery
-
-    from portal.telemetry.models import GpuLatest
-
-    if not settings.WEAR_ON_INGEST:
-        return None
-    behind = GpuLatest.objects.annotate(
-        counted=Subquery(WearState.objects.filter(gpu_id=OuterRef("gpu_id")).values("last_ts")[:1])
-    ).filter(Q(counted__isnull=True) | Q(ts__gt=F("counted")))
-    moments = [behind.filter(counted__isnull=False).aggregate(oldest=Min("counted"))["oldest"]]
-    never = list(behind.filter(counted__isnull=True).values_list("gpu_id", flat=True))
-    if never:
-        moments.append(Reading.objects.filter(gpu_id__in=never).aggregate(oldest=Min("ts"))["oldest"])
-    moments = [moment for moment in moments if moment is not None]
-    return min(moments) if moments else None

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from portal.core.supervise import free_port
-from portal.maintenance.models import BatchEvaluation, Ticket
+from portal.maintenance.models import Ticket
 from portal.maintenance.rules import AGENT_SILENT
-from portal.telemetry.models import Rollup1m
+from portal.telemetry.models import Rollup1m, StageDone
 from tests.portal_process import REPO, ingest_post, manage
 from tests.telemetry.batches import make_batch
 
@@ -150,11 +150,11 @@ def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
         batch["readings"][-1]["xid_events"] = [{"code": 79, "ts": batch["readings"][-1]["ts"]}]
         assert ingest_post(base_url, token, batch)[0] == 202
         # The web server only stored the batch: the worker evaluated it (an XID ticket) ...
-        _wait_for(lambda: _count(db, BatchEvaluation), 30, "no batch was evaluated", log)
-        _wait_for(lambda: "Task portal.maintenance.tasks.batch_evaluate_task" in log.read_text(), 10,
-                  "the worker did not receive the evaluation task", log)  # fmt: skip
+        _wait_for(lambda: _count(db, StageDone, "stage = 'rules'"), 30, "no batch was evaluated", log)
+        _wait_for(lambda: "Task portal.telemetry.tasks.pipeline_run_task" in log.read_text(), 10,
+                  "the worker did not receive the pipeline task", log)  # fmt: skip
         assert _count(db, Ticket, "rule LIKE 'xid%'") == 1
-        # ... beat's rollups task rolled it up ...
+        # ... the same pipeline run rolled it up ...
         _wait_for(lambda: _count(db, Rollup1m), 30, "no rollup appeared", log)
         # ... and with no reading for 3 s, beat's silence check opened "agent silent".
         _wait_for(lambda: _count(db, Ticket, "rule = ?", AGENT_SILENT.key), 30, "no agent-silent ticket", log)
@@ -172,7 +172,7 @@ def test_readings_wait_for_a_worker_without_one_and_are_caught_up_when_it_starts
         batch = make_batch("lab-02", readings=3)
         assert ingest_post(portal.base_url, token, batch)[0] == 202
         time.sleep(1)
-        assert _count(db, BatchEvaluation) == 0  # nothing evaluates without a worker
+        assert _count(db, StageDone) == 0  # nothing evaluates without a worker
     with portal_run(tmp_path) as (process, base_url, env, log):
-        _wait_for(lambda: _count(db, BatchEvaluation), 30, "the stored batch was not caught up", log)
+        _wait_for(lambda: _count(db, StageDone, "stage = 'rules'"), 30, "the stored batch was not caught up", log)
         _wait_for(lambda: _count(db, Rollup1m), 30, "the stored batch was not rolled up", log)

@@ -9,7 +9,7 @@ from portal.demo import story
 from portal.fleet.models import Gpu, Host
 from portal.maintenance.rules import AGENT_SILENT
 from portal.maintenance.services.config import RuleParams
-from portal.telemetry.models import IngestBatch, Reading, Rollup1m
+from portal.telemetry.models import Reading, Rollup1m
 from portal.telemetry.services import host_token_authenticate
 
 pytestmark = pytest.mark.django_db
@@ -26,7 +26,7 @@ def test_simulated_hosts_get_working_tokens_reused_on_the_next_run_and_a_short_s
 
 
 def test_history_is_stored_through_ingest_once_and_rolled_up(settings, tmp_path):
-    from portal.telemetry.services.rollups import rollups_process_pending
+    from tests.pipeline import rollups_process_pending, stage_waiting
 
     settings.VAR_DIR = tmp_path
     story.prepare_simulated_hosts()
@@ -38,7 +38,7 @@ def test_history_is_stored_through_ingest_once_and_rolled_up(settings, tmp_path)
     while rollups_process_pending():
         pass
     assert Rollup1m.objects.count() == hosts * 4 * 10
-    assert not IngestBatch.objects.filter(rolled_up=False).exists()
+    assert stage_waiting("rollups") == 0
     # Training jobs, not noise: most minutes busy, all within the protocol's ranges.
     busy = Reading.objects.filter(utilization_gpu_pct__gte=30).count()
     assert busy > 0.6 * stored

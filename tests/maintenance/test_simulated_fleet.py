@@ -15,7 +15,7 @@ from agents.collector import Collector, rfc3339
 from agents.simulate import SCENARIOS, SimulatedDeviceClient
 from portal.maintenance.models import Ticket
 from portal.maintenance.services import beat
-from portal.maintenance.services.evaluate import batches_evaluate_pending
+from portal.telemetry.pipeline import pipeline_run
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services.ingest import reading_batch_ingest
 from portal.telemetry.services.tokens import host_token_issue
@@ -69,7 +69,7 @@ def test_every_scenario_raises_its_ticket_and_healthy_none(db):
         now = dt.datetime.fromtimestamp(clock.t, dt.UTC)
         reading_batch_ingest(host=host, batch=BatchIn.model_validate_json(json.dumps(batch)), now=now)
         readings = []
-        batches_evaluate_pending(now=now)
+        pipeline_run()
         if not silent_checked and clock.t - START > 3600:
             beat.agent_silent_check(now=now)  # the silent GPU stopped after 30 min; the others report
             silent_checked = True

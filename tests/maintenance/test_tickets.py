@@ -10,10 +10,11 @@ from django.utils import timezone
 
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Gpu, MaintenanceRecord
-from portal.maintenance.models import BatchEvaluation, Notification, RuleState, Silence, Subscription, Ticket
+from portal.maintenance.models import Notification, RuleState, Silence, Subscription, Ticket
 from portal.maintenance.rules.base import READING_COLUMNS
 from portal.maintenance.services import beat
 from portal.maintenance.services.evaluate import readings_evaluate
+from portal.telemetry.models import StageDone
 from tests.maintenance.helpers import T0, feed, series
 
 HOT = {"temperature_c": 88}
@@ -231,15 +232,15 @@ def ingest(db):
 
 
 def test_ingest_hook_evaluates_and_the_same_batch_twice_changes_nothing(ingest, django_capture_on_commit_callbacks):
-    from portal.maintenance.services.evaluate import batch_evaluate
+    from portal.telemetry.pipeline import pipeline_run
 
     now = timezone.now()
     with django_capture_on_commit_callbacks(execute=True):
         result = ingest([{"temperature_c": 89}] * 20, now)
     ticket = Ticket.objects.get(rule="overheat")
-    assert BatchEvaluation.objects.filter(batch_pk=result.batch_pk).exists()
+    assert StageDone.objects.filter(stage="rules", batch_pk=result.batch_pk).exists()
     before = (ticket.occurrences, RuleState.objects.count(), Ticket.objects.count())
-    assert batch_evaluate(batch_pk=result.batch_pk).duplicate
+    assert pipeline_run().batches == []  # judged once: nothing waits
     ticket.refresh_from_db()
     assert (ticket.occurrences, RuleState.objects.count(), Ticket.objects.count()) == before
 

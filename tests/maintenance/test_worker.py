@@ -9,7 +9,8 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 from django.utils import timezone
 
-from portal.maintenance.models import BatchEvaluation, Ticket
+from portal.maintenance.models import Ticket
+from portal.telemetry.models import StageDone
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services.ingest import reading_batch_ingest
 from portal.telemetry.services.tokens import host_token_issue
@@ -49,6 +50,6 @@ def test_ingested_batch_is_evaluated_by_a_real_worker(transactional_db, redis_ur
         result = reading_batch_ingest(host=host, batch=BatchIn.model_validate_json(json.dumps(batch)), now=now)
         assert not result.duplicate
         assert _wait_for(lambda: Ticket.objects.filter(rule="overheat").exists()), "no ticket within 20 s"
-    assert BatchEvaluation.objects.filter(batch_pk=result.batch_pk).exists()
+    assert StageDone.objects.filter(stage="rules", batch_pk=result.batch_pk).exists()
     ticket = Ticket.objects.get(rule="overheat")
     assert ticket.gpu.uuid == UUID and ticket.peak_value == 89

@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from portal.telemetry.models import IngestBatch, Reading, Rollup1h, Rollup1m
+from portal.telemetry.models import Reading, Rollup1h, Rollup1m
 from portal.telemetry.services.retention import raw_cutoff, telemetry_prune
-from portal.telemetry.services.rollups import rollups_process_pending
+from tests.pipeline import rollups_process_pending, stage_waiting
 from tests.telemetry.batches import gpu_uuid, make_batch
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +58,7 @@ def test_retention_keeps_raw_readings_the_rollups_have_not_covered(agent, settin
     assert telemetry_prune(now=now)["readings"] == 0
     assert Reading.objects.count() == 4
     rollups_process_pending()
-    assert not IngestBatch.objects.filter(rolled_up=False).exists()
+    assert stage_waiting("rollups") == 0
     assert telemetry_prune(now=now)["readings"] == 4  # covered now: they may go
 
 

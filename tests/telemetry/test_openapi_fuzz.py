@@ -20,8 +20,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from portal.accounts.services import api_token_issue
-from portal.telemetry.services.rollups import rollups_process_pending
 from tests.factories import RecordFactory, UserFactory
+from tests.pipeline import rollups_process_pending
 from tests.telemetry.batches import gpu_uuid, iso, make_batch
 
 # Committed data: the WSGI handler is not Django's test Client, it closes "old" connections at

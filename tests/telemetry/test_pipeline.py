@@ -9,11 +9,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from portal.accounts.services import api_token_issue
-from portal.fleet.models import Gpu
-from portal.maintenance.services.evaluate import batches_evaluate_pending
 from portal.telemetry.models import IngestBatch
-from portal.telemetry.services.rollups import rollups_process_pending
-from portal.wear.services import wear_update_many
+from portal.telemetry.pipeline import pipeline_run
 from tests.telemetry.batches import make_batch
 
 STAGES = {"rules", "rollups", "wear"}
@@ -21,8 +18,8 @@ URL = "/api/v1/pipeline"
 
 
 @pytest.fixture(autouse=True)
-def _wear_on(settings):
-    settings.WEAR_ON_INGEST = True
+def _wear_on(wear_on_ingest):
+    """Every stage of the pipeline, the wear meters included."""
 
 
 def _stages(client) -> dict:
@@ -34,14 +31,8 @@ def _stages(client) -> dict:
     return {stage["name"]: stage for stage in stages}
 
 
-def _count_wear():
-    wear_update_many(ranges=dict.fromkeys(Gpu.objects.values_list("pk", flat=True), (None, None)))
-
-
 def _run_stages():
-    batches_evaluate_pending()
-    rollups_process_pending()
-    _count_wear()
+    pipeline_run()
 
 
 def test_anonymous_is_401(db):
@@ -86,24 +77,16 @@ def test_a_personal_token_reads_it(agent, viewer):
     assert {stage["name"]: stage["backlog_batches"] for stage in answer.json()["stages"]}["rules"] == 1
 
 
-def test_wear_counts_nothing_pending_while_the_meters_are_off(agent, client_for, viewer, settings):
-    settings.WEAR_ON_INGEST = False
-    assert agent.post(make_batch(agent.hostname)).status_code == 202
-    stages = _stages(client_for(viewer))
-    assert stages["wear"]["backlog_batches"] == 0
-    assert stages["rules"]["backlog_batches"] == 1
-
-
-def test_a_batch_wear_counted_only_partly_still_waits(agent, client_for, viewer):
-    """Wear has finished a batch only once every reading of it is counted: a newer batch of the
-    same host is pending while an older one is done."""
+def test_a_newer_batch_waits_while_an_older_one_is_done(agent, client_for, viewer):
+    """A stage has finished a batch only once it has run over it: a newer batch of the same host is
+    pending while an older one is done."""
     now = timezone.now()
     assert agent.post(make_batch(agent.hostname, readings=2, now=now - dt.timedelta(seconds=30))).status_code == 202
-    _count_wear()
+    _run_stages()
     assert _stages(client_for(viewer))["wear"]["backlog_batches"] == 0
     assert agent.post(make_batch(agent.hostname, readings=2, now=now)).status_code == 202
     assert _stages(client_for(viewer))["wear"]["backlog_batches"] == 1
-    _count_wear()
+    _run_stages()
     assert _stages(client_for(viewer))["wear"]["backlog_batches"] == 0
 
 
@@ -155,5 +138,5 @@ def test_batches_stored_after_an_evaluated_one_wait_until_evaluated(agent, clien
     for _ in range(2):
         assert agent.post(make_batch(agent.hostname)).status_code == 202
     assert _stages(client_for(viewer))["rules"]["backlog_batches"] == 2
-    batches_evaluate_pending()
+    pipeline_run()
     assert _stages(client_for(viewer))["rules"]["backlog_batches"] == 0

@@ -6,7 +6,8 @@ import uuid as uuidlib
 
 import pytest
 
-from portal.telemetry.models import IngestBatch, Reading, Rollup1h, Rollup1m, XidEvent
+from portal.telemetry.models import IngestBatch, Reading, Rollup1h, Rollup1m, StageDone, XidEvent
+from portal.telemetry.pipeline import stages
 from portal.telemetry.services.retention import telemetry_prune
 from tests.factories import GpuFactory
 
@@ -33,10 +34,15 @@ def old_and_new(settings):
     XidEvent.objects.bulk_create(
         [XidEvent(gpu=gpu, ts=ago(days=20), code=79), XidEvent(gpu=gpu, ts=ago(days=1), code=48)]
     )
-    batch = lambda received, done: IngestBatch.objects.create(  # noqa: E731
-        batch_id=uuidlib.uuid4(), host=gpu.host, sent_at=received, received_at=received, reading_count=1,
-        rolled_up=done,
-    )  # fmt: skip
+
+    def batch(received, done):
+        stored = IngestBatch.objects.create(
+            batch_id=uuidlib.uuid4(), host=gpu.host, sent_at=received, received_at=received, reading_count=1
+        )
+        if done:  # every stage of the pipeline has finished it
+            StageDone.objects.bulk_create([StageDone(stage=stage.name, batch_pk=stored.pk) for stage in stages()])
+        return stored
+
     batches = {
         "old": batch(ago(days=15), True),
         "old-pending": batch(ago(days=15), False),
@@ -59,7 +65,7 @@ def test_prune_deletes_what_is_past_retention_and_keeps_the_rest(old_and_new):
     assert sorted(Reading.objects.values_list("ts", flat=True)) == [ago(days=13, hours=23, minutes=59), ago(minutes=5)]
     assert list(XidEvent.objects.values_list("code", flat=True)) == [48]
     batches = old_and_new["batches"]
-    # a batch not rolled up yet is still work, whatever its age
+    # a batch a stage has not finished is still work, whatever its age
     assert set(IngestBatch.objects.values_list("pk", flat=True)) == {batches["old-pending"].pk, batches["new"].pk}
     assert sorted(Rollup1m.objects.values_list("bucket", flat=True)) == [ago(days=89), ago(days=20)]
     assert Rollup1h.objects.count() == 2

@@ -8,8 +8,9 @@ import pytest
 from django.utils import timezone
 
 from portal.fleet.models import Gpu
-from portal.telemetry.models import ROLLUP_METRICS, THROTTLE_BIT, IngestBatch, Rollup1h, Rollup1m
-from portal.telemetry.services.rollups import rollups_process_pending, rollups_refresh
+from portal.telemetry.models import ROLLUP_METRICS, THROTTLE_BIT, Rollup1h, Rollup1m, StageDone
+from portal.telemetry.services.rollups import rollups_refresh
+from tests.pipeline import rollups_process_pending, stage_waiting
 from tests.telemetry.batches import gpu_uuid, iso, make_batch, make_reading
 
 pytestmark = pytest.mark.django_db
@@ -112,7 +113,7 @@ def test_minute_and_hour_rollups_of_a_known_series(agent):
     post_in_batches(agent, readings, 25)
 
     assert rollups_process_pending() == 4
-    assert not IngestBatch.objects.filter(rolled_up=False).exists()
+    assert stage_waiting("rollups") == 0
 
     assert_rollups_match(Rollup1m, A, series_a, dt.timedelta(minutes=1))
     assert_rollups_match(Rollup1m, B, series_b, dt.timedelta(minutes=1))
@@ -151,8 +152,8 @@ def test_rolling_up_twice_changes_nothing(agent):
     gpu = Gpu.objects.get(uuid=A)
     rollups_refresh(gpu_id=gpu.pk, start=start, end=start + dt.timedelta(minutes=10))
     rollups_refresh(gpu_id=gpu.pk, start=start, end=start + dt.timedelta(minutes=10))
-    # processing pending batches again, after they are marked undone (a crash before the mark)
-    IngestBatch.objects.update(rolled_up=False)
+    # processing batches again, after they are marked undone (a crash before the mark)
+    StageDone.objects.filter(stage="rollups").delete()
     assert rollups_process_pending() == 3
 
     assert stored_buckets(Rollup1m, A) == minutes
@@ -199,28 +200,27 @@ def test_rollups_of_one_host_leave_other_hosts_alone(agent, other_agent):
 # Outside a transaction (as in the worker) a pass on SQLite aggregates before it takes the write
 # lock and writes in a short transaction of its own: the same figures, late batches included.
 @pytest.mark.django_db(transaction=True)
-def test_a_pass_outside_a_transaction_gives_the_same_rollups(agent):
+def test_a_pass_outside_a_transaction_gives_the_same_rollups(agent, pipeline_held):
     test_minute_and_hour_rollups_of_a_known_series(agent)
     assert rollups_process_pending() == 0
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_pass_outside_a_transaction_takes_a_late_batch(agent):
+def test_a_pass_outside_a_transaction_takes_a_late_batch(agent, pipeline_held):
     test_a_late_batch_updates_an_already_rolled_up_minute(agent)
 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_on_postgresql_a_pass_finding_another_running_leaves_at_once(agent, require_postgres):
-    """Two rollup tasks at once: the second leaves rather than hold a worker process for the whole
-    of the first pass (the first takes what is pending when it is done: its task loops until
-    nothing is)."""
+def test_on_postgresql_a_pass_finding_another_running_leaves_at_once(agent, require_postgres, pipeline_held):
+    """Two pipeline tasks at once: the second leaves rather than hold a worker process for the whole
+    of the first pass (the first looks for what is pending after it lets go)."""
     import time
 
     import psycopg
     from django.db import connection
 
-    from portal.telemetry.services import rollups
+    from portal.core.locks import _advisory_key
 
     series = generate(A, series_start(), 30, dt.timedelta(seconds=5))
     post_in_batches(agent, series, 10)
@@ -232,14 +232,14 @@ def test_on_postgresql_a_pass_finding_another_running_leaves_at_once(agent, requ
     with connection.cursor() as cursor:
         cursor.execute("SET statement_timeout = '10s'")  # a pass that waits fails, not hangs
     try:
-        other.execute("SELECT pg_advisory_lock(%s)", [rollups._LOCK_KEY])  # a pass running elsewhere
+        other.execute("SELECT pg_advisory_lock(%s)", [_advisory_key("pipeline")])  # a pass running elsewhere
         started = time.monotonic()
         assert rollups_process_pending() == 0
         assert time.monotonic() - started < 5  # did not wait for the other pass
-        assert IngestBatch.objects.filter(rolled_up=False).count() == 3  # left for the running pass
-        other.execute("SELECT pg_advisory_unlock(%s)", [rollups._LOCK_KEY])
+        assert stage_waiting("rollups") == 3  # left for the running pass
+        other.execute("SELECT pg_advisory_unlock(%s)", [_advisory_key("pipeline")])
         assert rollups_process_pending() == 3
-        assert not IngestBatch.objects.filter(rolled_up=False).exists()
+        assert stage_waiting("rollups") == 0
         assert_rollups_match(Rollup1m, A, series, dt.timedelta(minutes=1))
     finally:
         other.close()

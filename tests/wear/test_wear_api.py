@@ -18,9 +18,8 @@ FIELDS = {"uuid", "from", "to", "powered_hours", "busy_hours", "hot_hours", "fan
 
 
 @pytest.fixture(autouse=True)
-def _serial_ingest(settings):
+def _serial_ingest(settings, wear_on_ingest):
     settings.INGEST_PARALLEL = False
-    settings.WEAR_ON_INGEST = True
     ingest_view._limiter = None
 
 

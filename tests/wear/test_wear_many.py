@@ -3,19 +3,16 @@ same figures as the contract's reference for every GPU (GPUs that lag, GPUs new 
 late batches, reads cut into chunks), and a number of queries per task that does not grow with
 its GPUs."""
 
-import datetime as dt
 import math
 import random
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
-from portal.telemetry.models import GpuLatest, Reading
 from portal.wear import services
 from portal.wear.models import WearState
-from portal.wear.services import wear_sweep, wear_update_many
+from portal.wear.services import wear_update_many
 from tests.factories import GpuFactory
 from tests.wear.reference import close, reference_wear
 from tests.wear.test_wear import T0, check, series, store
@@ -90,28 +87,6 @@ def test_queries_per_task_do_not_grow_with_its_gpus():
 
 
 @pytest.mark.django_db
-def test_the_sweep_counts_what_no_task_counted():
-    gpus = [GpuFactory() for _ in range(3)]
-
-    def stored(gpu, n):
-        store(gpu, series(gpu.pk, n=n)[n - 100 :])
-        last = Reading.objects.filter(gpu=gpu).order_by("-ts").first()
-        GpuLatest.objects.update_or_create(gpu=gpu, defaults={"ts": last.ts, "received_at": last.ts})
-
-    for gpu in gpus:
-        stored(gpu, 100)
-    assert wear_sweep() == 3  # GPUs the meters have not met
-    assert wear_sweep() == 0
-    for gpu in gpus:
-        stored(gpu, 200)
-    assert wear_sweep() == 0  # their meters were just kept: the tasks' work, not the sweep's
-    WearState.objects.filter(gpu=gpus[1]).update(updated_at=timezone.now() - dt.timedelta(minutes=5))
-    assert wear_sweep() == 1
-    check(gpus[1], series(gpus[1].pk, n=200), -math.inf, math.inf)
-    check(gpus[0], series(gpus[0].pk, n=100), -math.inf, math.inf)
-
-
-@pytest.mark.django_db
 def test_a_range_reaching_back_over_counted_readings_rebuilds_nothing():
     """Each web process sends its own ranges: the second task's range reaches back over readings
     the first task counted already. Nothing is late, so nothing is recomputed GPU by GPU."""
@@ -131,38 +106,6 @@ def test_a_range_reaching_back_over_counted_readings_rebuilds_nothing():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_task_outside_a_transaction_matches_the_contract(monkeypatch):
-    """On SQLite the wear task reads and counts before it takes the write lock (on PostgreSQL: one
-    transaction, as before): the same figures, late batches and chunked reads included."""
+    """Outside a caller's transaction (as in the worker) the meters are kept in one transaction of
+    their own: the same figures, late batches and chunked reads included."""
     test_many_gpus_together_match_the_contract(monkeypatch, chunk=37)
-
-
-@pytest.mark.django_db(transaction=True)
-def test_on_sqlite_a_task_holds_the_write_lock_only_to_write():
-    """Ingest waits for whoever holds SQLite's write lock: the wear task's reads of the readings,
-    hour rows, day rows and states all run before its transaction, and what runs inside it writes."""
-    if connection.vendor != "sqlite":
-        pytest.skip("PostgreSQL's readers never block ingest: one transaction there")
-    gpus = [GpuFactory() for _ in range(5)]
-    ranges = {}
-    for gpu in gpus:
-        rows = series(gpu.pk, n=400)
-        store(gpu, rows[:200])
-        wear_update_many(ranges={gpu.pk: (rows[0]["ts"], rows[199]["ts"])})
-        store(gpu, rows[200:])
-        ranges[gpu.pk] = (rows[200]["ts"], rows[-1]["ts"])
-    statements: list[tuple[bool, str]] = []
-
-    def record(execute, sql, params, many, context):
-        verb = sql.lstrip().split(None, 1)[0].upper()
-        if verb not in {"BEGIN", "PRAGMA", "SAVEPOINT", "RELEASE"}:  # the transaction's own
-            statements.append((connection.in_atomic_block, verb))
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(record):
-        wear_update_many(ranges=ranges)
-    inside = {verb for in_transaction, verb in statements if in_transaction}
-    outside = {verb for in_transaction, verb in statements if not in_transaction}
-    assert outside == {"SELECT"}, statements
-    assert inside and inside <= {"INSERT", "UPDATE"}, statements
-    for gpu in gpus:
-        check(gpu, series(gpu.pk, n=400), -math.inf, math.inf)

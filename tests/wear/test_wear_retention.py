@@ -1,16 +1,16 @@
-"""Raw retention waits for the wear meters: readings the meters have not counted yet (a worker down
-for longer than raw retention) are kept until they are, and the figures then match the contract
-over every reading."""
+"""Raw retention waits for the wear meters: readings of a batch the meters have not counted yet (a
+worker down for longer than raw retention) are kept until they are, and the figures then match the
+contract over every reading."""
 
 import datetime as dt
 import math
+import uuid as uuidlib
 
 import pytest
 
-from portal.telemetry.models import GpuLatest, Reading
+from portal.telemetry.models import GpuLatest, IngestBatch, Reading
+from portal.telemetry.pipeline import pipeline_run
 from portal.telemetry.services.retention import raw_cutoff, telemetry_prune
-from portal.wear.models import WearState
-from portal.wear.services import wear_update_many
 from tests.factories import GpuFactory
 from tests.wear.test_wear import check, series, store
 
@@ -18,10 +18,19 @@ NOW = dt.datetime(2026, 3, 20, 12, tzinfo=dt.UTC)  # series() starts on 2026-03-
 
 
 @pytest.fixture(autouse=True)
-def _retention(settings):
-    settings.WEAR_ON_INGEST = True
+def _retention(settings, wear_on_ingest):
     settings.RETENTION_RAW_DAYS = 2
     settings.INGEST_MAX_AGE_HOURS = 24
+
+
+def store_batch(gpu, readings) -> IngestBatch:
+    """Readings stored as ingest stores them: with their batch, which the pipeline then owes."""
+    store(gpu, readings)
+    first, last = (dt.datetime.fromtimestamp(readings[i]["ts"], tz=dt.UTC) for i in (0, -1))
+    return IngestBatch.objects.create(
+        batch_id=uuidlib.uuid4(), host=gpu.host, sent_at=last, received_at=last, reading_count=len(readings),
+        first_ts=first, last_ts=last,
+    )  # fmt: skip
 
 
 def latest(gpu):
@@ -34,22 +43,21 @@ def test_readings_not_counted_yet_outlive_retention_until_counted():
     counted, waiting = GpuFactory(), GpuFactory()
     readings = {gpu.pk: series(gpu.pk, n=1200) for gpu in (counted, waiting)}
     for gpu in (counted, waiting):
-        store(gpu, readings[gpu.pk][:600])
-    wear_update_many(ranges=dict.fromkeys([counted.pk, waiting.pk], (None, None)))
-    store(counted, readings[counted.pk][600:])
-    wear_update_many(ranges={counted.pk: (None, None)})
-    store(waiting, readings[waiting.pk][600:])  # stored, not counted: the worker is down
+        store_batch(gpu, readings[gpu.pk][:600])
+    pipeline_run()
+    store_batch(counted, readings[counted.pk][600:])
+    pipeline_run()
+    pending = store_batch(waiting, readings[waiting.pk][600:])  # stored, not counted: the worker is down
     for gpu in (counted, waiting):
         latest(gpu)
-    waiting_from = WearState.objects.get(gpu=waiting).last_ts
     cutoff = raw_cutoff(NOW)
-    assert cutoff == waiting_from.replace(minute=0, second=0, microsecond=0)
+    assert cutoff == pending.first_ts.replace(minute=0, second=0, microsecond=0)
     deleted = telemetry_prune(now=NOW)["readings"]
     assert deleted > 0  # the readings before it went as ever
     assert not Reading.objects.filter(ts__lt=cutoff).exists()
-    assert Reading.objects.filter(gpu=waiting, ts__gt=waiting_from).count() == 600
+    assert Reading.objects.filter(gpu=waiting, ts__gte=pending.first_ts).count() == 600
     # the worker is back: everything gets counted, then retention takes the rest
-    wear_update_many(ranges={waiting.pk: (None, None)})
+    assert pipeline_run().finished["wear"] == 1
     assert raw_cutoff(NOW) == (NOW - dt.timedelta(days=2)).replace(minute=0)
     telemetry_prune(now=NOW)
     assert not Reading.objects.exists()
@@ -61,20 +69,10 @@ def test_readings_not_counted_yet_outlive_retention_until_counted():
 def test_readings_of_a_gpu_the_meters_have_not_met_are_kept():
     gpu = GpuFactory()
     readings = series(7, n=600)
-    store(gpu, readings)
+    store_batch(gpu, readings)
     latest(gpu)
     assert raw_cutoff(NOW) <= Reading.objects.order_by("ts").first().ts
     assert telemetry_prune(now=NOW)["readings"] == 0
-    wear_update_many(ranges={gpu.pk: (None, None)})
+    pipeline_run()
     assert telemetry_prune(now=NOW)["readings"] == 600
     check(gpu, readings, -math.inf, math.inf)
-
-
-@pytest.mark.django_db
-def test_meters_off_hold_nothing_back(settings):
-    settings.WEAR_ON_INGEST = False
-    gpu = GpuFactory()
-    store(gpu, series(gpu.pk, n=300))
-    latest(gpu)
-    telemetry_prune(now=NOW)
-    assert not Reading.objects.exists()

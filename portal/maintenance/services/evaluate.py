@@ -1,17 +1,14 @@
 """The anomaly engine: judge stored batches of readings against every rule, move rule states, and
 turn the resulting events into tickets.
 
-Work comes in passes. A pass claims every stored batch not yet evaluated (up to PASS_BATCHES),
-whichever batch's task started it, and judges them together: one query for their readings, one
-for their XID events, one for the rule states of all their GPUs, one for the GPUs, one for the
-thresholds; then Python over the readings, GPU by GPU in reading-time order; then one upsert of
-the states that changed. Ticket work happens only when a rule fires or clears, which is rare. The
-fixed cost is paid once per pass, so a worker that falls behind catches up in big, cheap passes.
-
-One pass runs at a time (a PostgreSQL advisory lock; SQLite's IMMEDIATE transactions serialise
-writers anyway): two passes side by side could judge consecutive batches of one GPU out of order
-and overwrite each other's rule states. A BatchEvaluation row per batch, written in the pass's
-transaction, marks it done, so the same batch twice changes nothing.
+The rules are a stage of the pipeline (portal.telemetry.pipeline): a pass hands them a block of
+stored batches with their readings already read, and they judge it together: one query for the
+rule states of all its GPUs, one for the GPUs, one for the thresholds; then Python over the
+readings, GPU by GPU in reading-time order; then one upsert of the states that changed. Ticket
+work happens only when a rule fires or clears, which is rare. The fixed cost is paid once per
+pass, so a worker that falls behind catches up in big, cheap passes. Passes run one at a time and
+the pipeline's ledger says which batches the rules have judged, so no batch is judged twice and
+one GPU's batches are judged in order.
 """
 
 from __future__ import annotations
@@ -23,13 +20,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Exists, Max, OuterRef, Q
+from django.db import connection
+from django.db.models import Q
 from django.utils import timezone
 
-from portal.core.sqlite import reads_outside_write_lock, serialized
 from portal.fleet.models import Gpu
-from portal.maintenance.models import BatchEvaluation, RuleState, Silence
+from portal.maintenance.models import RuleState, Silence
 from portal.maintenance.rules import AGENT_SILENT, GPU_RULE_LIST, XID_RULES
 from portal.maintenance.rules.base import (
     OK,
@@ -45,7 +41,7 @@ from portal.maintenance.rules.xid import xid_class
 from portal.maintenance.services import tickets as ticket_services
 from portal.maintenance.services.config import RuleParams
 from portal.maintenance.services.notify import notify_ticket
-from portal.telemetry.models import IngestBatch, Reading, XidEvent
+from portal.telemetry.pipeline import Prepared
 
 log = logging.getLogger(__name__)
 
@@ -301,183 +297,9 @@ def events_apply(events: list[Event], *, silenced, params: RuleParams) -> list:
     return outcomes
 
 
-PASS_BATCHES = 500  # batches claimed by one pass at most
-# How far below the newest evaluated batch a pass looks for batches still pending. Ids are given
-# out at insert and batches commit in about that order, so this only needs to cover the batches
-# in flight; older stragglers (none unless a pass was rolled back) are the sweep's.
-CLAIM_SLACK = 1000
-SWEEP_WINDOW = dt.timedelta(hours=24)  # by arrival (received_at), so late readings are swept too
-_LOCK_KEY = 0x6D61696E  # "main": the advisory lock that keeps one pass at a time (PostgreSQL)
-
-
-def _pass_lock() -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK_KEY])
-
-
-def _claim(*, limit: int, since: dt.datetime | None) -> list[dict]:
-    """Pending batches, oldest first, marked done (in the caller's transaction)."""
-    pending = _pending(limit=limit, since=since)
-    _mark(pending)
-    return pending
-
-
-def _mark(batches: list[dict]) -> None:
-    if batches:
-        BatchEvaluation.objects.bulk_create(
-            [BatchEvaluation(batch_pk=b["id"], readings=b["reading_count"]) for b in batches], batch_size=500
-        )
-
-
-def _pending(*, limit: int, since: dt.datetime | None) -> list[dict]:
-    """Batches not evaluated yet, oldest first (up to limit)."""
-    batches = IngestBatch.objects.order_by("id")
-    if since is not None:
-        batches = batches.filter(received_at__gte=since)
-    else:
-        newest = BatchEvaluation.objects.aggregate(newest=Max("batch_pk"))["newest"] or 0
-        batches = batches.filter(id__gt=max(0, newest - CLAIM_SLACK))
-    done = BatchEvaluation.objects.filter(batch_pk=OuterRef("id"))
-    columns = ("id", "host_id", "first_ts", "last_ts", "reading_count")
-    return list(batches.filter(~Exists(done)).values(*columns)[:limit])
-
-
-def _merged(spans: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
-    merged: list[tuple[dt.datetime, dt.datetime]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def _batch_readings(batches: list[dict]) -> dict[int, list[tuple]]:
-    """The readings of some batches, per GPU in time order. A batch's readings are its host's
-    readings within its time span; overlapping spans of one host are read once."""
-    spans: dict[int, list] = defaultdict(list)
-    for batch in batches:
-        if batch["first_ts"] is not None:
-            spans[batch["host_id"]].append((batch["first_ts"], batch["last_ts"]))
-    if not spans:
-        return {}
-    gpus_by_host: dict[int, list[int]] = defaultdict(list)
-    for gpu_id, host_id in Gpu.objects.filter(host_id__in=list(spans)).values_list("id", "host_id"):
-        gpus_by_host[host_id].append(gpu_id)
-    clauses = [
-        Q(gpu_id__in=gpus_by_host[host_id], ts__gte=start, ts__lte=end)
-        for host_id, host_spans in spans.items()
-        if gpus_by_host[host_id]
-        for start, end in _merged(host_spans)
-    ]
-    readings: dict[int, list[tuple]] = defaultdict(list)
-    for part in range(0, len(clauses), 100):  # SQLite limits the depth of one expression
-        condition = Q()
-        for clause in clauses[part : part + 100]:
-            condition |= clause
-        for row in Reading.objects.filter(condition).values_list("gpu_id", *READING_COLUMNS):
-            readings[row[0]].append(row[1:])
-    for rows in readings.values():
-        rows.sort(key=lambda row: row[0])
-    return readings
-
-
-def batches_evaluate_pending(
-    *, now: dt.datetime | None = None, limit: int = PASS_BATCHES, since: dt.datetime | None = None
-) -> EvaluationResult:
-    """One pass: claim the batches not yet evaluated (up to `limit`, oldest first) and judge them
-    together. `since`: look at every batch received since then (the sweep), not only the recent
-    ids. Returns what the pass did; `batches` holds the ids it evaluated.
-
-    On SQLite (outside a caller's transaction) the pass reads and judges before it takes the
-    write lock, and holds it only to write: passes run one at a time (portal.core.sqlite), and
-    if anything else wrote the rule states it read meanwhile (a maintenance record, a beat
-    check), it judges again under the lock."""
-    now = now or timezone.now()
-    if reads_outside_write_lock():
-        with serialized("evaluate"):
-            batches = _pending(limit=limit, since=since)
-            if not batches:
-                return EvaluationResult()
-            judged = _judge_batches(batches)
-            with transaction.atomic():
-                if not judged.tracks.unchanged():
-                    batches = _pending(limit=limit, since=since)
-                    judged = _judge_batches(batches)
-                _mark(batches)
-                result = _apply(judged, now)
-                result.batches = [batch["id"] for batch in batches]
-                return result
-    with transaction.atomic():
-        _pass_lock()
-        batches = _claim(limit=limit, since=since)
-        if not batches:
-            return EvaluationResult()
-        result = _apply(_judge_batches(batches), now)
-        result.batches = [batch["id"] for batch in batches]
-        return result
-
-
-def _judge_batches(batches: list[dict]) -> _Judged:
-    xids: dict[int, list] = defaultdict(list)
-    rows = XidEvent.objects.filter(batch_id__in=[batch["id"] for batch in batches]).values_list("gpu_id", "ts", "code")
-    for gpu_id, ts, code in rows:
-        xids[gpu_id].append((ts.timestamp(), code))
-    return _judge(readings=_batch_readings(batches), xids=xids)
-
-
-def batch_evaluate(*, batch_pk: int, gpu_ids: list[int] | None = None, now: dt.datetime | None = None):
-    """Make sure one stored batch is evaluated (the Celery task's service). Idempotent: a batch
-    already evaluated (by its own task or by a pass another batch's task ran) is a duplicate.
-    Otherwise runs passes, each taking every pending batch, until this one is done. `gpu_ids`
-    is accepted for the tasks already queued; a pass reads each batch's host's GPUs."""
-    result = EvaluationResult()
-    for _ in range(100):
-        if not IngestBatch.objects.filter(pk=batch_pk).exists():
-            return result
-        if BatchEvaluation.objects.filter(batch_pk=batch_pk).exists():
-            result.duplicate = not result.batches
-            return result
-        passed = batches_evaluate_pending(now=now)
-        if not passed.batches:
-            # Below the claim window (a straggler): the sweep's wider look finds it.
-            passed = batches_evaluate_pending(now=now, since=(now or timezone.now()) - SWEEP_WINDOW)
-            if not passed.batches:
-                return result
-        result.readings += passed.readings
-        result.events += passed.events
-        result.tickets += passed.tickets
-        result.batches += passed.batches
-    return result
-
-
-def evaluation_backlog(*, now: dt.datetime):
-    """The rules stage's batches not yet evaluated (telemetry.pipeline): those a pass looks at (ids
-    from CLAIM_SLACK below the newest evaluated one) without a marker. A batch's marker is written
-    in the transaction that applies its evaluation and kept for 2 × SWEEP_WINDOW (batches_sweep),
-    so within that window a batch without one is not finished. When evaluation stops, every batch
-    stored since counts; a straggler below the window (a pass rolled back) is the sweep's and is
-    not counted, which keeps this one small query however many batches the window holds."""
-    from portal.telemetry.pipeline import backlog_of
-
-    newest = BatchEvaluation.objects.aggregate(newest=Max("batch_pk"))["newest"] or 0
-    done = BatchEvaluation.objects.filter(batch_pk=OuterRef("id"))
-    pending = IngestBatch.objects.filter(id__gt=max(0, newest - CLAIM_SLACK), received_at__gte=now - 2 * SWEEP_WINDOW)
-    return backlog_of(pending.filter(~Exists(done)))
-
-
-def batches_sweep(*, now: dt.datetime | None = None) -> EvaluationResult:
-    """The beat task's service: evaluate what no task did (the broker was down when the batch
-    was stored, or a pass failed), then forget markers of batches long past both windows."""
-    now = now or timezone.now()
-    result = EvaluationResult()
-    while True:
-        passed = batches_evaluate_pending(now=now, since=now - SWEEP_WINDOW)
-        result.readings += passed.readings
-        result.batches += passed.batches
-        if len(passed.batches) < PASS_BATCHES:
-            break
-    newest = BatchEvaluation.objects.aggregate(newest=Max("batch_pk"))["newest"] or 0
-    BatchEvaluation.objects.filter(evaluated_at__lt=now - 2 * SWEEP_WINDOW, batch_pk__lt=newest - CLAIM_SLACK).delete()
-    return result
+def rules_prepare(block) -> Prepared:
+    """The rules stage (telemetry.pipeline): judge a block of stored batches (reads only); the
+    pass writes the states that moved and the tickets in its transaction. If a state it read was
+    written meanwhile (a maintenance record, a beat check), the pass judges again."""
+    judged = _judge(readings=block.columns(READING_COLUMNS), xids=block.xids)
+    return Prepared(apply=lambda: _apply(judged, timezone.now()), current=judged.tracks.unchanged)

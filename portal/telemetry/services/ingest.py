@@ -342,9 +342,9 @@ def _one_statement_sql() -> str:
     gpu_type, ts_type = sql_type("gpu_id"), sql_type("ts")
     return f"""
 WITH batch AS (
-    INSERT INTO {batch_table} (batch_id, host_id, sent_at, received_at, reading_count, first_ts, last_ts, rolled_up)
+    INSERT INTO {batch_table} (batch_id, host_id, sent_at, received_at, reading_count, first_ts, last_ts)
     VALUES (%(batch_id)s, %(host_id)s, %(sent_at)s, %(received_at)s, %(reading_count)s, %(first_ts)s,
-            %(last_ts)s, false)
+            %(last_ts)s)
     ON CONFLICT (batch_id) DO NOTHING
     RETURNING id
 ), incoming AS (

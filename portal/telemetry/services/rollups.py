@@ -1,13 +1,10 @@
 """Incremental 1-minute and 1-hour rollups per GPU.
 
-The work queue is the batch table: every stored batch is rolled up once. A pass claims pending
-batches and recomputes, from the raw readings, every minute and hour bucket they touched (their
-hosts' GPUs × their time spans): one aggregate query for all the minutes of the pass and one for
-all its hours, whatever the number of GPUs, then one upsert of each. Recomputing whole buckets
-makes the job idempotent: running it twice, or after a crash half-way, gives the same rollups.
-
-On SQLite a pass reads and aggregates before it takes the write lock, and holds it only for
-the upserts (portal.core.sqlite): the web server's ingest waits for that lock.
+A stage of the pipeline (portal.telemetry.pipeline): for the batches of a pass it recomputes,
+from the raw readings, every minute and hour bucket they touched (their hosts' GPUs × their time
+spans): one aggregate query for all the minutes of the pass and one for all its hours, whatever
+the number of GPUs, then one upsert of each. Whole buckets are recomputed, so a late batch's
+readings join the minute and hour they belong to, whatever came before.
 """
 
 import datetime as dt
@@ -15,23 +12,14 @@ from collections import defaultdict
 
 from django.db import connection, transaction
 
-from portal.core.sqlite import reads_outside_write_lock, serialized
 from portal.fleet.models import Gpu
-from portal.telemetry.models import (
-    ROLLUP_METRICS,
-    THERMAL_THROTTLE_MASK,
-    IngestBatch,
-    Reading,
-    Rollup1h,
-    Rollup1m,
-)
+from portal.telemetry.models import ROLLUP_METRICS, THERMAL_THROTTLE_MASK, Reading, Rollup1h, Rollup1m
+from portal.telemetry.pipeline import Prepared
 
-CLAIM_BATCHES = 500
 _STAT_FIELDS = [f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("min", "max", "mean")]
 _UPDATE_FIELDS = ["count", "thermal_throttle_count", "xid_count", "energy_mj_max", *_STAT_FIELDS]
 _SPANS_PER_STATEMENT = 300  # (GPU, start, end) rows in one statement's VALUES list
 _MINUTE, _HOUR = dt.timedelta(minutes=1), dt.timedelta(hours=1)
-_LOCK_KEY = 0x726F6C6C  # "roll": the advisory lock that keeps one pass at a time (PostgreSQL)
 
 
 def _minute(moment: dt.datetime) -> dt.datetime:
@@ -169,43 +157,8 @@ def _spans_by_gpu(batches) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
     return spans
 
 
-def rollups_process_pending(*, limit: int = CLAIM_BATCHES) -> int:
-    """Roll up batches not yet rolled up (up to `limit`, oldest first). Safe to run on several
-    workers at once: one pass at a time writes rollups (PostgreSQL: an advisory lock, and a pass
-    that finds it taken returns 0 at once; SQLite: see portal.core.sqlite), so a pass never
-    overwrites buckets with what it read before another pass wrote newer ones."""
-    if reads_outside_write_lock():
-        with serialized("rollups"):
-            batches = _pending(limit)
-            if not batches:
-                return 0
-            computed = _recompute(_spans_by_gpu(batches))
-            with transaction.atomic():
-                _write(*computed)
-                _mark_done(batches)
-        return len(batches)
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # Another pass is running: it takes what is pending when it is done (the task loops
-            # until nothing is), so this one leaves rather than wait. Waiting held a worker process
-            # for the whole of the other pass (seconds under load) that evaluation needed.
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [_LOCK_KEY])
-                if not cursor.fetchone()[0]:
-                    return 0
-        batches = _pending(limit)
-        if not batches:
-            return 0
-        _write(*_recompute(_spans_by_gpu(batches)))
-        _mark_done(batches)
-    return len(batches)
-
-
-def _pending(limit: int) -> list[IngestBatch]:
-    return list(
-        IngestBatch.objects.filter(rolled_up=False).order_by("id").only("id", "host_id", "first_ts", "last_ts")[:limit]
-    )
-
-
-def _mark_done(batches: list[IngestBatch]) -> None:
-    IngestBatch.objects.filter(pk__in=[batch.pk for batch in batches]).update(rolled_up=True)
+def rollups_prepare(block) -> Prepared:
+    """The rollups stage (telemetry.pipeline): the minutes and hours a block's batches touched,
+    recomputed from the raw readings (reads only); written by the pass."""
+    computed = _recompute(_spans_by_gpu(block.batches))
+    return Prepared(apply=lambda: _write(*computed))

@@ -71,10 +71,10 @@ def portal_children(
     ]
 
 
-# Sent once at start: the sweeps catch up what waited while no worker ran (stored batches not yet
-# evaluated or rolled up, notifications not sent) and preventive schedules are judged now
-# instead of an hour later. Not the silence check: agents need a moment to reconnect.
-CATCH_UP = ("maintenance-batches", "rollups", "maintenance-schedules", "maintenance-notify")
+# Sent once at start: the sweeps catch up what waited while no worker ran (stored batches some
+# stage of the pipeline has not finished, notifications not sent) and preventive schedules are
+# judged now instead of an hour later. Not the silence check: agents need a moment to reconnect.
+CATCH_UP = ("pipeline-sweep", "maintenance-schedules", "maintenance-notify")
 
 
 def catch_up() -> None:

@@ -1,9 +1,9 @@
-"""The ingest hook sends evaluation tasks at most once per interval, with one trailing send that
+"""The pipeline trigger sends at most once per interval, with one trailing send that
 carries the newest batch, so nothing stored is left unevaluated."""
 
 import threading
 
-from portal.maintenance.enqueue import Debouncer
+from portal.core.debounce import Debouncer
 
 
 class FakeClock:

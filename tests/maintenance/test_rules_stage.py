@@ -1,5 +1,6 @@
-"""Evaluation passes: one pass claims every pending batch and judges them together, in reading
-order per GPU; the per-batch service stays idempotent; the sweep finds what no task reached."""
+"""The rules as a stage of the pipeline: one pass takes every pending batch and judges them
+together, in reading order per GPU; a batch is judged once (the ledger); the sweep finds what no
+task reached."""
 
 import datetime as dt
 import json
@@ -7,8 +8,9 @@ import json
 import pytest
 from django.utils import timezone
 
-from portal.maintenance.models import BatchEvaluation, RuleState, Ticket
-from portal.maintenance.services.evaluate import batch_evaluate, batches_evaluate_pending, batches_sweep
+from portal.maintenance.models import RuleState, Ticket
+from portal.telemetry.models import StageDone
+from portal.telemetry.pipeline import pipeline_run, pipeline_sweep
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services.ingest import reading_batch_ingest
 from portal.telemetry.services.tokens import host_token_issue
@@ -45,23 +47,22 @@ def test_one_pass_takes_every_pending_batch_in_order(store):
     for k in range(3):  # 3 batches per host × 2 hosts, 60 s of 88 °C each: fires in the third minute
         for host in ("dgx-0001", "dgx-0002"):
             pks.append(store(host, t0 + dt.timedelta(minutes=k), [88] * 6).batch_pk)
-    result = batches_evaluate_pending()
+    result = pipeline_run()
     assert sorted(result.batches) == sorted(pks) and result.readings == 6 * 2 * 6
+    assert result.finished["rules"] == 6
     assert Ticket.objects.filter(rule="overheat", gpu__isnull=False).count() == 4
-    assert BatchEvaluation.objects.count() == 6
-    assert batches_evaluate_pending().batches == []
-    assert batch_evaluate(batch_pk=pks[0]).duplicate
+    assert StageDone.objects.filter(stage="rules").count() == 6
+    assert pipeline_run().batches == []
 
 
-def test_per_batch_service_runs_a_pass_and_is_idempotent(store):
+def test_a_run_takes_every_pending_batch_and_a_second_run_changes_nothing(store):
     t0 = timezone.now() - dt.timedelta(hours=1)
     first = store("dgx-0001", t0, [88] * 6).batch_pk
     second = store("dgx-0001", t0 + dt.timedelta(minutes=1), [88] * 6).batch_pk
-    result = batch_evaluate(batch_pk=second)
-    assert sorted(result.batches) == [first, second] and not result.duplicate
-    assert batch_evaluate(batch_pk=first).duplicate and batch_evaluate(batch_pk=second).duplicate
+    result = pipeline_run()
+    assert sorted(result.batches) == [first, second] and result.finished["rules"] == 2
     states = list(RuleState.objects.order_by("key").values_list("key", "state", "last_ts"))
-    assert batch_evaluate(batch_pk=first).duplicate
+    assert pipeline_run().batches == []
     assert list(RuleState.objects.order_by("key").values_list("key", "state", "last_ts")) == states
 
 
@@ -87,9 +88,10 @@ def test_a_pass_equals_batch_by_batch(store):
     temps = [88] * 18 + [91] * 6 + [60] * 72 + [88] * 24  # fires, escalates, clears, fires again
     for k in range(0, len(temps), 6):
         store("dgx-0001", t0 + dt.timedelta(minutes=k // 6), temps[k : k + 6])
-    batches_evaluate_pending()
+    pipeline_run()
     for k in range(0, len(temps), 6):
-        batch_evaluate(batch_pk=store("dgx-0002", t0 + dt.timedelta(minutes=k // 6), temps[k : k + 6]).batch_pk)
+        store("dgx-0002", t0 + dt.timedelta(minutes=k // 6), temps[k : k + 6])
+        assert len(pipeline_run().batches) == 1
     assert _states("dgx-0001") == _states("dgx-0002")
     assert _tickets("dgx-0001") == _tickets("dgx-0002")
     assert {row[0] for row in _tickets("dgx-0001")} >= {"overheat"}
@@ -102,10 +104,10 @@ def test_a_pass_equals_batch_by_batch(store):
 def test_sweep_evaluates_batches_no_task_reached(store):
     t0 = timezone.now() - dt.timedelta(hours=1)
     pk = store("dgx-0001", t0, [88] * 13).batch_pk  # stored, but the task never ran (broker down)
-    assert not BatchEvaluation.objects.filter(batch_pk=pk).exists()
-    assert batches_sweep().batches == [pk]
+    assert not StageDone.objects.filter(batch_pk=pk).exists()
+    assert pipeline_sweep().batches == [pk]
     assert Ticket.objects.filter(rule="overheat", gpu__isnull=False).count() == 2
-    assert batches_sweep().batches == []
+    assert pipeline_sweep().batches == []
 
 
 @pytest.fixture
@@ -117,46 +119,42 @@ def no_hooks(monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_pass_outside_a_transaction_judges_before_it_takes_the_write_lock(store, no_hooks, monkeypatch):
+def test_a_pass_judges_before_it_takes_the_write_lock(store, no_hooks, monkeypatch):
     from portal.maintenance.services import evaluate
 
     t0 = timezone.now() - dt.timedelta(hours=1)
     pks = [store("dgx-0001", t0 + dt.timedelta(minutes=k), [88] * 6).batch_pk for k in range(2)]
-    assert sorted(batches_evaluate_pending().batches) == pks
-    judged, judge = [], evaluate._judge_batches
-    monkeypatch.setattr(evaluate, "_judge_batches", lambda batches: judged.append(batches) or judge(batches))
+    assert sorted(pipeline_run().batches) == pks
+    judged, judge = [], evaluate._judge
+    monkeypatch.setattr(evaluate, "_judge", lambda **kwargs: judged.append(kwargs) or judge(**kwargs))
     pk = store("dgx-0001", t0 + dt.timedelta(minutes=2), [88] * 6).batch_pk
-    result = batches_evaluate_pending()
+    result = pipeline_run()
     # judged once: the states it read (and the rules changed in memory) were nobody else's
     assert result.batches == [pk] and result.readings == 2 * 6 and len(judged) == 1
     assert Ticket.objects.filter(rule="overheat", gpu__isnull=False).count() == 2
-    assert BatchEvaluation.objects.count() == 3
-    assert batches_evaluate_pending().batches == []
+    assert StageDone.objects.filter(stage="rules").count() == 3
+    assert pipeline_run().batches == []
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_state_written_meanwhile_makes_the_pass_judge_again_under_the_lock(store, no_hooks, monkeypatch):
-    from django.db import connection
-
     from portal.maintenance.services import evaluate
 
-    if connection.vendor != "sqlite":
-        pytest.skip("PostgreSQL passes judge inside their transaction (readers never block ingest there)")
     t0 = timezone.now() - dt.timedelta(hours=1)
     store("dgx-0001", t0, [88] * 6)
-    assert batches_evaluate_pending().batches  # overheat pending for both GPUs
+    assert pipeline_run().batches  # overheat pending for both GPUs
     pk = store("dgx-0001", t0 + dt.timedelta(minutes=1), [88] * 6).batch_pk
-    judged, judge = [], evaluate._judge_batches
+    judged, judge = [], evaluate._judge
 
-    def judge_then_reset(batches):
-        result = judge(batches)
+    def judge_then_reset(**kwargs):
+        result = judge(**kwargs)
         if not judged:  # a maintenance record resets the states after the pass read them
             RuleState.objects.filter(rule="overheat").update(state="ok", since_ts=None)
         judged.append(result)
         return result
 
-    monkeypatch.setattr(evaluate, "_judge_batches", judge_then_reset)
-    assert batches_evaluate_pending().batches == [pk]
+    monkeypatch.setattr(evaluate, "_judge", judge_then_reset)
+    assert pipeline_run().batches == [pk]
     assert len(judged) == 2
     # judged again from the reset states: pending since the second batch, not since the first
     states = RuleState.objects.filter(rule="overheat", gpu__isnull=False)
