@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install browser promtool axe clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install messages gettext browser promtool axe clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,6 +13,17 @@ $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The translations: locale/<lang>/LC_MESSAGES/*.po compiled to the .mo files Django reads (the .mo
+# are built, never committed). Needs GNU gettext's msgfmt (Debian's gettext, installed as root).
+gettext:
+	@command -v msgfmt >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gettext >/dev/null; \
+	  else echo "msgfmt missing: 'sudo apt-get install gettext' (the pages stay in English without it)"; fi; }
+
+messages: $(STAMP) gettext
+	@if command -v msgfmt >/dev/null 2>&1 && ls locale/*/LC_MESSAGES/*.po >/dev/null 2>&1; then \
+	  DEBUG=true $(PY) manage.py compilemessages -l zh_Hans -i .venv -i node_modules -v 0; fi
 
 # Debian's Chromium for the browser tests (never a downloaded browser build).
 browser:
@@ -40,13 +51,13 @@ promtool:
 agent-dist: $(STAMP)
 	-DEBUG=true $(PY) manage.py agent_dist
 
-demo: $(STAMP) agent-dist
+demo: $(STAMP) agent-dist messages
 	$(PY) manage.py demo
 
-test: $(STAMP) browser promtool axe
+test: $(STAMP) browser promtool axe messages
 	$(PY) -m pytest
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) messages
 	$(PY) -m pytest -m "not browser" -x -q
 
 # The agent's own tests, without Django (as on a bare GPU host).
@@ -62,7 +73,7 @@ lint: $(STAMP)
 	$(PY) .ci/import_cycles.py
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
-serve: $(STAMP) agent-dist
+serve: $(STAMP) agent-dist messages
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py serve --host 127.0.0.1 --port 8000
 
@@ -71,7 +82,7 @@ serve: $(STAMP) agent-dist
 # (README, "A small lab"). Ctrl-C stops all of it.
 HOST ?= 127.0.0.1
 PORT ?= 8000
-serve-small: $(STAMP) agent-dist
+serve-small: $(STAMP) agent-dist messages
 	$(PY) manage.py run --host $(HOST) --port $(PORT)
 
 worker: $(STAMP)
