@@ -25,11 +25,15 @@ messages: $(STAMP) gettext
 	@if command -v msgfmt >/dev/null 2>&1 && ls locale/*/LC_MESSAGES/*.po >/dev/null 2>&1; then \
 	  DEBUG=true $(PY) manage.py compilemessages -l zh_Hans -i .venv -i node_modules -v 0; fi
 
-# Debian's Chromium for the browser tests (never a downloaded browser build).
+# Debian's Chromium for the browser tests (never a downloaded browser build), and a Chinese font
+# for the pages in Chinese (their screenshots show boxes without one).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium missing: 'sudo apt-get install chromium' (browser tests skip without it)"; fi; }
+	@fc-list :lang=zh 2>/dev/null | grep -q . || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-wqy-microhei >/dev/null; \
+	  else echo "no Chinese font: 'sudo apt-get install fonts-wqy-microhei' (Chinese screenshots show boxes)"; fi; }
 
 # axe-core for the accessibility browser test, pinned in package.json / package-lock.json (in CI
 # that test fails without it).
