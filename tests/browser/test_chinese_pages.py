@@ -127,8 +127,8 @@ def zh_page(browser, zh_portal):
     do_login(page, "admin", zh_portal.credentials["admin"])
     # The user's own setting (the header's switch also sets the profile), not just the browser's.
     page.select_option("#header-language", "zh-hans")
-    page.click("form.language button[type=submit]")
-    page.wait_for_load_state("load")
+    with page.expect_navigation():
+        page.click("form.language button[type=submit]")
     assert page.evaluate("document.documentElement.lang") == "zh-hans"
     yield page
     context.close()
