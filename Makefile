@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install browser promtool axe clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install messages gettext browser promtool axe clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,11 +14,26 @@ $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 
 install: $(STAMP)
 
-# Debian's Chromium for the browser tests (never a downloaded browser build).
+# The translations: locale/<lang>/LC_MESSAGES/*.po compiled to the .mo files Django reads (the .mo
+# are built, never committed). Needs GNU gettext's msgfmt (Debian's gettext, installed as root).
+gettext:
+	@command -v msgfmt >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gettext >/dev/null; \
+	  else echo "msgfmt missing: 'sudo apt-get install gettext' (the pages stay in English without it)"; fi; }
+
+messages: $(STAMP) gettext
+	@if command -v msgfmt >/dev/null 2>&1 && ls locale/*/LC_MESSAGES/*.po >/dev/null 2>&1; then \
+	  DEBUG=true $(PY) manage.py compilemessages -l zh_Hans -i .venv -i node_modules -v 0; fi
+
+# Debian's Chromium for the browser tests (never a downloaded browser build), and a Chinese font
+# for the pages in Chinese (their screenshots show boxes without one).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "chromium missing: 'sudo apt-get install chromium' (browser tests skip without it)"; fi; }
+	@fc-list :lang=zh 2>/dev/null | grep -q . || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-wqy-microhei >/dev/null; \
+	  else echo "no Chinese font: 'sudo apt-get install fonts-wqy-microhei' (Chinese screenshots show boxes)"; fi; }
 
 # axe-core for the accessibility browser test, pinned in package.json / package-lock.json (in CI
 # that test fails without it).
@@ -40,13 +55,13 @@ promtool:
 agent-dist: $(STAMP)
 	-DEBUG=true $(PY) manage.py agent_dist
 
-demo: $(STAMP) agent-dist
+demo: $(STAMP) agent-dist messages
 	$(PY) manage.py demo
 
-test: $(STAMP) browser promtool axe
+test: $(STAMP) browser promtool axe messages
 	$(PY) -m pytest
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) messages
 	$(PY) -m pytest -m "not browser" -x -q
 
 # The agent's own tests, without Django (as on a bare GPU host).
@@ -62,7 +77,7 @@ lint: $(STAMP)
 	$(PY) .ci/import_cycles.py
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
-serve: $(STAMP) agent-dist
+serve: $(STAMP) agent-dist messages
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py serve --host 127.0.0.1 --port 8000
 
@@ -71,7 +86,7 @@ serve: $(STAMP) agent-dist
 # (README, "A small lab"). Ctrl-C stops all of it.
 HOST ?= 127.0.0.1
 PORT ?= 8000
-serve-small: $(STAMP) agent-dist
+serve-small: $(STAMP) agent-dist messages
 	$(PY) manage.py run --host $(HOST) --port $(PORT)
 
 worker: $(STAMP)

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "portal.checklists",
     "portal.scheduler",
     "portal.enrolment",
+    "portal.guidance",
     "portal.live",
     "portal.demo",
 ]

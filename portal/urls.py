@@ -32,6 +32,7 @@ urlpatterns = [
     path("scheduler/", include("portal.scheduler.urls")),
     path("add-hosts/", include("portal.enrolment.urls")),
     path("agent/", include("portal.enrolment.agent_urls")),
+    path("guide/", include("portal.guidance.urls")),
     path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]

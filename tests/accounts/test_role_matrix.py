@@ -113,6 +113,7 @@ PARAM_VALUES = {
     "object_id": lambda w: [str(w["host"].pk)],
     "content_type_id": lambda w: ["1"],
     "url": lambda w: ["x/"],
+    "slug": lambda w: ["dust-and-airflow"],  # a guidance practice
 }
 INT_PARAMS = {"pk", "id", "ticket_id", "record_id", "gpu_id", "host_id"}
 

@@ -101,6 +101,7 @@ def pages() -> list[dict]:
     from django.urls import get_resolver, reverse
 
     from portal.api import api_urls
+    from portal.guidance.practices import PRACTICES
 
     objects = _objects()
     api_namespace = api_urls()[2]  # the API's own routes answer JSON
@@ -117,7 +118,9 @@ def pages() -> list[dict]:
         if name in NOT_PAGES or name.startswith(f"{api_namespace}:"):
             continue
         kwargs = list(pattern.pattern.converters)
-        if kwargs == ["pk"]:
+        if kwargs == ["slug"] and name == "guidance:practice":  # every practice page
+            fillings = [{"slug": practice.slug} for practice in PRACTICES]
+        elif kwargs == ["pk"]:
             fillings = [{"pk": pk} for pk in pk_by_name.get(name, [])]
         elif all(k in by_kwarg for k in kwargs):
             fillings = [{k: by_kwarg[k] for k in kwargs}]
