@@ -8,7 +8,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext_lazy
+from django.utils.translation import gettext_lazy, ngettext_lazy, pgettext_lazy
 from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -32,7 +32,10 @@ def _in_days(days: int):
 class ApiTokenForm(forms.Form):
     label = forms.CharField(max_length=100, required=False, label=gettext_lazy("Label"))
     expires_in_days = forms.TypedChoiceField(
-        choices=[("", gettext_lazy("never")), *((str(days), _in_days(days)) for days in TOKEN_LIFETIME_DAYS)],
+        choices=[
+            ("", pgettext_lazy("token expiry", "never")),
+            *((str(days), _in_days(days)) for days in TOKEN_LIFETIME_DAYS),
+        ],
         coerce=int,
         empty_value=None,
         required=False,
