@@ -24,6 +24,7 @@
     "temperature_c", "power_w", "utilization_gpu_pct", "utilization_memory_pct", "fan_speed_pct",
     "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib",
   ];
+  const RESOLUTION_NAMES = { raw: gettext("raw"), "1m": gettext("1m"), "1h": gettext("1h") };
   const THROTTLE_NAMES = ["hw_thermal", "sw_thermal", "hw_slowdown", "hw_power_brake"];
   const COLORS = { temp: "#d1495b", power: "#1f6feb", limit: "#9a6700", util: "#1a7f37", mem: "#8250df",
     fan: "#0a7ea4", sm: "#bf3989", memclk: "#6e7781" };
@@ -126,7 +127,7 @@
         merge(series.rows);
         note.textContent = range === "live"
           ? gettext("Live, raw readings")
-          : interpolate(gettext("History at %s resolution (mean)"), [series.resolution === "raw" ? gettext("raw") : series.resolution]);
+          : interpolate(gettext("History at %s resolution (mean)"), [RESOLUTION_NAMES[series.resolution] || series.resolution]);
         render();
       })
       .catch(function (error) {
