@@ -1,11 +1,12 @@
 from django.contrib.admin import AdminSite
+from django.utils.translation import gettext_lazy as _
 
 from portal.accounts.roles import ROLE_ADMIN, user_has_role
 
 
 class PortalAdminSite(AdminSite):
-    site_header = "GPU Fleet Portal administration"
-    site_title = "GPU Fleet Portal"
+    site_header = _("GPU Fleet Portal administration")
+    site_title = _("GPU Fleet Portal")
 
     def has_permission(self, request):
         # Django admin belongs to the portal's admin role, not to a separate staff flag.

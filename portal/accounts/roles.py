@@ -4,10 +4,18 @@ admin: everything, Django admin included. technician: adds and edits maintenance
 works tickets. viewer: reads everything, writes nothing.
 """
 
+from django.utils.translation import pgettext_lazy
+
 ROLE_ADMIN = "admin"
 ROLE_TECHNICIAN = "technician"
 ROLE_VIEWER = "viewer"
 ROLES = (ROLE_ADMIN, ROLE_TECHNICIAN, ROLE_VIEWER)
+# How pages name them (the group names themselves never change with the language).
+ROLE_LABELS = {
+    ROLE_ADMIN: pgettext_lazy("role", "admin"),
+    ROLE_TECHNICIAN: pgettext_lazy("role", "technician"),
+    ROLE_VIEWER: pgettext_lazy("role", "viewer"),
+}
 
 # Model permissions each role gets, as "app_label.codename" patterns; "*" means every action.
 ROLE_PERMISSIONS = {

@@ -7,13 +7,15 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext_lazy, pgettext_lazy
 from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django.views.i18n import set_language as django_set_language
 
 from portal.accounts.models import ApiToken
-from portal.accounts.roles import ROLES
+from portal.accounts.roles import ROLE_LABELS, ROLES
 from portal.accounts.services import (
     TOKEN_LIFETIME_DAYS,
     api_token_issue,
@@ -23,14 +25,21 @@ from portal.accounts.services import (
 )
 
 
+def _in_days(days: int):
+    return ngettext_lazy("in %(days)s day", "in %(days)s days", "days") % {"days": days}
+
+
 class ApiTokenForm(forms.Form):
-    label = forms.CharField(max_length=100, required=False)
+    label = forms.CharField(max_length=100, required=False, label=gettext_lazy("Label"))
     expires_in_days = forms.TypedChoiceField(
-        choices=[("", "never"), *((str(days), f"in {days} days") for days in TOKEN_LIFETIME_DAYS)],
+        choices=[
+            ("", pgettext_lazy("token expiry", "never")),
+            *((str(days), _in_days(days)) for days in TOKEN_LIFETIME_DAYS),
+        ],
         coerce=int,
         empty_value=None,
         required=False,
-        label="Expires",
+        label=gettext_lazy("Expires"),
     )
 
 
@@ -39,7 +48,7 @@ class ProfileView(View):
     """The user's own page: role and personal API tokens (any logged-in user, even without a role)."""
 
     def get(self, request, form=None, new_token=None, status=200, language_form=None):
-        roles = [name for name in request.user.groups.values_list("name", flat=True) if name in ROLES]
+        roles = [ROLE_LABELS[name] for name in request.user.groups.values_list("name", flat=True) if name in ROLES]
         context = {
             "roles": roles,
             "tokens": ApiToken.objects.filter(user=request.user),
@@ -64,13 +73,15 @@ class ApiTokenRevokeView(View):
     def post(self, request, pk):
         token = get_object_or_404(ApiToken, pk=pk, user=request.user)
         api_token_revoke(token=token)
-        messages.success(request, f"API token {token.prefix}… revoked.")
+        messages.success(request, _("API token %(prefix)s… revoked.") % {"prefix": token.prefix})
         return HttpResponseRedirect(reverse("accounts:profile"))
 
 
 class LanguageForm(forms.Form):
     language = forms.ChoiceField(
-        choices=[("", "Follow the browser"), *settings.LANGUAGES], required=False, label="Language"
+        choices=[("", gettext_lazy("Follow the browser")), *settings.LANGUAGES],
+        required=False,
+        label=gettext_lazy("Language"),
     )
 
 

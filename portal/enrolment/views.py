@@ -5,6 +5,8 @@ from django.contrib import messages
 from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.decorators import method_decorator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import View
 from django.views.decorators.cache import never_cache
 
@@ -18,11 +20,20 @@ CODES_ON_PAGE = 100
 
 class CodeForm(forms.Form):
     hostname = forms.CharField(
-        max_length=253, required=False, help_text="Only this host may use the code; empty: any new host."
+        max_length=253,
+        required=False,
+        label=gettext_lazy("Hostname"),
+        help_text=gettext_lazy("Only this host may use the code; empty: any new host."),
     )
-    uses = forms.IntegerField(initial=1, min_value=1, max_value=services.USES_MAX, help_text="Hosts it enrols.")
+    uses = forms.IntegerField(
+        initial=1,
+        min_value=1,
+        max_value=services.USES_MAX,
+        label=gettext_lazy("Uses"),
+        help_text=gettext_lazy("Hosts it enrols."),
+    )
     expires_in_hours = forms.IntegerField(
-        initial=24, min_value=1, max_value=services.EXPIRES_HOURS_MAX, label="Expires in (hours)"
+        initial=24, min_value=1, max_value=services.EXPIRES_HOURS_MAX, label=gettext_lazy("Expires in (hours)")
     )
 
 
@@ -60,5 +71,5 @@ class RevokeView(Admins, View):
     def post(self, request, pk):
         code = get_object_or_404(EnrolmentCode, pk=pk)
         services.enrolment_code_revoke(code=code)
-        messages.success(request, f"Code {code.prefix}… revoked.")
+        messages.success(request, _("Code %(prefix)s… revoked.") % {"prefix": code.prefix})
         return redirect("enrolment:add_hosts")

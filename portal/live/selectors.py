@@ -119,7 +119,7 @@ def gpu_live_config(*, gpu: Gpu, records) -> dict:
         {
             "ts": ts_ms(record.performed_at),
             "kind": record.kind,
-            "label": MaintenanceRecord.Kind(record.kind).label,
+            "label": str(MaintenanceRecord.Kind(record.kind).label),  # in the page's language
             "url": record.get_absolute_url(),
         }
         for record in records

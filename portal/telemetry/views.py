@@ -4,6 +4,8 @@ from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.utils.decorators import method_decorator
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import View
 from django.views.decorators.cache import never_cache
 
@@ -13,7 +15,12 @@ from portal.telemetry.services import host_token_issue, host_token_revoke
 
 
 class TokenForm(forms.Form):
-    label = forms.CharField(max_length=100, required=False, help_text="What the token is for, e.g. 'agent'.")
+    label = forms.CharField(
+        max_length=100,
+        required=False,
+        label=gettext_lazy("Label"),
+        help_text=gettext_lazy("What the token is for, e.g. 'agent'."),
+    )
 
 
 @method_decorator(never_cache, name="dispatch")
@@ -40,5 +47,7 @@ class HostTokenRevokeView(PermissionRequiredMixin, View):
     def post(self, request, hostname, pk):
         token = get_object_or_404(HostToken, pk=pk, host__hostname=hostname)
         host_token_revoke(token=token)
-        messages.success(request, f"Token {token.prefix}… revoked; the agent using it now gets 401.")
+        messages.success(
+            request, _("Token %(prefix)s… revoked; the agent using it now gets 401.") % {"prefix": token.prefix}
+        )
         return HttpResponseRedirect(token.host.get_absolute_url())

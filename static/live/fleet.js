@@ -10,6 +10,10 @@
 (function () {
   "use strict";
   const Live = window.PortalLive;
+  // Texts in the page's language: gettext/interpolate come from /jsi18n/ (base.html loads it first).
+  const gettext = window.gettext || function (text) { return text; };
+  const interpolate = window.interpolate || function (format, args) { return format.replace(/%s/g, function () { return String(args.shift()); }); };
+  const ngettext = window.ngettext || function (one, many, n) { return n === 1 ? one : many; };
   const el = document.getElementById("fleet-heatmap");
   if (!el || !window.Plotly) return;
   const stateUrl = el.dataset.stateUrl;
@@ -59,7 +63,7 @@
       const row = hostRow.get(gpu.host);
       const silent = isSilent(gpu);
       z[row][gpu.index] = silent ? null : gpu.temperature_c;
-      text[row][gpu.index] = gpu.ts == null ? "no data" : silent ? "silent" : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
+      text[row][gpu.index] = gpu.ts == null ? gettext("no data") : silent ? gettext("silent") : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
       custom[row][gpu.index] = gpu.url;
     });
     return { z: z, text: text, custom: custom };
@@ -109,7 +113,7 @@
     if (gpus.length > 5) {
       const more = document.createElement("li");
       more.className = "muted";
-      more.textContent = "and " + (gpus.length - 5) + " more";
+      more.textContent = interpolate(ngettext("and %s more", "and %s more", gpus.length - 5), [gpus.length - 5]);
       list.appendChild(more);
     }
   }

@@ -3,6 +3,9 @@
 (function () {
   "use strict";
   const Live = window.PortalLive;
+  // Texts in the page's language: gettext/interpolate come from /jsi18n/ (base.html loads it first).
+  const gettext = window.gettext || function (text) { return text; };
+  const interpolate = window.interpolate || function (format, args) { return format.replace(/%s/g, function () { return String(args.shift()); }); };
   const cfg = Live.readJson("live-gpu-config");
   if (!cfg || !window.Plotly) return;
 
@@ -21,6 +24,7 @@
     "temperature_c", "power_w", "utilization_gpu_pct", "utilization_memory_pct", "fan_speed_pct",
     "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib",
   ];
+  const RESOLUTION_NAMES = { raw: gettext("raw"), "1m": gettext("1m"), "1h": gettext("1h") };
   const THROTTLE_NAMES = ["hw_thermal", "sw_thermal", "hw_slowdown", "hw_power_brake"];
   const COLORS = { temp: "#d1495b", power: "#1f6feb", limit: "#9a6700", util: "#1a7f37", mem: "#8250df",
     fan: "#0a7ea4", sm: "#bf3989", memclk: "#6e7781" };
@@ -113,7 +117,7 @@
     root.querySelectorAll("[data-range]").forEach(function (button) {
       button.setAttribute("aria-pressed", String(button.dataset.range === range));
     });
-    note.textContent = "Loading…";
+    note.textContent = gettext("Loading…");
     render();
     fetchSeries(now - RANGES[range].span, now + MINUTE, range)
       .then(function (series) {
@@ -122,12 +126,12 @@
         if (range === "live") noteLatest(series.rows);
         merge(series.rows);
         note.textContent = range === "live"
-          ? "Live, raw readings"
-          : "History at " + (series.resolution === "raw" ? "raw" : series.resolution) + " resolution (mean)";
+          ? gettext("Live, raw readings")
+          : interpolate(gettext("History at %s resolution (mean)"), [RESOLUTION_NAMES[series.resolution] || series.resolution]);
         render();
       })
       .catch(function (error) {
-        if (request === state.request) note.textContent = "Could not load history: " + error.message;
+        if (request === state.request) note.textContent = interpolate(gettext("Could not load history: %s"), [error.message]);
       });
   }
 
@@ -214,41 +218,41 @@
     state.renderQueued = false;
     const rows = state.rows;
     let shapes = [], annotations = [];
-    hline(cfg.slowdown_c, "#d29922", "slowdown " + cfg.slowdown_c + " °C", shapes, annotations, true);
-    hline(cfg.shutdown_c, "#cf222e", "shutdown " + cfg.shutdown_c + " °C", shapes, annotations);
+    hline(cfg.slowdown_c, "#d29922", interpolate(gettext("slowdown %s °C"), [cfg.slowdown_c]), shapes, annotations, true);
+    hline(cfg.shutdown_c, "#cf222e", interpolate(gettext("shutdown %s °C"), [cfg.shutdown_c]), shapes, annotations);
     const throttled = rows.filter(function (row) { return row.throttled; });
     const temps = rows.map(function (row) { return row.temperature_c; }).filter(function (v) { return v != null; });
     const top = Math.max(cfg.shutdown_c || 0, temps.length ? Math.max.apply(null, temps) : 0) + 5;
     plot("chart-temperature", [
-      line("Temperature °C", "temperature_c", COLORS.temp),
-      { type: "scatter", mode: "markers", name: "Throttled", marker: { color: "#cf222e", size: 4, opacity: 0.6 },
+      line(gettext("Temperature °C"), "temperature_c", COLORS.temp),
+      { type: "scatter", mode: "markers", name: gettext("Throttled"), marker: { color: "#cf222e", size: 4, opacity: 0.6 },
         x: throttled.map(function (row) { return Live.localMs(row.t); }),
         y: throttled.map(function (row) { return row.temperature_c; }), visible: throttled.length ? true : "legendonly" },
-    ], layout("Temperature", { range: [20, Math.max(top, 60)], ticksuffix: " °C" }, shapes, annotations, true));
+    ], layout(gettext("Temperature"), { range: [20, Math.max(top, 60)], ticksuffix: " °C" }, shapes, annotations, true));
 
     shapes = []; annotations = [];
     const hasLimit = rows.some(function (row) { return row.power_limit_w != null; });
-    if (!hasLimit) hline(cfg.power_limit_default_w, COLORS.limit, "default limit", shapes, annotations);
-    const powerTraces = [line("Power W", "power_w", COLORS.power)];
-    if (hasLimit) powerTraces.push(line("Limit W", "power_limit_w", COLORS.limit, { line: { color: COLORS.limit, dash: "dash", shape: "hv", width: 1.2 } }));
-    plot("chart-power", powerTraces, layout("Power vs limit", { rangemode: "tozero", ticksuffix: " W" }, shapes, annotations));
+    if (!hasLimit) hline(cfg.power_limit_default_w, COLORS.limit, gettext("default limit"), shapes, annotations);
+    const powerTraces = [line(gettext("Power W"), "power_w", COLORS.power)];
+    if (hasLimit) powerTraces.push(line(gettext("Limit W"), "power_limit_w", COLORS.limit, { line: { color: COLORS.limit, dash: "dash", shape: "hv", width: 1.2 } }));
+    plot("chart-power", powerTraces, layout(gettext("Power vs limit"), { rangemode: "tozero", ticksuffix: " W" }, shapes, annotations));
 
     plot("chart-utilization", [
-      line("GPU %", "utilization_gpu_pct", COLORS.util),
-      line("Memory %", "utilization_memory_pct", COLORS.mem),
-    ], layout("Utilization", { range: [0, 105], ticksuffix: " %" }));
+      line(gettext("GPU %"), "utilization_gpu_pct", COLORS.util),
+      line(gettext("Memory %"), "utilization_memory_pct", COLORS.mem),
+    ], layout(gettext("Utilization"), { range: [0, 105], ticksuffix: " %" }));
 
-    plot("chart-fan", [line("Fan %", "fan_speed_pct", COLORS.fan)], layout("Fan", { range: [0, 105], ticksuffix: " %" }));
+    plot("chart-fan", [line(gettext("Fan %"), "fan_speed_pct", COLORS.fan)], layout(gettext("Fan"), { range: [0, 105], ticksuffix: " %" }));
 
     plot("chart-clocks", [
-      line("SM MHz", "sm_clock_mhz", COLORS.sm),
-      line("Memory MHz", "mem_clock_mhz", COLORS.memclk),
-    ], layout("Clocks", { rangemode: "tozero", ticksuffix: " MHz" }));
+      line(gettext("SM MHz"), "sm_clock_mhz", COLORS.sm),
+      line(gettext("Memory MHz"), "mem_clock_mhz", COLORS.memclk),
+    ], layout(gettext("Clocks"), { rangemode: "tozero", ticksuffix: " MHz" }));
 
     shapes = []; annotations = [];
-    hline(cfg.memory_total_mib, "#6e7781", "total", shapes, annotations);
-    plot("chart-memory", [line("Used MiB", "memory_used_mib", COLORS.mem)],
-      layout("Memory", { rangemode: "tozero", ticksuffix: " MiB" }, shapes, annotations));
+    hline(cfg.memory_total_mib, "#6e7781", gettext("total"), shapes, annotations);
+    plot("chart-memory", [line(gettext("Used MiB"), "memory_used_mib", COLORS.mem)],
+      layout(gettext("Memory"), { rangemode: "tozero", ticksuffix: " MiB" }, shapes, annotations));
     renderNow();
   }
 
@@ -262,7 +266,7 @@
       return value == null ? "—" : Number(value).toFixed(digits || 0) + unit;
     };
     if (!last) {
-      set("age", "no readings yet");
+      set("age", gettext("no readings yet"));
       return;
     }
     set("temperature", fmt(last.temperature_c, " °C"));
@@ -270,9 +274,9 @@
     set("util", fmt(last.utilization_gpu_pct, " %"));
     set("fan", fmt(last.fan_speed_pct, " %"));
     set("sm", fmt(last.sm_clock_mhz, " MHz"));
-    set("throttle", last.throttled ? "throttling" : "no");
+    set("throttle", last.throttled ? gettext("throttling") : gettext("no"));
     const age = Math.max(0, Math.round((Date.now() - last.t) / 1000));
-    set("age", age < 90 ? age + " s ago" : Math.round(age / 60) + " min ago");
+    set("age", age < 90 ? interpolate(gettext("%s s ago"), [age]) : interpolate(gettext("%s min ago"), [Math.round(age / 60)]));
   }
 
   function scheduleRender() {

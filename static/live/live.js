@@ -3,6 +3,9 @@
 (function () {
   "use strict";
   if (window.PortalLive) return;  // several partials on one page may each include this file
+  // Texts in the page's language: gettext/interpolate come from /jsi18n/ (base.html loads it first).
+  const gettext = window.gettext || function (text) { return text; };
+  const interpolate = window.interpolate || function (format, args) { return format.replace(/%s/g, function () { return String(args.shift()); }); };
 
   const CLOSE_UNAUTHENTICATED = 4401;
   const CLOSE_FORBIDDEN = 4403;
@@ -46,7 +49,7 @@
     const self = this;
     clearTimeout(this.timer);
     if (this.stopped) return;
-    setIndicator(this.indicators, "connecting", this.openedOnce ? "Reconnecting…" : "Connecting…");
+    setIndicator(this.indicators, "connecting", this.openedOnce ? gettext("Reconnecting…") : gettext("Connecting…"));
     let socket;
     try {
       socket = new WebSocket(this.url());
@@ -64,7 +67,7 @@
       if (message.kind === "hello") {
         const reconnected = self.openedOnce;
         self.openedOnce = true;
-        setIndicator(self.indicators, "live", "Live");
+        setIndicator(self.indicators, "live", gettext("Live"));
         self.onOpen(reconnected);
         return;
       }
@@ -75,8 +78,8 @@
       self.socket = null;
       if (FINAL.has(event.code)) {
         self.stopped = true;
-        const text = event.code === CLOSE_UNAUTHENTICATED ? "Offline: log in again"
-          : event.code === CLOSE_FORBIDDEN ? "Offline: no permission" : "Offline: not found";
+        const text = event.code === CLOSE_UNAUTHENTICATED ? gettext("Offline: log in again")
+          : event.code === CLOSE_FORBIDDEN ? gettext("Offline: no permission") : gettext("Offline: not found");
         setIndicator(self.indicators, "stopped", text);
         return;
       }
@@ -93,7 +96,7 @@
     this.retryAt = Date.now() + delay;
     const tick = function () {
       const left = Math.max(0, Math.round((self.retryAt - Date.now()) / 1000));
-      setIndicator(self.indicators, "reconnecting", "Reconnecting in " + left + " s");
+      setIndicator(self.indicators, "reconnecting", interpolate(gettext("Reconnecting in %s s"), [left]));
     };
     tick();
     clearInterval(this.countdown);

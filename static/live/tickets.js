@@ -3,6 +3,15 @@
 (function () {
   "use strict";
   const Live = window.PortalLive;
+  // Texts in the page's language: gettext/interpolate come from /jsi18n/ (base.html loads it first).
+  const gettext = window.gettext || function (text) { return text; };
+  const interpolate = window.interpolate || function (format, args) { return format.replace(/%s/g, function () { return String(args.shift()); }); };
+  // The feed's words for the events and severities (the messages carry them in English).
+  const EVENTS = { opened: gettext("opened"), acknowledged: gettext("acknowledged"), resolved: gettext("resolved"),
+    changed: gettext("changed") };
+  const SEVERITIES = { info: pgettext("severity", "info"), warning: pgettext("severity", "warning"),
+    critical: pgettext("severity", "critical") };
+  function pgettext(context, text) { return window.pgettext ? window.pgettext(context, text) : text; }
   const list = document.getElementById("ticket-feed");
   if (!list) return;
   const MAX_ITEMS = 50;
@@ -27,15 +36,16 @@
     const kind = event.event || "changed";
     const pill = document.createElement("span");
     pill.className = "badge event-" + kind;
-    pill.textContent = kind;
+    pill.textContent = EVENTS[kind] || kind;
     badge.appendChild(pill);
 
     const what = document.createElement("span");
     const title = event.url ? document.createElement("a") : document.createElement("strong");
     if (event.url) title.href = event.url;
-    title.textContent = event.title || "Ticket #" + event.ticket_id;
+    title.textContent = event.title || interpolate(gettext("Ticket #%s"), [event.ticket_id]);
     what.appendChild(title);
-    const subject = [event.severity, event.hostname, event.gpu_label, event.by ? "by " + event.by : ""]
+    const subject = [SEVERITIES[event.severity] || event.severity, event.hostname, event.gpu_label,
+      event.by ? interpolate(gettext("by %s"), [event.by]) : ""]
       .filter(Boolean).join(" · ");
     if (subject) {
       const meta = document.createElement("span");

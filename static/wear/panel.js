@@ -1,5 +1,7 @@
 // The GPU page's Wear panel: monthly meters and thermal resistance with cleaning markers.
 (function () {
+  // Texts in the page's language: gettext comes from /jsi18n/ (base.html loads it first).
+  const gettext = window.gettext || function (text) { return text; };
   const source = document.getElementById("wear-data");
   if (!source || !window.Plotly) return;
   const data = JSON.parse(source.textContent);
@@ -15,23 +17,23 @@
   const cycleStep = Math.max(1, Math.ceil(Math.max(1, ...cycles) / 4));
   const bar = (name, key) => ({ type: "bar", name, x: months, y: data.monthly.map((m) => m[key]) });
   window.Plotly.newPlot("wear-monthly", [
-    bar("busy h", "busy_hours"), bar("hot h", "hot_hours"), bar("fan-high h", "fan_high_hours"),
-    { type: "scatter", mode: "lines+markers", name: "thermal cycles", x: months,
+    bar(gettext("busy h"), "busy_hours"), bar(gettext("hot h"), "hot_hours"), bar(gettext("fan-high h"), "fan_high_hours"),
+    { type: "scatter", mode: "lines+markers", name: gettext("thermal cycles"), x: months,
       y: cycles, yaxis: "y2" },
-  ], layout("Per month", { barmode: "group", xaxis: { type: "category" }, yaxis: { title: axisTitle("hours") },
-    yaxis2: { title: axisTitle("thermal cycles"), overlaying: "y", side: "right", rangemode: "tozero",
+  ], layout(gettext("Per month"), { barmode: "group", xaxis: { type: "category" }, yaxis: { title: axisTitle(gettext("hours")) },
+    yaxis2: { title: axisTitle(gettext("thermal cycles")), overlaying: "y", side: "right", rangemode: "tozero",
       dtick: cycleStep, showgrid: false } }), config);
   const shapes = data.cleanings.map((day) => ({
     type: "line", xref: "x", yref: "paper", x0: day, x1: day, y0: 0, y1: 1,
     line: { dash: "dot", width: 2, color: "#2a9d8f" },
   }));
   const annotations = data.cleanings.map((day) => ({
-    x: day, xref: "x", y: 1, yref: "paper", text: "cleaning", showarrow: false, yanchor: "bottom",
+    x: day, xref: "x", y: 1, yref: "paper", text: gettext("cleaning"), showarrow: false, yanchor: "bottom",
     font: { size: 10, color: "#2a9d8f" },
   }));
   window.Plotly.newPlot("wear-resistance", [{
-    type: "scatter", mode: "lines+markers", name: "°C per W at load",
+    type: "scatter", mode: "lines+markers", name: gettext("°C per W at load"),
     x: data.resistance.map((r) => r.day), y: data.resistance.map((r) => r.c_per_w),
-  }], layout("Thermal resistance at load (°C/W)", { shapes, annotations,
-    yaxis: { title: axisTitle("°C per W"), tickformat: ".3f" } }), config);
+  }], layout(gettext("Thermal resistance at load (°C/W)"), { shapes, annotations,
+    yaxis: { title: axisTitle(gettext("°C per W")), tickformat: ".3f" } }), config);
 })();
