@@ -11,13 +11,12 @@
    the Celery worker, beat on its real schedule) on a fresh copy of a prepared database each round
    (bench_wear_round from bench_wear_ingest), 8 clients posting 100-reading gzip batches (20 hosts,
    200 GPUs at 10 Hz) for BENCH_ROUND_S (45) seconds; BENCH_ROUNDS (3) rounds per side, off and on
-   alternating. `WEAR_ON_INGEST=false` turns the meters off (no task, no sweep). The figure:
-   median readings/s accepted while posting, on against off; the meters' tasks (every
-   WEAR_DEBOUNCE_S per web process) run on the same 2 cores meanwhile, so their cost shows (the
-   work of the last debounce interval falls after the round: with 45 s rounds, about a fifth of
-   the meters' work is not in the window). With the meters on, the round also waits until every
-   GPU's meters have counted its newest reading and prints how long after the last post that was
-   (the contract: readings stored more than a minute ago count). Target: cost < 10 %.
+   alternating. Off: the portal runs with bench/settings_wear_off.py, whose bench-only app takes
+   the wear stage out of the pipeline. The figure: median readings/s accepted while posting, on
+   against off; the pipeline's passes run on the same 2 cores meanwhile, so the meters' cost shows.
+   With the meters on, the round also waits until the wear stage has finished every batch and
+   prints how long after the last post that was (the contract: readings stored more than a minute
+   ago count). Target: cost < 10 %.
 
 Run with `make bench-wear` (under `flock /work/wt/bench.lock` on a shared machine; needs the local
 PostgreSQL and Redis; BENCH_PG_URL, BENCH_WEAR_REDIS_URL to use others). `python bench/wear.py
@@ -240,8 +239,9 @@ def _round_env(wear_on: bool, var_dir: Path) -> dict[str, str]:
         INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", INGEST_RATE_PER_S="1000000",
         INGEST_RATE_BURST="1000000", LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="portal.settings",
         DATABASE_URL=ROUND_DB_URL, DATABASE_CONN_MAX_AGE="600", REDIS_URL=INGEST_REDIS_URL,
-        WEAR_ON_INGEST="true" if wear_on else "false",
     )  # fmt: skip
+    if not wear_on:
+        env["DJANGO_SETTINGS_MODULE"] = "bench.settings_wear_off"
     return env
 
 
@@ -305,17 +305,18 @@ class Client(threading.Thread):
 
 
 def _progress(conn) -> dict[str, int]:
-    """The round's pipeline: batches stored, evaluated, rolled up; GPUs with readings, and those
-    whose meters have counted their newest reading."""
-    stored, rolled = conn.execute(
-        "SELECT count(*), count(*) FILTER (WHERE rolled_up) FROM telemetry_ingestbatch"
-    ).fetchone()
-    evaluated = conn.execute("SELECT count(*) FROM maintenance_batchevaluation").fetchone()[0]
-    gpus, counted = conn.execute(
-        "SELECT count(*), count(ws.gpu_id) FROM telemetry_gpulatest gl "
-        "LEFT JOIN wear_wearstate ws ON ws.gpu_id = gl.gpu_id AND ws.last_ts >= gl.ts"
-    ).fetchone()
-    return {"stored": stored, "rolled": rolled, "evaluated": evaluated, "gpus": gpus, "counted": counted}
+    """The round's pipeline: batches stored, and the batches each stage has not finished (the
+    ledger above its cursor, as GET /api/v1/pipeline counts them)."""
+    stored = conn.execute("SELECT count(*) FROM telemetry_ingestbatch").fetchone()[0]
+    waiting = {}
+    for stage in ("rules", "rollups", "wear"):
+        waiting[stage] = conn.execute(
+            "SELECT count(*) FROM telemetry_ingestbatch b WHERE b.id >= "
+            "COALESCE((SELECT max(done_below) FROM telemetry_pipelinecursor), 0) AND NOT EXISTS "
+            "(SELECT FROM telemetry_stagedone d WHERE d.batch_pk = b.id AND d.stage = %s)",
+            [stage],
+        ).fetchone()[0]
+    return {"stored": stored, **waiting}
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -405,13 +406,10 @@ def ingest_round(wear_on: bool, work: list[list[tuple[str, bytes]]]) -> dict:
             limit = time.monotonic() + 180
             while time.monotonic() < limit:
                 state = _progress(conn)
-                if wear_on and wear_lag is None and state["gpus"] and state["counted"] == state["gpus"]:
+                stored = state["stored"] >= accepted_batches
+                if wear_on and wear_lag is None and stored and not state["wear"]:
                     wear_lag = time.monotonic() - posted
-                if (
-                    state["stored"] >= accepted_batches
-                    and state["evaluated"] >= state["stored"]
-                    and (state["rolled"] >= state["stored"] and (wear_lag is not None or not wear_on))
-                ):
+                if stored and not state["rules"] and not state["rollups"] and (wear_lag is not None or not wear_on):
                     break
                 time.sleep(0.5)
             else:
