@@ -178,7 +178,7 @@ def _raw_store_rate(setup: str, readings: int) -> float:
     of the readings table (PostgreSQL), one prepared INSERT run by executemany (SQLite)."""
     import itertools
 
-    from django.db import connection
+    from django.db import connection, transaction
 
     from portal.fleet.models import Gpu
     from portal.telemetry.columns import READING_ROW_COLUMNS
