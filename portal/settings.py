@@ -359,7 +359,6 @@ READINGS_MAX_POINTS = envint("READINGS_MAX_POINTS", 10_000)
 # Retention (days) of raw readings and 1-minute rollups; 1-hour rollups are kept.
 RETENTION_RAW_DAYS = envint("RETENTION_RAW_DAYS", 14)
 RETENTION_1M_DAYS = envint("RETENTION_1M_DAYS", 90)
-INGEST_PARALLEL = envbool("INGEST_PARALLEL", True)
 # The pipeline after ingest (portal.telemetry.pipeline): a stored batch sends the pipeline task at
 # most once per this many seconds per process (each run takes every pending batch); 0: every batch.
 PIPELINE_DEBOUNCE_S = envfloat("PIPELINE_DEBOUNCE_S", 0.5)

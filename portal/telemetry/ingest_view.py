@@ -30,6 +30,9 @@ DRY_RUN_HEADER = "X-Dry-Run"
 PLAIN_HTTP_REFUSED = "plain HTTP refused: this portal takes agent batches over HTTPS only"
 
 _limiter: TokenBucketLimiter | None = None
+# The batch's database work runs on a pool thread with its own connection, so the event loop keeps
+# answering meanwhile; the tests turn it off to run it inside their own transaction.
+run_in_pool = True
 
 
 def _rate_limiter() -> TokenBucketLimiter:
@@ -67,9 +70,9 @@ def _validation_detail(error: ValidationError) -> tuple[str, list[dict]]:
 
 
 def _close_stale_connections() -> None:
-    # Only on a pool thread (INGEST_PARALLEL): on the request's own thread Django's request
-    # signals already do this, and closing there would drop a surrounding transaction (a test's).
-    if settings.INGEST_PARALLEL:
+    # Only on a pool thread: on the request's own thread Django's request signals already do this,
+    # and closing there would drop a surrounding transaction (a test's).
+    if run_in_pool:
         close_old_connections()
 
 
@@ -160,7 +163,7 @@ def _plain_http_refused(request: HttpRequest) -> bool:
 def _run_db(function):
     # In production the database work runs in a thread pool so that batches are stored side by
     # side; tests that share one transaction with the view keep it on the request's thread.
-    return sync_to_async(function, thread_sensitive=not settings.INGEST_PARALLEL)
+    return sync_to_async(function, thread_sensitive=not run_in_pool)
 
 
 @csrf_exempt

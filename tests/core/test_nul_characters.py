@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from portal.telemetry import ingest_view
 from portal.telemetry.models import IngestBatch
 from portal.telemetry.services import host_token_issue
 from tests.telemetry.batches import make_batch
@@ -32,8 +33,8 @@ def test_nul_in_a_form_field_is_a_400_and_nothing_saved(client_for, admin):
     assert response.json()["detail"][0]["loc"] == "form.hostname"
 
 
-def test_nul_in_an_ingest_string_is_a_400_naming_the_field(client, db, settings):
-    settings.INGEST_PARALLEL = False
+def test_nul_in_an_ingest_string_is_a_400_naming_the_field(client, db, settings, monkeypatch):
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     token = host_token_issue(hostname="dgx-07", create_host=True).token
     batch = make_batch("dgx-07")
     batch["gpus"][0]["serial"] = "16507\x00"

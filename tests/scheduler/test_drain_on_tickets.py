@@ -13,18 +13,19 @@ from portal.maintenance.services.tickets import ticket_fire
 from portal.scheduler.enqueue import host_actions_enqueue
 from portal.scheduler.models import SchedulerAction
 from portal.scheduler.services import scheduler_rest_request, scheduler_sweep
+from portal.telemetry import ingest_view
 from tests.scheduler.helpers import enrol, node, post_xid, repair_return_passed
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def slurm(settings, cluster):
+def slurm(settings, cluster, monkeypatch):
     settings.SLURM_ENABLED = True
     settings.SLURM_MODE = "cli"
     settings.SLURM_BIN_DIR = ""
     settings.SLURM_DRAIN_SEVERITY = "critical"
-    settings.INGEST_PARALLEL = False
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     return cluster
 
 

@@ -16,7 +16,7 @@ HOSTNAME = "dgx-07"
 
 
 @pytest.fixture(autouse=True)
-def _ingest_settings(request, settings):
+def _ingest_settings(request, settings, monkeypatch):
     """A fresh rate limiter per test (its buckets are keyed by token pk, which repeats across
     tests), and the database work on the request's thread unless the test commits for real."""
     ingest_view._limiter = None
@@ -27,7 +27,7 @@ def _ingest_settings(request, settings):
         or (marker is not None and marker.kwargs.get("transaction", False))
     )
     if not commits:
-        settings.INGEST_PARALLEL = False
+        monkeypatch.setattr(ingest_view, "run_in_pool", False)
     yield
     ingest_view._limiter = None
 

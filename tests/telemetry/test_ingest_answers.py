@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from portal.fleet.models import Gpu
+from portal.telemetry import ingest_view
 from portal.telemetry.models import (
     READING_METRICS,
     THROTTLE_BIT,
@@ -306,11 +307,11 @@ def test_batch_id_must_be_a_uuid(agent):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_production_path_runs_in_the_thread_pool_and_commits(transactional_db, settings):
-    """INGEST_PARALLEL=True, as in production: the DB work runs on a pool thread, with its own connection."""
+def test_production_path_runs_in_the_thread_pool_and_commits(transactional_db, settings, monkeypatch):
+    """In production: the DB work runs on a pool thread, with its own connection."""
     from tests.telemetry.conftest import agent_for
 
-    settings.INGEST_PARALLEL = True
+    monkeypatch.setattr(ingest_view, "run_in_pool", True)
     agent = agent_for("dgx-prod")
     batch = make_batch(agent.hostname, gpus=[A, B], readings=20)
     response = agent.post(batch, compress=True)

@@ -11,6 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from portal.telemetry import ingest_view
 from portal.telemetry.models import READING_METRICS, GpuLatest, IngestBatch, Reading, XidEvent
 from portal.telemetry.services import ingest
 from tests.telemetry.batches import gpu_uuid, make_batch, make_gpu, make_reading, post_batch
@@ -22,8 +23,8 @@ A, B = gpu_uuid(1), gpu_uuid(2)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_same_batch_posted_twice_at_once_is_stored_once(transactional_db, require_postgres, settings):
-    settings.INGEST_PARALLEL = True
+def test_the_same_batch_posted_twice_at_once_is_stored_once(transactional_db, require_postgres, settings, monkeypatch):
+    monkeypatch.setattr(ingest_view, "run_in_pool", True)
     agent = agent_for("dgx-race")
     # a GPU already known, so both requests go straight to the insert and race on the batch_id
     assert agent.post(make_batch(agent.hostname, gpus=[A], readings=1)).status_code == 202
@@ -69,7 +70,7 @@ def latest_of(hostname):
 def test_every_write_method_stores_the_same_rows(require_postgres, settings, monkeypatch):
     """The one-statement path (the usual batch on PostgreSQL), COPY and bulk insert store
     exactly the same readings, XID events and latest state, extreme values included."""
-    settings.INGEST_PARALLEL = False
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     now = timezone.now().replace(microsecond=0)
     stored, latest, statements = {}, {}, {}
     for position, method in enumerate(ingest.PG_WRITE_METHODS):
@@ -109,8 +110,10 @@ def test_every_write_method_stores_the_same_rows(require_postgres, settings, mon
 
 
 @pytest.mark.django_db
-def test_one_statement_stores_a_batch_once_and_a_late_batch_keeps_the_newest_latest(require_postgres, settings):
-    settings.INGEST_PARALLEL = False
+def test_one_statement_stores_a_batch_once_and_a_late_batch_keeps_the_newest_latest(
+    require_postgres, settings, monkeypatch
+):
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     assert ingest.pg_write_method == "one statement"
     agent = agent_for("dgx-once")
     now = timezone.now().replace(microsecond=0)
@@ -127,10 +130,10 @@ def test_one_statement_stores_a_batch_once_and_a_late_batch_keeps_the_newest_lat
 
 
 @pytest.mark.django_db
-def test_copy_inside_a_failing_batch_leaves_nothing(require_postgres, settings):
+def test_copy_inside_a_failing_batch_leaves_nothing(require_postgres, settings, monkeypatch):
     """The COPY runs inside the batch's transaction: a batch refused after it (here: an
     host's GPU bound) stores nothing."""
-    settings.INGEST_PARALLEL = False
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     assert ingest.pg_write_method != "bulk insert"  # a batch that changes the inventory: COPY
     agent = agent_for("dgx-atomic")
     assert agent.post(make_batch(agent.hostname, gpus=[A], readings=3)).status_code == 202
@@ -152,7 +155,7 @@ def _prepared_statements() -> list[str]:
 def test_per_batch_statements_are_prepared_unless_turned_off(require_postgres, settings, monkeypatch, prepared):
     """Prepared once per kept connection (PostgreSQL plans them once); off, for a pooler in
     transaction mode, nothing is left prepared on the connection and ingest works the same."""
-    settings.INGEST_PARALLEL = False
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     settings.DATABASE_PREPARED_STATEMENTS = prepared
     monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)
     with connection.cursor() as cursor:
@@ -171,7 +174,7 @@ def test_per_batch_statements_are_prepared_unless_turned_off(require_postgres, s
 def test_nothing_is_prepared_on_a_connection_opened_per_request(require_postgres, settings, monkeypatch):
     """DATABASE_CONN_MAX_AGE=0: the connection ends with the request, so preparing would only
     add a round trip."""
-    settings.INGEST_PARALLEL = False
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     settings.DATABASE_PREPARED_STATEMENTS = True
     monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
     with connection.cursor() as cursor:
@@ -188,7 +191,7 @@ def test_nothing_is_prepared_on_a_connection_opened_per_request(require_postgres
 def test_times_with_a_zone_offset_past_15_59_are_stored_in_utc(require_postgres, settings, monkeypatch, method):
     # regression (found by the OpenAPI fuzz test): RFC 3339 allows +19:04, PostgreSQL refuses
     # offsets over 15:59, and each such time in a batch was a 500
-    settings.INGEST_PARALLEL = False
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     monkeypatch.setattr(ingest, "pg_write_method", method)
     agent = agent_for("dgx-" + method.replace(" ", "-"))
     now = timezone.now().replace(microsecond=0)

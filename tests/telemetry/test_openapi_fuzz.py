@@ -26,7 +26,7 @@ from tests.telemetry.batches import gpu_uuid, iso, make_batch
 
 # Committed data: the WSGI handler is not Django's test Client, it closes "old" connections at
 # each request's start and end, which would drop a test's surrounding transaction on PostgreSQL.
-# This also runs the ingest view as in production (INGEST_PARALLEL, a pool thread per batch).
+# This also runs the ingest view as in production (a pool thread per batch).
 pytestmark = pytest.mark.django_db(transaction=True)
 
 EXAMPLES = 25

@@ -18,8 +18,8 @@ FIELDS = {"uuid", "from", "to", "powered_hours", "busy_hours", "hot_hours", "fan
 
 
 @pytest.fixture(autouse=True)
-def _serial_ingest(settings, wear_on_ingest):
-    settings.INGEST_PARALLEL = False
+def _serial_ingest(settings, wear_on_ingest, monkeypatch):
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
     ingest_view._limiter = None
 
 
