@@ -210,7 +210,7 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
               r["repairs"], _num(r["downtime_hours"]), _num(r["cost"], 2), _num(r["mtbf_hours"]),
               _num(r["mttr_hours"]), _pct(r["availability"]), r["hardware_tickets"]] for r in gpu_rows],
             # Fixed widths: ReportLab then measures no cell to size the columns (1,000 rows).
-            widths=[w * mm for w in (32, 30, 52, 21, 15, 21, 21, 21, 18, 22, 18)],
+            widths=[w * mm for w in (32, 30, 48, 21, 19, 21, 21, 21, 18, 22, 18)],
             align_left=3,
         )
     )  # fmt: skip

@@ -18,6 +18,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q
 from django.utils.formats import date_format, number_format
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
@@ -209,6 +210,7 @@ def rma_pdf(evidence: dict) -> bytes:
         pdf_paragraph(_("Generated %(at)s UTC by %(by)s; XID categories and actions after %(source)s") % {
             "at": _when(evidence["generated_at"]), "by": evidence.get("generated_by", "—"),
             "source": evidence["xid_catalog_source"]}, small),
+        Spacer(1, 2 * mm),
         pdf_table([_("Field"), _("Value")], [
             [_("Serial"), text(g["serial"] or "—")], [_("Model"), text(g["model"] or "—")], ["UUID", text(g["uuid"])],
             ["VBIOS", text(g["vbios"] or "—")], [_("PCI bus id"), text(g["pci_bus_id"] or "—")],
@@ -232,7 +234,7 @@ def rma_pdf(evidence: dict) -> bytes:
 
     section(
         _("Driver and firmware history"),
-        [_("When"), _("Kind"), _("From"), _("To"), _("By")],
+        [_("When"), _("Kind"), pgettext("version", "From"), pgettext("version", "To"), _("By")],
         [[_when(d["at"]), text(kinds.get(d["kind"], d["kind"])), text(d["from"]), text(d["to"]), text(d["by"])]
          for d in evidence["driver_history"]],
         (28, 30, 40, 40, 48),
@@ -303,7 +305,7 @@ def rma_pdf(evidence: dict) -> bytes:
         (24, 27, 27, 27, 27, 27, 27),
     )
     section(
-        _("Repairs"),
+        pgettext("list of repairs", "Repairs"),
         [_("When"), _("By"), _("Vendor"), "RMA", _("Parts"), _("Outcome"), _("Downtime h"), _("Cost")],
         [
             [
