@@ -263,6 +263,9 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 LANGUAGE_CODE = envstr("LANGUAGE_CODE", "en")
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# Per-language date formats the pages print with (SHORT_DATE_FORMAT, SHORT_DATETIME_FORMAT): English
+# keeps ISO order; other languages take Django's.
+FORMAT_MODULE_PATH = ["portal.core.formats"]
 if LANGUAGE_CODE not in dict(LANGUAGES):
     raise ImproperlyConfigured(f"LANGUAGE_CODE must be one of {', '.join(dict(LANGUAGES))}, not {LANGUAGE_CODE!r}")
 TIME_ZONE = envstr("TIME_ZONE", "UTC")

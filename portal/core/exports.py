@@ -69,7 +69,11 @@ def pdf_paragraph(value, style) -> Paragraph:
 
 
 def pdf_markup(template: str, style, **values) -> Paragraph:
-    """A paragraph of the portal's own markup (`template`, str.format fields) with data filled in escaped."""
+    """A paragraph of the portal's own markup (`template`, str.format fields) with data filled in escaped.
+    The template may be a translation: its own Chinese runs are set in the CJK font too."""
+    if _CJK_RUN.search(template):
+        font = _cjk_font_registered()
+        template = _CJK_RUN.sub(lambda run: f'<font name="{font}">{run.group(0)}</font>', template)
     return Paragraph(template.format(**{name: pdf_text(value) for name, value in values.items()}), style)
 
 

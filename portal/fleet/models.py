@@ -1,24 +1,26 @@
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils.translation import gettext, pgettext_lazy
+from django.utils.translation import gettext_lazy as _
 
 from portal.fleet.identifiers import validate_gpu_uuid, validate_hostname
 
 
 class Host(models.Model):
     class Status(models.TextChoices):
-        ACTIVE = "active", "Active"
-        RETIRED = "retired", "Retired"
+        ACTIVE = "active", _("Active")
+        RETIRED = "retired", _("Retired")
 
     hostname = models.CharField(max_length=253, unique=True, validators=[validate_hostname])
     location = models.CharField(max_length=200, blank=True)
     rack = models.CharField(max_length=100, blank=True)
     owner = models.CharField(max_length=200, blank=True)
-    contact = models.CharField(max_length=200, blank=True, help_text="Email or phone of whoever to call.")
+    contact = models.CharField(max_length=200, blank=True, help_text=_("Email or phone of whoever to call."))
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
     notes = models.TextField(blank=True)
     # The host's node in Slurm when it is not named like the host (the scheduler app drains it).
-    slurm_node = models.CharField("Slurm node", max_length=253, blank=True, validators=[validate_hostname])
+    slurm_node = models.CharField(_("Slurm node"), max_length=253, blank=True, validators=[validate_hostname])
     # Reported by the host's agent with every batch; shown on the host page.
     agent_version = models.CharField(max_length=64, blank=True)
     driver_version = models.CharField(max_length=64, blank=True)
@@ -43,16 +45,16 @@ class Host(models.Model):
 
 class Gpu(models.Model):
     class Status(models.TextChoices):
-        IN_SERVICE = "in_service", "In service"
-        OUT_FOR_REPAIR = "out_for_repair", "Out for repair"
-        RETIRED = "retired", "Retired"
+        IN_SERVICE = "in_service", _("In service")
+        OUT_FOR_REPAIR = "out_for_repair", _("Out for repair")
+        RETIRED = "retired", _("Retired")
 
-    uuid = models.CharField("NVML UUID", max_length=96, unique=True, validators=[validate_gpu_uuid])
+    uuid = models.CharField(_("NVML UUID"), max_length=96, unique=True, validators=[validate_gpu_uuid])
     serial = models.CharField(max_length=64, blank=True, db_index=True)
     model_name = models.CharField(max_length=128, blank=True)
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="gpus")
     index = models.PositiveSmallIntegerField(default=0)
-    pci_bus_id = models.CharField("PCI bus id", max_length=32, blank=True)
+    pci_bus_id = models.CharField(_("PCI bus id"), max_length=32, blank=True)
     vbios_version = models.CharField("VBIOS", max_length=64, blank=True)
     memory_total_mib = models.PositiveIntegerField(null=True, blank=True)
     power_limit_default_w = models.FloatField(null=True, blank=True)
@@ -71,7 +73,7 @@ class Gpu(models.Model):
 
     class Meta:
         ordering = ["host__hostname", "index"]
-        verbose_name = "GPU"
+        verbose_name = _("GPU")
         permissions = [
             ("service_gpu", "Can set a GPU's status, service dates and notes"),
             ("override_gpu", "Can return a GPU out for repair to service without a repair-return checklist"),
@@ -98,14 +100,14 @@ class GpuStatusChange(models.Model):
     fleet.services.gpu_status_set / gpu_create; the reliability report reads the intervals."""
 
     class Source(models.TextChoices):
-        REGISTRATION = "registration", "Registration"
-        PORTAL = "portal", "Portal form"
-        API = "api", "API"
-        ADMIN = "admin", "Django admin"
-        CHECKLIST = "checklist", "Checklist run"
-        IMPORT = "import", "Import"
-        AGENT = "agent", "Host agent"
-        SYSTEM = "system", "System"
+        REGISTRATION = "registration", _("Registration")
+        PORTAL = "portal", _("Portal form")
+        API = "api", _("API")
+        ADMIN = "admin", _("Django admin")
+        CHECKLIST = "checklist", _("Checklist run")
+        IMPORT = "import", _("Import")
+        AGENT = "agent", _("Host agent")
+        SYSTEM = "system", _("System")
 
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="status_changes")
     changed_at = models.DateTimeField()
@@ -122,7 +124,7 @@ class GpuStatusChange(models.Model):
     class Meta:
         ordering = ["gpu_id", "changed_at", "id"]
         indexes = [models.Index(fields=["gpu", "changed_at"]), models.Index(fields=["to_status", "changed_at"])]
-        verbose_name = "GPU status change"
+        verbose_name = _("GPU status change")
 
     def __str__(self):
         return f"{self.gpu_id}: {self.from_status or '—'} → {self.to_status} at {self.changed_at:%Y-%m-%d %H:%M}"
@@ -133,41 +135,41 @@ class MaintenanceRecord(models.Model):
     (see portal.fleet.record_kinds); the services enforce it."""
 
     class Kind(models.TextChoices):
-        CLEANING = "cleaning", "Cleaning (dust, airflow)"
-        THERMAL_PASTE = "thermal_paste", "Thermal paste"
-        FAN_REPLACEMENT = "fan_replacement", "Fan replacement"
-        DRIVER_UPDATE = "driver_update", "Driver update"
-        FIRMWARE_UPDATE = "firmware_update", "Firmware / VBIOS update"
-        CONNECTION_CHECK = "connection_check", "Connection check"
-        INSPECTION = "inspection", "Inspection"
-        REPAIR = "repair", "Repair"
-        BACKUP = "backup", "Backup"
-        OTHER = "other", "Other"
+        CLEANING = "cleaning", _("Cleaning (dust, airflow)")
+        THERMAL_PASTE = "thermal_paste", _("Thermal paste")
+        FAN_REPLACEMENT = "fan_replacement", _("Fan replacement")
+        DRIVER_UPDATE = "driver_update", _("Driver update")
+        FIRMWARE_UPDATE = "firmware_update", _("Firmware / VBIOS update")
+        CONNECTION_CHECK = "connection_check", _("Connection check")
+        INSPECTION = "inspection", _("Inspection")
+        REPAIR = "repair", _("Repair")
+        BACKUP = "backup", _("Backup")
+        OTHER = "other", _("Other")
 
     class DustLevel(models.TextChoices):
-        NONE = "none", "None"
-        LIGHT = "light", "Light"
-        MODERATE = "moderate", "Moderate"
-        HEAVY = "heavy", "Heavy"
+        NONE = "none", pgettext_lazy("dust level", "None")
+        LIGHT = "light", _("Light")
+        MODERATE = "moderate", _("Moderate")
+        HEAVY = "heavy", _("Heavy")
 
     class RepairOutcome(models.TextChoices):
-        PENDING = "pending", "Pending"
-        FIXED = "fixed", "Fixed"
-        REPLACED = "replaced", "Replaced"
-        UNREPAIRABLE = "unrepairable", "Unrepairable"
+        PENDING = "pending", _("Pending")
+        FIXED = "fixed", _("Fixed")
+        REPLACED = "replaced", _("Replaced")
+        UNREPAIRABLE = "unrepairable", _("Unrepairable")
 
     class BackupContent(models.TextChoices):
-        TRAINING_DATA = "training_data", "Training data"
-        CHECKPOINTS = "checkpoints", "Model checkpoints"
-        BOTH = "both", "Training data and checkpoints"
-        OTHER = "other", "Other"
+        TRAINING_DATA = "training_data", _("Training data")
+        CHECKPOINTS = "checkpoints", _("Model checkpoints")
+        BOTH = "both", _("Training data and checkpoints")
+        OTHER = "other", _("Other")
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="records")
     # Empty for a record on the whole host (a host-wide cleaning counts for each of its GPUs).
     gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="records", null=True, blank=True)
     performed_at = models.DateTimeField(db_index=True)
-    performed_by = models.CharField(max_length=150, help_text="Who did the work (a person, a vendor, or 'agent').")
+    performed_by = models.CharField(max_length=150, help_text=_("Who did the work (a person, a vendor, or 'agent')."))
     recorded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -175,29 +177,29 @@ class MaintenanceRecord(models.Model):
 
     # cleaning
     dust_level = models.CharField(max_length=16, choices=DustLevel.choices, blank=True)
-    airflow_ok = models.BooleanField("Airflow good", null=True, blank=True)
+    airflow_ok = models.BooleanField(_("Airflow good"), null=True, blank=True)
     # thermal paste / fan replacement
     part_used = models.CharField(max_length=200, blank=True)
     # driver / firmware update
     from_version = models.CharField(max_length=64, blank=True)
     to_version = models.CharField(max_length=64, blank=True)
     # connection check
-    cables_ok = models.BooleanField("Cables good", null=True, blank=True)
-    risers_ok = models.BooleanField("Risers good", null=True, blank=True)
-    power_ok = models.BooleanField("Power connectors good", null=True, blank=True)
+    cables_ok = models.BooleanField(_("Cables good"), null=True, blank=True)
+    risers_ok = models.BooleanField(_("Risers good"), null=True, blank=True)
+    power_ok = models.BooleanField(_("Power connectors good"), null=True, blank=True)
     # inspection
     passed = models.BooleanField(null=True, blank=True)
     # repair
     vendor = models.CharField(max_length=200, blank=True)
-    rma_number = models.CharField("RMA number", max_length=100, blank=True)
+    rma_number = models.CharField(_("RMA number"), max_length=100, blank=True)
     parts = models.CharField(max_length=500, blank=True)
     cost = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
     downtime_hours = models.DecimalField(max_digits=8, decimal_places=1, null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=RepairOutcome.choices, blank=True)
     # backup
-    backup_content = models.CharField("What was backed up", max_length=16, choices=BackupContent.choices, blank=True)
+    backup_content = models.CharField(_("What was backed up"), max_length=16, choices=BackupContent.choices, blank=True)
     destination = models.CharField(max_length=500, blank=True)
-    size_gb = models.DecimalField("Size (GB)", max_digits=12, decimal_places=2, null=True, blank=True)
+    size_gb = models.DecimalField(_("Size (GB)"), max_digits=12, decimal_places=2, null=True, blank=True)
     verified = models.BooleanField(null=True, blank=True)
     verified_at = models.DateTimeField(null=True, blank=True)
 
@@ -212,8 +214,11 @@ class MaintenanceRecord(models.Model):
         ]
 
     def __str__(self):
-        subject = f"GPU {self.gpu.index} of {self.host}" if self.gpu_id else f"host {self.host}"
-        return f"{self.get_kind_display()} on {subject} at {self.performed_at:%Y-%m-%d %H:%M}"
+        # In the active language, like Django admin's object names (the audit log keeps it as written).
+        values = {"kind": self.get_kind_display(), "host": self.host, "at": f"{self.performed_at:%Y-%m-%d %H:%M}"}
+        if self.gpu_id:
+            return gettext("%(kind)s on GPU %(index)s of %(host)s at %(at)s") % {**values, "index": self.gpu.index}
+        return gettext("%(kind)s on host %(host)s at %(at)s") % values
 
     def get_absolute_url(self):
         return reverse("fleet:record", kwargs={"pk": self.pk})

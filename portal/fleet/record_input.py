@@ -16,6 +16,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from portal.core.errors import ApplicationError, InvalidInput
 from portal.fleet import services
@@ -137,37 +138,42 @@ def records_import_csv(*, data: bytes, user, dry_run: bool) -> ImportResult:
     any row is bad."""
     header_errors: list[str] = []
     if len(data) > IMPORT_MAX_BYTES:
-        return ImportResult([], [f"The file is larger than {IMPORT_MAX_BYTES // (1024 * 1024)} MiB."])
+        return ImportResult(
+            [], [_("The file is larger than %(mib)s MiB.") % {"mib": IMPORT_MAX_BYTES // (1024 * 1024)}]
+        )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        return ImportResult([], ["The file is not UTF-8 text."])
+        return ImportResult([], [_("The file is not UTF-8 text.")])
     if "\x00" in text:
-        return ImportResult([], ["The file is not a text file."])
+        return ImportResult([], [_("The file is not a text file.")])
     reader = csv.DictReader(io.StringIO(text))
     columns = reader.fieldnames or []
     if not columns:
-        return ImportResult([], ["The file is empty: the first line names the columns."])
+        return ImportResult([], [_("The file is empty: the first line names the columns.")])
     unknown = [c for c in columns if c not in ALL_FIELDS]
     if unknown:
-        header_errors.append(f"Unknown columns: {', '.join(unknown)} (known: {', '.join(ALL_FIELDS)}).")
+        header_errors.append(
+            _("Unknown columns: %(unknown)s (known: %(known)s).")
+            % {"unknown": ", ".join(unknown), "known": ", ".join(ALL_FIELDS)}
+        )
     for needed in ("kind", "host", "performed_at"):
         if needed not in columns:
-            header_errors.append(f"Missing column {needed!r}.")
+            header_errors.append(_("Missing column %(column)s.") % {"column": repr(needed)})
     rows = []
     for number, raw in enumerate(reader, start=2):
         if len(rows) >= IMPORT_MAX_ROWS:
-            header_errors.append(f"More than {IMPORT_MAX_ROWS} rows; split the file.")
+            header_errors.append(_("More than %(count)s rows; split the file.") % {"count": IMPORT_MAX_ROWS})
             break
         if None in raw:
-            rows.append(ImportRow(number, {}, [("request", "More cells than columns.")]))
+            rows.append(ImportRow(number, {}, [("request", _("More cells than columns."))]))
             continue
         rows.append(ImportRow(number, {k: v for k, v in raw.items() if k in ALL_FIELDS}))
     result = ImportResult(rows, header_errors)
     if header_errors:
         return result
     if not rows:
-        result.header_errors.append("No rows under the header.")
+        result.header_errors.append(_("No rows under the header."))
         return result
     try:
         with transaction.atomic():

@@ -4,6 +4,8 @@ records (a dry-run preview with each row's errors, then all rows or none)."""
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views import View
 
 from portal.fleet.models import MaintenanceRecord
@@ -46,20 +48,21 @@ class RecordImportView(Permission, View):
         upload = request.FILES.get("file")
         if upload is not None:
             if upload.size > IMPORT_MAX_BYTES:
-                return render(
-                    request, self.template_name,
-                    self.context(file_error=f"The file is larger than {IMPORT_MAX_BYTES // (1024 * 1024)} MiB."),
-                    status=400,
-                )  # fmt: skip
+                too_large = _("The file is larger than %(mib)s MiB.") % {"mib": IMPORT_MAX_BYTES // (1024 * 1024)}
+                return render(request, self.template_name, self.context(file_error=too_large), status=400)
             data = upload.read()
         else:
             data = request.POST.get("csv_text", "").encode("utf-8")
         if not data.strip():
-            return render(request, self.template_name, self.context(file_error="Choose a CSV file."), status=400)
+            return render(request, self.template_name, self.context(file_error=_("Choose a CSV file.")), status=400)
         confirm = request.POST.get("confirm") == "1"
         result = records_import_csv(data=data, user=request.user, dry_run=not confirm)
         if result.written:
-            messages.success(request, f"Imported {len(result.rows)} records.")
+            messages.success(
+                request,
+                ngettext("Imported %(count)s record.", "Imported %(count)s records.", len(result.rows))
+                % {"count": len(result.rows)},
+            )
             return redirect("fleet:records")
         text = data.decode("utf-8-sig", errors="replace")
         status = 200 if result.ok else 400

@@ -10,7 +10,8 @@ from urllib.parse import quote
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import formats, timezone
+from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from agents import __version__ as SERVED_AGENT_VERSION  # the agent /agent/ serves is this tree
 from portal.core.db import EpochMs
@@ -141,15 +142,14 @@ class Age:
             return None
         return (timezone.localtime(self.now).date() - self._local.date()).days
 
-    # The moment as the pages print it (the `date` filter costs more, and the fleet page prints
-    # 150 of them).
+    # The moment as the pages print it, in the active language's short formats (English: ISO order).
     @property
     def day(self) -> str:
-        return "" if self._local is None else self._local.strftime("%Y-%m-%d")
+        return "" if self._local is None else formats.date_format(self._local, "SHORT_DATE_FORMAT")
 
     @property
     def stamp(self) -> str:
-        return "" if self._local is None else self._local.strftime("%Y-%m-%d %H:%M")
+        return "" if self._local is None else formats.date_format(self._local, "SHORT_DATETIME_FORMAT")
 
 
 def age(*, limits: pages.CareLimits, host_id: int, kind: str, moment, now: dt.datetime) -> Age:
@@ -298,21 +298,31 @@ def fleet_summary(*, now: dt.datetime, include_retired: bool = False) -> list[Ho
     return sorted(rows.values(), key=lambda row: (not row.problems, row.hostname))
 
 
-_TASK_WORDS = {Kind.CLEANING: "cleaning", Kind.BACKUP: "backup", Kind.DRIVER_UPDATE: "driver review"}
+# What the fleet page says of a host's task that falls due or is overdue, in the reader's language.
+_TASK_STATES = {
+    (Kind.CLEANING, pages.DUE): gettext_lazy("cleaning due"),
+    (Kind.CLEANING, pages.OVERDUE): gettext_lazy("cleaning overdue"),
+    (Kind.BACKUP, pages.DUE): gettext_lazy("backup due"),
+    (Kind.BACKUP, pages.OVERDUE): gettext_lazy("backup overdue"),
+    (Kind.DRIVER_UPDATE, pages.DUE): gettext_lazy("driver review due"),
+    (Kind.DRIVER_UPDATE, pages.OVERDUE): gettext_lazy("driver review overdue"),
+}
 
 
 def _problems(row: HostRow) -> list[str]:
     problems = []
     if row.hot:
-        problems.append(f"{row.hot} hot")
+        problems.append(gettext("%(count)s hot") % {"count": row.hot})
     if row.silent:
-        problems.append(f"{row.silent} silent")
-    for kind, word in _TASK_WORDS.items():
+        problems.append(gettext("%(count)s silent") % {"count": row.silent})
+    for kind in HOST_TASKS:
         state = row.ages[kind].state
         if state in (pages.OVERDUE, pages.DUE):
-            problems.append(f"{word} {state}")
+            problems.append(str(_TASK_STATES[kind, state]))
     if row.open_tickets:
-        problems.append(f"{row.open_tickets} open ticket{'s' if row.open_tickets != 1 else ''}")
+        problems.append(
+            ngettext("%(count)s open ticket", "%(count)s open tickets", row.open_tickets) % {"count": row.open_tickets}
+        )
     return problems
 
 

@@ -8,12 +8,14 @@ from django.http import FileResponse, Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views import View
 
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
 from portal.fleet import pages, selectors, services
-from portal.fleet.forms import GpuForm, HostForm, record_form_class
+from portal.fleet.forms import RECORD_LABELS, GpuForm, HostForm, record_form_class
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import KIND_SPECS
 
@@ -193,7 +195,7 @@ class _ObjectFormView(Permission, View):
             except ApplicationError as error:
                 add_application_error(form, error)
             else:
-                messages.success(request, f"Saved {saved}.")
+                messages.success(request, _("Saved %(object)s.") % {"object": saved})
                 return HttpResponseRedirect(saved.get_absolute_url())
         return render(request, self.template_name, self.context(form, obj), status=400)
 
@@ -201,7 +203,7 @@ class _ObjectFormView(Permission, View):
 class HostCreateView(_ObjectFormView):
     permission_required = "fleet.add_host"
     form_class = HostForm
-    title = "New host"
+    title = gettext_lazy("New host")
 
     def save(self, obj, cleaned):
         return services.host_create(**cleaned)
@@ -215,7 +217,7 @@ class HostEditView(_ObjectFormView):
         return get_object_or_404(Host, hostname=self.kwargs["hostname"])
 
     def title_for(self, obj):
-        return f"Edit host {obj.hostname}"
+        return _("Edit host %(hostname)s") % {"hostname": obj.hostname}
 
     def save(self, obj, cleaned):
         return services.host_update(host=Host.objects.get(pk=obj.pk), **cleaned)
@@ -224,7 +226,7 @@ class HostEditView(_ObjectFormView):
 class GpuCreateView(_ObjectFormView):
     permission_required = "fleet.add_gpu"
     form_class = GpuForm
-    title = "New GPU"
+    title = gettext_lazy("New GPU")
 
     def initial(self):
         host = Host.objects.filter(hostname=self.request.GET.get("host", "")).first()
@@ -242,7 +244,7 @@ class GpuEditView(_ObjectFormView):
         return get_object_or_404(Gpu.objects.select_related("host"), uuid=self.kwargs["uuid"])
 
     def title_for(self, obj):
-        return f"Edit GPU {obj}"
+        return _("Edit GPU %(gpu)s") % {"gpu": obj}
 
     def save(self, obj, cleaned):
         return services.gpu_update(gpu=Gpu.objects.get(pk=obj.pk), user=self.request.user, **cleaned)
@@ -276,7 +278,7 @@ class _DeleteView(Permission, View):
                 {"object": obj, "cancel_url": obj.get_absolute_url(), "errors": reasons},
                 status=400,
             )
-        messages.success(request, f"Deleted {obj}. It stays in the audit log.")
+        messages.success(request, _("Deleted %(object)s. It stays in the audit log.") % {"object": obj})
         return HttpResponseRedirect(self.after_delete_url(obj))
 
 
@@ -336,7 +338,6 @@ class RecordCreateView(Permission, View):
 
     def render_form(self, request, form, host, gpu, kind, status=200):
         subject = gpu or host
-        subject_label = f"GPU {gpu}" if gpu else f"host {host.hostname}"
         return render(
             request,
             self.template_name,
@@ -347,7 +348,12 @@ class RecordCreateView(Permission, View):
                 "kind": kind,
                 "kind_label": MaintenanceRecord.Kind(kind).label,
                 "kinds": MaintenanceRecord.Kind.choices,
-                "title": f"{MaintenanceRecord.Kind(kind).label} on {subject_label}",
+                "title": (
+                    _("%(kind)s on GPU %(gpu)s") % {"kind": MaintenanceRecord.Kind(kind).label, "gpu": gpu}
+                    if gpu
+                    else _("%(kind)s on host %(hostname)s")
+                    % {"kind": MaintenanceRecord.Kind(kind).label, "hostname": host.hostname}
+                ),
                 "cancel_url": subject.get_absolute_url(),
             },
             status=status,
@@ -373,7 +379,7 @@ class RecordCreateView(Permission, View):
             except ApplicationError as error:
                 add_application_error(form, error)
             else:
-                messages.success(request, f"Recorded: {record}.")
+                messages.success(request, _("Recorded: %(record)s.") % {"record": record})
                 return HttpResponseRedirect((gpu or host).get_absolute_url())
         return self.render_form(request, form, host, gpu, kind, status=400)
 
@@ -385,7 +391,8 @@ class RecordDetailView(Permission, View):
         record = selectors.record_get(pk=pk)
         spec = KIND_SPECS[record.kind]
         details = [
-            (MaintenanceRecord._meta.get_field(name).verbose_name, _display(record, name)) for name in spec.fields
+            (RECORD_LABELS.get(name) or MaintenanceRecord._meta.get_field(name).verbose_name, _display(record, name))
+            for name in spec.fields
         ]
         return render(
             request,
@@ -398,9 +405,9 @@ def _display(record, name):
     getter = getattr(record, f"get_{name}_display", None)
     value = getter() if getter else getattr(record, name)
     if value is True:
-        return "Yes"
+        return _("Yes")
     if value is False:
-        return "No"
+        return _("No")
     return "—" if value in (None, "") else value
 
 
@@ -415,7 +422,7 @@ class RecordEditView(Permission, View):
             "host": record.host,
             "gpu": record.gpu,
             "kind": record.kind,
-            "title": f"Edit {record}",
+            "title": _("Edit %(record)s") % {"record": record},
             "cancel_url": record.get_absolute_url(),
         }
 
@@ -437,7 +444,7 @@ class RecordEditView(Permission, View):
             except ApplicationError as error:
                 add_application_error(form, error)
             else:
-                messages.success(request, f"Saved {saved}.")
+                messages.success(request, _("Saved %(object)s.") % {"object": saved})
                 return HttpResponseRedirect(saved.get_absolute_url())
         return render(request, self.template_name, self.context(form, record), status=400)
 

@@ -14,6 +14,8 @@ import datetime as dt
 import io
 from collections import defaultdict
 
+from django.utils.formats import date_format, number_format
+from django.utils.translation import gettext as _
 from reportlab import rl_config
 from reportlab.lib import colors
 from reportlab.lib.pagesizes import A4, landscape
@@ -32,7 +34,9 @@ rl_config.useA85 = 0
 
 def report_csv(report: Report) -> str:
     """One row per GPU; the header is exactly the contract's GPU field names; null is an empty cell; text that
-    a spreadsheet would run as a formula (an agent-reported serial or model) is neutralised."""
+    a spreadsheet would run as a formula (an agent-reported serial or model) is neutralised. The CSV does not
+    follow the language (unlike the PDF): it is a data format, read by scripts and spreadsheets that address
+    its columns by the contract's names and its numbers by a plain decimal point."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(GPU_FIELDS)
@@ -45,15 +49,21 @@ def report_csv(report: Report) -> str:
 
 
 def _num(value, digits=1) -> str:
+    """A figure grouped and pointed as the active language writes numbers."""
     if value is None:
         return "—"
     if isinstance(value, int):
-        return f"{value:,}"
-    return f"{value:,.{digits}f}"
+        return number_format(value, force_grouping=True)
+    return number_format(value, digits, force_grouping=True)
 
 
 def _pct(value) -> str:
-    return "—" if value is None else f"{value * 100:.3f} %"
+    return "—" if value is None else f"{number_format(value * 100, 3)} %"
+
+
+def _when(value: dt.datetime) -> str:
+    """An instant in UTC, in the active language's short date and time format."""
+    return date_format(value.astimezone(dt.UTC), "SHORT_DATETIME_FORMAT")
 
 
 _STYLE = TableStyle(
@@ -70,19 +80,21 @@ _STYLE = TableStyle(
 
 
 _CELL = getSampleStyleSheet()["BodyText"].clone("cell", fontName="Helvetica", fontSize=8, leading=10)
+_HEAD = _CELL.clone("head", fontName="Helvetica-Bold")
 
 
-def _table_cell(cell):
+def _table_cell(cell, style=_CELL):
     if isinstance(cell, Flowable):
         return cell
     # A plain cell is drawn in Helvetica, which has no Chinese: such cells become paragraphs.
-    return pdf_paragraph(cell, _CELL) if needs_cjk_font(cell) else pdf_cell(cell)
+    return pdf_paragraph(cell, style) if needs_cjk_font(cell) else pdf_cell(cell)
 
 
 def pdf_table(header, rows, widths=None, align_left=1):
     """A table whose plain cells are one line each (`pdf_cell`) and paragraphs pass as they are; a row
-    taller than the page splits across pages rather than failing the document."""
-    data = [[_table_cell(cell) for cell in row] for row in (header, *rows)]
+    taller than the page splits across pages rather than failing the document. A header in Chinese
+    (the reader's language) is set as paragraphs, which wrap in narrow columns."""
+    data = [[_table_cell(cell, _HEAD) for cell in header], *([_table_cell(cell) for cell in row] for row in rows)]
     table = Table(data, colWidths=widths, repeatRows=1, splitInRow=1)
     table.setStyle(_STYLE)
     table.setStyle(TableStyle([("ALIGN", (0, 0), (align_left - 1, -1), "LEFT")]))
@@ -110,44 +122,49 @@ def _repairs_by_gpu(report: Report) -> dict[int, list[MaintenanceRecord]]:
 
 
 def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) -> bytes:
+    """The report in the active language (the request's): titles, headers and notes translated,
+    numbers and dates in its formats; the data (serials, hosts, models, notes) as written."""
     buffer = io.BytesIO()
     styles = getSampleStyleSheet()
     small = styles["BodyText"].clone("small", fontSize=8, leading=10)
     doc = SimpleDocTemplate(
         buffer, pagesize=landscape(A4), leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
-        bottomMargin=14 * mm, title="Reliability report", author=generated_by,
+        bottomMargin=14 * mm, title=_("Reliability report"), author=generated_by,
     )  # fmt: skip
     q = report.query
+    confidence = f"{number_format(MTBF_CONFIDENCE * 100, 0)} %"
+    everything = _("all")
     story = [
-        pdf_paragraph("GPU fleet reliability report (repair-history audit)", styles["Title"]),
+        pdf_paragraph(_("GPU fleet reliability report (repair-history audit)"), styles["Title"]),
         pdf_markup(
-            "<b>Period</b> {start} to {end} (half-open: from &le; t &lt; to) &nbsp; <b>Filters</b> host: {host}, "
-            "model: {model}",
+            _(
+                "<b>Period</b> {start} to {end} (half-open: from &le; t &lt; to) &nbsp; <b>Filters</b> host: {host}, "
+                "model: {model}"
+            ),
             styles["BodyText"],
             start=q.start.isoformat(),
             end=q.end.isoformat(),
-            host=q.host or "all",
-            model=q.model or "all",
+            host=q.host or everything,
+            model=q.model or everything,
         ),
-        pdf_markup(
-            "<b>Generated</b> {at} UTC by {by}",
-            styles["BodyText"],
-            at=f"{generated_at.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S}",
-            by=generated_by,
-        ),
+        pdf_markup(_("<b>Generated</b> {at} UTC by {by}"), styles["BodyText"], at=_when(generated_at), by=generated_by),
         pdf_paragraph(
-            "Service hours: from the GPU's install date (00:00 UTC) or registration, to its retirement or the "
-            "period's end, less the hours out for repair by its status history. MTBF = service hours / repairs; "
-            "MTTR = downtime hours / repairs; availability = service / (service + downtime). "
-            f"Figures resting on fewer than {FEW_FAILURES} failures are marked *: read them as indications. "
-            f"MTBF interval: two-sided {MTBF_CONFIDENCE:.0%} chi-square.",
+            _(
+                "Service hours: from the GPU's install date (00:00 UTC) or registration, to its retirement or the "
+                "period's end, less the hours out for repair by its status history. MTBF = service hours / repairs; "
+                "MTTR = downtime hours / repairs; availability = service / (service + downtime). "
+                "Figures resting on fewer than %(few)s failures are marked *: read them as indications. "
+                "MTBF interval: two-sided %(confidence)s chi-square."
+            )
+            % {"few": FEW_FAILURES, "confidence": confidence},
             small,
         ),
         Spacer(1, 4 * mm),
     ]
     f = report.fleet
-    header = ["", "GPUs", "Service h", "Repairs", "Downtime h", "Cost", "MTBF h", f"MTBF {MTBF_CONFIDENCE:.0%} CI",
-              "MTTR h", "Availability", "HW tickets"]  # fmt: skip
+    header = ["", _("GPUs"), _("Service h"), _("Repairs"), _("Downtime h"), _("Cost"), _("MTBF h"),
+              _("MTBF %(confidence)s CI") % {"confidence": confidence}, _("MTTR h"), _("Availability"),
+              _("HW tickets")]  # fmt: skip
 
     def ci(row):
         low, high = row.get("mtbf_low"), row.get("mtbf_high")
@@ -156,32 +173,35 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     def star(row):
         return "*" if row["repairs"] < FEW_FAILURES else ""
 
-    fleet_rows = [["Fleet", f["gpus"], _num(f["service_hours"]), f["repairs"], _num(f["downtime_hours"]),
+    fleet_rows = [[_("Fleet"), f["gpus"], _num(f["service_hours"]), f["repairs"], _num(f["downtime_hours"]),
                    _num(f["cost"], 2), _num(f["mtbf_hours"]) + star(f), ci(f), _num(f["mttr_hours"]) + star(f),
                    _pct(f["availability"]), f["hardware_tickets"]]]  # fmt: skip
     model_rows = [
-        [m["model"] or "(unknown)", m["gpus"], _num(m["service_hours"]), m["repairs"], _num(m["downtime_hours"]),
+        [m["model"] or _("(unknown)"), m["gpus"], _num(m["service_hours"]), m["repairs"], _num(m["downtime_hours"]),
          _num(m["cost"], 2), _num(m["mtbf_hours"]) + star(m), ci(m), _num(m["mttr_hours"]) + star(m),
          _pct(m["availability"]), m["hardware_tickets"]]
         for m in report.models
     ]  # fmt: skip
-    story += [pdf_paragraph("Fleet and models", styles["Heading2"]), pdf_table(header, fleet_rows + model_rows)]
+    # Fixed widths: a header in Chinese is paragraphs, which an auto-sized column cannot measure well.
+    widths = [w * mm for w in (50, 15, 24, 17, 24, 24, 24, 30, 22, 24, 17)]
+    story += [pdf_paragraph(_("Fleet and models"), styles["Heading2"])]
+    story.append(pdf_table(header, fleet_rows + model_rows, widths=widths))
 
     if report.repeat_offenders:
         story += [
             Spacer(1, 3 * mm),
-            pdf_paragraph("Repeat offenders", styles["Heading2"]),
+            pdf_paragraph(_("Repeat offenders"), styles["Heading2"]),
             pdf_table(
-                ["Serial", "Host", "GPU", "Why"],
+                [_("Serial"), _("Host"), "GPU", _("Why")],
                 [[o["serial"] or o["uuid"], o["hostname"], o["index"], pdf_paragraph("; ".join(o["reasons"]), small)]
                  for o in report.repeat_offenders],
                 widths=[40 * mm, 40 * mm, 15 * mm, 170 * mm], align_left=4,
             ),
         ]  # fmt: skip
 
-    story += [Spacer(1, 3 * mm), pdf_paragraph("GPUs by serial", styles["Heading2"])]
-    gpu_header = ["Serial", "Host / GPU", "Model", "Service h", "Repairs", "Downtime h", "Cost", "MTBF h", "MTTR h",
-                  "Availability", "HW tickets"]  # fmt: skip
+    story += [Spacer(1, 3 * mm), pdf_paragraph(_("GPUs by serial"), styles["Heading2"])]
+    gpu_header = [_("Serial"), _("Host / GPU"), _("Model"), _("Service h"), _("Repairs"), _("Downtime h"), _("Cost"),
+                  _("MTBF h"), _("MTTR h"), _("Availability"), _("HW tickets")]  # fmt: skip
     gpu_rows = sorted(report.gpus, key=lambda r: r["serial"] or "~" + r["uuid"])
     story.append(
         pdf_table(
@@ -190,7 +210,7 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
               r["repairs"], _num(r["downtime_hours"]), _num(r["cost"], 2), _num(r["mtbf_hours"]),
               _num(r["mttr_hours"]), _pct(r["availability"]), r["hardware_tickets"]] for r in gpu_rows],
             # Fixed widths: ReportLab then measures no cell to size the columns (1,000 rows).
-            widths=[w * mm for w in (32, 30, 52, 21, 15, 21, 21, 21, 18, 22, 18)],
+            widths=[w * mm for w in (32, 30, 48, 21, 19, 21, 21, 21, 18, 22, 18)],
             align_left=3,
         )
     )  # fmt: skip
@@ -198,13 +218,13 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     # One table for every repair (grouped by GPU serial, the serial on each group's first row): a
     # single long table splits across pages far faster than a table (and a keep-together) per GPU.
     repairs = _repairs_by_gpu(report)
-    story += [Spacer(1, 3 * mm), pdf_paragraph("Repairs in the period, by GPU serial", styles["Heading2"])]
+    story += [Spacer(1, 3 * mm), pdf_paragraph(_("Repairs in the period, by GPU serial"), styles["Heading2"])]
     repair_rows = []
     for r in gpu_rows:
         for n, rec in enumerate(repairs.get(r["_id"], [])):
             repair_rows.append([
                 (r["serial"] or r["uuid"]) if n == 0 else "", f"{r['hostname']} #{r['index']}" if n == 0 else "",
-                f"{rec.performed_at.astimezone(dt.UTC):%Y-%m-%d %H:%M}", rec.performed_by[:16], rec.vendor[:16],
+                _when(rec.performed_at), rec.performed_by[:16], rec.vendor[:16],
                 rec.rma_number[:16], (rec.parts or "")[:20], rec.get_outcome_display() or "—",
                 " ".join(rec.notes.split())[:30],
                 _num(float(rec.downtime_hours)) if rec.downtime_hours is not None else "—",
@@ -213,21 +233,34 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     if repair_rows:
         story.append(
             pdf_table(
-                ["Serial", "Host / GPU", "Performed (UTC)", "By", "Vendor", "RMA", "Parts", "Outcome", "Notes",
-                 "Downtime h", "Cost"],
+                [_("Serial"), _("Host / GPU"), _("Performed (UTC)"), _("By"), _("Vendor"), "RMA", _("Parts"),
+                 _("Outcome"), _("Notes"), _("Downtime h"), _("Cost")],
                 repair_rows, align_left=9, widths=[w * mm for w in (24, 20, 25, 26, 28, 24, 32, 16, 40, 18, 16)],
             )
         )  # fmt: skip
-        story.append(pdf_paragraph("Downtime and cost: — where the record leaves them unset (they count 0).", small))
+        story.append(pdf_paragraph(_("Downtime and cost: — where the record leaves them unset (they count 0)."), small))
     else:
-        story.append(pdf_paragraph("No repair records in the period.", styles["BodyText"]))
+        story.append(pdf_paragraph(_("No repair records in the period."), styles["BodyText"]))
+
+    # The footer's texts, translated once (the canvas draws them on every page).
+    footer_text = _("Reliability report %(start)s – %(end)s · generated %(at)s UTC by %(by)s") % {
+        "start": date_format(q.start.astimezone(dt.UTC), "SHORT_DATE_FORMAT"),
+        "end": date_format(q.end.astimezone(dt.UTC), "SHORT_DATE_FORMAT"),
+        "at": _when(generated_at),
+        "by": generated_by,
+    }
+    page_text = _("page %(page)s")
+    footer_style = small.clone("footer", fontSize=7, leading=8)
+    page_style = footer_style.clone("page", alignment=2)  # right
 
     def footer(canvas, document):
+        # Paragraphs, not drawString: the footer may be in Chinese, which Helvetica cannot draw.
+        width = landscape(A4)[0] - 24 * mm
         canvas.saveState()
-        canvas.setFont("Helvetica", 7)
-        canvas.drawString(12 * mm, 7 * mm, f"Reliability report {q.start:%Y-%m-%d} – {q.end:%Y-%m-%d} · generated "
-                          f"{generated_at.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC by {generated_by}")  # fmt: skip
-        canvas.drawRightString(landscape(A4)[0] - 12 * mm, 7 * mm, f"page {document.page}")
+        for text, style in ((footer_text, footer_style), (page_text % {"page": document.page}, page_style)):
+            paragraph = pdf_paragraph(text, style)
+            paragraph.wrapOn(canvas, width, 10 * mm)
+            paragraph.drawOn(canvas, 12 * mm, 6 * mm)
         canvas.restoreState()
 
     doc.build(story, onFirstPage=footer, onLaterPages=footer)

@@ -14,7 +14,11 @@ import datetime as dt
 import io
 
 from django.apps import apps
+from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q
+from django.utils.formats import date_format, number_format
+from django.utils.translation import gettext as _
+from django.utils.translation import pgettext
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
@@ -154,12 +158,43 @@ def _checklists_done(gpu: Gpu):
     return result
 
 
+def _labels(choices) -> dict:
+    return {value: str(label) for value, label in choices}
+
+
+def _checklist_states() -> dict:
+    try:
+        return _labels(apps.get_model("checklists", "ChecklistRun")._meta.get_field("state").flatchoices)
+    except (LookupError, AttributeError, FieldDoesNotExist):
+        return {}
+
+
+def _when(value: str | None, length: int = 16) -> str:
+    """An ISO instant of the evidence (UTC) in the active language's short format; the day alone for 10."""
+    if not value:
+        return ""
+    moment = dt.datetime.fromisoformat(value)
+    if length <= 10:
+        return date_format(moment.date(), "SHORT_DATE_FORMAT")
+    if length == 13:  # an hour
+        return date_format(moment.astimezone(dt.UTC), "SHORT_DATE_FORMAT") + moment.astimezone(dt.UTC).strftime(
+            " %H:00"
+        )
+    return date_format(moment.astimezone(dt.UTC), "SHORT_DATETIME_FORMAT")
+
+
 def rma_pdf(evidence: dict) -> bytes:
+    """The pack in the active language (the request's): labels, headers and enum values' names
+    translated, dates in its formats; what people and agents wrote as written. The JSON pack keeps
+    the API's values."""
     buffer = io.BytesIO()
     styles = getSampleStyleSheet()
     small = styles["BodyText"].clone("small", fontSize=8, leading=10)
     doc = SimpleDocTemplate(buffer, pagesize=A4, leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
-                            bottomMargin=12 * mm, title=f"RMA evidence {evidence['gpu']['serial']}")  # fmt: skip
+                            bottomMargin=12 * mm,
+                            title=_("RMA evidence %(serial)s") % {"serial": evidence["gpu"]["serial"]})  # fmt: skip
+    kinds, outcomes = _labels(MaintenanceRecord.Kind.choices), _labels(MaintenanceRecord.RepairOutcome.choices)
+    statuses, ticket_states = _labels(Gpu.Status.choices), _labels(Ticket.State.choices)
 
     def columns(shares):
         frame = doc.width - 12  # the frame's own padding, 6 pt either side
@@ -171,17 +206,20 @@ def rma_pdf(evidence: dict) -> bytes:
 
     g, h = evidence["gpu"], evidence["host"]
     story = [
-        pdf_paragraph(f"RMA evidence pack — GPU {g['serial'] or g['uuid']}", styles["Title"]),
-        pdf_paragraph(f"Generated {evidence['generated_at'][:19]} UTC by {evidence.get('generated_by', '—')}; XID "
-                      f"categories and actions after {evidence['xid_catalog_source']}", small),
-        pdf_table(["Field", "Value"], [
-            ["Serial", text(g["serial"] or "—")], ["Model", text(g["model"] or "—")], ["UUID", text(g["uuid"])],
-            ["VBIOS", text(g["vbios"] or "—")], ["PCI bus id", text(g["pci_bus_id"] or "—")],
-            ["Host", text(f"{h['hostname']} ({h['location']} {h['rack']})")],
-            ["Driver now", text(h["driver_version"] or "—")],
-            ["Installed / warranty", f"{g['install_date'] or '—'} / {g['warranty_end'] or '—'}"],
-            ["Status", g["status"]],
-            ["Repeat offender", text("; ".join(evidence["repeat_offender"]) or "no")],
+        pdf_paragraph(_("RMA evidence pack — GPU %(gpu)s") % {"gpu": g["serial"] or g["uuid"]}, styles["Title"]),
+        pdf_paragraph(_("Generated %(at)s UTC by %(by)s; XID categories and actions after %(source)s") % {
+            "at": _when(evidence["generated_at"]), "by": evidence.get("generated_by", "—"),
+            "source": evidence["xid_catalog_source"]}, small),
+        Spacer(1, 2 * mm),
+        pdf_table([_("Field"), _("Value")], [
+            [_("Serial"), text(g["serial"] or "—")], [_("Model"), text(g["model"] or "—")], ["UUID", text(g["uuid"])],
+            ["VBIOS", text(g["vbios"] or "—")], [_("PCI bus id"), text(g["pci_bus_id"] or "—")],
+            [_("Host"), text(f"{h['hostname']} ({h['location']} {h['rack']})")],
+            [_("Driver now"), text(h["driver_version"] or "—")],
+            [_("Installed / warranty"),
+             f"{_when(g['install_date'], 10) or '—'} / {_when(g['warranty_end'], 10) or '—'}"],
+            [_("Status"), statuses.get(g["status"], g["status"])],
+            [_("Repeat offender"), text("; ".join(evidence["repeat_offender"]) or _("no"))],
         ], widths=columns((45, 141)), align_left=2),
     ]  # fmt: skip
 
@@ -192,17 +230,18 @@ def rma_pdf(evidence: dict) -> bytes:
         if rows:
             story.append(pdf_table(header, rows, widths=columns(shares), align_left=len(header)))
         else:
-            story.append(pdf_paragraph("None recorded.", small))
+            story.append(pdf_paragraph(_("None recorded."), small))
 
     section(
-        "Driver and firmware history",
-        ["When", "Kind", "From", "To", "By"],
-        [[d["at"][:16], d["kind"], text(d["from"]), text(d["to"]), text(d["by"])] for d in evidence["driver_history"]],
+        _("Driver and firmware history"),
+        [_("When"), _("Kind"), pgettext("version", "From"), pgettext("version", "To"), _("By")],
+        [[_when(d["at"]), text(kinds.get(d["kind"], d["kind"])), text(d["from"]), text(d["to"]), text(d["by"])]
+         for d in evidence["driver_history"]],
         (28, 30, 40, 40, 48),
-    )
+    )  # fmt: skip
     section(
-        "XID timeline (NVIDIA Xid Catalog buckets)",
-        ["When", "XID", "Mnemonic", "Category", "Immediate", "Investigatory"],
+        _("XID timeline (NVIDIA Xid Catalog buckets)"),
+        [_("When"), "XID", _("Mnemonic"), _("Category"), _("Immediate"), _("Investigatory")],
         [
             [x["ts"][:19], x["code"], text(x["mnemonic"]), text(x["category"]), text(x["immediate"]),
              text(x["investigatory"])]
@@ -211,20 +250,22 @@ def rma_pdf(evidence: dict) -> bytes:
         (32, 12, 40, 30, 36, 36),
     )  # fmt: skip
     section(
-        "Hardware tickets",
-        ["Opened", "Rule", "Title", "State", "Count"],
+        _("Hardware tickets"),
+        [_("Opened"), _("Rule"), _("Title"), _("State"), _("Count")],
         [
-            [t["first_seen"][:16], t["rule"], text(t["title"]), t["state"], t["occurrences"]]
+            [_when(t["first_seen"]), t["rule"], text(t["title"]), text(ticket_states.get(t["state"], t["state"])),
+             t["occurrences"]]
             for t in evidence["hardware_tickets"]
         ],
         (28, 32, 90, 20, 16),
-    )
+    )  # fmt: skip
     section(
-        "ECC and row-remap trend (daily)",
-        ["Day", "ECC corr.", "ECC uncorr.", "Uncorr. aggr.", "Pages pending", "Remap pending", "Remap failed"],
+        _("ECC and row-remap trend (daily)"),
+        [_("Day"), _("ECC corr."), _("ECC uncorr."), _("Uncorr. aggr."), _("Pages pending"), _("Remap pending"),
+         _("Remap failed")],
         [
             [
-                e["at"][:10],
+                _when(e["at"], 10),
                 e["ecc_corrected_volatile"],
                 e["ecc_uncorrected_volatile"],
                 e["ecc_uncorrected_aggregate"],
@@ -235,22 +276,23 @@ def rma_pdf(evidence: dict) -> bytes:
             for e in evidence["ecc_row_remap_trend"]
         ],
         (24, 27, 27, 27, 27, 27, 27),
-    )
+    )  # fmt: skip
     section(
-        "PCIe link history (daily)",
-        ["Day", "Gen", "Width", "Replays"],
+        _("PCIe link history (daily)"),
+        [_("Day"), _("Gen"), _("Width"), _("Replays")],
         [
-            [p["at"][:10], p["pcie_link_gen"], p["pcie_link_width"], p["pcie_replay_count"]]
+            [_when(p["at"], 10), p["pcie_link_gen"], p["pcie_link_width"], p["pcie_replay_count"]]
             for p in evidence["pcie_link_history"]
         ],
         (30, 30, 30, 96),
     )
+    failure = _when(evidence["failure_at"]) if evidence["failure_at"] else _("no failure")
     section(
-        f"Thermal history around the failure ({evidence['failure_at'] or 'no failure'}, hourly)",
-        ["Hour", "Temp mean", "Temp max", "Power mean", "Fan mean", "Util mean", "Throttled"],
+        _("Thermal history around the failure (%(failure)s, hourly)") % {"failure": failure},
+        [_("Hour"), _("Temp mean"), _("Temp max"), _("Power mean"), _("Fan mean"), _("Util mean"), _("Throttled")],
         [
             [
-                t["hour"][:13],
+                _when(t["hour"], 13),
                 _fmt(t["temperature_c_mean"]),
                 _fmt(t["temperature_c_max"]),
                 _fmt(t["power_w_mean"]),
@@ -263,16 +305,16 @@ def rma_pdf(evidence: dict) -> bytes:
         (24, 27, 27, 27, 27, 27, 27),
     )
     section(
-        "Repairs",
-        ["When", "By", "Vendor", "RMA", "Parts", "Outcome", "Downtime h", "Cost"],
+        pgettext("list of repairs", "Repairs"),
+        [_("When"), _("By"), _("Vendor"), "RMA", _("Parts"), _("Outcome"), _("Downtime h"), _("Cost")],
         [
             [
-                r["at"][:16],
+                _when(r["at"]),
                 text(r["by"]),
                 text(r["vendor"]),
                 text(r["rma_number"]),
                 text(r["parts"]),
-                r["outcome"],
+                text(outcomes.get(r["outcome"], r["outcome"])),
                 _fmt(r["downtime_hours"]),
                 _fmt(r["cost"]),
             ]
@@ -281,28 +323,31 @@ def rma_pdf(evidence: dict) -> bytes:
         (26, 24, 26, 22, 40, 16, 17, 15),
     )
     section(
-        "Status history",
-        ["From", "To", "Status", "By", "Reason"],
+        _("Status history"),
+        [_("From"), _("To"), _("Status"), _("By"), _("Reason")],
         [
-            [s["from"][:16], (s["to"] or "now")[:16], s["status"], text(s["by"]), text(s["reason"])]
+            [_when(s["from"]), _when(s["to"]) if s["to"] else _("now"), text(statuses.get(s["status"], s["status"])),
+             text(s["by"]), text(s["reason"])]
             for s in evidence["status_history"]
         ],
         (26, 26, 24, 30, 80),
-    )
+    )  # fmt: skip
     if evidence["checklists"] is not None:
+        states = _checklist_states()
         section(
-            "Checklists done",
-            ["Run", "Template", "State", "Completed"],
+            _("Checklists done"),
+            [_("Run"), _("Template"), _("State"), _("Completed")],
             [
-                [c["id"], text(c["template"]), c["state"], (c["completed_at"] or "")[:16]]
+                [c["id"], text(c["template"]), text(states.get(c["state"], c["state"])), _when(c["completed_at"])]
                 for c in evidence["checklists"]
             ],
             (16, 110, 30, 30),
         )
-    story.append(pdf_paragraph(f"XID categories and actions: {evidence['xid_catalog_source']}", small))
+    story.append(pdf_paragraph(_("XID categories and actions: %(source)s") % {"source": evidence["xid_catalog_source"]},
+                               small))  # fmt: skip
     doc.build(story)
     return buffer.getvalue()  # fmt: skip
 
 
 def _fmt(value):
-    return "—" if value is None else f"{value:.1f}"
+    return "—" if value is None else number_format(value, 1)

@@ -15,7 +15,7 @@ from django.views import View
 
 from portal.core.errors import InvalidInput
 from portal.core.exports import attachment
-from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, ticket_xid_guidance
 from portal.reports.api import REPORT_PERMISSION, parse_instant
@@ -118,8 +118,18 @@ class GpuRepairHistoryView(Permission, View):
             ticket.xid_guidance = ticket_xid_guidance(ticket)
         intervals = status_intervals(gpu=gpu, now=now)
         out_hours = sum(i["hours"] for i in intervals if i["status"] == Gpu.Status.OUT_FOR_REPAIR)
+        # The page names statuses and sources in the reader's language (the RMA JSON keeps the values).
+        statuses, sources = dict(Gpu.Status.choices), dict(GpuStatusChange.Source.choices)
+        rows = [
+            {
+                **i,
+                "status_label": statuses.get(i["status"], i["status"]),
+                "source_label": sources.get(i["source"], i["source"]),
+            }
+            for i in intervals[::-1]
+        ]
         return render(request, "reports/gpu_repairs.html", {
-            "gpu": gpu, "repairs": repairs, "tickets": tickets, "intervals": intervals[::-1],
+            "gpu": gpu, "repairs": repairs, "tickets": tickets, "intervals": rows,
             "out_for_repair_hours": out_hours, "repeat_offender": gpu_repeat_offender(gpu=gpu, now=now), "now": now,
         })  # fmt: skip
 

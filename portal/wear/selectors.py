@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Max, Min, Q, Sum
 from django.db.models.functions import TruncMonth
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from portal.fleet import care
 from portal.fleet.models import Gpu, MaintenanceRecord
@@ -265,7 +266,7 @@ SCORE_METERS = (
     ("busy_hours", "busy_s", 3600),
     ("fan_high_hours", "fan_high_s", 3600),
 )
-SCORE_DOC = (
+SCORE_DOC = gettext_lazy(
     "Wear score = the sum, over hot hours, thermal cycles, busy hours, fan-high hours and age (days in "
     "service), of the GPU's figure divided by the fleet's median of that figure (the medians over GPUs with "
     "readings; a meter whose median is 0 counts its figure, capped at 5). A typical GPU scores about 5; twice "

@@ -1,34 +1,44 @@
-"""Formatting only (no queries): hours, money, ratios, the MTBF interval, column titles."""
+"""Formatting only (no queries): hours, money, ratios, the MTBF interval, column titles, in the
+active language's number format (grouping and decimal separator)."""
 
 from django import template
+from django.utils.formats import number_format
+from django.utils.translation import gettext_lazy as _
+
+from portal.fleet.models import Gpu
 
 register = template.Library()
 
 COLUMNS = {
-    "serial": "Serial", "hostname": "Host / GPU", "model": "Model", "service_hours": "Service h",
-    "repairs": "Repairs", "downtime_hours": "Downtime h", "cost": "Cost", "mtbf_hours": "MTBF h",
-    "mttr_hours": "MTTR h", "availability": "Availability", "hardware_tickets": "HW tickets",
+    "serial": _("Serial"), "hostname": _("Host / GPU"), "model": _("Model"), "service_hours": _("Service h"),
+    "repairs": _("Repairs"), "downtime_hours": _("Downtime h"), "cost": _("Cost"), "mtbf_hours": _("MTBF h"),
+    "mttr_hours": _("MTTR h"), "availability": _("Availability"), "hardware_tickets": _("HW tickets"),
 }  # fmt: skip
+
+
+def grouped(value, digits: int) -> str:
+    """A number with `digits` decimals, grouped as the active language groups them."""
+    return number_format(value, digits, force_grouping=True)
 
 
 @register.filter
 def hours(value):
-    return "—" if value is None else f"{value:,.1f}"
+    return "—" if value is None else grouped(value, 1)
 
 
 @register.filter
 def money(value):
-    return "—" if value is None else f"{value:,.2f}"
+    return "—" if value is None else grouped(value, 2)
 
 
 @register.filter
 def ratio(value):
-    return "—" if value is None else f"{value * 100:.3f} %"
+    return "—" if value is None else f"{number_format(value * 100, 3)} %"
 
 
 @register.filter
 def pct0(value):
-    return f"{value * 100:.0f} %"
+    return f"{number_format(value * 100, 0)} %"
 
 
 @register.filter
@@ -36,9 +46,15 @@ def interval(row):
     low, high = row.get("mtbf_low"), row.get("mtbf_high")
     if low is None:
         return "—"
-    return f"{low:,.0f} – {'∞' if high is None else f'{high:,.0f}'}"
+    return f"{grouped(low, 0)} – {'∞' if high is None else grouped(high, 0)}"
 
 
 @register.filter
 def column(key):
     return COLUMNS.get(key, key)
+
+
+@register.filter
+def gpu_status(value):
+    """A GPU status value (an API enum value) as its label in the active language."""
+    return Gpu.Status(value).label if value in Gpu.Status.values else value
