@@ -19,12 +19,13 @@ app.autodiscover_tasks()
 def _pause_after_commits(**kwargs):
     """On SQLite the worker's write transactions leave the web server a moment between them to
     take the write lock (portal/core/sqlite_backend/base.py)."""
-    from django.conf import settings
     from django.db import connections
+
+    from portal.core.sqlite_backend.base import WORKER_PAUSE_AFTER_COMMIT_S
 
     wrapper = connections["default"]
     if wrapper.vendor == "sqlite":
-        type(wrapper).pause_after_commit_s = settings.SQLITE_WORKER_PAUSE_MS / 1000
+        type(wrapper).pause_after_commit_s = WORKER_PAUSE_AFTER_COMMIT_S
 
 
 @beat_init.connect

@@ -152,9 +152,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
-# The worker's pause after each commit on SQLite, so a web request waiting for the write lock
-# gets it between the worker's transactions (portal/core/sqlite_backend/base.py).
-SQLITE_WORKER_PAUSE_MS = envfloat("SQLITE_WORKER_PAUSE_MS", 3.0)
 # Log (logger portal.sqlite) each transaction that waited for or held the SQLite write lock at
 # least this long, with the code that ran it; 0: off. For finding what delays ingest.
 SQLITE_SLOW_LOCK_MS = envfloat("SQLITE_SLOW_LOCK_MS", 0.0)

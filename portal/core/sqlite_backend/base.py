@@ -47,8 +47,13 @@ def _caller() -> str:
     )
 
 
+# A background process's pause after each commit, so a web request waiting for the write lock gets
+# it between the worker's transactions (set in the worker's processes only: see portal.celery).
+WORKER_PAUSE_AFTER_COMMIT_S = 0.003
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
-    # Seconds to pause after each commit: set in background processes only (see portal.celery).
+    # Seconds to pause after each commit: WORKER_PAUSE_AFTER_COMMIT_S in background processes.
     pause_after_commit_s = 0.0
     # Log a transaction that waited for the write lock, or held it, at least this long (seconds;
     # 0: off), from SQLITE_SLOW_LOCK_MS: finds what delays ingest.
