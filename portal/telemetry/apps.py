@@ -1,4 +1,15 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _partitions_ensure(using, **kwargs):
+    # Every `migrate` creates the readings' day partitions ingest may write to (PostgreSQL).
+    from django.db import connections
+
+    from portal.telemetry.services.partitions import reading_partitions_ensure
+
+    if connections[using].vendor == "postgresql" and using == "default":
+        reading_partitions_ensure()
 
 
 class TelemetryConfig(AppConfig):
@@ -6,6 +17,7 @@ class TelemetryConfig(AppConfig):
     label = "telemetry"
 
     def ready(self):
+        post_migrate.connect(_partitions_ensure, sender=self, dispatch_uid="telemetry_partitions")
         from portal.accounts.roles import role_flags
         from portal.fleet import pages
         from portal.telemetry import enqueue, pipeline, selectors

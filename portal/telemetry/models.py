@@ -1,8 +1,9 @@
 # ruff: noqa: DJ008 - rows of telemetry tables are never shown one by one
 """Telemetry: host tokens, ingested batches, raw readings, rollups and each GPU's latest state.
 
-The readings table is the hot one: narrow typed columns, the GPU and time as the access path,
-no per-row JSON. On PostgreSQL a BRIN index on time serves the retention job and time scans.
+The readings table is the hot one: narrow typed columns, the GPU and time as its key, no per-row
+JSON. On PostgreSQL it is partitioned by day (see Reading), with a BRIN index on time for
+fleet-wide time scans.
 """
 
 from django.conf import settings
@@ -91,7 +92,16 @@ class PipelineCursor(models.Model):
 
 
 class Reading(models.Model):
-    id = models.BigAutoField(primary_key=True)
+    """One sample of one GPU. (gpu, ts) is the key: no surrogate id (8 bytes of heap and a
+    second B-tree per reading). A second reading of a GPU at the same instant, from a
+    misbehaving agent, is dropped by every write path (ON CONFLICT DO NOTHING).
+
+    On PostgreSQL the table is partitioned by RANGE (ts), a partition per UTC day
+    (services/partitions.py creates them ahead; retention drops whole days), and the columns
+    are stored widest first so that no alignment padding sits between them (migration 0003).
+    SQLite keeps one plain table."""
+
+    pk = models.CompositePrimaryKey("gpu", "ts")
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+", db_index=False)
     ts = models.DateTimeField()
     temperature_c = models.SmallIntegerField(null=True)
@@ -102,10 +112,12 @@ class Reading(models.Model):
     utilization_gpu_pct = models.SmallIntegerField(null=True)
     utilization_memory_pct = models.SmallIntegerField(null=True)
     memory_used_mib = models.IntegerField(null=True)
+    # The protocol allows up to 100,000 MHz, past a smallint.
     sm_clock_mhz = models.IntegerField(null=True)
     mem_clock_mhz = models.IntegerField(null=True)
     pstate = models.SmallIntegerField(null=True)
-    throttle_reasons = models.IntegerField(null=True)
+    throttle_reasons = models.SmallIntegerField(null=True)  # THROTTLE_BIT: 9 bits
+    # NVML's counters are 64-bit (the protocol allows up to 2**62).
     ecc_corrected_volatile = models.BigIntegerField(null=True)
     ecc_uncorrected_volatile = models.BigIntegerField(null=True)
     ecc_uncorrected_aggregate = models.BigIntegerField(null=True)
@@ -116,9 +128,6 @@ class Reading(models.Model):
     pcie_link_width = models.SmallIntegerField(null=True)
     pcie_replay_count = models.BigIntegerField(null=True)
     xid_count = models.SmallIntegerField(default=0)
-
-    class Meta:
-        indexes = [models.Index(fields=["gpu", "ts"], name="reading_gpu_ts")]
 
 
 class XidEvent(models.Model):

@@ -1,6 +1,7 @@
 from celery import shared_task
 
 from portal.telemetry.pipeline import pipeline_run, pipeline_sweep
+from portal.telemetry.services.partitions import reading_partitions_ensure
 from portal.telemetry.services.retention import telemetry_prune
 
 
@@ -17,4 +18,6 @@ def pipeline_sweep_task():
 
 @shared_task(acks_late=True, ignore_result=True)
 def telemetry_prune_task():
+    # PostgreSQL: the readings' day partitions, DAYS_AHEAD days ahead, before anything is pruned.
+    reading_partitions_ensure()
     telemetry_prune()

@@ -443,7 +443,7 @@ def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearStat
         for row in Reading.objects.filter(raw_condition)
         .annotate(at=TruncHour("ts", tzinfo=dt.UTC))
         .values("gpu_id", "at")
-        .annotate(n=Count("id"))
+        .annotate(n=Count("ts"))
     }
     stored = {
         (gpu_id, int(hour.timestamp())): count

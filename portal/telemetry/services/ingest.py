@@ -209,12 +209,18 @@ def _insert_readings(rows: list[tuple]) -> None:
         return
     if connection.vendor == "postgresql" and pg_write_method != "bulk insert":
         table = Reading._meta.db_table
-        with connection.cursor() as cursor:
-            raw = cursor.cursor  # psycopg 3 cursor inside Django's transaction
-            with raw.copy(f"COPY {table} ({', '.join(READING_ROW_COLUMNS)}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
-        return
+        try:
+            # A savepoint: a reading already stored for the same GPU and instant (an agent that
+            # sends one twice in different batches) fails the COPY, and the bulk insert below
+            # then stores the others.
+            with transaction.atomic(), connection.cursor() as cursor:
+                raw = cursor.cursor  # psycopg 3 cursor inside Django's transaction
+                with raw.copy(f"COPY {table} ({', '.join(READING_ROW_COLUMNS)}) FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row(row)
+            return
+        except IntegrityError:
+            pass
     if connection.vendor == "sqlite":
         # One prepared INSERT run by sqlite3's executemany, in C: the ORM's bulk_create spent most
         # of SQLite ingest's CPU compiling 100 model instances into SQL. Only the time needs
@@ -224,14 +230,17 @@ def _insert_readings(rows: list[tuple]) -> None:
             cursor.executemany(_sqlite_insert_sql(), [(row[0], adapt(row[1]), *row[2:]) for row in rows])
         return
     Reading.objects.bulk_create(
-        [Reading(**dict(zip(READING_ROW_COLUMNS, row, strict=True))) for row in rows], batch_size=1000
+        [Reading(**dict(zip(READING_ROW_COLUMNS, row, strict=True))) for row in rows],
+        batch_size=1000,
+        ignore_conflicts=True,  # a second reading of a GPU at the same instant is dropped
     )
 
 
 @functools.cache
 def _sqlite_insert_sql() -> str:
     columns = ", ".join(READING_ROW_COLUMNS)
-    return f"INSERT INTO {Reading._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(READING_ROW_COLUMNS))})"
+    values = ", ".join(["%s"] * len(READING_ROW_COLUMNS))
+    return f"INSERT INTO {Reading._meta.db_table} ({columns}) VALUES ({values}) ON CONFLICT DO NOTHING"
 
 
 _LATEST_COLUMNS = (
@@ -352,6 +361,7 @@ WITH batch AS (
     FROM jsonb_array_elements(%(readings)s::jsonb) WITH ORDINALITY AS element(row, position)
 ), stored AS (
     INSERT INTO {reading_table} ({columns}) SELECT {columns} FROM incoming WHERE EXISTS (SELECT FROM batch)
+    ON CONFLICT DO NOTHING
 ), xids AS (
     INSERT INTO {xid_table} (gpu_id, ts, code, batch_id)
     SELECT (xid->>0)::{gpu_type}, (xid->>1)::{ts_type}, (xid->>2)::integer, batch.id

@@ -1,0 +1,137 @@
+"""The readings table's daily partitions on PostgreSQL: created ahead, dropped whole by retention.
+
+telemetry_reading is partitioned by RANGE (ts), one partition per UTC day, named
+telemetry_reading_pYYYYMMDD, with no default partition (a default partition would have to be
+scanned whenever a new day is attached, and rows landing in it could not be dropped by day).
+Ingest refuses readings more than INGEST_MAX_AGE_HOURS old or more than 5 minutes ahead, so an
+insert never misses a partition as long as the days from that far back to a few days ahead
+exist: `reading_partitions_ensure` creates them, at migrate time (migration 0003 and every
+`migrate` after) and hourly from beat (telemetry_prune_task). SQLite has no partitions: every
+function here does nothing there.
+"""
+
+import datetime as dt
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+TABLE = "telemetry_reading"
+DAYS_AHEAD = 3
+_PREFIX = f"{TABLE}_p"
+
+
+def partitioned() -> bool:
+    """Whether this database keeps readings in partitions (PostgreSQL, after migration 0003)."""
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [TABLE])
+        row = cursor.fetchone()
+    return row is not None and row[0] == "p"
+
+
+def partition_name(day: dt.date) -> str:
+    return f"{_PREFIX}{day:%Y%m%d}"
+
+
+def _day_start(day: dt.date) -> dt.datetime:
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+
+
+def reading_partitions(cursor=None) -> dict[str, tuple[dt.datetime, dt.datetime]]:
+    """The day partitions that exist: name -> [start, end). Others (an admin's own) are left out."""
+    sql = """
+        SELECT child.relname FROM pg_inherits
+        JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+        WHERE pg_inherits.inhparent = to_regclass(%s)
+    """
+    if cursor is None:
+        with connection.cursor() as own:
+            own.execute(sql, [TABLE])
+            names = [row[0] for row in own.fetchall()]
+    else:
+        cursor.execute(sql, [TABLE])
+        names = [row[0] for row in cursor.fetchall()]
+    found = {}
+    for name in names:
+        try:
+            day = dt.datetime.strptime(name.removeprefix(_PREFIX), "%Y%m%d").date()
+        except ValueError:
+            continue
+        if name.startswith(_PREFIX):
+            found[name] = (_day_start(day), _day_start(day + dt.timedelta(days=1)))
+    return found
+
+
+def days_needed(now: dt.datetime) -> list[dt.date]:
+    """The UTC days ingest may write to: from INGEST_MAX_AGE_HOURS back to DAYS_AHEAD ahead."""
+    first = (now - dt.timedelta(hours=settings.INGEST_MAX_AGE_HOURS)).astimezone(dt.UTC).date()
+    last = (now + dt.timedelta(days=DAYS_AHEAD)).astimezone(dt.UTC).date()
+    return [first + dt.timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def create_partition_sql(day: dt.date) -> str:
+    start, end = _day_start(day), _day_start(day + dt.timedelta(days=1))
+    return (
+        f"CREATE TABLE IF NOT EXISTS {partition_name(day)} PARTITION OF {TABLE} "
+        f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+    )
+
+
+def reading_partitions_ensure(
+    *, now: dt.datetime | None = None, days: list[dt.date] | None = None, cursor=None
+) -> list[str]:
+    """Create the missing day partitions (by default the days ingest may write to); returns the
+    names created. Cheap when they exist (one catalogue query)."""
+    if not partitioned():
+        return []
+    days = days if days is not None else days_needed(now or timezone.now())
+    created = []
+    if cursor is None:
+        with connection.cursor() as own:
+            return reading_partitions_ensure(now=now, days=days, cursor=own)
+    existing = reading_partitions(cursor)
+    for day in sorted(set(days)):
+        if partition_name(day) not in existing:
+            cursor.execute(create_partition_sql(day))
+            created.append(partition_name(day))
+    return created
+
+
+def _rows(cursor, name: str) -> int:
+    """A partition's rows: the planner's count when it has one (counting a day would read it)."""
+    cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)", [name])
+    estimate = cursor.fetchone()[0]
+    if estimate >= 0:
+        return estimate
+    cursor.execute(f"SELECT count(*) FROM {name}")
+    return cursor.fetchone()[0]
+
+
+def reading_partitions_drop(*, before: dt.datetime) -> dict[str, int]:
+    """Drop every day partition wholly before `before` (its end <= before): constant time per
+    day, no dead rows left for vacuum. Returns the names dropped (oldest first) with their rows."""
+    if not partitioned():
+        return {}
+    dropped = {}
+    with connection.cursor() as cursor:
+        for name, (_, end) in sorted(reading_partitions(cursor).items(), key=lambda item: item[1]):
+            if end <= before:
+                dropped[name] = _rows(cursor, name)
+                cursor.execute(f"DROP TABLE {name}")
+    return dropped
+
+
+def other_partitions() -> list[str]:
+    """Partitions that are not a day's (none in the portal's layout; the test database adds a
+    default partition for readings outside today's window)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT child.relname FROM pg_inherits JOIN pg_class child ON child.oid = pg_inherits.inhrelid "
+            "WHERE pg_inherits.inhparent = to_regclass(%s)",
+            [TABLE],
+        )
+        names = [row[0] for row in cursor.fetchall()]
+        days = reading_partitions(cursor)
+    return sorted(name for name in names if name not in days)
