@@ -213,8 +213,8 @@ def _insert_readings(rows: list[tuple]) -> None:
             # A savepoint: a reading already stored for the same GPU and instant (an agent that
             # sends one twice in different batches) fails the COPY, and the bulk insert below
             # then stores the others.
-            with transaction.atomic(), connection.cursor() as cursor:
-                raw = cursor.cursor  # psycopg 3 cursor inside Django's transaction
+            with transaction.atomic(), connection.wrap_database_errors, connection.cursor() as cursor:
+                raw = cursor.cursor  # psycopg 3 cursor inside Django's transaction (errors as Django's)
                 with raw.copy(f"COPY {table} ({', '.join(READING_ROW_COLUMNS)}) FROM STDIN") as copy:
                     for row in rows:
                         copy.write_row(row)

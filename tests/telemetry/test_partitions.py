@@ -1,0 +1,148 @@
+"""PostgreSQL only: readings live in day partitions created ahead (no insert ever misses one),
+retention drops whole days, the hot reads prune partitions, and a reading sent twice is stored
+once by every write path."""
+
+import datetime as dt
+import json
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from portal.maintenance.services import evaluate
+from portal.telemetry import hooks
+from portal.telemetry.models import IngestBatch, Reading
+from portal.telemetry.schemas import BatchIn
+from portal.telemetry.selectors import gpu_series
+from portal.telemetry.services import ingest, partitions
+from portal.telemetry.services.retention import telemetry_prune
+from tests.factories import GpuFactory
+from tests.telemetry.batches import gpu_uuid, make_batch
+from tests.telemetry.conftest import agent_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
+
+A = gpu_uuid(1)
+
+
+def _partition_of(gpu_id: int, ts: dt.datetime) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tableoid::regclass::text FROM telemetry_reading WHERE gpu_id = %s AND ts = %s", [gpu_id, ts]
+        )
+        return cursor.fetchone()[0]
+
+
+def _plan(sql: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {sql}")
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def _scanned(plan: str) -> set[str]:
+    """The partitions a plan reads (by their tables or their key index)."""
+    return set(re.findall(r"telemetry_reading_(p\d{8}|default)\b", plan))
+
+
+def test_the_table_is_partitioned_by_day_without_a_default_partition_in_the_portals_layout(require_postgres):
+    assert partitions.partitioned()
+    days = partitions.reading_partitions()
+    assert days, "migrate created the days ingest may write to"
+    for name, (start, end) in days.items():
+        assert end - start == dt.timedelta(days=1) and name == partitions.partition_name(start.date())
+    # the test database adds telemetry_reading_default (tests/conftest.py); nothing else is there
+    assert partitions.other_partitions() == ["telemetry_reading_default"]
+
+
+def test_readings_at_both_edges_of_the_acceptance_window_land_in_day_partitions(require_postgres, settings):
+    agent = agent_for("dgx-edges")
+    now = timezone.now().replace(microsecond=0)
+    oldest = now - dt.timedelta(hours=settings.INGEST_MAX_AGE_HOURS)
+    newest = now + ingest.MAX_FUTURE
+    step = newest - oldest
+    batch = BatchIn.model_validate_json(
+        json.dumps(make_batch(agent.hostname, gpus=[A], readings=2, now=newest, step=step))
+    )
+    assert [reading.ts for reading in batch.readings] == [oldest, newest]
+    assert ingest.reading_batch_ingest(host=agent.host, batch=batch, now=now).accepted == 2
+    gpu_id = Reading.objects.get(ts=oldest).gpu_id
+    assert _partition_of(gpu_id, oldest) == partitions.partition_name(oldest.date())
+    assert _partition_of(gpu_id, newest) == partitions.partition_name(newest.date())
+
+
+def test_the_hourly_task_creates_the_days_ahead(require_postgres, settings):
+    later = timezone.now() + dt.timedelta(days=10)
+    created = partitions.reading_partitions_ensure(now=later)
+    assert partitions.partition_name((later + dt.timedelta(days=partitions.DAYS_AHEAD)).date()) in created
+    assert partitions.reading_partitions_ensure(now=later) == []  # once
+
+
+def test_retention_drops_whole_days_and_keeps_what_consumers_still_need(require_postgres, settings, monkeypatch):
+    settings.RETENTION_RAW_DAYS = 14
+    now = timezone.now().replace(hour=12, minute=0, second=0, microsecond=0)
+    gpu = GpuFactory()
+    old_days = [(now - dt.timedelta(days=n)).date() for n in (17, 16, 15, 14)]
+    partitions.reading_partitions_ensure(days=old_days)
+    Reading.objects.bulk_create(
+        [
+            Reading(gpu=gpu, ts=now - dt.timedelta(days=n, minutes=m), xid_count=0)
+            for n in (17, 16, 15, 14)
+            for m in (0, 30)
+        ]
+    )
+    with connection.cursor() as cursor:  # the deferred foreign key checks, as a commit would run them
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    # a consumer (the wear meters) still needs readings from 16 days ago on
+    monkeypatch.setattr(hooks, "oldest_raw_needed", lambda: now - dt.timedelta(days=16, hours=1))
+    telemetry_prune(now=now)
+    names = partitions.reading_partitions()
+    assert partitions.partition_name(old_days[0]) not in names  # day -17: wholly before every cutoff
+    assert all(partitions.partition_name(day) in names for day in old_days[1:])
+    assert Reading.objects.filter(gpu=gpu).count() == 6
+    monkeypatch.setattr(hooks, "oldest_raw_needed", lambda: None)
+    deleted = telemetry_prune(now=now)["readings"]
+    # cutoff now - 14 d: days -16 and -15 go whole; day -14 (the cutoff's own day) stays whole
+    assert deleted == 4
+    assert partitions.partition_name(old_days[3]) in partitions.reading_partitions()
+    assert sorted(Reading.objects.filter(gpu=gpu).values_list("ts", flat=True)) == [
+        now - dt.timedelta(days=14, minutes=30),
+        now - dt.timedelta(days=14),
+    ]
+
+
+def test_the_chart_and_the_rules_batch_read_prune_partitions(require_postgres):
+    agent = agent_for("dgx-prune")
+    now = timezone.now().replace(microsecond=0)
+    assert agent.post(make_batch(agent.hostname, gpus=[A], readings=5, now=now)).status_code == 202
+    gpu = Reading.objects.first().gpu
+    assert len(partitions.reading_partitions()) >= 9  # 7 days back, today, 3 ahead
+    with CaptureQueriesContext(connection) as queries:
+        gpu_series(gpu=gpu, start=now - dt.timedelta(hours=24), end=now, metrics=("temperature_c",), resolution="raw")
+    chart = [query["sql"] for query in queries.captured_queries if "telemetry_reading" in query["sql"]]
+    assert chart
+    for sql in chart:
+        scanned = _scanned(_plan(sql))
+        assert 1 <= len(scanned) <= 2, scanned  # a 24 h span touches at most two days
+    batches = list(IngestBatch.objects.values("id", "host_id", "first_ts", "last_ts", "reading_count"))
+    with CaptureQueriesContext(connection) as queries:
+        assert evaluate._batch_readings(batches)
+    rules = [query["sql"] for query in queries.captured_queries if "telemetry_reading" in query["sql"]]
+    assert rules
+    for sql in rules:
+        scanned = _scanned(_plan(sql))
+        assert 1 <= len(scanned) <= 2, scanned
+
+
+@pytest.mark.parametrize("method", ingest.PG_WRITE_METHODS)
+def test_a_reading_sent_again_in_another_batch_is_stored_once(require_postgres, monkeypatch, method):
+    monkeypatch.setattr(ingest, "pg_write_method", method)
+    agent = agent_for(f"dgx-again-{method.replace(' ', '-')}")
+    now = timezone.now().replace(microsecond=0)
+    assert agent.post(make_batch(agent.hostname, gpus=[A], readings=2, now=now)).status_code == 202
+    # a new batch id, two of its three readings already stored (an agent that re-sends them)
+    answer = agent.post(make_batch(agent.hostname, gpus=[A], readings=3, now=now))
+    assert answer.status_code == 202, answer.content
+    assert Reading.objects.filter(gpu__uuid=A).count() == 3
+    assert IngestBatch.objects.count() == 2
