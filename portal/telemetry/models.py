@@ -20,6 +20,18 @@ class RealField(models.FloatField):
         return "real" if connection.vendor == "postgresql" else super().db_type(connection)
 
 
+class CounterField(models.BigIntegerField):
+    """A 64-bit counter that is almost always small (ECC errors, PCIe replays): a `numeric` on
+    PostgreSQL, 3 bytes for 0 and 5 for up to 9,999, unaligned, where a bigint takes 8 bytes and
+    aligns the row to 8. Read back as int."""
+
+    def db_type(self, connection):
+        return "numeric(19)" if connection.vendor == "postgresql" else super().db_type(connection)
+
+    def from_db_value(self, value, expression, connection):
+        return None if value is None else int(value)
+
+
 # Bit positions for the protocol's clock event reason names; stored as one integer per reading.
 THROTTLE_REASONS = (
     "gpu_idle",
@@ -117,16 +129,16 @@ class Reading(models.Model):
     mem_clock_mhz = models.IntegerField(null=True)
     pstate = models.SmallIntegerField(null=True)
     throttle_reasons = models.SmallIntegerField(null=True)  # THROTTLE_BIT: 9 bits
-    # NVML's counters are 64-bit (the protocol allows up to 2**62).
-    ecc_corrected_volatile = models.BigIntegerField(null=True)
-    ecc_uncorrected_volatile = models.BigIntegerField(null=True)
-    ecc_uncorrected_aggregate = models.BigIntegerField(null=True)
+    # NVML's counters are 64-bit (the protocol allows up to 2**62), and almost always 0.
+    ecc_corrected_volatile = CounterField(null=True)
+    ecc_uncorrected_volatile = CounterField(null=True)
+    ecc_uncorrected_aggregate = CounterField(null=True)
     retired_pages_pending = models.BooleanField(null=True)
     remapped_rows_pending = models.BooleanField(null=True)
     remapped_rows_failure = models.BooleanField(null=True)
     pcie_link_gen = models.SmallIntegerField(null=True)
     pcie_link_width = models.SmallIntegerField(null=True)
-    pcie_replay_count = models.BigIntegerField(null=True)
+    pcie_replay_count = CounterField(null=True)
     xid_count = models.SmallIntegerField(default=0)
 
 

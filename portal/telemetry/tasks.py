@@ -1,7 +1,7 @@
 from celery import shared_task
 
 from portal.telemetry.pipeline import pipeline_run, pipeline_sweep
-from portal.telemetry.services.partitions import reading_partitions_ensure
+from portal.telemetry.services.partitions import reading_partitions_compact, reading_partitions_ensure
 from portal.telemetry.services.retention import telemetry_prune
 
 
@@ -21,3 +21,4 @@ def telemetry_prune_task():
     # PostgreSQL: the readings' day partitions, DAYS_AHEAD days ahead, before anything is pruned.
     reading_partitions_ensure()
     telemetry_prune()
+    reading_partitions_compact()  # the day just over: its key index rebuilt full

@@ -146,3 +146,20 @@ def test_a_reading_sent_again_in_another_batch_is_stored_once(require_postgres, 
     assert answer.status_code == 202, answer.content
     assert Reading.objects.filter(gpu__uuid=A).count() == 3
     assert IngestBatch.objects.count() == 2
+
+
+def test_a_day_over_gets_its_key_index_rebuilt_once(require_postgres):
+    now = timezone.now()
+    yesterday = partitions.partition_name((now - dt.timedelta(days=1)).date())
+    today = partitions.partition_name(now.date())
+    rebuilt = partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1))
+    assert yesterday in rebuilt and today not in rebuilt
+    assert yesterday not in partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1))
+
+
+def test_counters_read_back_as_int(require_postgres):
+    gpu = GpuFactory()
+    now = timezone.now().replace(microsecond=0)
+    Reading.objects.create(gpu=gpu, ts=now, ecc_corrected_volatile=2**62, pcie_replay_count=0, xid_count=0)
+    row = Reading.objects.values_list("ecc_corrected_volatile", "pcie_replay_count", "ecc_uncorrected_volatile").get()
+    assert row == (2**62, 0, None) and type(row[0]) is int

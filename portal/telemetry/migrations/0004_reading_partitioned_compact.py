@@ -13,18 +13,18 @@ copy takes minutes per hundred million rows, with the table locked: plan it as d
 
 from django.db import migrations, models
 
+import portal.telemetry.models
 from portal.telemetry.services import partitions
 
-# Widest first: 8-byte, 4-byte, 2-byte, then 1-byte columns (PostgreSQL pads each column to its
-# type's alignment, so this order stores no padding between columns).
+COUNTERS = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "pcie_replay_count")
+
+# Widest first: 8-byte, 4-byte, 2-byte, then 1-byte columns and the short variable-length ones
+# (PostgreSQL pads each column to its type's alignment, so this order stores no padding between
+# columns).
 PG_COLUMNS = (
     ("ts", "timestamp with time zone NOT NULL"),
     ("gpu_id", "bigint NOT NULL"),
     ("energy_mj", "double precision"),
-    ("ecc_corrected_volatile", "bigint"),
-    ("ecc_uncorrected_volatile", "bigint"),
-    ("ecc_uncorrected_aggregate", "bigint"),
-    ("pcie_replay_count", "bigint"),
     ("power_w", "real"),
     ("power_limit_w", "real"),
     ("memory_used_mib", "integer"),
@@ -42,6 +42,11 @@ PG_COLUMNS = (
     ("retired_pages_pending", "boolean"),
     ("remapped_rows_pending", "boolean"),
     ("remapped_rows_failure", "boolean"),
+    # Counters, almost always 0: numeric takes 3 bytes for 0 (a short varlena, not aligned).
+    ("ecc_corrected_volatile", "numeric(19)"),
+    ("ecc_uncorrected_volatile", "numeric(19)"),
+    ("ecc_uncorrected_aggregate", "numeric(19)"),
+    ("pcie_replay_count", "numeric(19)"),
 )
 
 
@@ -107,6 +112,10 @@ class Migration(migrations.Migration):
                 ),
                 migrations.AlterField(
                     model_name="reading", name="throttle_reasons", field=models.SmallIntegerField(null=True)
+                ),
+                *(
+                    migrations.AlterField(model_name="reading", name=name, field=portal.telemetry.models.CounterField(null=True))
+                    for name in COUNTERS
                 ),
             ],
         ),
