@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists install messages gettext browser promtool axe clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention install messages gettext browser promtool axe clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -134,6 +134,16 @@ bench-checklists: $(STAMP)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache test-artifacts
+
+# Bytes per raw reading, today's layout beside the partitioned, compact one (10 million readings,
+# scratch PostgreSQL database bench_storage; several minutes).
+bench-storage: $(STAMP)
+	$(PY) bench/storage.py
+
+# 52 million readings over 15 days (400 GPUs at 1/10 s): dropping a day, a 24 h chart, the rules'
+# read of a batch (scratch PostgreSQL database bench_retention, ~12 GB; tens of minutes).
+bench-retention: $(STAMP)
+	$(PY) bench/storage.py retention
 
 # Wear for a year of 1 Hz readings, /metrics for 1,000 GPUs, ingest with and without the wear
 # meters side by side (scratch PostgreSQL database bench_wear).

@@ -155,6 +155,10 @@ def storage() -> None:
 
     with connection.cursor() as cursor:  # today's layout, kept beside the new one
         cursor.execute("CREATE TABLE reading_before (LIKE telemetry_reading INCLUDING ALL)")
+        cursor.execute(  # as the real one had (LIKE leaves foreign keys out): the same work per insert
+            "ALTER TABLE reading_before ADD FOREIGN KEY (gpu_id) REFERENCES fleet_gpu (id) "
+            "DEFERRABLE INITIALLY DEFERRED"
+        )
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
