@@ -2,7 +2,7 @@
 
 `bench/storage.py` (make bench-storage): the same realistic readings stored in today's layout
 (telemetry_reading as migration 0002 left it: a surrogate id, a (gpu, ts) B-tree, a BRIN on ts)
-and in the new one (the real table after migration 0003: partitioned by day, keyed by (gpu, ts),
+and in the new one (the real table after migration 0004: partitioned by day, keyed by (gpu, ts),
 columns widest first), side by side: heap, indexes and TOAST per reading
 (pg_total_relation_size over all partitions / rows). Target: <= 80 bytes. Scratch database
 bench_storage; BENCH_STORAGE_READINGS (default 10 million).
@@ -170,7 +170,7 @@ def storage() -> None:
     partitions.reading_partitions_ensure(days=_days(start, start + dt.timedelta(seconds=instants * INTERVAL_S)))
     print(f"{instants * STORAGE_GPUS:,} readings: {STORAGE_GPUS} GPUs x {instants:,} instants {INTERVAL_S} s apart")
     times, sizes = {}, {}
-    for label, table in (("before (0002)", "reading_before"), ("after (0003)", "telemetry_reading")):
+    for label, table in (("before (0002)", "reading_before"), ("after (0004)", "telemetry_reading")):
         times[label] = _fill(table, start, instants, STORAGE_GPUS)
         sizes[label] = _sizes(table)
     began = time.perf_counter()

@@ -110,7 +110,7 @@ class Reading(models.Model):
 
     On PostgreSQL the table is partitioned by RANGE (ts), a partition per UTC day
     (services/partitions.py creates them ahead; retention drops whole days), and the columns
-    are stored widest first so that no alignment padding sits between them (migration 0003).
+    are stored widest first so that no alignment padding sits between them (migration 0004).
     SQLite keeps one plain table."""
 
     pk = models.CompositePrimaryKey("gpu", "ts")

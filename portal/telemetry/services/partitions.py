@@ -5,7 +5,7 @@ telemetry_reading_pYYYYMMDD, with no default partition (a default partition woul
 scanned whenever a new day is attached, and rows landing in it could not be dropped by day).
 Ingest refuses readings more than INGEST_MAX_AGE_HOURS old or more than 5 minutes ahead, so an
 insert never misses a partition as long as the days from that far back to a few days ahead
-exist: `reading_partitions_ensure` creates them, at migrate time (migration 0003 and every
+exist: `reading_partitions_ensure` creates them, at migrate time (migration 0004 and every
 `migrate` after) and hourly from beat (telemetry_prune_task). SQLite has no partitions: every
 function here does nothing there.
 """
@@ -22,7 +22,7 @@ _PREFIX = f"{TABLE}_p"
 
 
 def partitioned() -> bool:
-    """Whether this database keeps readings in partitions (PostgreSQL, after migration 0003)."""
+    """Whether this database keeps readings in partitions (PostgreSQL, after migration 0004)."""
     if connection.vendor != "postgresql":
         return False
     with connection.cursor() as cursor:
