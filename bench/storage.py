@@ -208,7 +208,7 @@ def retention() -> None:
     from django.test.utils import override_settings
 
     from portal.fleet.models import Gpu
-    from portal.maintenance.services import evaluate
+    from portal.telemetry import pipeline
     from portal.telemetry.selectors import gpu_series
     from portal.telemetry.services import partitions
     from portal.telemetry.services.retention import telemetry_prune
@@ -234,10 +234,8 @@ def retention() -> None:
     auto_ms, _ = _timed(
         lambda: gpu_series(gpu=gpu, start=now - dt.timedelta(hours=24), end=now, metrics=("temperature_c",))
     )
-    host_gpus = list(Gpu.objects.filter(host_id=gpu.host_id).values_list("id", flat=True))
-    batch = {"id": 0, "host_id": gpu.host_id, "first_ts": now - dt.timedelta(seconds=10 * INTERVAL_S - 1),
-             "last_ts": now, "reading_count": 10 * len(host_gpus)}  # fmt: skip
-    rules_ms, readings = _timed(lambda: evaluate._batch_readings([batch]))
+    batch = pipeline.StoredBatch(0, gpu.host_id, now, now - dt.timedelta(seconds=10 * INTERVAL_S - 1), now, 0)
+    rules_ms, block = _timed(lambda: pipeline.block_read([batch]))
 
     # The oldest day is wholly past the cutoff when RETENTION_RAW_DAYS is the days since its end.
     oldest_end = dt.datetime.combine(start.date() + dt.timedelta(days=1), dt.time(), dt.UTC)
@@ -255,7 +253,7 @@ def retention() -> None:
           f"oldest left {oldest_left:%Y-%m-%d %H:%M}) target < 1000 ms")  # fmt: skip
     print(f"  a GPU's 24 h chart (raw, {len(series.ts):,} points):{chart_ms:7.1f} ms  target < 200 ms")
     print(f"  a GPU's 24 h chart (auto):               {auto_ms:7.1f} ms")
-    print(f"  the rules' read of one batch ({sum(map(len, readings.values()))} readings): {rules_ms:5.1f} ms")
+    print(f"  the pipeline's read of one batch ({block.reading_total} readings): {rules_ms:5.1f} ms")
     if os.environ.get("BENCH_KEEP") != "1":
         _admin("DROP DATABASE IF EXISTS bench_retention WITH (FORCE)")
 

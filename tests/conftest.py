@@ -142,14 +142,12 @@ def _fresh_ingest_gpu_cache():
 def django_db_setup(django_db_setup, django_db_blocker):
     """PostgreSQL keeps readings in day partitions for the days ingest may write to now; tests
     store readings at fixed dates, so the test database adds a default partition for the rest
-    (the portal's own layout has none: tests/telemetry/test_partitions.py checks it without)."""
-    from django.db import connection
+    (the portal's own layout has none: tests/telemetry/test_partitions.py checks it without), now
+    and whenever a test migrates the readings table again."""
+    from django.conf import settings
 
+    from portal.telemetry.services.partitions import reading_partitions_ensure
+
+    settings.READINGS_DEFAULT_PARTITION = True
     with django_db_blocker.unblock():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1 FROM pg_class WHERE oid = to_regclass('telemetry_reading') AND relkind = 'p'")
-                if cursor.fetchone():
-                    cursor.execute(
-                        "CREATE TABLE IF NOT EXISTS telemetry_reading_default PARTITION OF telemetry_reading DEFAULT"
-                    )
+        reading_partitions_ensure()

@@ -11,8 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal.maintenance.services import evaluate
-from portal.telemetry import hooks
+from portal.telemetry import hooks, pipeline
 from portal.telemetry.models import IngestBatch, Reading
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.selectors import gpu_series
@@ -112,7 +111,7 @@ def test_retention_drops_whole_days_and_keeps_what_consumers_still_need(require_
     ]
 
 
-def test_the_chart_and_the_rules_batch_read_prune_partitions(require_postgres):
+def test_the_chart_and_the_pipelines_batch_read_prune_partitions(require_postgres):
     agent = agent_for("dgx-prune")
     now = timezone.now().replace(microsecond=0)
     assert agent.post(make_batch(agent.hostname, gpus=[A], readings=5, now=now)).status_code == 202
@@ -125,9 +124,14 @@ def test_the_chart_and_the_rules_batch_read_prune_partitions(require_postgres):
     for sql in chart:
         scanned = _scanned(_plan(sql))
         assert 1 <= len(scanned) <= 2, scanned  # a 24 h span touches at most two days
-    batches = list(IngestBatch.objects.values("id", "host_id", "first_ts", "last_ts", "reading_count"))
+    batches = [
+        pipeline.StoredBatch(*row)
+        for row in IngestBatch.objects.values_list(
+            "pk", "host_id", "received_at", "first_ts", "last_ts", "reading_count"
+        )
+    ]
     with CaptureQueriesContext(connection) as queries:
-        assert evaluate._batch_readings(batches)
+        assert pipeline.block_read(batches).reading_total == 5
     rules = [query["sql"] for query in queries.captured_queries if "telemetry_reading" in query["sql"]]
     assert rules
     for sql in rules:

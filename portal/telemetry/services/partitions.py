@@ -92,6 +92,8 @@ def reading_partitions_ensure(
         with connection.cursor() as own:
             return reading_partitions_ensure(now=now, days=days, cursor=own)
     existing = reading_partitions(cursor)
+    if getattr(settings, "READINGS_DEFAULT_PARTITION", False):  # the test database's, see tests/conftest.py
+        cursor.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_default PARTITION OF {TABLE} DEFAULT")
     for day in sorted(set(days)):
         if partition_name(day) not in existing:
             cursor.execute(create_partition_sql(day))
