@@ -91,8 +91,6 @@ def test_retention_drops_whole_days_and_keeps_what_consumers_still_need(require_
             for m in (0, 30)
         ]
     )
-    with connection.cursor() as cursor:  # the deferred foreign key checks, as a commit would run them
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     # a consumer (the wear meters) still needs readings from 16 days ago on
     monkeypatch.setattr(hooks, "oldest_raw_needed", lambda: now - dt.timedelta(days=16, hours=1))
     telemetry_prune(now=now)
