@@ -140,8 +140,8 @@ clean:
 bench-storage: $(STAMP)
 	$(PY) bench/storage.py
 
-# 52 million readings over 15 days (400 GPUs at 1/10 s): dropping a day, a 24 h chart, the rules'
-# read of a batch (scratch PostgreSQL database bench_retention, ~12 GB; tens of minutes).
+# 54 million readings over 15.6 days (400 GPUs at 1/10 s): dropping a day, a 24 h chart, the rules'
+# read of a batch (scratch PostgreSQL database bench_retention, 8.5 GB; ~20 minutes).
 bench-retention: $(STAMP)
 	$(PY) bench/storage.py retention
 
