@@ -144,10 +144,8 @@ def django_db_setup(django_db_setup, django_db_blocker):
     store readings at fixed dates, so the test database adds a default partition for the rest
     (the portal's own layout has none: tests/telemetry/test_partitions.py checks it without), now
     and whenever a test migrates the readings table again."""
-    from django.conf import settings
+    from portal.telemetry.services import partitions
 
-    from portal.telemetry.services.partitions import reading_partitions_ensure
-
-    settings.READINGS_DEFAULT_PARTITION = True
+    partitions.with_default_partition = True
     with django_db_blocker.unblock():
-        reading_partitions_ensure()
+        partitions.reading_partitions_ensure()

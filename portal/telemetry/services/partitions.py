@@ -79,6 +79,11 @@ def create_partition_sql(day: dt.date) -> str:
     )
 
 
+# A default partition for readings outside every day partition: the test database's only (tests
+# store readings at fixed dates; see tests/conftest.py). The portal's own layout has none.
+with_default_partition = False
+
+
 def reading_partitions_ensure(
     *, now: dt.datetime | None = None, days: list[dt.date] | None = None, cursor=None
 ) -> list[str]:
@@ -92,7 +97,7 @@ def reading_partitions_ensure(
         with connection.cursor() as own:
             return reading_partitions_ensure(now=now, days=days, cursor=own)
     existing = reading_partitions(cursor)
-    if getattr(settings, "READINGS_DEFAULT_PARTITION", False):  # the test database's, see tests/conftest.py
+    if with_default_partition:
         cursor.execute(f"CREATE TABLE IF NOT EXISTS {TABLE}_default PARTITION OF {TABLE} DEFAULT")
     for day in sorted(set(days)):
         if partition_name(day) not in existing:
