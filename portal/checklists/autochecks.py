@@ -104,11 +104,11 @@ def ecc_clean(*, item, run, gpus, now) -> AutoResult:
     start = now - dt.timedelta(minutes=p["window_min"])
     rows = _per_gpu(
         gpus, start, now,
-        n=Count("id"),
+        n=Count("ts"),
         uncorrected=Max("ecc_uncorrected_volatile"),
         uncorrected_total=Max("ecc_uncorrected_aggregate"),
-        pending_remap=Count("id", filter=Q(remapped_rows_pending=True) | Q(retired_pages_pending=True)),
-        remap_failure=Count("id", filter=Q(remapped_rows_failure=True)),
+        pending_remap=Count("ts", filter=Q(remapped_rows_pending=True) | Q(retired_pages_pending=True)),
+        remap_failure=Count("ts", filter=Q(remapped_rows_failure=True)),
         reported=Count("ecc_uncorrected_volatile"),
     )  # fmt: skip
     per_gpu, details = {}, []
@@ -142,7 +142,7 @@ def fans_respond(*, item, run, gpus, now) -> AutoResult:
     start = now - dt.timedelta(minutes=p["window_min"])
     rows = _per_gpu(
         gpus, start, now, Q(fan_speed_pct__isnull=False),
-        n=Count("id"),
+        n=Count("ts"),
         fan_min=Min("fan_speed_pct"),
         fan_max=Max("fan_speed_pct"),
         temp_min=Min("temperature_c"),
@@ -211,7 +211,7 @@ def _binned(gpu_ids, start, end, p) -> dict[int, dict[int, tuple[int, float]]]:
         )  # fmt: skip
         .annotate(power_bin=Floor(F("power_w") / float(p["power_bin_w"])))
         .values("gpu_id", "power_bin")
-        .annotate(n=Count("id"), temp=Avg("temperature_c"))
+        .annotate(n=Count("ts"), temp=Avg("temperature_c"))
     )
     out: dict[int, dict[int, tuple[int, float]]] = {gpu_id: {} for gpu_id in gpu_ids}
     for row in rows:
