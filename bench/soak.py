@@ -678,6 +678,9 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - one run, step by step
         sampler.start()
 
         web, worker = by_name["web-1"], by_name["worker-1"]
+        # An outage lasts until the service is back, plus nginx's fail_timeout (a node that failed
+        # max_fails requests stays out that long, even once it answers again), plus 10 s.
+        grace = 10.0 + max(float(n) for n in re.findall(r"fail_timeout=(\d+)s", site.read_text()))
         done: set[str] = set()
         busy_since: float | None = None
         rss_taken = False
@@ -699,7 +702,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - one run, step by step
                 done.add("web")
                 web.kill()
                 web.held_until = run.t0 + plan.web_kill[1]
-                run.outages.append(("web-1 killed", t, plan.web_kill[1] + 10))
+                run.outages.append(("web-1 killed", t, plan.web_kill[1] + grace))
                 run.note(f"web-1 SIGKILLed (serve and its Daphnes); back at {plan.web_kill[1]:.0f} s")
             if "worker" not in done and t >= plan.worker_kill_at:
                 # Killed while it has work: one of its pool processes used CPU in the last 0.3 s
@@ -712,7 +715,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - one run, step by step
                 if busy or now - busy_since > 15:
                     done.add("worker")
                     worker.kill()
-                    run.outages.append(("worker-1 killed", t, t + worker.restart_sec + 15))
+                    run.outages.append(("worker-1 killed", t, t + worker.restart_sec + grace))
                     run.note(f"worker-1 SIGKILLed {'while busy' if busy else 'NOT seen busy'}; "
                              f"restarts after RestartSec={worker.restart_sec:g}")  # fmt: skip
                     run.events.append("worker busy when killed" if busy else "worker idle when killed")
@@ -721,7 +724,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - one run, step by step
                 others["redis"].terminate()
                 others["redis"].wait(10)
                 run.note(f"Redis stopped (its queue lost); starts again at {plan.redis_restart[1]:.0f} s")
-                run.outages.append(("Redis restarted", t, plan.redis_restart[1] + 10))
+                run.outages.append(("Redis restarted", t, plan.redis_restart[1] + grace))
             if "redis" in done and "redis-up" not in done and t >= plan.redis_restart[1]:
                 done.add("redis-up")
                 redis_start()
@@ -730,7 +733,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - one run, step by step
                 done.add("pg")
                 pg.restart()
                 back = time.monotonic() - run.t0
-                run.outages.append(("PostgreSQL restarted", t, back + 10))
+                run.outages.append(("PostgreSQL restarted", t, back + grace))
                 run.note(f"PostgreSQL restarted (pg_ctl restart -m fast) in {back - t:.1f} s")
             for service in services:
                 service.supervise(now)
@@ -835,6 +838,12 @@ def build_report(run, plan, agents, generated, generated_count, stored, stored_c
         bucket = inside if in_outage else outside
         bucket[str(status)] = bucket.get(str(status), 0) + 1
     server_errors_outside = sum(n for s, n in outside.items() if not s.isdigit() or s.startswith("5"))
+    errors_outside_at = [
+        round(t, 1)
+        for t, status in run.answers.items
+        if (not isinstance(status, int) or status >= 500)
+        and not any(start <= t <= end for what, start, end in run.outages if what != "agent cut off")
+    ]
     refused = sum(len(agent.refused) for agent in agents)
     expected_tickets = {"overheat": expected_overheat, "agent_silent": 1}
     raised = {rule: tickets.get(rule, 0) for rule in expected_tickets}
@@ -860,7 +869,7 @@ def build_report(run, plan, agents, generated, generated_count, stored, stored_c
         "stored_distinct": distinct, "missing": len(generated - stored), "unexpected": len(stored - generated),
         "refused_batches": refused, "posts": len(run.answers.items),
         "tickets_expected": expected_tickets, "tickets_raised": raised, "tickets_by_rule": tickets,
-        "answers_outside_outages": outside, "answers_in_outages": inside,
+        "answers_outside_outages": outside, "answers_in_outages": inside, "errors_outside_at": errors_outside_at[:50],
         "lag_p50_s": percentile(lags, 0.5), "lag_p99_s": percentile(lags, 0.99), "lag_max_s": max(lags, default=0.0),
         "lag_samples": len(lags), "lag_samples_failed": run.lag_failed,
         "last_post_s": last_post, "drained_s": drained_at,
@@ -887,6 +896,10 @@ def print_report(r: dict) -> None:
         print(f"  {'tickets ' + rule:44} {expected:>10} {r['tickets_raised'][rule]:>10}")
     print(f"  answers outside outages: {r['answers_outside_outages']}")
     print(f"  answers in outage windows: {r['answers_in_outages']}")
+    if r["errors_outside_at"]:
+        print(f"  5xx / dropped outside outages at (s): {r['errors_outside_at']}")
+    windows = ", ".join(f"{what} {start:.0f}-{end:.0f} s" for what, start, end in r["outages"])
+    print(f"  outage windows: {windows}")
     print(f"  pipeline lag (largest stage, every 2 s): p50 {r['lag_p50_s']:.1f} s, p99 {r['lag_p99_s']:.1f} s, "
           f"max {r['lag_max_s']:.1f} s ({r['lag_samples']} samples, {r['lag_samples_failed']} unanswered)")  # fmt: skip
     drained = f"{r['drained_s'] - r['last_post_s']:.1f} s after" if r["drained_s"] else "NOT drained"
