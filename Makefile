@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention install messages gettext browser promtool axe clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -122,6 +122,13 @@ bench-pages: $(STAMP)
 # (SQLite, broker in files) and production (PostgreSQL scratch database bench_pipeline, Redis db 13).
 bench-pipeline: $(STAMP)
 	$(PY) bench/pipeline.py
+
+# The production cluster of deploy/ on this machine (its own PostgreSQL and Redis, nginx in front
+# of 2 web nodes, 2 worker nodes, beat) under SOAK_AGENTS (200) simulated agents for SOAK_SECONDS
+# (600) with faults injected; a table of what was lost (docs/production.md, "Soak"). Minutes, not
+# in CI: tests/deploy/test_soak.py runs a 60-second version of it.
+soak: $(STAMP)
+	$(PY) bench/soak.py
 
 # The reliability report for 1,000 GPUs over a year with 5 years of history (JSON < 1 s, PDF < 5 s):
 # a temporary SQLite database; `.venv/bin/python bench/reports.py --postgres` for PostgreSQL.

@@ -130,6 +130,10 @@ DATABASES = {
         # request cost ingest as much CPU as storing the batch. A server's connections are
         # the operator's to size (PostgreSQL: max_connections, a pooler): off unless set.
         conn_max_age=envint("DATABASE_CONN_MAX_AGE", 600 if DATABASE_URL.startswith("sqlite") else 0),
+        # A kept connection is checked before its first use in a request: after a PostgreSQL
+        # restart each kept connection (one per thread of ingest's pool) would otherwise fail
+        # its next request with a 503, for as long as DATABASE_CONN_MAX_AGE (found by the soak).
+        conn_health_checks=True,
     )
 }
 # The few statements run for every ingest batch are prepared once per connection (see

@@ -103,6 +103,9 @@ def beat_lock_acquire(*, timeout_s: float | None = None, poll_s: float = 5.0) ->
 def _pg_try() -> BeatLock | None:
     # A connection of its own, outside Django's per-thread handling: the lock lives as long as it.
     connection = connections.create_connection("default")
+    # The watch asks through it from its own thread: without this, Django refuses the use from
+    # another thread, and a healthy lock looked lost (beat stopped itself after WATCH_INTERVAL_S).
+    connection.inc_thread_sharing()
     connection.ensure_connection()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s)", [BEAT_LOCK_KEY])

@@ -36,6 +36,9 @@ def hot_cursor():
     CaptureQueriesContext) still see it. Use %s / %(name)s placeholders."""
     if connection.vendor != "postgresql":
         return connection.cursor()
+    # As Django's own cursors do first: a kept connection that PostgreSQL dropped (a restart) is
+    # replaced here, instead of failing this request (CONN_HEALTH_CHECKS, portal/settings.py).
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     # Preparing costs a round trip of its own: worth it only on a connection that is kept
     # (DATABASE_CONN_MAX_AGE), not on one opened for a single request.

@@ -34,6 +34,8 @@ def test_on_postgresql_the_lock_is_the_clusters(require_postgres):
     assert beat_lock_acquire(timeout_s=0.3, poll_s=0.05) is None
     lost = threading.Event()
     first.watch(on_lost=lost.set, interval_s=0.05)
+    # The watch's own thread asks through the lock's connection: a healthy lock stays held.
+    assert not lost.wait(0.5), "the watch took a held lock for lost"
     first._connection.close()  # the database dropped the session (a restart)
     assert lost.wait(5), "the watch did not notice the lost lock"
     second = beat_lock_acquire(timeout_s=2, poll_s=0.05)
