@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from django.utils.translation import gettext, pgettext, pgettext_noop
+from django.utils.translation import gettext, pgettext
 from django.utils.translation import gettext_noop as _noop
 
 from portal.maintenance.rules import RULES
@@ -23,18 +23,6 @@ _HOST_SUBJECT = re.compile(r"host (.+)", re.DOTALL)
 _CHECKLIST_TITLE = re.compile(r"(.+) failed: (GPU \d+ on .+|host .+)", re.DOTALL)
 _CHECKLIST_NOTE = re.compile(r"(.+) failed in checklist run #(\d+) \((.+)\) \((\S+)\)", re.DOTALL)
 
-# Ticket events and severities as the notifications name them (their values stay the API's).
-EVENT_WORDS = {
-    "opened": pgettext_noop("ticket event", "opened"),
-    "reopened": pgettext_noop("ticket event", "reopened"),
-    "escalated": pgettext_noop("ticket event", "escalated"),
-    "resolved": pgettext_noop("ticket event", "resolved"),
-}
-SEVERITY_WORDS = {
-    "info": pgettext_noop("severity", "info"),
-    "warning": pgettext_noop("severity", "warning"),
-    "critical": pgettext_noop("severity", "critical"),
-}
 # Fixed notes the rules write on ticket events (services and rules store them in English).
 EVENT_NOTES = (
     _noop("reached the slowdown threshold"),
@@ -43,11 +31,23 @@ EVENT_NOTES = (
 
 
 def event_word(event: str) -> str:
-    return pgettext("ticket event", EVENT_WORDS[event]) if event in EVENT_WORDS else event
+    """A ticket event as the notifications name it (the value stays the API's)."""
+    words = {
+        "opened": pgettext("ticket event", "opened"),
+        "reopened": pgettext("ticket event", "reopened"),
+        "escalated": pgettext("ticket event", "escalated"),
+        "resolved": pgettext("ticket event", "resolved"),
+    }
+    return words.get(event, event)
 
 
 def severity_word(severity: str) -> str:
-    return pgettext("severity", SEVERITY_WORDS[severity]) if severity in SEVERITY_WORDS else severity
+    words = {
+        "info": pgettext("severity", "info"),
+        "warning": pgettext("severity", "warning"),
+        "critical": pgettext("severity", "critical"),
+    }
+    return words.get(severity, severity)
 
 
 def subject_shown(subject: str) -> str:
