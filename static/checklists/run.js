@@ -6,6 +6,13 @@
   if (!run) return;
   const api = run.dataset.api;
   const csrf = (run.querySelector("input[name=csrfmiddlewaretoken]") || {}).value || "";
+  // Django's JavaScript catalogue (/jsi18n/, loaded before this script); English without it.
+  const gettext = window.gettext || function (text) { return text; };
+  const interpolate = window.interpolate || function (format, args) {
+    let i = 0;
+    return format.replace(/%s/g, function () { return String(args[i++]); });
+  };
+  const SAVING = gettext("saving…");
 
   function drawCharts() {
     if (!window.Plotly) return;
@@ -15,12 +22,12 @@
       const traces = [];
       (data.gpus || []).forEach(function (g) {
         const x = g.bins.map(function (b) { return b.power_w; });
-        traces.push({x: x, y: g.bins.map(function (b) { return b.before_c; }), name: g.gpu + " before", mode: "lines+markers", line: {dash: "dot"}});
-        traces.push({x: x, y: g.bins.map(function (b) { return b.after_c; }), name: g.gpu + " after", mode: "lines+markers"});
+        traces.push({x: x, y: g.bins.map(function (b) { return b.before_c; }), name: interpolate(gettext("%s before"), [g.gpu]), mode: "lines+markers", line: {dash: "dot"}});
+        traces.push({x: x, y: g.bins.map(function (b) { return b.after_c; }), name: interpolate(gettext("%s after"), [g.gpu]), mode: "lines+markers"});
       });
       Plotly.newPlot(box, traces, {
         margin: {l: 44, r: 8, t: 8, b: 36}, height: 260, legend: {orientation: "h", x: 0, y: -0.32, yanchor: "top"},
-        xaxis: {title: {text: "power (W)"}}, yaxis: {title: {text: "°C under load"}},
+        xaxis: {title: {text: gettext("power (W)")}}, yaxis: {title: {text: gettext("°C under load")}},
       }, {displayModeBar: false, responsive: true, staticPlot: window.matchMedia("print").matches});
     });
   }
@@ -39,24 +46,24 @@
   }
 
   function problems(result) {
-    if (!result.data) return "The portal did not answer (" + result.status + "); try again.";
+    if (!result.data) return interpolate(gettext("The portal did not answer (%s); try again."), [result.status]);
     const detail = (result.data.detail || []).map(function (d) { return d.msg; }).join(" ");
-    return detail || result.data.error || ("Error " + result.status);
+    return detail || result.data.error || interpolate(gettext("Error %s"), [result.status]);
   }
 
   function setStatus(li, text, bad) {
     const error = li.querySelector(".item-error");
     error.hidden = !bad;
     error.textContent = bad ? text : "";
-    li.querySelector("[data-who]").textContent = bad ? "not saved" : text;
-    li.classList.toggle("saving", text === "saving…");
+    li.querySelector("[data-who]").textContent = bad ? gettext("not saved") : text;
+    li.classList.toggle("saving", text === SAVING);
   }
 
   function progress(items) {
     const box = document.getElementById("progress");
     if (!box || !items) return;
     const answered = items.filter(function (i) { return i.answered_at; }).length;
-    box.textContent = answered + " of " + items.length + " answered";
+    box.textContent = interpolate(gettext("%s of %s answered"), [answered, items.length]);
   }
 
   function valueOf(li) {
@@ -76,11 +83,12 @@
 
   async function save(li) {
     const note = li.querySelector("[name='n-" + li.dataset.key + "']");
-    setStatus(li, "saving…", false);
+    setStatus(li, SAVING, false);
     const result = await call("/answers", {answers: [{item: li.dataset.key, value: valueOf(li), note: note ? note.value : ""}]});
     if (!result.ok) { setStatus(li, problems(result), true); return; }
     const item = result.data.items.find(function (i) { return i.key === li.dataset.key; });
-    setStatus(li, item && item.answered_at ? "saved ✓ " + item.answered_by + " · " + item.answered_at.slice(11, 16) : "cleared", false);
+    setStatus(li, item && item.answered_at ? interpolate(gettext("saved ✓ %s · %s"), [item.answered_by, item.answered_at.slice(11, 16)])
+      : gettext("cleared"), false);
     li.classList.toggle("outcome-fail", item && item.value === "fail");
     progress(result.data.items);
   }
@@ -103,17 +111,17 @@
       const form = new FormData();
       form.append("item", li.dataset.key);
       form.append("file", file.files[0]);
-      setStatus(li, "saving…", false);
+      setStatus(li, SAVING, false);
       const result = await call("/photos", form, true);
       file.value = "";
       if (!result.ok) { setStatus(li, problems(result), true); return; }
       const link = document.createElement("a");
       link.href = result.data.url;
       const img = document.createElement("img");
-      img.className = "thumb"; img.src = result.data.url; img.alt = "photo";
+      img.className = "thumb"; img.src = result.data.url; img.alt = gettext("photo");
       link.appendChild(img);
       li.querySelector(".thumbs").appendChild(link);
-      setStatus(li, "photo saved ✓", false);
+      setStatus(li, gettext("photo saved ✓"), false);
       const fresh = await fetch(api, {credentials: "same-origin"});
       if (fresh.ok) progress((await fresh.json()).items);
     });
@@ -131,7 +139,7 @@
       const m = /^items\.(.+)$/.exec(d.loc);
       if (m) {
         const li = document.getElementById("item-" + m[1]);
-        if (li) { setStatus(li, "Required before sign-off.", true); }
+        if (li) { setStatus(li, gettext("Required before sign-off."), true); }
       }
       lines.push(d.msg);
     });
