@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 
@@ -79,11 +80,11 @@ class RuleState(models.Model):
 
 class Ticket(models.Model):
     class State(models.TextChoices):
-        OPEN = "open", _("Open")
-        ACKNOWLEDGED = "acknowledged", _("Acknowledged")
-        IN_PROGRESS = "in_progress", _("In progress")
-        RESOLVED = "resolved", _("Resolved")
-        CLOSED = "closed", _("Closed")
+        OPEN = "open", pgettext_lazy("ticket state", "Open")
+        ACKNOWLEDGED = "acknowledged", pgettext_lazy("ticket state", "Acknowledged")
+        IN_PROGRESS = "in_progress", pgettext_lazy("ticket state", "In progress")
+        RESOLVED = "resolved", pgettext_lazy("ticket state", "Resolved")
+        CLOSED = "closed", pgettext_lazy("ticket state", "Closed")
 
     fingerprint = models.CharField(max_length=128, db_index=True)
     rule = models.CharField(max_length=64, db_index=True)

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 
-from django.utils.translation import gettext, pgettext
-from django.utils.translation import gettext_noop as _noop
+from django.utils.translation import gettext, gettext_noop, pgettext
 
 from portal.maintenance.rules import RULES
 from portal.maintenance.rules.base import _shown
@@ -25,8 +24,8 @@ _CHECKLIST_NOTE = re.compile(r"(.+) failed in checklist run #(\d+) \((.+)\) \((\
 
 # Fixed notes the rules write on ticket events (services and rules store them in English).
 EVENT_NOTES = (
-    _noop("reached the slowdown threshold"),
-    _noop("fan stopped while hot"),
+    gettext_noop("reached the slowdown threshold"),
+    gettext_noop("fan stopped while hot"),
 )
 
 
