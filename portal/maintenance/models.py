@@ -188,6 +188,11 @@ class TicketEvent(models.Model):
         return f"{self.ticket_id} {self.kind} at {self.at:%Y-%m-%d %H:%M}"
 
     @property
+    def to_state_shown(self) -> str:
+        """The state it moved to, as the pages name it."""
+        return Ticket.State(self.to_state).label if self.to_state in Ticket.State.values else self.to_state
+
+    @property
     def note_shown(self) -> str:
         from portal.maintenance.texts import note_shown
 

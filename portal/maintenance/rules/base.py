@@ -125,6 +125,12 @@ class Rule:
     def watches_shown(self) -> str:
         return _shown(self.watches)
 
+    @property
+    def severity_shown(self) -> str:
+        from portal.maintenance.models import Severity
+
+        return str(Severity(self.severity).label)
+
     def evaluate(self, track: Track, gpu: GpuInfo, rows: list[tuple], params: dict, emit) -> None:
         raise NotImplementedError
 
