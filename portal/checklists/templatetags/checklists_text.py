@@ -4,6 +4,7 @@ outcomes in the reader's language (stored values and the API stay as they are)."
 from django import template
 from django.utils.translation import pgettext
 
+from portal.checklists.evidence_text import evidence_text
 from portal.checklists.shipped import shipped_option, shipped_text
 
 register = template.Library()
@@ -21,3 +22,6 @@ def outcome_word(outcome: str) -> str:
         "pending": pgettext("checklist outcome", "pending"),
     }
     return words.get(outcome, outcome)
+
+
+register.filter("evidence_text", evidence_text)
