@@ -11,7 +11,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_noop
 
 from portal.telemetry.columns import ReadingColumns
 
@@ -78,6 +78,14 @@ class Event:
     note: str = ""
 
 
+# The severities' words, as portal.maintenance.models.Severity labels them (rules import no models).
+_SEVERITY_WORDS = {
+    "info": gettext_noop("Info"),
+    "warning": gettext_noop("Warning"),
+    "critical": gettext_noop("Critical"),
+}
+
+
 def _shown(text: str) -> str:
     """A text marked with gettext_noop, translated (gettext("") would be the catalogue's header)."""
     return gettext(text) if text else ""
@@ -127,9 +135,7 @@ class Rule:
 
     @property
     def severity_shown(self) -> str:
-        from portal.maintenance.models import Severity
-
-        return str(Severity(self.severity).label)
+        return _shown(_SEVERITY_WORDS.get(self.severity, self.severity))
 
     def evaluate(self, track: Track, gpu: GpuInfo, rows: list[tuple], params: dict, emit) -> None:
         raise NotImplementedError
