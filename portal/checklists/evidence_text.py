@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext, gettext_noop, pgettext
 
 _NUMBER = r"[-+0-9.,e]+"
 SENTENCES = [
@@ -60,3 +60,14 @@ def evidence_text(text: str) -> str:
             translated = gettext(msgid)
             return translated % match.groupdict() if match.groupdict() else translated
     return text
+
+
+def outcome_word(outcome: str) -> str:
+    """An automatic item's outcome (pass, fail, unknown, pending) as the pages show it."""
+    words = {
+        "pass": pgettext("checklist outcome", "pass"),
+        "fail": pgettext("checklist outcome", "fail"),
+        "unknown": pgettext("checklist outcome", "unknown"),
+        "pending": pgettext("checklist outcome", "pending"),
+    }
+    return words.get(outcome, outcome)

@@ -13,6 +13,7 @@ from django.views import View
 from django.views.decorators.cache import never_cache
 
 from portal.checklists import selectors, services
+from portal.checklists.evidence_text import outcome_word
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun
 from portal.checklists.shipped import shipped_option
 from portal.core.errors import ApplicationError
@@ -142,6 +143,8 @@ def _answer_word(value, kind: str | None):
         return gettext("yes") if value == "true" else gettext("no")
     if kind == "pass_fail" and value in ("pass", "fail"):
         return gettext("pass") if value == "pass" else pgettext("checklist outcome", "fail")
+    if kind == "auto" and value in ("pass", "fail", "unknown", "pending"):
+        return outcome_word(value)
     if kind == "choice" and isinstance(value, str):
         return shipped_option(value)
     return value
