@@ -16,6 +16,7 @@ from portal.maintenance import chat
 from portal.maintenance.models import Subscription, Ticket
 from portal.maintenance.rules import RULES
 from portal.maintenance.services.notify import notification_send, notify_ticket
+from portal.maintenance.texts import note_shown
 from tests.factories import GpuFactory, HostFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -92,3 +93,23 @@ def test_chat_text_follows_the_active_language(chinese_catalogue, ticket):
     with translation.override("en"):
         assert chat.ticket_text(payload).splitlines()[0] == "[critical] resolved: GPU overheating: GPU 2 on dgx-07"
     assert payload["ticket"]["title"] == "GPU overheating: GPU 2 on dgx-07", "the JSON webhook's data is untouched"
+
+
+NOTES = [
+    "reached the slowdown threshold",
+    "3 of 4 GPUs",
+    "XID 79 again",
+    "overdue: last connection check: 2026-05-08",
+    "busy hours: 1,620 since the last cleaning (2026-01-02), every 1,500: 120 past",
+    "warning → critical",
+]
+
+
+def test_event_notes_the_portal_wrote_are_translated_and_english_is_as_stored(chinese_catalogue):
+    with translation.override("en"):
+        assert [note_shown(note) for note in NOTES] == NOTES
+        assert note_shown("a note somebody typed") == "a note somebody typed"
+    with translation.override("zh-hans"):
+        assert note_shown("overdue: last connection check: 2026-05-08") == "已逾期：上次连接检查：2026-05-08"
+        assert note_shown("warning → critical") == "警告 → 严重"
+        assert note_shown("a note somebody typed") == "a note somebody typed"
