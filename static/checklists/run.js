@@ -6,13 +6,14 @@
   if (!run) return;
   const api = run.dataset.api;
   const csrf = (run.querySelector("input[name=csrfmiddlewaretoken]") || {}).value || "";
-  // Django's JavaScript catalogue (/jsi18n/, loaded before this script); English without it.
-  const gettext = window.gettext || function (text) { return text; };
-  const interpolate = window.interpolate || function (format, args) {
+  // Django's JavaScript catalogue (/jsi18n/, deferred: it may arrive after this script), looked
+  // up when a text is needed; English without it.
+  function gettext(text) { return window.gettext ? window.gettext(text) : text; }
+  function interpolate(format, args) {
+    if (window.interpolate) return window.interpolate(format, args);
     let i = 0;
     return format.replace(/%s/g, function () { return String(args[i++]); });
-  };
-  const SAVING = gettext("saving…");
+  }
 
   function drawCharts() {
     if (!window.Plotly) return;
@@ -31,7 +32,9 @@
       }, {displayModeBar: false, responsive: true, staticPlot: window.matchMedia("print").matches});
     });
   }
-  drawCharts();
+  // The charts' words come from the deferred catalogue, which has run by DOMContentLoaded.
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", drawCharts);
+  else drawCharts();
   run.querySelectorAll("[data-print]").forEach(function (button) {
     button.addEventListener("click", function () { window.print(); });
   });
@@ -56,7 +59,7 @@
     error.hidden = !bad;
     error.textContent = bad ? text : "";
     li.querySelector("[data-who]").textContent = bad ? gettext("not saved") : text;
-    li.classList.toggle("saving", text === SAVING);
+    li.classList.toggle("saving", text === gettext("saving…"));
   }
 
   function progress(items) {
@@ -83,7 +86,7 @@
 
   async function save(li) {
     const note = li.querySelector("[name='n-" + li.dataset.key + "']");
-    setStatus(li, SAVING, false);
+    setStatus(li, gettext("saving…"), false);
     const result = await call("/answers", {answers: [{item: li.dataset.key, value: valueOf(li), note: note ? note.value : ""}]});
     if (!result.ok) { setStatus(li, problems(result), true); return; }
     const item = result.data.items.find(function (i) { return i.key === li.dataset.key; });
@@ -111,7 +114,7 @@
       const form = new FormData();
       form.append("item", li.dataset.key);
       form.append("file", file.files[0]);
-      setStatus(li, SAVING, false);
+      setStatus(li, gettext("saving…"), false);
       const result = await call("/photos", form, true);
       file.value = "";
       if (!result.ok) { setStatus(li, problems(result), true); return; }
