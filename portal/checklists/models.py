@@ -9,32 +9,33 @@ template never change a run under way or one already signed. Answers are rows, o
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 
 
 class ItemKind(models.TextChoices):
-    CHECK = "check", "Check (yes/no)"
-    PASS_FAIL = "pass_fail", "Pass / fail"
-    NUMBER = "number", "Number"
-    CHOICE = "choice", "Choice"
-    TEXT = "text", "Text"
-    PHOTO = "photo", "Photo"
-    AUTO = "auto", "Automatic (from telemetry)"
+    CHECK = "check", _("Check (yes/no)")
+    PASS_FAIL = "pass_fail", _("Pass / fail")
+    NUMBER = "number", _("Number")
+    CHOICE = "choice", _("Choice")
+    TEXT = "text", _("Text")
+    PHOTO = "photo", _("Photo")
+    AUTO = "auto", _("Automatic (from telemetry)")
 
 
 class AutoCheck(models.TextChoices):
-    IDLE_TEMPERATURE = "idle_temperature", "Idle temperature below a limit"
-    ECC_CLEAN = "ecc_clean", "No uncorrected ECC errors and no pending remap"
-    FANS_RESPOND = "fans_respond", "Fans respond"
-    RECENT_BACKUP = "recent_backup", "A backup record in the last N days"
-    CLEANING_EFFECT = "cleaning_effect", "Cooler at equal power after the cleaning"
+    IDLE_TEMPERATURE = "idle_temperature", _("Idle temperature below a limit")
+    ECC_CLEAN = "ecc_clean", _("No uncorrected ECC errors and no pending remap")
+    FANS_RESPOND = "fans_respond", _("Fans respond")
+    RECENT_BACKUP = "recent_backup", _("A backup record in the last N days")
+    CLEANING_EFFECT = "cleaning_effect", _("Cooler at equal power after the cleaning")
 
 
 class ChecklistTemplate(models.Model):
     class AppliesTo(models.TextChoices):
-        HOST = "host", "Host"
-        GPU = "gpu", "GPU"
+        HOST = "host", _("Host")
+        GPU = "gpu", _("GPU")
 
     key = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
@@ -81,14 +82,14 @@ class TemplateItem(models.Model):
 
 class ChecklistRun(models.Model):
     class State(models.TextChoices):
-        IN_PROGRESS = "in_progress", "In progress"
-        COMPLETED = "completed", "Completed"
-        ABANDONED = "abandoned", "Abandoned"
+        IN_PROGRESS = "in_progress", _("In progress")
+        COMPLETED = "completed", _("Completed")
+        ABANDONED = "abandoned", _("Abandoned")
 
     class Verification(models.TextChoices):
-        NONE = "", "None"
-        PENDING = "pending", "Verification pending"
-        DONE = "done", "Verified"
+        NONE = "", _("None")
+        PENDING = "pending", _("Verification pending")
+        DONE = "done", _("Verified")
 
     template = models.ForeignKey(ChecklistTemplate, on_delete=models.PROTECT, related_name="runs")
     template_version = models.PositiveIntegerField()

@@ -176,7 +176,7 @@ def schedules_coming_due(*, now: dt.datetime, by_kind: dict[str, ChecklistTempla
                     DueSchedule(
                         host,
                         schedule.key,
-                        schedule.title,
+                        schedule.title_shown,  # for the page: in the reader's language
                         schedule.record_kind,
                         due_at,
                         since,

@@ -8,11 +8,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext, pgettext
 from django.views import View
 from django.views.decorators.cache import never_cache
 
 from portal.checklists import selectors, services
+from portal.checklists.evidence_text import outcome_word
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun
+from portal.checklists.shipped import shipped_option
 from portal.core.errors import ApplicationError
 from portal.fleet.models import Gpu, Host
 from portal.maintenance.models import Ticket
@@ -110,6 +113,7 @@ def _history(run) -> list[dict]:
     audit trail keeps each version): one query."""
     answer_ids = [answer.pk for answer in run.answers.all()]
     labels = {item["key"]: item["label"] for item in run.items}
+    kinds = {item["key"]: item["kind"] for item in run.items}
     entries = (
         LogEntry.objects.get_for_objects(ChecklistAnswer.objects.filter(pk__in=answer_ids))
         .select_related("actor")
@@ -126,10 +130,24 @@ def _history(run) -> list[dict]:
         rows.append(
             {"at": entry.timestamp, "who": who.get_username() if who else "portal",
              "item": labels.get(answer.item_key, answer.item_key) if answer else "?",
-             "value": _shown((changes.get("value") or [None, None])[1]),
+             "value": _answer_word(_shown((changes.get("value") or [None, None])[1]),
+                                   kinds.get(answer.item_key) if answer else None),
              "note": _shown((changes.get("note") or [None, ""])[1])}
         )  # fmt: skip
     return rows
+
+
+def _answer_word(value, kind: str | None):
+    """A logged answer in the reader's language where it is one of the portal's words."""
+    if kind == "check" and value in ("true", "false"):
+        return gettext("yes") if value == "true" else gettext("no")
+    if kind == "pass_fail" and value in ("pass", "fail"):
+        return gettext("pass") if value == "pass" else pgettext("checklist outcome", "fail")
+    if kind == "auto" and value in ("pass", "fail", "unknown", "pending"):
+        return outcome_word(value)
+    if kind == "choice" and isinstance(value, str):
+        return shipped_option(value)
+    return value
 
 
 def _shown(logged):

@@ -25,19 +25,38 @@ import json
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from django.utils.translation import gettext
+
+from portal.maintenance.texts import event_word, severity_word, ticket_action_shown, ticket_title_shown
+
 WEBHOOK_CHANNELS = ("webhook", "slack", "feishu", "dingtalk", "wecom")
 SIGNED_CHANNELS = ("feishu", "dingtalk")
 
 
 def ticket_text(payload: dict) -> str:
-    """The ticket as a chat message: severity, event and title, subject, what to do, link."""
+    """The ticket as a chat message: severity, event and title, subject, what to do, link; in the
+    active language (the caller activates the subscriber's), the ticket's data as it is."""
     ticket = payload["ticket"]
-    subject = f"host {ticket['host']}" + (f", GPU {ticket['gpu']}" if ticket["gpu"] else "")
-    lines = [f"[{ticket['severity']}] {payload['event']}: {ticket['title']}", subject]
-    if ticket["action"]:
-        lines.append(f"What to do: {ticket['action']}")
+    subject = (
+        gettext("host %(host)s, GPU %(gpu)s") % {"host": ticket["host"], "gpu": ticket["gpu"]}
+        if ticket["gpu"]
+        else gettext("host %(host)s") % {"host": ticket["host"]}
+    )
+    lines = [message_headline(payload), subject]
+    action = ticket_action_shown(rule_key=ticket["rule"], action=ticket["action"])
+    if action:
+        lines.append(gettext("What to do: %(action)s") % {"action": action})
     lines.append(ticket["url"])
     return "\n".join(lines)
+
+
+def message_headline(payload: dict) -> str:
+    """ "[critical] opened: <title>" in the active language (an e-mail's subject, a chat message's first line)."""
+    ticket = payload["ticket"]
+    return gettext("[%(severity)s] %(event)s: %(title)s") % {
+        "severity": severity_word(ticket["severity"]), "event": event_word(payload["event"]),
+        "title": ticket_title_shown(rule_key=ticket["rule"], title=ticket["title"]),
+    }  # fmt: skip
 
 
 def feishu_sign(timestamp: str, secret: str) -> str:

@@ -8,14 +8,16 @@ middle of a pending period loses nothing.
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 
 
 class Severity(models.TextChoices):
-    INFO = "info", "Info"
-    WARNING = "warning", "Warning"
-    CRITICAL = "critical", "Critical"
+    INFO = "info", _("Info")
+    WARNING = "warning", _("Warning")
+    CRITICAL = "critical", _("Critical")
 
 
 SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
@@ -78,11 +80,11 @@ class RuleState(models.Model):
 
 class Ticket(models.Model):
     class State(models.TextChoices):
-        OPEN = "open", "Open"
-        ACKNOWLEDGED = "acknowledged", "Acknowledged"
-        IN_PROGRESS = "in_progress", "In progress"
-        RESOLVED = "resolved", "Resolved"
-        CLOSED = "closed", "Closed"
+        OPEN = "open", pgettext_lazy("ticket state", "Open")
+        ACKNOWLEDGED = "acknowledged", pgettext_lazy("ticket state", "Acknowledged")
+        IN_PROGRESS = "in_progress", pgettext_lazy("ticket state", "In progress")
+        RESOLVED = "resolved", pgettext_lazy("ticket state", "Resolved")
+        CLOSED = "closed", pgettext_lazy("ticket state", "Closed")
 
     fingerprint = models.CharField(max_length=128, db_index=True)
     rule = models.CharField(max_length=64, db_index=True)
@@ -139,21 +141,34 @@ class Ticket(models.Model):
     def subject(self):
         return self.gpu or self.host
 
+    # The stored title and action are English (the API's); the pages show these.
+    @property
+    def title_shown(self) -> str:
+        from portal.maintenance.texts import ticket_title_shown
+
+        return ticket_title_shown(rule_key=self.rule, title=self.title)
+
+    @property
+    def action_shown(self) -> str:
+        from portal.maintenance.texts import ticket_action_shown
+
+        return ticket_action_shown(rule_key=self.rule, action=self.action)
+
 
 class TicketEvent(models.Model):
     """One change of a ticket (opened, repeated, escalated, state changes, assignment, …)."""
 
     class Kind(models.TextChoices):
-        OPENED = "opened", "Opened"
-        REPEATED = "repeated", "Fired again"
-        REOPENED = "reopened", "Reopened"
-        ESCALATED = "escalated", "Escalated"
-        STATE = "state", "State changed"
-        AUTO_RESOLVED = "auto_resolved", "Resolved automatically"
-        RESOLVED_BY_RECORD = "resolved_by_record", "Resolved by a maintenance record"
-        ASSIGNED = "assigned", "Assigned"
-        GROUPED = "grouped", "Grouped under a host ticket"
-        SCHEDULER = "scheduler", "Scheduler (Slurm)"
+        OPENED = "opened", _("Opened")
+        REPEATED = "repeated", _("Fired again")
+        REOPENED = "reopened", _("Reopened")
+        ESCALATED = "escalated", _("Escalated")
+        STATE = "state", _("State changed")
+        AUTO_RESOLVED = "auto_resolved", _("Resolved automatically")
+        RESOLVED_BY_RECORD = "resolved_by_record", _("Resolved by a maintenance record")
+        ASSIGNED = "assigned", _("Assigned")
+        GROUPED = "grouped", _("Grouped under a host ticket")
+        SCHEDULER = "scheduler", _("Scheduler (Slurm)")
 
     ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=24, choices=Kind.choices)
@@ -171,6 +186,17 @@ class TicketEvent(models.Model):
 
     def __str__(self):
         return f"{self.ticket_id} {self.kind} at {self.at:%Y-%m-%d %H:%M}"
+
+    @property
+    def to_state_shown(self) -> str:
+        """The state it moved to, as the pages name it."""
+        return Ticket.State(self.to_state).label if self.to_state in Ticket.State.values else self.to_state
+
+    @property
+    def note_shown(self) -> str:
+        from portal.maintenance.texts import note_shown
+
+        return note_shown(self.note)
 
 
 class TicketComment(models.Model):
@@ -206,12 +232,12 @@ class Silence(models.Model):
 
 class Subscription(models.Model):
     class Channel(models.TextChoices):
-        EMAIL = "email", "Email"
-        WEBHOOK = "webhook", "Webhook (JSON)"
-        SLACK = "slack", "Slack-compatible (Slack, Mattermost, Rocket.Chat)"
-        FEISHU = "feishu", "Feishu / Lark group robot"
-        DINGTALK = "dingtalk", "DingTalk group robot"
-        WECOM = "wecom", "WeCom group robot"
+        EMAIL = "email", _("Email")
+        WEBHOOK = "webhook", _("Webhook (JSON)")
+        SLACK = "slack", _("Slack-compatible (Slack, Mattermost, Rocket.Chat)")
+        FEISHU = "feishu", _("Feishu / Lark group robot")
+        DINGTALK = "dingtalk", _("DingTalk group robot")
+        WECOM = "wecom", _("WeCom group robot")
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ticket_subscriptions")
     channel = models.CharField(max_length=16, choices=Channel.choices)

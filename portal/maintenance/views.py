@@ -6,6 +6,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.views import View
 
 from portal.core.errors import Conflict, InvalidInput
@@ -80,7 +81,7 @@ class TicketDetailView(Permission, View):
         action = request.POST.get("action")
         forms = {"transition": TransitionForm, "comment": CommentForm, "assign": AssignForm}
         if action not in forms:
-            messages.error(request, "action: unknown action")
+            messages.error(request, gettext("action: unknown action"))
             return self.get(request, pk, status=400)
         needed = "maintenance.add_ticketcomment" if action == "comment" else "maintenance.change_ticket"
         if not request.user.has_perm(needed):
@@ -129,7 +130,7 @@ class SilenceListView(Permission, View):
         except InvalidInput as error:
             add_application_error(form, error)
             return self.get(request, form=form, status=400)
-        messages.success(request, "Silence saved.")
+        messages.success(request, gettext("Silence saved."))
         return redirect("maintenance:silences")
 
 
@@ -151,7 +152,7 @@ class RuleListView(Permission, View):
         form = RuleConfigForm(request.POST)
         if rule not in RULES:
             form.is_valid()
-            form.add_error(None, "rule: unknown rule")
+            form.add_error(None, gettext("rule: unknown rule"))
             return self.get(request, form=form, status=400)
         if not form.is_valid():
             return self.get(request, form=form, status=400, selected=rule)
@@ -162,7 +163,7 @@ class RuleListView(Permission, View):
         except InvalidInput as error:
             add_application_error(form, error)
             return self.get(request, form=form, status=400, selected=rule)
-        messages.success(request, f"Thresholds of {rule} saved.")
+        messages.success(request, gettext("Thresholds of %(rule)s saved.") % {"rule": rule})
         return redirect("maintenance:rules")
 
 
@@ -187,12 +188,12 @@ class SubscriptionListView(Permission, View):
             try:
                 subscription_id = int(request.POST.get("id", ""))
             except ValueError:
-                messages.error(request, "id: not a subscription")
+                messages.error(request, gettext("id: not a subscription"))
                 return self.get(request, status=400)
             if not subscription_delete(user=request.user, subscription_id=subscription_id):
-                messages.error(request, "id: not one of your subscriptions")
+                messages.error(request, gettext("id: not one of your subscriptions"))
                 return self.get(request, status=404)
-            messages.success(request, "Subscription removed.")
+            messages.success(request, gettext("Subscription removed."))
             return redirect("maintenance:subscriptions")
         form = SubscriptionForm(request.POST)
         if not form.is_valid():
@@ -205,5 +206,5 @@ class SubscriptionListView(Permission, View):
         except InvalidInput as error:
             add_application_error(form, error)
             return self.get(request, form=form, status=400)
-        messages.success(request, "Subscription saved.")
+        messages.success(request, gettext("Subscription saved."))
         return redirect("maintenance:subscriptions")

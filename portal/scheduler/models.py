@@ -8,6 +8,7 @@ with its last error, and the sweep tries it again. The audit trail logs each row
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from portal.fleet.models import Host
 from portal.maintenance.models import Ticket
@@ -15,20 +16,20 @@ from portal.maintenance.models import Ticket
 
 class SchedulerAction(models.Model):
     class Kind(models.TextChoices):
-        DRAIN = "drain", "Drain"
-        RESUME = "resume", "Resume"
-        JOBS = "jobs", "Record the running job"
+        DRAIN = "drain", _("Drain")
+        RESUME = "resume", _("Resume")
+        JOBS = "jobs", _("Record the running job")
 
     class Source(models.TextChoices):
-        TICKET = "ticket", "A ticket"
-        PERSON = "person", "A person"
-        REST = "rest", "Rest for the GPUs"
+        TICKET = "ticket", _("A ticket")
+        PERSON = "person", _("A person")
+        REST = "rest", _("Rest for the GPUs")
 
     class State(models.TextChoices):
-        PENDING = "pending", "Pending"
-        DONE = "done", "Done"
-        SKIPPED = "skipped", "Not needed"
-        FAILED = "failed", "Failed"
+        PENDING = "pending", _("Pending")
+        DONE = "done", _("Done")
+        SKIPPED = "skipped", _("Not needed")
+        FAILED = "failed", _("Failed")
 
     host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="scheduler_actions")
     node = models.CharField(max_length=253)

@@ -4,6 +4,7 @@ call the service, say what happened, back to the page."""
 from django.contrib import messages
 from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.shortcuts import get_object_or_404, redirect
+from django.utils.translation import gettext
 from django.views import View
 
 from portal.core.errors import ApplicationError
@@ -24,7 +25,7 @@ class HostActionView(PermissionRequiredMixin, View):
             )
         except ApplicationError as error:
             details = "; ".join(f"{p.loc}: {p.msg}" for p in error.problems) or error.message
-            messages.error(request, f"Slurm: {details}")
+            messages.error(request, gettext("Slurm: %(details)s") % {"details": details})
         else:
             messages.success(request, action.outcome)
         return redirect(host.get_absolute_url())
@@ -45,7 +46,8 @@ class TicketRestView(PermissionRequiredMixin, View):
             enqueue.host_actions_enqueue(ticket.host_id)
         except ApplicationError as error:
             details = "; ".join(f"{p.loc}: {p.msg}" for p in error.problems) or error.message
-            messages.error(request, f"Slurm: {details}")
+            messages.error(request, gettext("Slurm: %(details)s") % {"details": details})
         else:
-            messages.success(request, f"The node drains after its current jobs and resumes in {hours} h.")
+            said = gettext("The node drains after its current jobs and resumes in %(hours)s h.") % {"hours": hours}
+            messages.success(request, said)
         return redirect(ticket.get_absolute_url())

@@ -2,13 +2,18 @@
 // from the camera (POST .../photos), sign-off and abandon through the same API the scripts use.
 (function () {
   "use strict";
-  // Texts in the page's language: gettext/interpolate come from /jsi18n/ (base.html loads it first).
-  const gettext = window.gettext || function (text) { return text; };
-  const interpolate = window.interpolate || function (format, args) { return format.replace(/%s/g, function () { return String(args.shift()); }); };
   const run = document.getElementById("run");
   if (!run) return;
   const api = run.dataset.api;
   const csrf = (run.querySelector("input[name=csrfmiddlewaretoken]") || {}).value || "";
+  // Django's JavaScript catalogue (/jsi18n/, deferred: it may arrive after this script), looked
+  // up when a text is needed; English without it.
+  function gettext(text) { return window.gettext ? window.gettext(text) : text; }
+  function interpolate(format, args) {
+    if (window.interpolate) return window.interpolate(format, args);
+    let i = 0;
+    return format.replace(/%s/g, function () { return String(args[i++]); });
+  }
 
   function drawCharts() {
     if (!window.Plotly) return;
@@ -27,7 +32,9 @@
       }, {displayModeBar: false, responsive: true, staticPlot: window.matchMedia("print").matches});
     });
   }
-  drawCharts();
+  // The charts' words come from the deferred catalogue, which has run by DOMContentLoaded.
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", drawCharts);
+  else drawCharts();
   run.querySelectorAll("[data-print]").forEach(function (button) {
     button.addEventListener("click", function () { window.print(); });
   });
@@ -47,14 +54,12 @@
     return detail || result.data.error || interpolate(gettext("Error %s"), [result.status]);
   }
 
-  const SAVING = gettext("saving…");
-
   function setStatus(li, text, bad) {
     const error = li.querySelector(".item-error");
     error.hidden = !bad;
     error.textContent = bad ? text : "";
     li.querySelector("[data-who]").textContent = bad ? gettext("not saved") : text;
-    li.classList.toggle("saving", text === SAVING);
+    li.classList.toggle("saving", text === gettext("saving…"));
   }
 
   function progress(items) {
@@ -81,12 +86,12 @@
 
   async function save(li) {
     const note = li.querySelector("[name='n-" + li.dataset.key + "']");
-    setStatus(li, SAVING, false);
+    setStatus(li, gettext("saving…"), false);
     const result = await call("/answers", {answers: [{item: li.dataset.key, value: valueOf(li), note: note ? note.value : ""}]});
     if (!result.ok) { setStatus(li, problems(result), true); return; }
     const item = result.data.items.find(function (i) { return i.key === li.dataset.key; });
-    setStatus(li, item && item.answered_at
-      ? interpolate(gettext("saved ✓ %s · %s"), [item.answered_by, item.answered_at.slice(11, 16)]) : gettext("cleared"), false);
+    setStatus(li, item && item.answered_at ? interpolate(gettext("saved ✓ %s · %s"), [item.answered_by, item.answered_at.slice(11, 16)])
+      : gettext("cleared"), false);
     li.classList.toggle("outcome-fail", item && item.value === "fail");
     progress(result.data.items);
   }
@@ -109,7 +114,7 @@
       const form = new FormData();
       form.append("item", li.dataset.key);
       form.append("file", file.files[0]);
-      setStatus(li, SAVING, false);
+      setStatus(li, gettext("saving…"), false);
       const result = await call("/photos", form, true);
       file.value = "";
       if (!result.ok) { setStatus(li, problems(result), true); return; }

@@ -96,7 +96,8 @@ def test_phone_run_from_start_to_sign_off(phone, portal_server, login, screensho
     expect(page.locator("h1")).to_contain_text("Cooling and dust cleaning")
     assert fits_the_width(page)
 
-    # Touch targets: every answer button at least 44 px high.
+    # Touch targets: every answer button at least 44 px high (measured once the stylesheets have loaded).
+    page.wait_for_load_state("load")
     heights = page.locator(".choices span").evaluate_all("els => els.map(e => e.getBoundingClientRect().height)")
     assert heights and min(heights) >= 44, heights
 

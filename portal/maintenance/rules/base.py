@@ -11,6 +11,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from django.utils.translation import gettext, gettext_noop
+
 from portal.telemetry.columns import ReadingColumns
 
 OK, PENDING, FIRING, CLEARING = "ok", "pending", "firing", "clearing"
@@ -76,6 +78,19 @@ class Event:
     note: str = ""
 
 
+# The severities' words, as portal.maintenance.models.Severity labels them (rules import no models).
+_SEVERITY_WORDS = {
+    "info": gettext_noop("Info"),
+    "warning": gettext_noop("Warning"),
+    "critical": gettext_noop("Critical"),
+}
+
+
+def _shown(text: str) -> str:
+    """A text marked with gettext_noop, translated (gettext("") would be the catalogue's header)."""
+    return gettext(text) if text else ""
+
+
 def fingerprint(rule: str, *, gpu_id: int | None = None, host_id: int | None = None) -> str:
     return f"{rule}/gpu/{gpu_id}" if gpu_id is not None else f"{rule}/host/{host_id}"
 
@@ -100,8 +115,27 @@ class Rule:
 
     @property
     def doc(self) -> str:
-        """The rule's documentation on one line (for the pages)."""
-        return " ".join((type(self).__doc__ or "").split())
+        """The rule's documentation on one line, in the active language (for the pages). Each rule
+        sets its `__doc__` through gettext_noop, so that makemessages finds it."""
+        return _shown(" ".join((type(self).__doc__ or "").split()))
+
+    # The rule's words in the active language, for the pages and notifications. `title`, `action`
+    # and `watches` themselves stay English: tickets store them and the API returns them.
+    @property
+    def title_shown(self) -> str:
+        return _shown(self.title)
+
+    @property
+    def action_shown(self) -> str:
+        return _shown(self.action)
+
+    @property
+    def watches_shown(self) -> str:
+        return _shown(self.watches)
+
+    @property
+    def severity_shown(self) -> str:
+        return _shown(_SEVERITY_WORDS.get(self.severity, self.severity))
 
     def evaluate(self, track: Track, gpu: GpuInfo, rows: list[tuple], params: dict, emit) -> None:
         raise NotImplementedError

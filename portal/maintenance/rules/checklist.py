@@ -3,20 +3,24 @@ automatic item's pending verification ends) with a pass/fail or automatic item f
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_noop
+
 from .base import Rule
 
 
 class ChecklistFailed(Rule):
-    """A checklist run found a problem: a pass/fail item answered "fail", or an automatic item
-    (idle temperature, ECC, fans, backup, cooling after a cleaning) that failed. The ticket names
-    the item and links the run; whoever fixes it resolves the ticket by hand."""
+    __doc__ = gettext_noop(
+        'A checklist run found a problem: a pass/fail item answered "fail", or an automatic item (idle '
+        "temperature, ECC, fans, backup, cooling after a cleaning) that failed. The ticket names the item "
+        "and links the run; whoever fixes it resolves the ticket by hand."
+    )
 
     key = "checklist_failed"
-    title = "Checklist item failed"
-    watches = "checklist runs"
+    title = gettext_noop("Checklist item failed")
+    watches = gettext_noop("checklist runs")
     scope = "checklist"  # opened by the checklists app, never by the rule engine
     severity = "warning"
-    action = (
+    action = gettext_noop(
         "Open the checklist run named below, read the failed item and its evidence, fix the cause, then run the "
         "checklist again (or resolve this ticket with a note)."
     )

@@ -7,6 +7,8 @@ technician can act on.
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_noop
+
 from portal.fleet import care
 from portal.telemetry.models import THERMAL_THROTTLE_MASK
 
@@ -44,16 +46,18 @@ def _evidence(rows, upto, column, limit=30):
 
 
 class Overheat(Rule):
-    """Temperature at or above (slowdown threshold − 5 °C; 83 °C when the GPU does not report a
-    threshold) for 2 minutes opens; below (threshold − 12 °C) for 10 minutes clears. Reaching
-    the slowdown threshold itself escalates the ticket to critical."""
+    __doc__ = gettext_noop(
+        "Temperature at or above (slowdown threshold − 5 °C; 83 °C when the GPU does not report a "
+        "threshold) for 2 minutes opens; below (threshold − 12 °C) for 10 minutes clears. Reaching the "
+        "slowdown threshold itself escalates the ticket to critical."
+    )
 
     key = "overheat"
-    title = "GPU overheating"
-    watches = "temperature"
+    title = gettext_noop("GPU overheating")
+    watches = gettext_noop("temperature")
     metric = "temperature_c"
     unit = "°C"
-    action = (
+    action = gettext_noop(
         "Check the airflow around the server: blocked intakes, failed rack or room cooling, a missing blanking panel. "
         "Clean dust from the heatsink and fans, and check the fans spin. Reduce the load until the temperature is "
         "back below the threshold."
@@ -89,15 +93,17 @@ class Overheat(Rule):
 
 
 class ThermalThrottle(Rule):
-    """hw_thermal, sw_thermal or hw_slowdown active in more than 20 % of the readings of the last
-    10 minutes (with at least 9 minutes of readings) opens; at most 5 % for 10 minutes clears."""
+    __doc__ = gettext_noop(
+        "hw_thermal, sw_thermal or hw_slowdown active in more than 20 % of the readings of the last 10 "
+        "minutes (with at least 9 minutes of readings) opens; at most 5 % for 10 minutes clears."
+    )
 
     key = "thermal_throttle"
-    title = "Thermal throttling"
-    watches = "clock event reasons (hw_thermal, sw_thermal, hw_slowdown)"
+    title = gettext_noop("Thermal throttling")
+    watches = gettext_noop("clock event reasons (hw_thermal, sw_thermal, hw_slowdown)")
     metric = "sm_clock_mhz"
     unit = "%"
-    action = (
+    action = gettext_noop(
         "The GPU slows itself down to survive the heat. Improve cooling first (clean dust, check fans and airflow), "
         "then check that power cables and the PSU are sound (hw_slowdown can also be a power brake)."
     )
@@ -121,18 +127,20 @@ class ThermalThrottle(Rule):
 
 
 class FanWear(Rule):
-    """Three signs of a worn fan: the fan at ≥ 95 % while the temperature still climbs (3 °C
-    above where it was when the fan reached 95 %); the fan reading 0 %, or stuck at one value for
-    30 minutes while the temperature moves by 10 °C, while the GPU is hot; and, over weeks, more
-    fan duty needed at comparable load than in the first 7 days after the last fan replacement
-    (+15 points at the same temperature). Any of them for 2 minutes opens; none for 30 minutes clears."""
+    __doc__ = gettext_noop(
+        "Three signs of a worn fan: the fan at ≥ 95 % while the temperature still climbs (3 °C above "
+        "where it was when the fan reached 95 %); the fan reading 0 %, or stuck at one value for 30 "
+        "minutes while the temperature moves by 10 °C, while the GPU is hot; and, over weeks, more fan "
+        "duty needed at comparable load than in the first 7 days after the last fan replacement (+15 "
+        "points at the same temperature). Any of them for 2 minutes opens; none for 30 minutes clears."
+    )
 
     key = "fan_wear"
-    title = "Fan wear"
-    watches = "fan duty, temperature, power"
+    title = gettext_noop("Fan wear")
+    watches = gettext_noop("fan duty, temperature, power")
     metric = "fan_speed_pct"
     unit = "%"
-    action = (
+    action = gettext_noop(
         "Inspect the fan: listen for bearing noise, check it spins freely, clear dust from the blades and the "
         "heatsink. Replace the fan if it is stuck, noisy or needs full speed to hold a normal temperature."
     )
@@ -200,17 +208,19 @@ class FanWear(Rule):
 
 
 class CoolingDegradation(Rule):
-    """Dust: thermal resistance, (temperature − idle baseline) / power at comparable load (≥ 80 %
-    utilisation), compared day by day against the first 7 days after the last cleaning. Up by
-    ≥ 15 % opens "cleaning due", before any temperature alarm; back under +8 % for a day clears.
-    Logging a cleaning resets the baseline (and resolves the ticket)."""
+    __doc__ = gettext_noop(
+        "Dust: thermal resistance, (temperature − idle baseline) / power at comparable load (≥ 80 % "
+        "utilisation), compared day by day against the first 7 days after the last cleaning. Up by ≥ 15 % "
+        'opens "cleaning due", before any temperature alarm; back under +8 % for a day clears. Logging a '
+        "cleaning resets the baseline (and resolves the ticket)."
+    )
 
     key = "cooling_degradation"
-    title = "Cooling degraded: cleaning due"
-    watches = "thermal resistance (temperature over idle, per watt)"
+    title = gettext_noop("Cooling degraded: cleaning due")
+    watches = gettext_noop("thermal resistance (temperature over idle, per watt)")
     metric = "temperature_c"
     unit = "%"
-    action = (
+    action = gettext_noop(
         "Clean the GPU and the server: blow dust out of heatsink fins, fans and filters, check that the airflow path "
         "is free, and log the cleaning here (that sets a new baseline). Consider fresh thermal paste if cleaning "
         "does not bring the temperature back."
@@ -255,15 +265,17 @@ class CoolingDegradation(Rule):
 
 
 class EccUncorrected(Rule):
-    """Any uncorrected ECC error (volatile count above 0, or the aggregate count going up) opens
-    at once, critical. It does not clear by itself: a person decides after the reset."""
+    __doc__ = gettext_noop(
+        "Any uncorrected ECC error (volatile count above 0, or the aggregate count going up) opens at "
+        "once, critical. It does not clear by itself: a person decides after the reset."
+    )
 
     key = "ecc_uncorrected"
-    title = "Uncorrected ECC error"
+    title = gettext_noop("Uncorrected ECC error")
     severity = "critical"
-    watches = "ECC uncorrected (volatile, aggregate)"
+    watches = gettext_noop("ECC uncorrected (volatile, aggregate)")
     metric = "ecc_uncorrected_volatile"
-    action = (
+    action = gettext_noop(
         "Memory returned data it could not correct: results of the running job may be wrong. Back up checkpoints, "
         "drain the GPU, reset it (nvidia-smi -r or reboot) and check retired pages / remapped rows. If errors come "
         "back, send the GPU for professional repair (RMA)."
@@ -285,15 +297,17 @@ class EccUncorrected(Rule):
 
 
 class EccCorrectedRate(Rule):
-    """Corrected ECC errors growing faster than `max_per_day` (measured over at least an hour of
-    readings) opens; below half that rate for 6 hours clears."""
+    __doc__ = gettext_noop(
+        "Corrected ECC errors growing faster than `max_per_day` (measured over at least an hour of "
+        "readings) opens; below half that rate for 6 hours clears."
+    )
 
     key = "ecc_corrected_rate"
-    title = "Corrected ECC errors rising"
-    watches = "ECC corrected (volatile) per day"
+    title = gettext_noop("Corrected ECC errors rising")
+    watches = gettext_noop("ECC corrected (volatile) per day")
     metric = "ecc_corrected_volatile"
     unit = "/day"
-    action = (
+    action = gettext_noop(
         "The memory is wearing: plan a maintenance window, back up checkpoints, reset the GPU and check for retired "
         "pages or remapped rows. Keep watching the rate; prepare an RMA if it keeps climbing."
     )
@@ -316,14 +330,16 @@ class EccCorrectedRate(Rule):
 
 
 class MemoryPending(Rule):
-    """Retired pages or remapped rows pending: the fix is applied at the next GPU reset. Opens at
-    once; clears when no flag is pending for 10 minutes (after the reset)."""
+    __doc__ = gettext_noop(
+        "Retired pages or remapped rows pending: the fix is applied at the next GPU reset. Opens at once; "
+        "clears when no flag is pending for 10 minutes (after the reset)."
+    )
 
     key = "memory_pending"
-    title = "Memory repair pending: drain and reset"
-    watches = "retired pages pending, remapped rows pending"
+    title = gettext_noop("Memory repair pending: drain and reset")
+    watches = gettext_noop("retired pages pending, remapped rows pending")
     metric = "ecc_uncorrected_volatile"
-    action = (
+    action = gettext_noop(
         "Drain the jobs from this GPU and reset it (nvidia-smi -r, or reboot the host) so the pending page "
         "retirement / row remapping takes effect. Back up checkpoints first."
     )
@@ -341,14 +357,16 @@ class MemoryPending(Rule):
 
 
 class RemapFailure(Rule):
-    """Row remapping failed: the memory cannot repair itself any more. Critical, never clears by
-    itself; a repair record resolves it."""
+    __doc__ = gettext_noop(
+        "Row remapping failed: the memory cannot repair itself any more. Critical, never clears by "
+        "itself; a repair record resolves it."
+    )
 
     key = "remap_failure"
-    title = "Row remapping failed: RMA"
+    title = gettext_noop("Row remapping failed: RMA")
     severity = "critical"
-    watches = "remapped rows failure"
-    action = (
+    watches = gettext_noop("remapped rows failure")
+    action = gettext_noop(
         "The GPU memory can no longer repair itself. Take the GPU out of service, back up what it held, and start "
         "an RMA / professional repair; log it as a repair record."
     )
@@ -362,15 +380,17 @@ class RemapFailure(Rule):
 
 
 class Pcie(Rule):
-    """PCIe link trained below the GPU's maximum generation or width while busy (≥ 50 %
-    utilisation), or replay errors rising faster than `max_replays_per_h`, for 5 minutes opens;
-    neither for 30 minutes clears."""
+    __doc__ = gettext_noop(
+        "PCIe link trained below the GPU's maximum generation or width while busy (≥ 50 % utilisation), "
+        "or replay errors rising faster than `max_replays_per_h`, for 5 minutes opens; neither for 30 "
+        "minutes clears."
+    )
 
     key = "pcie"
-    title = "PCIe link degraded"
-    watches = "PCIe link generation and width, replay counter"
+    title = gettext_noop("PCIe link degraded")
+    watches = gettext_noop("PCIe link generation and width, replay counter")
     metric = "pcie_link_width"
-    action = (
+    action = gettext_noop(
         "Check the seating of the GPU in its slot, the risers and the cables (power and PCIe); reseat and clean the "
         "contacts during a maintenance window, then log a connection check."
     )
@@ -398,15 +418,17 @@ class Pcie(Rule):
 
 
 class Overclock(Rule):
-    """Enforced power limit above the GPU's default (by more than 2 %), or the SM clock above
-    `sm_clock_max_mhz` when an admin sets it, for 5 minutes opens; neither for 30 minutes clears."""
+    __doc__ = gettext_noop(
+        "Enforced power limit above the GPU's default (by more than 2 %), or the SM clock above "
+        "`sm_clock_max_mhz` when an admin sets it, for 5 minutes opens; neither for 30 minutes clears."
+    )
 
     key = "overclock"
-    title = "Running above default limits"
-    watches = "enforced power limit, SM clock"
+    title = gettext_noop("Running above default limits")
+    watches = gettext_noop("enforced power limit, SM clock")
     metric = "power_limit_w"
     unit = "W"
-    action = (
+    action = gettext_noop(
         "Overclock only with care: more power and clock means more heat and faster wear. Put the power limit back "
         "to the default (nvidia-smi -pl) unless the owner accepts the risk; watch temperatures if it stays."
     )
@@ -427,17 +449,18 @@ class Overclock(Rule):
 
 
 class NoRest(Rule):
-    """Utilisation ≥ 90 % at high temperature (slowdown − 15 °C, or `high_temp_c`) without a
-    break for more than 72 hours opens (info); a rest (utilisation below 50 %) of 30 minutes
-    clears."""
+    __doc__ = gettext_noop(
+        "Utilisation ≥ 90 % at high temperature (slowdown − 15 °C, or `high_temp_c`) without a break for "
+        "more than 72 hours opens (info); a rest (utilisation below 50 %) of 30 minutes clears."
+    )
 
     key = "no_rest"
-    title = "No rest for 72 h"
+    title = gettext_noop("No rest for 72 h")
     severity = "info"
-    watches = "utilisation and temperature over days"
+    watches = gettext_noop("utilisation and temperature over days")
     metric = "utilization_gpu_pct"
     unit = "%"
-    action = (
+    action = gettext_noop(
         "This GPU has run hot and flat out for days. Schedule training in segments with idle windows (for example "
         "overnight checkpoints with a pause), back up checkpoints, and use the pause to check temperatures and fans."
     )

@@ -4,25 +4,30 @@ from __future__ import annotations
 
 import datetime as dt
 
-from .base import Rule
+from django.utils.translation import gettext_noop
 
-# The systemd unit the agent ships (agents/gpu-agent.service).
+from .base import Rule, _shown
+
+# The systemd unit the agent ships (agents/gpu-agent.service); AgentSilent's action names it as a
+# literal, so that the text can be marked for translation.
 AGENT_UNIT = "gpu-agent.service"
 
 
 class AgentSilent(Rule):
-    """A GPU without readings for `silent_after_s` (default 5 minutes; 3 × `interval_s` when an
-    admin sets the host's collection interval) opens "agent silent"; the next reading resolves it.
-    When every GPU of a host is silent, one host ticket holds them."""
+    __doc__ = gettext_noop(
+        "A GPU without readings for `silent_after_s` (default 5 minutes; 3 × `interval_s` when an admin "
+        'sets the host\'s collection interval) opens "agent silent"; the next reading resolves it. When '
+        "every GPU of a host is silent, one host ticket holds them."
+    )
 
     key = "agent_silent"
-    title = "Agent silent"
-    watches = "time since the last reading"
+    title = gettext_noop("Agent silent")
+    watches = gettext_noop("time since the last reading")
     unit = "s"  # the peak is how long the GPU has been silent
     scope = "host"
-    action = (
+    action = gettext_noop(
         "No readings arrive. Check that the host is up and reachable, that the agent service runs "
-        f"(systemctl status {AGENT_UNIT}) and that its spool is not full; a single silent GPU may have fallen off "
+        "(systemctl status gpu-agent.service) and that its spool is not full; a single silent GPU may have fallen off "
         "the bus: check nvidia-smi on the host."
     )
     defaults = {"silent_after_s": 300, "interval_s": None}
@@ -40,12 +45,25 @@ METERS = {  # usage meters a schedule may count (portal.wear), with how a ticket
 }
 
 
+# What each schedule watches, in words to translate (a schedule's own `watches` is built from its
+# record kind, and stays English).
+SCHEDULE_WATCHES = {
+    "cleaning": gettext_noop("days since the last cleaning record"),
+    "connection_check": gettext_noop("days since the last connection check record"),
+    "inspection": gettext_noop("days since the last inspection record"),
+    "driver_update": gettext_noop("days since the last driver update record"),
+    "backup": gettext_noop("days since the last backup record"),
+}
+
+
 class Schedule(Rule):
-    """Preventive maintenance by time since the last record of `record_kind` (or since the host was
-    added): "due" (info) `due_before_days` before the period ends, "overdue" (warning) after; and
-    by usage, whichever comes first: a meter of `METERS` (any GPU of the host, counted since that
-    record) at or past its setting makes it overdue, the ticket naming the meter and how far past.
-    A setting of None turns that meter (or, for `period_days`, the calendar) off."""
+    __doc__ = gettext_noop(
+        "Preventive maintenance by time since the last record of `record_kind` (or since the host was "
+        'added): "due" (info) `due_before_days` before the period ends, "overdue" (warning) after; and by '
+        "usage, whichever comes first: a meter of `METERS` (any GPU of the host, counted since that "
+        "record) at or past its setting makes it overdue, the ticket naming the meter and how far past. A "
+        "setting of None turns that meter (or, for `period_days`, the calendar) off."
+    )
 
     scope = "host"
     record_kind = ""
@@ -53,11 +71,15 @@ class Schedule(Rule):
 
     def __init__(self, key, title, record_kind, period_days, due_before_days, action, **extra):
         self.key, self.title, self.record_kind = key, title, record_kind
-        self.watches = f"days since the last {record_kind.replace('_', ' ')} record"
+        self.watches = f"days since the last {record_kind.replace('_', ' ')} record"  # English, as stored
         self.action = action
         self.resolved_by = (record_kind,)
         meters = {name: extra.pop(name, None) for name in METERS}
         self.defaults = {"period_days": period_days, "due_before_days": due_before_days, **meters, **extra}
+
+    @property
+    def watches_shown(self) -> str:
+        return _shown(SCHEDULE_WATCHES.get(self.record_kind, self.watches))
 
     @staticmethod
     def cutoffs(*, now: dt.datetime, params: dict) -> tuple[dt.datetime, dt.datetime] | None:
@@ -84,31 +106,41 @@ class Schedule(Rule):
 
 SCHEDULES: list[Schedule] = [
     Schedule(
-        "schedule_cleaning", "Cleaning due", "cleaning", 90, 7,
-        "Clean dust from heatsinks, fans and filters, check the airflow, and log the cleaning. Due every 90 days, or "
-        "sooner after many GPU-hours at high load or 1,500 busy hours of any of its GPUs.",
+        "schedule_cleaning", gettext_noop("Cleaning due"), "cleaning", 90, 7,
+        gettext_noop(
+            "Clean dust from heatsinks, fans and filters, check the airflow, and log the cleaning. Due every 90 "
+            "days, or sooner after many GPU-hours at high load or 1,500 busy hours of any of its GPUs."
+        ),
         gpu_hours_high_load=1500, high_load_util_pct=80, busy_hours=1500,
     ),
     Schedule(
-        "schedule_connection_check", "Connection check due", "connection_check", 180, 14,
-        "Check power connectors, risers, PCIe and NVLink cables for seating and heat damage; log a connection check. "
-        "Due every 180 days or after 500 thermal cycles of any GPU, whichever comes first.",
+        "schedule_connection_check", gettext_noop("Connection check due"), "connection_check", 180, 14,
+        gettext_noop(
+            "Check power connectors, risers, PCIe and NVLink cables for seating and heat damage; log a connection "
+            "check. Due every 180 days or after 500 thermal cycles of any GPU, whichever comes first."
+        ),
         thermal_cycles=500,
     ),
     Schedule(
-        "schedule_fan_inspection", "Fan inspection due", "inspection", None, 0,
-        "Inspect the GPU and chassis fans (noise, wobble, bearing play, speed against load) and log an inspection. "
-        "Due after 2,000 hours of any GPU's fan at 80 % or more since the last inspection.",
+        "schedule_fan_inspection", gettext_noop("Fan inspection due"), "inspection", None, 0,
+        gettext_noop(
+            "Inspect the GPU and chassis fans (noise, wobble, bearing play, speed against load) and log an "
+            "inspection. Due after 2,000 hours of any GPU's fan at 80 % or more since the last inspection."
+        ),
         fan_high_hours=2000,
     ),
     Schedule(
-        "schedule_driver_review", "Driver review due", "driver_update", 90, 7,
-        "Review the NVIDIA driver and firmware against the current release notes and update in a maintenance "
-        "window; log the driver update (or an inspection if nothing was needed).",
+        "schedule_driver_review", gettext_noop("Driver review due"), "driver_update", 90, 7,
+        gettext_noop(
+            "Review the NVIDIA driver and firmware against the current release notes and update in a maintenance "
+            "window; log the driver update (or an inspection if nothing was needed)."
+        ),
     ),
     Schedule(
-        "schedule_backup", "Backup due", "backup", 7, 1,
-        "Back up training data and model checkpoints from this host, verify the copy, and log the backup.",
+        "schedule_backup", gettext_noop("Backup due"), "backup", 7, 1,
+        gettext_noop(
+            "Back up training data and model checkpoints from this host, verify the copy, and log the backup."
+        ),
     ),
 ]  # fmt: skip
 

@@ -6,6 +6,8 @@ access) are the user's bug, not the hardware's: they only open a ticket when the
 
 from __future__ import annotations
 
+from django.utils.translation import gettext_noop
+
 from .base import FIRING, Event, Rule
 
 XID_CLASSES = {
@@ -23,9 +25,11 @@ def xid_class(code: int) -> str:
 
 
 class XidRule(Rule):
-    """An XID of this class opens at once (application faults: only the `repeat`-th within
-    `repeat_window_s`). XIDs are events, not a level, so the ticket clears only after
-    `clear_for_s` without another one (None: a person resolves it)."""
+    __doc__ = gettext_noop(
+        "An XID of this class opens at once (application faults: only the `repeat`-th within "
+        "`repeat_window_s`). XIDs are events, not a level, so the ticket clears only after `clear_for_s` "
+        "without another one (None: a person resolves it)."
+    )
 
     xid_class = ""
     metric = None
@@ -62,9 +66,9 @@ class XidRule(Rule):
 class XidBus(XidRule):
     __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_bus", "bus", "critical"
-    title = "GPU fell off the bus (XID 79)"
-    watches = "XID 79"
-    action = (
+    title = gettext_noop("GPU fell off the bus (XID 79)")
+    watches = gettext_noop("XID 79")
+    action = gettext_noop(
         "The GPU stopped answering on PCIe. Back up checkpoints from the other GPUs, drain the host and power-cycle "
         "it; check the GPU's seating, risers, power cables and the PSU. If it happens again, send it for "
         "professional repair."
@@ -75,9 +79,9 @@ class XidBus(XidRule):
 class XidEcc(XidRule):
     __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_ecc", "ecc", "critical"
-    title = "Memory error XID"
-    watches = "XID 48, 63, 64, 92, 94, 95"
-    action = (
+    title = gettext_noop("Memory error XID")
+    watches = gettext_noop("XID 48, 63, 64, 92, 94, 95")
+    action = gettext_noop(
         "A memory error hit a running job. Drain the GPU, reset it so retired pages / remapped rows take effect, and "
         "check the ECC counters afterwards; open an RMA if errors keep coming."
     )
@@ -87,18 +91,20 @@ class XidEcc(XidRule):
 class XidNvlink(XidRule):
     __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_nvlink", "nvlink", "warning"
-    title = "NVLink error XID"
-    watches = "XID 74"
-    action = "Check the NVLink bridges / cables and reseat them in a maintenance window; update the driver if known."
+    title = gettext_noop("NVLink error XID")
+    watches = gettext_noop("XID 74")
+    action = gettext_noop(
+        "Check the NVLink bridges / cables and reseat them in a maintenance window; update the driver if known."
+    )
     resolved_by = ("connection_check", "repair")
 
 
 class XidHardware(XidRule):
     __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_hardware", "hardware", "critical"
-    title = "Hardware XID"
-    watches = "XID 32, 38, 54, 56, 57, 61, 62, 119, 120, 121, 140 and unknown codes"
-    action = (
+    title = gettext_noop("Hardware XID")
+    watches = gettext_noop("XID 32, 38, 54, 56, 57, 61, 62, 119, 120, 121, 140 and unknown codes")
+    action = gettext_noop(
         "The GPU or its firmware reported an internal fault. Update the driver and firmware, reset the GPU; if the "
         "XID repeats after that, take it out of service for professional repair."
     )
@@ -108,9 +114,9 @@ class XidHardware(XidRule):
 class XidApplication(XidRule):
     __doc__ = XidRule.__doc__
     key, xid_class, severity = "xid_application", "application", "info"
-    title = "Repeated application faults (XID)"
-    watches = "XID 13, 31, 43, 45, 68, 69, repeating"
-    action = (
+    title = gettext_noop("Repeated application faults (XID)")
+    watches = gettext_noop("XID 13, 31, 43, 45, 68, 69, repeating")
+    action = gettext_noop(
         "Usually a bug in the job (bad memory access, illegal instruction), not the hardware. Tell the job's owner; "
         "if different jobs keep failing on this GPU only, run a memory test and treat it as hardware."
     )

@@ -11,9 +11,11 @@ from functools import partial
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.translation import gettext
 
-from portal.maintenance import chat, hooks, transports
+from portal.accounts.services import user_language
+from portal.maintenance import chat, hooks, texts, transports
 from portal.maintenance.models import SEVERITY_RANK, Notification, Subscription, Ticket
 
 log = logging.getLogger(__name__)
@@ -136,26 +138,44 @@ def notification_send(*, notification_id: int, now: dt.datetime | None = None) -
         status=Notification.Status.SENDING
     ):
         return None
-    notification = Notification.objects.select_related("ticket__host", "ticket__gpu", "subscription").get(
+    notification = Notification.objects.select_related("ticket__host", "ticket__gpu", "subscription__user").get(
         pk=notification_id
     )
     payload = _payload(notification)
     try:
+        # A message for people goes out in the subscriber's language; the JSON webhook's payload
+        # is data, the same in every language.
+        with translation.override(_subscriber_language(notification)):
+            if notification.channel in chat.WEBHOOK_CHANNELS:
+                secret = notification.subscription.secret if notification.subscription_id else ""
+                url, body = chat.chat_request(channel=notification.channel, url=notification.target,
+                                              payload=payload, secret=secret, now=now)  # fmt: skip
+            else:
+                subject, body = email_message(payload)
         if notification.channel in chat.WEBHOOK_CHANNELS:
-            secret = notification.subscription.secret if notification.subscription_id else ""
-            url, body = chat.chat_request(channel=notification.channel, url=notification.target, payload=payload,
-                                          secret=secret, now=now)  # fmt: skip
             transports.webhook_post(url, body, answer_problem=partial(chat.answer_problem, notification.channel))
         else:
-            ticket = payload["ticket"]
-            subject = f"[{ticket['severity']}] {notification.event}: {ticket['title']}"
-            body = f"{ticket['title']}\n\nWhat to do: {ticket['action']}\n\n{ticket['url']}\n"
             transports.email_send(notification.target, subject, body)
     except transports.TransportError as error:
         return _fail_and_retry(notification, str(error), permanent=error.permanent, now=now)
     notification.status, notification.sent_at = Notification.Status.SENT, now
     notification.save(update_fields=["status", "sent_at"])
     return None
+
+
+def _subscriber_language(notification: Notification) -> str:
+    """The subscriber's chosen language, else the portal's (LANGUAGE_CODE)."""
+    language = user_language(notification.subscription.user) if notification.subscription_id else ""
+    return language or settings.LANGUAGE_CODE
+
+
+def email_message(payload: dict) -> tuple[str, str]:
+    """(subject, body) of the notification e-mail, in the active language."""
+    ticket = payload["ticket"]
+    title = texts.ticket_title_shown(rule_key=ticket["rule"], title=ticket["title"])
+    action = texts.ticket_action_shown(rule_key=ticket["rule"], action=ticket["action"])
+    what = gettext("What to do: %(action)s") % {"action": action}
+    return chat.message_headline(payload), f"{title}\n\n{what}\n\n{ticket['url']}\n"
 
 
 def retry_delay_s(attempt: int) -> int:
