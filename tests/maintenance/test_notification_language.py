@@ -20,7 +20,7 @@ from portal.maintenance.texts import note_shown
 from tests.factories import GpuFactory, HostFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-CATALOGUE = Path(django_settings.BASE_DIR) / "locale" / "parts" / "h-i18n-code-django.po"
+CATALOGUE = Path(django_settings.BASE_DIR) / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from portal.fleet.models import GpuStatusChange, MaintenanceRecord
 from tests.factories import GpuFactory, HostFactory, UserFactory
 
 REPO = Path(__file__).resolve().parents[2]
-# This branch's part of the Simplified Chinese catalogue (issue #27); the merged catalogue replaces it.
-CATALOGUE = REPO / "locale" / "parts" / "h-i18n-work-django.po"
+# The Simplified Chinese catalogue, compiled by the fixture (a clean clone has no .mo).
+CATALOGUE = REPO / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 PARAMS = {"from": "2025-01-01T00:00:00Z", "to": "2026-01-01T00:00:00Z", "format": "pdf"}
 
 pytestmark = pytest.mark.django_db

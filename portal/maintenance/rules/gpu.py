@@ -94,6 +94,7 @@ class Overheat(Rule):
 
 class ThermalThrottle(Rule):
     __doc__ = gettext_noop(
+        # xgettext:no-python-format (a percentage, never formatted)
         "hw_thermal, sw_thermal or hw_slowdown active in more than 20 % of the readings of the last 10 "
         "minutes (with at least 9 minutes of readings) opens; at most 5 % for 10 minutes clears."
     )
@@ -209,6 +210,7 @@ class FanWear(Rule):
 
 class CoolingDegradation(Rule):
     __doc__ = gettext_noop(
+        # xgettext:no-python-format (a percentage, never formatted)
         "Dust: thermal resistance, (temperature − idle baseline) / power at comparable load (≥ 80 % "
         "utilisation), compared day by day against the first 7 days after the last cleaning. Up by ≥ 15 % "
         'opens "cleaning due", before any temperature alarm; back under +8 % for a day clears. Logging a '
@@ -381,6 +383,7 @@ class RemapFailure(Rule):
 
 class Pcie(Rule):
     __doc__ = gettext_noop(
+        # xgettext:no-python-format (a percentage, never formatted)
         "PCIe link trained below the GPU's maximum generation or width while busy (≥ 50 % utilisation), "
         "or replay errors rising faster than `max_replays_per_h`, for 5 minutes opens; neither for 30 "
         "minutes clears."

@@ -124,6 +124,7 @@ SCHEDULES: list[Schedule] = [
     Schedule(
         "schedule_fan_inspection", gettext_noop("Fan inspection due"), "inspection", None, 0,
         gettext_noop(
+            # xgettext:no-python-format (a percentage, never formatted)
             "Inspect the GPU and chassis fans (noise, wobble, bearing play, speed against load) and log an "
             "inspection. Due after 2,000 hours of any GPU's fan at 80 % or more since the last inspection."
         ),
