@@ -7,8 +7,9 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
+from django.utils.functional import lazy
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext_lazy, pgettext_lazy
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 from django.views import View
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
@@ -25,8 +26,11 @@ from portal.accounts.services import (
 )
 
 
-def _in_days(days: int):
-    return ngettext_lazy("in %(days)s day", "in %(days)s days", "days") % {"days": days}
+def _in_days_now(days: int) -> str:
+    return ngettext("in %(days)s day", "in %(days)s days", days) % {"days": days}
+
+
+_in_days = lazy(_in_days_now, str)  # the choice's label, in the language of the page that shows it
 
 
 class ApiTokenForm(forms.Form):

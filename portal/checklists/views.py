@@ -128,7 +128,7 @@ def _history(run) -> list[dict]:
             continue
         who = entry.actor or (answer.answered_by if answer and answer.answered_by_id else None)
         rows.append(
-            {"at": entry.timestamp, "who": who.get_username() if who else "portal",
+            {"at": entry.timestamp, "who": who.get_username() if who else pgettext("answered by", "the portal"),
              "item": labels.get(answer.item_key, answer.item_key) if answer else "?",
              "value": _answer_word(_shown((changes.get("value") or [None, None])[1]),
                                    kinds.get(answer.item_key) if answer else None),

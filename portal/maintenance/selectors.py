@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db.models import Count, QuerySet
+from django.utils.translation import gettext_lazy
 
 from portal.core.selectors import filter_given
 from portal.fleet.pages import DUE, NEVER, OK, OVERDUE, CareLimits
@@ -52,6 +53,19 @@ def open_tickets_for(*, gpu=None, host=None) -> list[Ticket]:
     return list(tickets.order_by("-last_seen")[:50])
 
 
+# The rules' metrics as the evidence chart names them.
+METRIC_LABELS = {
+    "temperature_c": gettext_lazy("Temperature (°C)"),
+    "fan_speed_pct": gettext_lazy("Fan speed (%)"),
+    "power_limit_w": gettext_lazy("Power limit (W)"),
+    "sm_clock_mhz": gettext_lazy("SM clock (MHz)"),
+    "utilization_gpu_pct": gettext_lazy("GPU utilisation (%)"),
+    "pcie_link_width": gettext_lazy("PCIe link width (lanes)"),
+    "ecc_corrected_volatile": gettext_lazy("ECC corrected errors"),
+    "ecc_uncorrected_volatile": gettext_lazy("ECC uncorrected errors"),
+}
+
+
 def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=30), limit: int = 2000) -> str | None:
     """A Plotly figure (JSON) of the rule's metric around the trigger, built server-side."""
     metric = RULES[ticket.rule].metric if ticket.rule in RULES else None
@@ -67,10 +81,11 @@ def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=
         .order_by("ts")
         .values_list("ts", metric)[:limit]
     )
-    fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name=metric))
+    label = str(METRIC_LABELS.get(metric, metric))
+    fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name=label))
     fig.add_vline(x=ticket.first_seen.timestamp() * 1000, line_dash="dash", line_color="#cf222e")
-    fig.update_layout(margin={"l": 40, "r": 10, "t": 10, "b": 30}, height=280, yaxis_title=metric,
-                      template="plotly_white")  # fmt: skip
+    fig.update_layout(margin={"l": 40, "r": 10, "t": 10, "b": 30}, height=280, yaxis_title=label,
+                      xaxis_type="date", template="plotly_white")  # fmt: skip
     return fig.to_json()
 
 

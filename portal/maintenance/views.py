@@ -6,7 +6,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.views import View
 
 from portal.core.errors import Conflict, InvalidInput
@@ -26,6 +26,17 @@ from portal.maintenance.rules import RULES
 from portal.maintenance.services.config import rule_config_set
 from portal.maintenance.services.silences import silence_create
 from portal.maintenance.services.subscriptions import subscription_create, subscription_delete
+
+# The ticket list's sort keys (the URL's `sort`) as a person reads them.
+SORT_LABELS = {
+    "last_seen": pgettext_lazy("sort tickets by", "last seen"),
+    "first_seen": pgettext_lazy("sort tickets by", "first seen"),
+    "severity": pgettext_lazy("sort tickets by", "severity"),
+    "occurrences": pgettext_lazy("sort tickets by", "occurrences"),
+    "host": pgettext_lazy("sort tickets by", "host"),
+    "rule": pgettext_lazy("sort tickets by", "rule"),
+    "state": pgettext_lazy("sort tickets by", "state"),
+}
 
 
 class Permission(PermissionRequiredMixin):
@@ -51,7 +62,8 @@ class TicketListView(Permission, View):
         page = Paginator(selectors.ticket_list(**filters, sort=sort), 50).get_page(request.GET.get("page"))
         return render(request, "maintenance/ticket_list.html", {
             "page": page, "filters": filters, "sort": sort, "states": Ticket.State.choices,
-            "severities": Severity.choices, "rules": sorted(RULES), "sorts": list(selectors.SORTS),
+            "severities": Severity.choices, "rules": sorted((key, rule.title_shown) for key, rule in RULES.items()),
+            "sorts": [(key, SORT_LABELS[key]) for key in selectors.SORTS],
         })  # fmt: skip
 
 

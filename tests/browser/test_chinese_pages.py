@@ -47,7 +47,8 @@ LATIN_TERMS = {
     "ID", "PDF", "CSV", "JSON", "API", "URL", "HTTP", "HTTPS", "Slurm", "Webhook", "webhook", "Lark", "Feishu",
     "DingTalk", "WeCom", "Slack", "SMTP", "UTC", "PNG", "JPEG", "SSH", "IP", "BIOS", "VBIOS", "SM", "HBM", "SXM",
     "Gen", "MHz", "GHz", "kWh", "Wh", "kW", "GB", "GiB", "MB", "MiB", "TB", "TiB", "nvidia-smi", "systemctl",
-    "agent", "drain", "English", "Plotly", "WebSocket", "Celery", "Redis", "PostgreSQL", "SQLite",
+    "agent", "drain", "English", "Plotly", "WebSocket", "Celery", "Redis", "PostgreSQL", "SQLite", "MTBF", "MTTR",
+    "RFC",
 }  # fmt: skip
 WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
 
