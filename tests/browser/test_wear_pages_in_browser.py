@@ -39,6 +39,15 @@ def expected(index: int) -> dict:
 
 
 @pytest.fixture(scope="module")
+def portal_server(tmp_path_factory):
+    """A portal of this module's own: the fleet page ranks against the fleet's medians, which the
+    other modules' GPUs (and the wear the pipeline keeps for them) would move."""
+    from tests.browser.conftest import seeded_portal
+
+    yield from seeded_portal(tmp_path_factory.mktemp("wear-e2e"))
+
+
+@pytest.fixture(scope="module")
 def wear_lab(portal_server):
     out = portal_server.manage("shell", "-c", "import json; from tests.wear.seed import wear_lab_seed; "
                                "print(json.dumps(wear_lab_seed()))").stdout  # fmt: skip
