@@ -94,9 +94,11 @@ def test_gpu_wear_panel_shows_lifetimes_months_and_the_cleaning(page, portal_ser
     login(page, "viewer", portal_server.credentials["viewer"])
     page.goto("/wear/")
     page.locator("table.table a", has_text=f"{seed.HOST} #0").click()
+    page.wait_for_url(re.compile(r"/gpus/"))  # all_inner_texts below does not wait for the new page
     panel = page.locator("#wear")
     heavy = expected(0)
     totals = panel.locator("dl.wear-totals")
+    expect(totals).to_be_visible()
     figures = dict(zip(totals.locator("dt").all_inner_texts(), totals.locator("dd").all_inner_texts(), strict=True))
     assert figures["Powered"] == f"{heavy['powered_h']:.0f} h"
     assert figures["Busy (≥ 90 % utilization)"] == f"{heavy['busy_h']:.0f} h"
