@@ -8,9 +8,9 @@ sentence with placeholders, so English shows exactly what was stored.
 
 from __future__ import annotations
 
-import re
+from django.utils.translation import gettext_noop, pgettext
 
-from django.utils.translation import gettext, gettext_noop, pgettext
+from portal.core.stored_text import StoredSentences
 
 _NUMBER = r"[-+0-9.,e]+"
 SENTENCES = [
@@ -48,18 +48,15 @@ SENTENCES = [
     (r"(?P<n>\d+) of (?P<need>\d+) loaded readings after the cleaning",
      gettext_noop("%(n)s of %(need)s loaded readings after the cleaning")),
 ]  # fmt: skip
-_COMPILED = [(re.compile(pattern), msgid) for pattern, msgid in SENTENCES]
+_STORED = StoredSentences(SENTENCES)
 
 
 def evidence_text(text: str) -> str:
     """An automatic check's summary or per-GPU reason in the active language, when autochecks wrote it."""
     if not isinstance(text, str) or not text:
         return text
-    for pattern, msgid in _COMPILED:
-        if match := pattern.fullmatch(text):
-            translated = gettext(msgid)
-            return translated % match.groupdict() if match.groupdict() else translated
-    return text
+    shown = _STORED.shown(text)
+    return text if shown is None else shown
 
 
 def outcome_word(outcome: str) -> str:

@@ -12,6 +12,7 @@ import re
 
 from django.utils.translation import gettext, gettext_noop, pgettext
 
+from portal.core.stored_text import StoredSentences
 from portal.maintenance.rules import RULES
 from portal.maintenance.rules.base import _shown
 
@@ -48,7 +49,6 @@ _NOTES = [
     (r"(?P<before>info|warning|critical) → (?P<after>info|warning|critical)",
      gettext_noop("%(before)s → %(after)s")),
 ]  # fmt: skip
-_COMPILED_NOTES = [(re.compile(pattern, re.DOTALL), msgid) for pattern, msgid in _NOTES]
 
 
 def _note_words(name: str, value: str) -> str:
@@ -72,6 +72,9 @@ def _note_words(name: str, value: str) -> str:
     if name in ("before", "after"):
         return severity_word(value)
     return value
+
+
+_STORED_NOTES = StoredSentences(_NOTES, word=_note_words, flags=re.DOTALL)
 
 
 def event_word(event: str) -> str:
@@ -123,11 +126,8 @@ def note_shown(note: str) -> str:
         return gettext("%(item)s failed in checklist run #%(run)s (%(template)s) (%(url)s)") % {
             "item": _shown(match[1]), "run": match[2], "template": _shown(match[3]), "url": match[4],
         }  # fmt: skip
-    for pattern, msgid in _COMPILED_NOTES:
-        if match := pattern.fullmatch(note):
-            values = {name: _note_words(name, value) for name, value in match.groupdict().items()}
-            return gettext(msgid) % values if values else gettext(msgid)
-    return note
+    shown = _STORED_NOTES.shown(note)
+    return note if shown is None else shown
 
 
 def ticket_action_shown(*, rule_key: str, action: str) -> str:

@@ -12,7 +12,6 @@ from collections import defaultdict
 
 from django.db import connection, transaction
 
-from portal.fleet.models import Gpu
 from portal.telemetry.models import ROLLUP_METRICS, THERMAL_THROTTLE_MASK, Reading, Rollup1h, Rollup1m
 from portal.telemetry.pipeline import Prepared
 
@@ -145,20 +144,17 @@ def rollups_refresh(*, gpu_id: int, start: dt.datetime, end: dt.datetime) -> Non
         _write(*_recompute({gpu_id: [(start, end)]}))
 
 
-def _spans_by_gpu(batches) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
+def _spans_by_gpu(batches, gpu_hosts: dict[int, int]) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
     """GPU id → minute spans [start, end) touched by these batches (a host's batch covers its GPUs)."""
     host_spans = defaultdict(list)
     for batch in batches:
         if batch.first_ts is not None:
             host_spans[batch.host_id].append((_minute(batch.first_ts), _minute(batch.last_ts) + _MINUTE))
-    spans = {}
-    for gpu_id, host_id in Gpu.objects.filter(host_id__in=list(host_spans)).values_list("id", "host_id"):
-        spans[gpu_id] = host_spans[host_id]
-    return spans
+    return {gpu_id: host_spans[host_id] for gpu_id, host_id in gpu_hosts.items() if host_id in host_spans}
 
 
 def rollups_prepare(block) -> Prepared:
     """The rollups stage (telemetry.pipeline): the minutes and hours a block's batches touched,
     recomputed from the raw readings (reads only); written by the pass."""
-    computed = _recompute(_spans_by_gpu(block.batches))
+    computed = _recompute(_spans_by_gpu(block.batches, block.gpu_hosts))
     return Prepared(apply=lambda: _write(*computed))
