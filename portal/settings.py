@@ -363,6 +363,10 @@ READINGS_MAX_POINTS = envint("READINGS_MAX_POINTS", 10_000)
 # Retention (days) of raw readings and 1-minute rollups; 1-hour rollups are kept.
 RETENTION_RAW_DAYS = envint("RETENTION_RAW_DAYS", 14)
 RETENTION_1M_DAYS = envint("RETENTION_1M_DAYS", 90)
+# PostgreSQL: raw readings older than this (hours) are stored compressed, a row per GPU and hour
+# (portal/telemetry/services/compression.py), never those a pipeline stage still needs; readers
+# get both alike. Below 1 the hour being written could be compressed: 1 at least.
+READINGS_COMPRESS_AFTER_HOURS = max(1, envint("READINGS_COMPRESS_AFTER_HOURS", 24))
 # The pipeline after ingest (portal.telemetry.pipeline): a stored batch sends the pipeline task at
 # most once per this many seconds per process (each run takes every pending batch); 0: every batch.
 PIPELINE_DEBOUNCE_S = envfloat("PIPELINE_DEBOUNCE_S", 0.5)

@@ -10,6 +10,7 @@ queries, whatever the number of readings.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -18,6 +19,7 @@ from django.db.models.functions import Floor
 
 from portal.fleet.models import MaintenanceRecord
 from portal.telemetry.models import Reading
+from portal.telemetry.selectors import readings_of
 
 PASS, FAIL, UNKNOWN, PENDING = "pass", "fail", "unknown", "pending"
 
@@ -216,6 +218,17 @@ def _binned(gpu_ids, start, end, p) -> dict[int, dict[int, tuple[int, float]]]:
     out: dict[int, dict[int, tuple[int, float]]] = {gpu_id: {} for gpu_id in gpu_ids}
     for row in rows:
         out[row["gpu_id"]][int(row["power_bin"])] = (row["n"], float(row["temp"]))
+    # the window reaches back days: readings older than a day may be stored compressed (PostgreSQL)
+    packed = readings_of(
+        gpu_ids=list(gpu_ids), columns=("gpu_id", "power_w", "temperature_c", "utilization_gpu_pct"), start=start,
+        end=end, compressed_only=True,
+    )  # fmt: skip
+    for gpu_id, power, temperature, utilization in packed:
+        if power is None or temperature is None or utilization is None or utilization < p["loaded_util_pct"]:
+            continue
+        power_bin = math.floor(power / float(p["power_bin_w"]))
+        n, mean = out[gpu_id].get(power_bin, (0, 0.0))
+        out[gpu_id][power_bin] = (n + 1, (mean * n + temperature) / (n + 1))
     return out
 
 

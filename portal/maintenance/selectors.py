@@ -73,14 +73,14 @@ def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=
         return None
     import plotly.graph_objects as go
 
-    from portal.telemetry.models import Reading
+    from portal.telemetry.selectors import readings_of
 
     end = (ticket.resolved_at or ticket.last_seen) + margin
-    rows = list(
-        Reading.objects.filter(gpu_id=ticket.gpu_id, ts__gte=ticket.first_seen - margin, ts__lte=end)
-        .order_by("ts")
-        .values_list("ts", metric)[:limit]
-    )
+    # raw or compressed alike: a ticket's evidence outlives the day its readings are compressed
+    rows = readings_of(
+        gpu_ids=[ticket.gpu_id], columns=("ts", metric), start=ticket.first_seen - margin, end=end, end_closed=True,
+        limit=limit,
+    )  # fmt: skip
     label = str(METRIC_LABELS.get(metric, metric))
     fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name=label))
     fig.add_vline(x=ticket.first_seen.timestamp() * 1000, line_dash="dash", line_color="#cf222e")

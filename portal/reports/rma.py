@@ -30,7 +30,8 @@ from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
 from portal.reports.exports import pdf_table
 from portal.reports.selectors import gpu_repeat_offender, status_intervals
-from portal.telemetry.models import Reading, Rollup1h, XidEvent
+from portal.telemetry.models import Rollup1h, XidEvent
+from portal.telemetry.selectors import readings_of
 
 TREND_DAYS = 30
 THERMAL_WINDOW = dt.timedelta(hours=48)
@@ -51,12 +52,12 @@ def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[
     points = [today - dt.timedelta(days=d) for d in range(TREND_DAYS - 1, -1, -1)] + [now]
     samples = []
     for point in points:
-        row = (
-            Reading.objects.filter(gpu=gpu, ts__lt=point, ts__gte=point - dt.timedelta(days=1))
-            .order_by("-ts")
-            .values("ts", *fields)
-            .first()
-        )
+        # raw or compressed alike (the trend reaches back past the day readings stay raw)
+        found = readings_of(
+            gpu_ids=[gpu.pk], columns=("ts", *fields), start=point - dt.timedelta(days=1), end=point,
+            descending=True, limit=1,
+        )  # fmt: skip
+        row = dict(zip(("ts", *fields), found[0], strict=True)) if found else None
         if row is not None:
             samples.append({"at": _iso(point), "reading_ts": _iso(row.pop("ts")), **row})
     return samples

@@ -27,10 +27,10 @@ from django.utils.translation import gettext_lazy
 from portal.fleet import care
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.telemetry.models import Reading
+from portal.telemetry.selectors import compressed_hour_counts, readings_of
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak
 from portal.wear.models import WearDay, WearHour, WearState
-from portal.wear.services import readings_as_tuples
 
 # no datetime column: parsing 8,760 timestamps costs more than everything else together
 MIDDLE_COLUMNS = ("id", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "busy_prefix_s",
@@ -59,9 +59,13 @@ def _epoch_dt(seconds: float) -> dt.datetime:
 
 def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucket, list[float]]:
     """Meters and temperatures of readings with start <= ts < end, all inside `hour`."""
-    raw = Reading.objects.filter(gpu_id=gpu.pk)
-    readings = readings_as_tuples(raw.filter(ts__gte=_epoch_dt(start - meters.MAX_GAP_S), ts__lt=_epoch_dt(end)))
-    raw_in_hour = raw.filter(ts__gte=_epoch_dt(hour), ts__lt=_epoch_dt(hour + 3600)).count()
+    # raw or compressed alike: a period's edge hour may be older than the day readings stay raw
+    readings = readings_of(
+        gpu_ids=[gpu.pk], columns=meters.READING_FIELDS, start=_epoch_dt(start - meters.MAX_GAP_S), end=_epoch_dt(end),
+        epoch=True,
+    )  # fmt: skip
+    raw_in_hour = Reading.objects.filter(gpu_id=gpu.pk, ts__gte=_epoch_dt(hour), ts__lt=_epoch_dt(hour + 3600)).count()
+    raw_in_hour += sum(compressed_hour_counts([(gpu.pk, _epoch_dt(hour), _epoch_dt(hour + 1))]).values())
     stored = WearHour.objects.filter(gpu_id=gpu.pk, hour=_epoch_dt(hour)).first()
     if stored is None or raw_in_hour >= stored.readings:
         return meters.figures_over(readings, None, hot_c, start, end)

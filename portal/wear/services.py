@@ -27,6 +27,7 @@ from portal.core.db import EpochMs
 from portal.fleet.models import Gpu
 from portal.telemetry.models import Reading
 from portal.telemetry.pipeline import Prepared
+from portal.telemetry.selectors import compressed_hour_counts, readings_of
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak, Turns
 from portal.wear.models import WearDay, WearHour, WearState
@@ -56,8 +57,12 @@ def readings_as_tuples(queryset) -> list[tuple]:
     return [_as_tuple(row) for row in queryset.values_list(*meters.READING_FIELDS)]
 
 
-def _readings(gpu_id: int, **ts_filter) -> list[tuple]:
-    return readings_as_tuples(Reading.objects.filter(gpu_id=gpu_id, **ts_filter))
+def _readings(gpu_id: int, start: dt.datetime, end: dt.datetime, *, end_closed: bool = False) -> list[tuple]:
+    """A GPU's readings in [start, end) (or [start, end]) as meters tuples, raw or compressed
+    alike (a late stretch may reach into hours already compressed)."""
+    rows = readings_of(gpu_ids=[gpu_id], columns=meters.READING_FIELDS, start=start, end=end, end_closed=end_closed,
+                       epoch=True)  # fmt: skip
+    return [tuple(row) for row in rows]
 
 
 def _bucket_of(row: WearHour) -> Bucket:
@@ -362,15 +367,15 @@ def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to
     """Recompute the hours a late stretch [late_from, late_to] touches, from raw readings."""
     last = state.last_ts.timestamp()
     h0 = meters.hour_of(late_from)
-    following = (
-        Reading.objects.filter(gpu_id=gpu.pk, ts__gt=_epoch_dt(min(late_to, last)), ts__lte=state.last_ts)
-        .order_by("ts")
-        .values_list("ts", flat=True)
-        .first()
-    )
-    h1 = meters.hour_of(following.timestamp() if following else min(late_to, last))
-    readings = _readings(gpu.pk, ts__gte=_epoch_dt(h0 - meters.MAX_GAP_S), ts__lt=_epoch_dt(h1 + 3600),
-                         ts__lte=state.last_ts)  # fmt: skip
+    following = readings_of(
+        gpu_ids=[gpu.pk], columns=("ts",), start=_epoch_dt(min(late_to, last)), start_open=True, end=state.last_ts,
+        end_closed=True, limit=1, epoch=True,
+    )  # fmt: skip
+    h1 = meters.hour_of(following[0][0] if following else min(late_to, last))
+    if h1 + 3600 <= last:
+        readings = _readings(gpu.pk, _epoch_dt(h0 - meters.MAX_GAP_S), _epoch_dt(h1 + 3600))
+    else:
+        readings = _readings(gpu.pk, _epoch_dt(h0 - meters.MAX_GAP_S), state.last_ts, end_closed=True)
     before = [r for r in readings if r[0] < h0]
     inside = [r for r in readings if r[0] >= h0]
     buckets = meters.buckets_from(inside, before[-1] if before else None, hot_c)
@@ -432,12 +437,13 @@ def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearStat
     (each web process sends its own ranges), and then nothing is rebuilt. Two queries for all."""
     if not spans:
         return []
-    raw_condition, row_condition = Q(), Q()
+    raw_condition, row_condition, hour_spans = Q(), Q(), []
     for gpu_id, (start, end) in spans.items():
         last = states[gpu_id].last_ts
         lo, hi = _epoch_dt(meters.hour_of(start)), _epoch_dt(meters.hour_of(min(end, last.timestamp())) + 3600)
         raw_condition |= Q(gpu_id=gpu_id, ts__gte=lo, ts__lt=hi, ts__lte=last)
         row_condition |= Q(gpu_id=gpu_id, hour__gte=lo, hour__lt=hi)
+        hour_spans.append((gpu_id, lo, hi))
     raw = {
         (row["gpu_id"], int(row["at"].timestamp())): row["n"]
         for row in Reading.objects.filter(raw_condition)
@@ -445,6 +451,10 @@ def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearStat
         .values("gpu_id", "at")
         .annotate(n=Count("ts"))
     }
+    # hours already compressed count too (compressed hours are older than any counted reading)
+    for (gpu_id, hour), count in compressed_hour_counts(hour_spans).items():
+        key = (gpu_id, int(hour.timestamp()))
+        raw[key] = raw.get(key, 0) + count
     stored = {
         (gpu_id, int(hour.timestamp())): count
         for gpu_id, hour, count in WearHour.objects.filter(row_condition).values_list("gpu_id", "hour", "readings")

@@ -10,7 +10,7 @@ from django.utils import timezone
 from portal.telemetry import hooks
 from portal.telemetry.models import Reading, Rollup1m, XidEvent
 from portal.telemetry.pipeline import finished_batches
-from portal.telemetry.services import partitions
+from portal.telemetry.services import compression, partitions
 
 CHUNK = 10_000
 # SQLite deletes readings in chunks of READING_CHUNK, at most READING_MAX_CHUNKS per hourly run:
@@ -52,10 +52,12 @@ def _prune_readings(before: dt.datetime, *, chunk: int, max_chunks: int) -> int:
     """PostgreSQL: drop the day partitions wholly before the cutoff; the cutoff's own day stays
     until it has passed whole (readings are kept up to a day longer than RETENTION_RAW_DAYS, and
     no row is ever deleted one by one). A partition that is not a day's (a default partition an
-    admin added) is pruned in chunks. SQLite: chunks."""
+    admin added) is pruned in chunks; compressed readings (a row per GPU and hour) go by the hour.
+    SQLite: chunks."""
     if not partitions.partitioned():
         return _prune_readings_chunked(Reading._meta.db_table, before, chunk=chunk, max_chunks=max_chunks)
     deleted = sum(partitions.reading_partitions_drop(before=before).values())
+    deleted += compression.chunks_prune(before)
     for table in partitions.other_partitions():
         deleted += _prune_readings_chunked(table, before, chunk=chunk, max_chunks=max_chunks)
     return deleted

@@ -10,10 +10,13 @@ readings join the minute and hour they belong to, whatever came before.
 import datetime as dt
 from collections import defaultdict
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
 from portal.telemetry.models import ROLLUP_METRICS, THERMAL_THROTTLE_MASK, Reading, Rollup1h, Rollup1m
 from portal.telemetry.pipeline import Prepared
+from portal.telemetry.services import compression
 
 _STAT_FIELDS = [f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("min", "max", "mean")]
 _UPDATE_FIELDS = ["count", "thermal_throttle_count", "xid_count", "energy_mj_max", *_STAT_FIELDS]
@@ -92,6 +95,43 @@ def _aggregates(spans: list[tuple[int, dt.datetime, dt.datetime]], width: dt.tim
     return rows
 
 
+def _aggregates_of(spans: list[tuple[int, dt.datetime, dt.datetime]], width: dt.timedelta) -> list[tuple]:
+    """_aggregates computed here from raw and compressed readings alike: for the GPUs with a late
+    reading in an hour already compressed (services/compression.py), rare."""
+    from portal.telemetry.selectors import readings_of
+
+    columns = ("ts", "throttle_reasons", "xid_count", "energy_mj", *ROLLUP_METRICS)
+    rows = []
+    for gpu_id, lo, hi in spans:
+        buckets = defaultdict(list)
+        for reading in readings_of(gpu_ids=[gpu_id], columns=columns, start=lo, end=hi):
+            bucket = _minute(reading[0]) if width == _MINUTE else _hour(reading[0])
+            buckets[bucket].append(reading)
+        for bucket, readings in sorted(buckets.items()):
+            thermal = sum(1 for r in readings if r[1] is not None and r[1] & THERMAL_THROTTLE_MASK)
+            energy = [r[3] for r in readings if r[3] is not None]
+            stats = []
+            for position in range(4, len(columns)):
+                values = [r[position] for r in readings if r[position] is not None]
+                stats += [min(values), max(values), sum(values) / len(values)] if values else [None, None, None]
+            xids = sum(r[2] or 0 for r in readings)
+            rows.append((gpu_id, bucket, len(readings), thermal, xids, max(energy, default=None), *stats))
+    return rows
+
+
+def _aggregates_all(spans: list[tuple[int, dt.datetime, dt.datetime]], width: dt.timedelta) -> list[tuple]:
+    # Only hours older than READINGS_COMPRESS_AFTER_HOURS can be compressed: fresh batches (all
+    # but late ones) cost no query.
+    compressed_before = timezone.now() - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS) + _HOUR
+    old = [(gpu_id, _hour(lo), hi) for gpu_id, lo, hi in spans if lo < compressed_before]
+    packed = {gpu_id for gpu_id, _ in compression.chunk_hour_counts(old)}
+    if not packed:
+        return _aggregates(spans, width)
+    return _aggregates([span for span in spans if span[0] not in packed], width) + _aggregates_of(
+        [span for span in spans if span[0] in packed], width
+    )
+
+
 def _recompute(spans_by_gpu: dict[int, list[tuple[dt.datetime, dt.datetime]]]) -> tuple[list, list, list]:
     """The minutes in these spans (minute-aligned) and the hours around them, recomputed from the
     raw readings, and the ids of minute rows left without readings: what _write writes. Reads only."""
@@ -101,9 +141,9 @@ def _recompute(spans_by_gpu: dict[int, list[tuple[dt.datetime, dt.datetime]]]) -
         for gpu_id, spans in spans_by_gpu.items()
         for lo, hi in _merged([(_hour(lo), _hour(hi - dt.timedelta(microseconds=1)) + _HOUR) for lo, hi in spans])
     ]
-    minutes = _aggregates(minute_spans, _MINUTE)
+    minutes = _aggregates_all(minute_spans, _MINUTE)
     empty = _empty_minutes(minute_spans, {(row[0], _key(row[1])) for row in minutes})
-    return minutes, _aggregates(hour_spans, _HOUR), empty
+    return minutes, _aggregates_all(hour_spans, _HOUR), empty
 
 
 def _write(minutes: list, hours: list, empty: list[int]) -> None:
