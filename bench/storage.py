@@ -4,8 +4,12 @@
 (telemetry_reading as migration 0002 left it: a surrogate id, a (gpu, ts) B-tree, a BRIN on ts)
 and in the new one (the real table after migration 0004: partitioned by day, keyed by (gpu, ts),
 columns widest first), side by side: heap, indexes and TOAST per reading
-(pg_total_relation_size over all partitions / rows). Target: <= 80 bytes. Scratch database
-bench_storage; BENCH_STORAGE_READINGS (default 10 million).
+(pg_total_relation_size over all partitions / rows). Target: <= 80 bytes. Then the same readings
+compressed as the hourly task compresses readings older than a day (a row per GPU and hour,
+services/compression.py): bytes per reading of the chunk table (heap, TOAST, key index), the
+steady state over the 14-day window (1 day raw, 13 compressed) and a GPU's 24 h chart over a raw
+and a compressed day. Targets: <= 40 bytes, chart < 200 ms. Scratch database bench_storage;
+BENCH_STORAGE_READINGS (default 10 million).
 
 `bench/storage.py retention` (make bench-retention): the new table filled over 15-16 days
 (BENCH_RETENTION_GPUS GPUs, default 400, one reading per 10 s: about 54 million readings, the shape of
@@ -188,7 +192,70 @@ def storage() -> None:
     after = sizes["after, days over"]
     per_day = after["total"] / after["rows"] * 86400 / INTERVAL_S * 10_000 / 1e9
     print(f"disk per day, 10,000 GPUs at 1 reading / {INTERVAL_S} s: {per_day:.1f} GB (new layout)")
+    _compressed(start, sizes)
     _admin("DROP DATABASE IF EXISTS bench_storage WITH (FORCE)")
+
+
+def _chart_ms(gpu, start: dt.datetime) -> tuple[float, int]:
+    from portal.telemetry.selectors import gpu_series
+
+    end = start + dt.timedelta(hours=24)
+    metrics = ("temperature_c", "power_w")
+    ms, series = _timed(lambda: gpu_series(gpu=gpu, start=start, end=end, metrics=metrics, resolution="raw"))
+    return ms, len(series.ts)
+
+
+def _compressed(start: dt.datetime, sizes: dict) -> None:
+    """The same readings compressed (services/compression.py: a row per GPU and hour), as the
+    hourly task leaves them once they are older than READINGS_COMPRESS_AFTER_HOURS; a GPU's 24 h
+    chart over the first day, raw and compressed."""
+    from django.db import connection
+
+    from bench.harness import machine_load
+    from portal.fleet.models import Gpu
+    from portal.telemetry.services import compression
+
+    gpu = Gpu.objects.order_by("id")[STORAGE_GPUS // 2]
+    raw_chart_ms, points = _chart_ms(gpu, start)
+    raw_rows = sizes["after, days over"]["rows"]
+    began = time.perf_counter()
+    done = compression.readings_compress(now=dt.datetime.now(dt.UTC))
+    took = time.perf_counter() - began
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM ANALYZE {compression.TABLE}")
+        cursor.execute(
+            f"SELECT pg_table_size('{compression.TABLE}'), pg_indexes_size('{compression.TABLE}'), "
+            f"pg_total_relation_size('{compression.TABLE}'), count(*), coalesce(sum(count), 0) FROM {compression.TABLE}"
+        )
+        heap, indexes, total, chunks, rows = cursor.fetchone()
+        columns = ", ".join(f"sum(pg_column_size({name}))" for name in compression.COLUMNS)
+        cursor.execute(f"SELECT {columns} FROM {compression.TABLE}")
+        by_column = sorted(zip(compression.COLUMNS, cursor.fetchone(), strict=True), key=lambda item: -item[1])
+    left = _sizes("telemetry_reading")
+    compressed_chart_ms, compressed_points = _chart_ms(gpu, start)
+    raw_total = sizes["after (0004)"]["total"] / sizes["after (0004)"]["rows"]  # raw while a day is written
+    per_reading = total / rows
+    steady = (raw_total * 1 + per_reading * 13) / 14
+    print(f"\ncompressed, a row per GPU and hour ({machine_load()}); target <= 40")
+    print(
+        f"  {done['readings']:,} readings compressed in {took:.0f} s ({done['readings'] / took:,.0f}/s), "
+        f"{done['partitions']} day partitions renewed; raw rows left {left['rows']:,} ({left['total'] / 1e6:.1f} MB)"
+    )
+    print(
+        f"  {chunks:,} chunks holding {rows:,} readings (of {raw_rows:,}): heap {heap / rows:.1f} + indexes "
+        f"{indexes / rows:.2f} = {per_reading:.1f} bytes/reading (TOAST included)"
+    )
+    print("  largest columns, bytes/reading: "
+          + ", ".join(f"{name} {size / rows:.1f}" for name, size in by_column[:6]))  # fmt: skip
+    print(
+        f"  steady state over the 14-day raw retention window (1 day raw at {raw_total:.0f} while written, "
+        f"13 days compressed): {steady:.1f} bytes/reading; disk per day, 10,000 GPUs at 1 reading / {INTERVAL_S} s: "
+        f"{per_reading * 86400 / INTERVAL_S * 10_000 / 1e9:.2f} GB compressed"
+    )
+    print(
+        f"  a GPU's 24 h chart (raw, {points:,} points): raw day {raw_chart_ms:.1f} ms, compressed day "
+        f"{compressed_chart_ms:.1f} ms ({compressed_points:,} points); target < 200 ms"
+    )
 
 
 def _timed(function, repeat: int = 5) -> tuple[float, object]:

@@ -142,6 +142,24 @@ class Reading(models.Model):
     xid_count = models.SmallIntegerField(default=0)
 
 
+class ReadingChunk(models.Model):
+    """A GPU's readings of one hour, compressed (services/compression.py): PostgreSQL only (the
+    table exists there, from migration 0005). One bytea per reading column. Read through
+    telemetry.selectors.readings_of, never row by row. The GPU's deletion cascades in the database."""
+
+    pk = models.CompositePrimaryKey("gpu", "start")
+    gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
+    start = models.DateTimeField()
+    count = models.IntegerField()
+
+    class Meta:
+        db_table = "telemetry_chunk"
+
+
+for _column in READING_ROW_COLUMNS[1:]:
+    ReadingChunk.add_to_class(_column, models.BinaryField())
+
+
 class XidEvent(models.Model):
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="+")
     ts = models.DateTimeField()

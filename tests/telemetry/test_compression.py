@@ -41,15 +41,29 @@ def _readings(gpu, start: dt.datetime, count: int, step=dt.timedelta(seconds=10)
         mixed = n % 3 == 0
         rows.append(
             Reading(
-                gpu=gpu, ts=start + n * step + dt.timedelta(microseconds=n * 7 % 1000),
-                temperature_c=None if n % 5 == 4 else 30 + n % 60, fan_speed_pct=None, power_w=80.25 + n * 1.5,
-                power_limit_w=700.0, energy_mj=1.7e12 + n * 4123.456789, utilization_gpu_pct=n % 101,
-                utilization_memory_pct=None if mixed else 41, memory_used_mib=80_000 + n, sm_clock_mhz=1980,
-                mem_clock_mhz=2619 if n % 2 else None, pstate=0,
+                gpu=gpu,
+                ts=start + n * step + dt.timedelta(microseconds=n * 7 % 1000),
+                temperature_c=None if n % 5 == 4 else 30 + n % 60,
+                fan_speed_pct=None,
+                power_w=80.25 + n * 1.5,
+                power_limit_w=700.0,
+                energy_mj=1.7e12 + n * 4123.456789,
+                utilization_gpu_pct=n % 101,
+                utilization_memory_pct=None if mixed else 41,
+                memory_used_mib=80_000 + n,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619 if n % 2 else None,
+                pstate=0,
                 throttle_reasons=(THROTTLE_BIT["hw_thermal"] | THROTTLE_BIT["display_clocks_setting"]) if mixed else 0,
-                ecc_corrected_volatile=2**62 if n == 1 else 0, ecc_uncorrected_volatile=None,
-                ecc_uncorrected_aggregate=n, retired_pages_pending=False, remapped_rows_pending=None if mixed else True,
-                remapped_rows_failure=False, pcie_link_gen=5, pcie_link_width=16, pcie_replay_count=None if mixed else 3,
+                ecc_corrected_volatile=2**62 if n == 1 else 0,
+                ecc_uncorrected_volatile=None,
+                ecc_uncorrected_aggregate=n,
+                retired_pages_pending=False,
+                remapped_rows_pending=None if mixed else True,
+                remapped_rows_failure=False,
+                pcie_link_gen=5,
+                pcie_link_width=16,
+                pcie_replay_count=None if mixed else 3,
                 xid_count=n % 2,
             )  # fmt: skip
         )
@@ -112,7 +126,8 @@ def test_a_chart_a_tickets_evidence_and_the_rma_report_are_the_same_before_and_a
     assert compression.readings_compress(now=NOON)["readings"] == 1500
     assert not Reading.objects.filter(gpu=gpu).exists()
     after = answers()
-    for name, old, new in zip(("chart ts", "chart values", "auto", "auto ts", "ticket", "rma"), before, after):
+    names = ("chart ts", "chart values", "auto", "auto ts", "ticket", "rma")
+    for name, old, new in zip(names, before, after, strict=True):
         assert new == old, name
 
 

@@ -1,7 +1,10 @@
 """Compressed readings, one row per GPU and hour (issue 24): telemetry_chunk, PostgreSQL
 only (services/compression.py describes the encoding). SQLite keeps raw readings only."""
 
-from django.db import migrations
+import django.db.models.deletion
+from django.db import migrations, models
+
+from portal.telemetry.columns import READING_ROW_COLUMNS
 
 from portal.telemetry.services import compression
 
@@ -24,6 +27,38 @@ def drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("telemetry", "0004_reading_partitioned_compact")]
+    dependencies = [("telemetry", "0004_reading_partitioned_compact"), ("fleet", "0001_initial")]
 
-    operations = [migrations.RunPython(create, drop)]
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            # The model, so that flush and the GPU's deletion know the table; created here on
+            # PostgreSQL only (its foreign key cascades in the database).
+            state_operations=[
+                migrations.CreateModel(
+                    name="ReadingChunk",
+                    fields=[
+                        (
+                            "pk",
+                            models.CompositePrimaryKey(
+                                "gpu", "start", blank=True, editable=False, primary_key=True, serialize=False
+                            ),
+                        ),
+                        ("start", models.DateTimeField()),
+                        ("count", models.IntegerField()),
+                        *((name, models.BinaryField()) for name in READING_ROW_COLUMNS[1:]),
+                        (
+                            "gpu",
+                            models.ForeignKey(
+                                db_index=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="fleet.gpu",
+                            ),
+                        ),
+                    ],
+                    options={"db_table": "telemetry_chunk"},
+                ),
+            ],
+            database_operations=[migrations.RunPython(create, drop)],
+        ),
+    ]

@@ -25,7 +25,9 @@ and the raw rows deleted together, so a crash leaves either. A day partition lef
 dropped and created again empty (no dead rows for vacuum; ingest may still write late readings
 to it). Readers get raw and compressed readings alike through telemetry.selectors.readings_of.
 
-SQLite keeps raw readings only: every function here does nothing there.
+SQLite keeps raw readings only: every function here does nothing there. On PostgreSQL the readers
+query the chunk table whenever they read readings (one index probe on (gpu_id, start)): it exists
+from migration 0005 on.
 """
 
 from __future__ import annotations
@@ -211,9 +213,6 @@ def chunk_readings(
         where.append("start <= %s" if end_closed else "start < %s")
         params.append(end)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT to_regclass('{TABLE}') IS NOT NULL")
-        if not cursor.fetchone()[0]:
-            return []
         cursor.execute(
             f"SELECT gpu_id, count, {', '.join(wanted)} FROM {TABLE} WHERE {' AND '.join(where)} "
             + ("ORDER BY gpu_id DESC, start DESC" if descending else "ORDER BY gpu_id, start"),
@@ -461,9 +460,6 @@ def chunk_count(gpu_id: int, start: dt.datetime, end: dt.datetime) -> int:
     if connection.vendor != "postgresql" or end <= start:
         return 0
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT to_regclass('{TABLE}') IS NOT NULL")
-        if not cursor.fetchone()[0]:
-            return 0
         cursor.execute(
             f"SELECT coalesce(sum(count), 0) FROM {TABLE} WHERE gpu_id = %s AND start >= %s AND start <= %s",
             [gpu_id, start, end - HOUR],
@@ -488,9 +484,6 @@ def chunk_hour_counts(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> dict
     if not spans or connection.vendor != "postgresql":
         return {}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT to_regclass('{TABLE}') IS NOT NULL")
-        if not cursor.fetchone()[0]:
-            return {}
         condition = " OR ".join(["(gpu_id = %s AND start >= %s AND start < %s)"] * len(spans))
         cursor.execute(
             f"SELECT gpu_id, start, count FROM {TABLE} WHERE {condition}",
