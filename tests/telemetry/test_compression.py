@@ -183,8 +183,10 @@ def test_a_late_reading_into_a_compressed_day_is_stored_rolled_up_and_merged(req
     pipeline.pipeline_run()
     assert Rollup1h.objects.get(gpu=gpu, bucket=hour).count == 31
     assert len(readings_of(gpu_ids=[gpu.pk], columns=("ts",), start=hour, end=hour + dt.timedelta(hours=1))) == 31
-    # merged on the next run: one chunk for the hour, no raw row
+    # merged on the next run: one chunk for the hour, no raw row, the same readings
+    both = readings_of(gpu_ids=[gpu.pk], columns=ALL)
     assert compression.readings_compress(now=now)["readings"] == 1
+    assert readings_of(gpu_ids=[gpu.pk], columns=ALL) == both
     assert [count for _, start, count in _chunks(gpu.pk) if start == hour] == [31]
     assert not Reading.objects.filter(gpu=gpu).exists()
     assert len(readings_of(gpu_ids=[gpu.pk], columns=("ts",))) == 31

@@ -375,8 +375,13 @@ def _empty_partitions_renew(before: dt.datetime, now: dt.datetime) -> list[str]:
             cursor.execute("SELECT pg_relation_size(%s) = 0", [name])
             if cursor.fetchone()[0]:
                 continue  # created empty (or renewed already): nothing to reclaim
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {name})")
+            if cursor.fetchone()[0]:
+                continue
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"LOCK TABLE {name} IN ACCESS EXCLUSIVE MODE")
+            # The parent first, as an insert locks them (DROP locks both): no deadlock with ingest.
+            cursor.execute(f"LOCK TABLE {partitions.TABLE}, {name} IN ACCESS EXCLUSIVE MODE")
             cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {name})")
             if cursor.fetchone()[0]:
                 continue
