@@ -208,3 +208,12 @@ def test_sqlite_or_postgres_the_read_function_answers_without_compression(db):
     rows = _readings(gpu, NOON - dt.timedelta(hours=1), 5)
     got = readings_of(gpu_ids=[gpu.pk], columns=("ts", "temperature_c"))
     assert got == [(row.ts, row.temperature_c) for row in rows]
+
+
+def test_a_gpus_deletion_takes_its_compressed_readings(require_postgres):
+    gpu, other = GpuFactory(), GpuFactory()
+    _readings(gpu, NOON - dt.timedelta(days=2), 10)
+    _readings(other, NOON - dt.timedelta(days=2), 10)
+    compression.readings_compress(now=NOON)
+    gpu.delete()
+    assert [gpu_id for gpu_id, _, _ in _chunks()] == [other.pk]
