@@ -7,10 +7,11 @@ import json
 import re
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from portal.fleet.models import Gpu
 from portal.telemetry import hooks, pipeline
 from portal.telemetry.models import IngestBatch, Reading
 from portal.telemetry.schemas import BatchIn
@@ -165,3 +166,70 @@ def test_counters_read_back_as_int(require_postgres):
     Reading.objects.create(gpu=gpu, ts=now, ecc_corrected_volatile=2**62, pcie_replay_count=0, xid_count=0)
     row = Reading.objects.values_list("ecc_corrected_volatile", "pcie_replay_count", "ecc_uncorrected_volatile").get()
     assert row == (2**62, 0, None) and type(row[0]) is int
+
+
+def _drop_partitions_from(day: dt.date) -> list[str]:
+    """Beat stopped for longer than DAYS_AHEAD: no partition for `day` or later (nor the test
+    database's default one)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("DROP TABLE IF EXISTS telemetry_reading_default")
+        gone = [name for name, (start, _) in partitions.reading_partitions(cursor).items() if start.date() >= day]
+        for name in gone:
+            cursor.execute(f"DROP TABLE {name}")
+    return gone
+
+
+@pytest.mark.parametrize("method", ingest.PG_WRITE_METHODS)
+def test_ingest_creates_the_missing_day_partitions_and_stores_the_batch_once(require_postgres, monkeypatch, method):
+    monkeypatch.setattr(ingest, "pg_write_method", method)
+    agent = agent_for(f"dgx-nopart-{method.replace(' ', '-')}")
+    now = timezone.now().replace(microsecond=0)
+    # Registers the GPU, so that the next batch is "the usual" one (one statement's path).
+    assert agent.post(make_batch(agent.hostname, gpus=[A], readings=1, now=now)).status_code == 202
+    assert partitions.partition_name(now.date()) in _drop_partitions_from(now.date())
+    with pytest.raises(Exception) as refused, transaction.atomic():
+        Reading.objects.create(gpu=Gpu.objects.get(uuid=A), ts=now, xid_count=0)
+    assert partitions.missing_partition(refused.value)
+    batch = make_batch(agent.hostname, gpus=[A], readings=4, now=now + dt.timedelta(seconds=10))
+    answer = agent.post(batch)
+    assert answer.status_code == 202, answer.content
+    assert answer.json()["accepted"] == 4
+    assert Reading.objects.filter(gpu__uuid=A).count() == 4
+    assert IngestBatch.objects.filter(batch_id=batch["batch_id"]).count() == 1
+    days = partitions.reading_partitions()
+    assert {partitions.partition_name(day) for day in partitions.days_needed(now)} <= days.keys()
+    assert _partition_of(Reading.objects.first().gpu_id, now + dt.timedelta(seconds=10)) == partitions.partition_name(
+        (now + dt.timedelta(seconds=10)).date()
+    )
+    # the transaction the batch was stored in is still usable: sent again, a duplicate
+    again = agent.post(batch)
+    assert again.status_code in (200, 202) and again.json().get("duplicate") is True, again.content
+    assert Reading.objects.filter(gpu__uuid=A).count() == 4
+
+
+def test_a_check_constraint_is_not_taken_for_a_missing_partition(require_postgres):
+    gpu = GpuFactory()
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE telemetry_reading ADD CONSTRAINT test_xids CHECK (xid_count >= 0)")
+    with pytest.raises(Exception) as refused, transaction.atomic():
+        Reading.objects.create(gpu=gpu, ts=timezone.now(), xid_count=-1)
+    assert not partitions.missing_partition(refused.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ingest_creates_the_missing_day_partitions_outside_a_transaction(require_postgres):
+    """The portal's own case: the one statement runs in autocommit (no savepoint around it), and
+    the partitions are created in a transaction of their own before it runs again."""
+    agent = agent_for("dgx-nopart-autocommit")
+    now = timezone.now().replace(microsecond=0)
+    try:
+        assert agent.post(make_batch(agent.hostname, gpus=[A], readings=1, now=now)).status_code == 202
+        _drop_partitions_from(now.date())
+        batch = make_batch(agent.hostname, gpus=[A], readings=4, now=now + dt.timedelta(seconds=10))
+        answer = agent.post(batch)
+        assert answer.status_code == 202, answer.content
+        assert Reading.objects.filter(gpu__uuid=A).count() == 4
+        assert partitions.partition_name(now.date()) in partitions.reading_partitions()
+    finally:
+        partitions.reading_partitions_ensure()  # the test database's layout again (its default partition too)

@@ -6,7 +6,8 @@ scanned whenever a new day is attached, and rows landing in it could not be drop
 Ingest refuses readings more than INGEST_MAX_AGE_HOURS old or more than 5 minutes ahead, so an
 insert never misses a partition as long as the days from that far back to a few days ahead
 exist: `reading_partitions_ensure` creates them, at migrate time (migration 0004 and every
-`migrate` after) and hourly from beat (telemetry_prune_task). SQLite has no partitions: every
+`migrate` after) and hourly from beat (telemetry_prune_task); with beat stopped for longer,
+ingest creates them when a write finds none (`missing_partition`). SQLite has no partitions: every
 function here does nothing there.
 """
 
@@ -104,6 +105,20 @@ def reading_partitions_ensure(
             cursor.execute(create_partition_sql(day))
             created.append(partition_name(day))
     return created
+
+
+def missing_partition(error: Exception) -> bool:
+    """Whether a write failed for want of a day partition: PostgreSQL's "no partition of relation
+    ... found for row", told by its code and table rather than its (translated) text. Happens when
+    beat stopped for longer than DAYS_AHEAD; ingest then creates the days and writes again."""
+    cause = error.__cause__ if error.__cause__ is not None else error
+    diag = getattr(cause, "diag", None)
+    return (
+        getattr(cause, "sqlstate", None) == "23514"  # check_violation, as a CHECK constraint's
+        and diag is not None
+        and diag.table_name == TABLE
+        and diag.constraint_name is None  # a CHECK constraint names itself; partition routing doesn't
+    )
 
 
 def _rows(cursor, name: str) -> int:
