@@ -160,6 +160,39 @@ def test_a_day_over_gets_its_key_index_rebuilt_once(require_postgres):
     assert yesterday not in partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1))
 
 
+def _indexes_of(table: str) -> dict[str, bool]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexrelid::regclass::text, indisvalid FROM pg_index WHERE indrelid = to_regclass(%s)", [table]
+        )
+        return dict(cursor.fetchall())
+
+
+def _leave_invalid_index(table: str, name: str) -> None:
+    """What an interrupted REINDEX CONCURRENTLY leaves: a copy of the key index marked invalid."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE UNIQUE INDEX {name} ON {table} (gpu_id, ts)")
+        cursor.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)", [name])
+
+
+def test_the_rebuild_drops_invalid_indexes_an_interrupted_rebuild_left(require_postgres):
+    now = timezone.now()
+    yesterday = partitions.partition_name((now - dt.timedelta(days=1)).date())
+    today = partitions.partition_name(now.date())
+    shipped = {name: _indexes_of(name) for name in (yesterday, today)}
+    assert all(all(valid.values()) for valid in shipped.values()) and f"{today}_pkey" in shipped[today]
+    _leave_invalid_index(yesterday, f"{yesterday}_pkey_ccnew")
+    _leave_invalid_index(today, f"{today}_pkey_ccold")  # the day being written: not rebuilt, cleaned all the same
+    with connection.cursor() as cursor:
+        assert partitions.invalid_indexes(cursor) == sorted([f"{yesterday}_pkey_ccnew", f"{today}_pkey_ccold"])
+    assert yesterday in partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1))
+    assert {name: _indexes_of(name) for name in (yesterday, today)} == shipped
+    # a later run, the days already rebuilt, still cleans up after an interrupted one
+    _leave_invalid_index(yesterday, f"{yesterday}_pkey_ccnew1")
+    assert partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1)) == []
+    assert _indexes_of(yesterday) == shipped[yesterday]
+
+
 def test_counters_read_back_as_int(require_postgres):
     gpu = GpuFactory()
     now = timezone.now().replace(microsecond=0)
@@ -233,3 +266,21 @@ def test_ingest_creates_the_missing_day_partitions_outside_a_transaction(require
         assert partitions.partition_name(now.date()) in partitions.reading_partitions()
     finally:
         partitions.reading_partitions_ensure()  # the test database's layout again (its default partition too)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rebuild_outside_a_transaction_drops_invalid_indexes_concurrently(require_postgres):
+    """The portal's own case (the hourly task, autocommit): DROP INDEX CONCURRENTLY, then REINDEX
+    CONCURRENTLY."""
+    now = timezone.now()
+    yesterday = partitions.partition_name((now - dt.timedelta(days=1)).date())
+    shipped = _indexes_of(yesterday)
+    try:
+        _leave_invalid_index(yesterday, f"{yesterday}_pkey_ccnew")
+        assert yesterday in partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1))
+        assert _indexes_of(yesterday) == shipped
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP INDEX IF EXISTS "{yesterday}_pkey_ccnew"')
+            for name in partitions.reading_partitions(cursor):
+                cursor.execute(f"COMMENT ON TABLE {name} IS NULL")  # rebuilt again by the other tests

@@ -12,10 +12,13 @@ function here does nothing there.
 """
 
 import datetime as dt
+import logging
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.utils import timezone
+
+log = logging.getLogger(__name__)
 
 TABLE = "telemetry_reading"
 DAYS_AHEAD = 3
@@ -166,6 +169,36 @@ def other_partitions() -> list[str]:
 COMPACTED = "compacted"
 
 
+def invalid_indexes(cursor, partition: str | None = None) -> list[str]:
+    """Invalid indexes on the day partitions (of one, or of all): what an interrupted REINDEX
+    CONCURRENTLY leaves (<index>_ccnew, or _ccold after the swap). Never used by a query, but
+    written by every insert and taking the space of a whole index. Those attached to an index of
+    the parent table are left out (dropped with it, not alone)."""
+    cursor.execute(
+        """
+        SELECT idx.relname, child.relname FROM pg_inherits
+        JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+        JOIN pg_index ON pg_index.indrelid = child.oid
+        JOIN pg_class idx ON idx.oid = pg_index.indexrelid
+        WHERE pg_inherits.inhparent = to_regclass(%s) AND NOT pg_index.indisvalid
+          AND NOT EXISTS (SELECT FROM pg_inherits attached WHERE attached.inhrelid = pg_index.indexrelid)
+        ORDER BY idx.relname
+        """,
+        [TABLE],
+    )
+    found = cursor.fetchall()
+    days = reading_partitions(cursor)
+    return [index for index, table in found if table in days and partition in (None, table)]
+
+
+def _drop_invalid_indexes(cursor, partition: str | None = None) -> list[str]:
+    concurrently = "" if connection.in_atomic_block else " CONCURRENTLY"
+    dropped = invalid_indexes(cursor, partition)
+    for index in dropped:
+        cursor.execute(f'DROP INDEX{concurrently} IF EXISTS "{index}"')
+    return dropped
+
+
 def reading_partitions_compact(*, now: dt.datetime | None = None) -> list[str]:
     """Rebuild the (gpu, ts) key index of each day partition once its day is over.
 
@@ -173,12 +206,16 @@ def reading_partitions_compact(*, now: dt.datetime | None = None) -> list[str]:
     splits in two halves of which the first is never written again: the index ends about half
     empty. Rebuilt, its pages are 90 % full (14 bytes a reading less). CONCURRENTLY outside a
     transaction (ingest keeps writing late readings); a partition is marked by a comment once
-    done. Returns the partitions rebuilt."""
+    done. An interrupted rebuild (a worker killed, a statement cancelled) leaves an invalid copy of
+    the index: those are dropped first, and after a rebuild that fails. Returns the partitions
+    rebuilt."""
     if not partitioned():
         return []
     now = now or timezone.now()
     done = []
     with connection.cursor() as cursor:
+        for index in _drop_invalid_indexes(cursor):
+            log.warning("dropped invalid index %s (an interrupted rebuild)", index)
         for name, (_, end) in sorted(reading_partitions(cursor).items(), key=lambda item: item[1]):
             if end > now - dt.timedelta(hours=1):
                 continue
@@ -186,7 +223,12 @@ def reading_partitions_compact(*, now: dt.datetime | None = None) -> list[str]:
             if cursor.fetchone()[0] == COMPACTED:
                 continue
             concurrently = "" if connection.in_atomic_block else " CONCURRENTLY"
-            cursor.execute(f"REINDEX INDEX{concurrently} {name}_pkey")
+            try:
+                cursor.execute(f"REINDEX INDEX{concurrently} {name}_pkey")
+            except DatabaseError:
+                if concurrently:  # inside a transaction the failure aborted it; nothing was left
+                    _drop_invalid_indexes(cursor, name)
+                raise
             cursor.execute(f"COMMENT ON TABLE {name} IS '{COMPACTED}'")
             done.append(name)
     return done
