@@ -3,7 +3,9 @@ waits in BRPOP: Celery then collects the connection (which detaches its transpor
 and kombu's redis channel tries to hand the unacknowledged messages back through the detached
 transport: AttributeError ('NoneType' object has no attribute 'hostname'), which Celery does not
 take for a connection error, so the worker exits ("Unrecoverable error") instead of reconnecting
-(seen in the soak's Redis restart). A real redis-server on a free port, stopped mid-poll."""
+(seen in the soak's Redis restart). A real redis-server on a free port; the channel is brought into
+the state Celery's collect() leaves (reached in a worker by the timing of the loss, which a test
+cannot force)."""
 
 import shutil
 import socket
