@@ -139,7 +139,10 @@ DATABASES = {
 # The few statements run for every ingest batch are prepared once per connection (see
 # portal/core/db.py); off behind a pooler in transaction mode that can't keep them.
 DATABASE_PREPARED_STATEMENTS = envbool("DATABASE_PREPARED_STATEMENTS", True)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_PREPARED_STATEMENTS:
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's, reading timestamps with psycopg's compiled loader (portal/core/postgresql_backend).
+    DATABASES["default"]["ENGINE"] = "portal.core.postgresql_backend"
+if DATABASES["default"]["ENGINE"] == "portal.core.postgresql_backend" and DATABASE_PREPARED_STATEMENTS:
     # Django leaves psycopg's prepare_threshold at None, which refuses even an explicit
     # prepare=True. Django's own cursors bind on the client and never prepare, so this only
     # lets the hot cursors (which ask explicitly) prepare; the threshold itself never triggers.

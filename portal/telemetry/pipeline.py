@@ -26,6 +26,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from django.db import transaction
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
@@ -77,7 +78,8 @@ class Block:
         if names == READING_ROW_COLUMNS:
             return self.readings
         positions = ReadingColumns(*names).from_row
-        return {gpu_id: [tuple(row[p] for p in positions) for row in rows] for gpu_id, rows in self.readings.items()}
+        pick = itemgetter(*positions) if len(positions) > 1 else (lambda row: (row[positions[0]],))
+        return {gpu_id: list(map(pick, rows)) for gpu_id, rows in self.readings.items()}
 
     def only(self, batch_pks: set[int]) -> Block:
         """The part of this block that belongs to some of its batches."""

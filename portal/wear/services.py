@@ -16,6 +16,7 @@ Never recomputed from all raw readings; the hour rows outlive raw retention.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Q
@@ -289,14 +290,86 @@ def _new_readings(gpu_ids: list[int], states: dict[int, WearState]) -> list[tupl
     ]
 
 
+@dataclass
+class _Counted:
+    """The rows one count of new readings writes: hour rows, day rows, the GPUs' states."""
+
+    hours_new: list = field(default_factory=list)
+    hours_changed: list = field(default_factory=list)
+    days: tuple[list, list] = ([], [])
+    states_new: list = field(default_factory=list)
+    states_changed: list = field(default_factory=list)
+
+    def save(self) -> None:
+        with transaction.atomic(savepoint=False):
+            _save_hours(self.hours_new, self.hours_changed)
+            _days_save(*self.days)
+            if self.states_new:
+                WearState.objects.bulk_create(self.states_new)
+            _update_rows(WearState, self.states_changed, STATE_FIELDS)
+
+
+def _count_new(gpus: dict[int, Gpu], states: dict[int, WearState], by_gpu: dict[int, list[tuple]]) -> _Counted:
+    """Count new readings ({gpu_id: meters tuples in ts order, all newer than the GPU's newest
+    counted one}) onward from each GPU's state: one query for the hour rows they continue, one for
+    the day rows; nothing written (`states` are carried on in memory). Each GPU's newest hour row is
+    continued, and its lifetime cycle state carried on from the row's own end state over the new
+    temperatures (the turning-point reduction keeps the hysteresis for any incoming state, so this
+    equals replaying the continued row's points)."""
+    continued = {gpu_id: meters.hour_of(states[gpu_id].last_ts.timestamp()) for gpu_id in by_gpu if gpu_id in states}
+    spans = {gpu_id: (hour, hour + 1) for gpu_id, hour in continued.items()}
+    last_rows = {row.gpu_id: row for row in WearHour.objects.filter(_by_span("hour", spans))} if spans else {}
+    counted = _Counted()
+    days_of = {}
+    for gpu_id, readings in by_gpu.items():
+        gpu = gpus[gpu_id]
+        hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
+        state = states.get(gpu_id)
+        existing, buckets = {}, {}
+        cycles, carried = Hysteresis(), False
+        if state is not None:
+            hour = continued[gpu_id]
+            row = last_rows.get(gpu_id)
+            if row is not None:
+                existing[hour] = row
+                buckets[hour] = _bucket_of(row)
+                cycles = Hysteresis(row.cycles_high, row.cycles_ref, row.cycles_total)
+                # (a temperature equal to the one before changes nothing: skipped)
+                pushed, end = None, hour + 3600
+                for reading in readings:
+                    if reading[meters.TS] >= end:
+                        break
+                    temp = reading[meters.TEMP]
+                    if temp is not None and temp != pushed:
+                        cycles.push(float(temp))
+                        pushed = temp
+                carried = True
+            else:
+                cycles = _state_before(gpu_id, _epoch_dt(hour))
+        prev = tuple(state.last_reading) if state else None
+        meters.buckets_from(readings, prev, hot_c, into=buckets)
+        delta = _chain(gpu_id, buckets, existing, cycles, counted.hours_new, counted.hours_changed,
+                       skip_first_turns=carried)  # fmt: skip
+        days_of[gpu_id] = {_day_of(hour) for hour in buckets}
+        last = readings[-1]
+        if state is None:
+            state = states[gpu_id] = WearState(gpu_id=gpu_id, first_hour=_epoch_dt(meters.hour_of(readings[0][0])))
+            counted.states_new.append(state)
+        else:
+            counted.states_changed.append(state)
+        state.last_ts = _epoch_dt(last[0])
+        state.last_reading = list(last)
+        _apply_totals(state, delta)
+        state.cycles_total = cycles.count
+        state.updated_at = timezone.now()
+    counted.days = _days_built(days_of, counted.hours_new + counted.hours_changed)
+    return counted
+
+
 def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: list[int]) -> None:
     """Count the readings newer than the newest counted one of every GPU in `gpu_ids` (ascending),
-    set-based: one query for the new readings (in chunks of CHUNK), one for the hour rows they
-    continue, one for the day rows, then one insert and one executemany each for the hour rows, the
-    day rows and the states, in a transaction of their own (or the caller's). Each GPU's newest
-    hour row is continued, and its lifetime cycle state carried on from the row's own end state
-    over the new temperatures (the turning-point reduction keeps the hysteresis for any incoming
-    state, so this equals replaying the continued row's points)."""
+    read from the database in chunks of CHUNK, each chunk's rows written in a transaction of their
+    own (or the caller's)."""
     pending = list(gpu_ids)
     while pending:
         rows = _new_readings(pending, states)
@@ -305,58 +378,7 @@ def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: li
         by_gpu: dict[int, list[tuple]] = {}
         for row in rows:
             by_gpu.setdefault(row[0], []).append(row[1:])
-        continued = {
-            gpu_id: meters.hour_of(states[gpu_id].last_ts.timestamp()) for gpu_id in by_gpu if gpu_id in states
-        }
-        spans = {gpu_id: (hour, hour + 1) for gpu_id, hour in continued.items()}
-        last_rows = {row.gpu_id: row for row in WearHour.objects.filter(_by_span("hour", spans))} if spans else {}
-        creates, updates, new_states, days_of = [], [], [], {}
-        for gpu_id, readings in by_gpu.items():
-            gpu = gpus[gpu_id]
-            hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
-            state = states.get(gpu_id)
-            existing, buckets = {}, {}
-            cycles, carried = Hysteresis(), False
-            if state is not None:
-                hour = continued[gpu_id]
-                row = last_rows.get(gpu_id)
-                if row is not None:
-                    existing[hour] = row
-                    buckets[hour] = _bucket_of(row)
-                    cycles = Hysteresis(row.cycles_high, row.cycles_ref, row.cycles_total)
-                    # (a temperature equal to the one before changes nothing: skipped)
-                    pushed, end = None, hour + 3600
-                    for reading in readings:
-                        if reading[meters.TS] >= end:
-                            break
-                        temp = reading[meters.TEMP]
-                        if temp is not None and temp != pushed:
-                            cycles.push(float(temp))
-                            pushed = temp
-                    carried = True
-                else:
-                    cycles = _state_before(gpu_id, _epoch_dt(hour))
-            prev = tuple(state.last_reading) if state else None
-            meters.buckets_from(readings, prev, hot_c, into=buckets)
-            delta = _chain(gpu_id, buckets, existing, cycles, creates, updates, skip_first_turns=carried)
-            days_of[gpu_id] = {_day_of(hour) for hour in buckets}
-            last = readings[-1]
-            if state is None:
-                state = states[gpu_id] = WearState(gpu_id=gpu_id, first_hour=_epoch_dt(meters.hour_of(readings[0][0])))
-                new_states.append(state)
-            state.last_ts = _epoch_dt(last[0])
-            state.last_reading = list(last)
-            _apply_totals(state, delta)
-            state.cycles_total = cycles.count
-            state.updated_at = timezone.now()
-        days = _days_built(days_of, creates + updates)
-        created = {state.gpu_id for state in new_states}
-        with transaction.atomic(savepoint=False):
-            _save_hours(creates, updates)
-            _days_save(*days)
-            if new_states:
-                WearState.objects.bulk_create(new_states)
-            _update_rows(WearState, [states[gpu_id] for gpu_id in by_gpu if gpu_id not in created], STATE_FIELDS)
+        _count_new(gpus, states, by_gpu).save()
         if len(rows) < CHUNK:
             return
         # the last GPU read may have more readings; it and the GPUs after it (none read) go again
@@ -473,10 +495,30 @@ def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) ->
 
 
 def wear_prepare(block) -> Prepared:
-    """The wear stage (telemetry.pipeline): the meters of a block's GPUs, brought up to date in the
-    pass's transaction (the range of each GPU's readings tells a late stretch from new readings)."""
+    """The wear stage (telemetry.pipeline). Usually the block's readings are all newer than what
+    each GPU's meters counted: they are counted here, from the block, and the pass's transaction
+    only writes the rows (on SQLite the write lock is held for the writes alone), after checking
+    that no GPU's meters moved meanwhile. A block reaching back to counted readings (a late batch)
+    is counted in the transaction from the stored readings, as wear_update_many does."""
     ranges = {gpu_id: (rows[0][1].timestamp(), rows[-1][1].timestamp()) for gpu_id, rows in block.readings.items()}
-    return Prepared(apply=lambda: _update_many(ranges))
+    gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
+    states = {state.gpu_id: state for state in WearState.objects.filter(gpu_id__in=list(gpus))}
+    seen = {gpu_id: state.last_ts for gpu_id, state in states.items()}
+    if any(gpu_id in states and ranges[gpu_id][0] <= seen[gpu_id].timestamp() for gpu_id in gpus):
+        return Prepared(apply=lambda: _update_many(ranges))
+    ts_at = meters.READING_FIELDS.index("ts")
+    by_gpu = {
+        gpu_id: [(row[ts_at].timestamp(), *row[ts_at + 1 :]) for row in rows]
+        for gpu_id, rows in block.columns(meters.READING_FIELDS).items()
+        if gpu_id in gpus
+    }
+    counted = _count_new(gpus, states, by_gpu)
+
+    def unchanged() -> bool:
+        now = dict(WearState.objects.select_for_update().filter(gpu_id__in=list(gpus)).values_list("gpu_id", "last_ts"))
+        return now == seen
+
+    return Prepared(apply=counted.save, current=unchanged)
 
 
 def _update_many(ranges: dict) -> None:

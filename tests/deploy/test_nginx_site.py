@@ -21,10 +21,14 @@ REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "deploy" / "nginx" / "gpu-fleet.conf"
 
 
-def site_for_test(*, upstream: str, https_port: int, http_port: int, cert: Path, key: Path, static: Path) -> str:
+def site_for_test(
+    *, upstream: str | list[str], https_port: int, http_port: int, cert: Path, key: Path, static: Path
+) -> str:
     text = SITE.read_text()
+    upstreams = [upstream] if isinstance(upstream, str) else upstream
+    servers = "".join(f"    server {address} max_fails=3 fail_timeout=10s;\n" for address in upstreams)
     text = re.sub(r"(upstream gpu_fleet_web \{\n\s+least_conn;\n)(\s+server [^\n]+\n)+",
-                  rf"\g<1>    server {upstream} max_fails=3 fail_timeout=10s;\n", text)  # fmt: skip
+                  rf"\g<1>{servers}", text)  # fmt: skip
     text = re.sub(r"\s+listen \[::\]:\d+[^;]*;", "", text)
     text = text.replace("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
     text = text.replace("listen 80;", f"listen 127.0.0.1:{http_port};")

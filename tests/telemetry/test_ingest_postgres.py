@@ -103,8 +103,14 @@ def test_every_write_method_stores_the_same_rows(require_postgres, settings, mon
     assert stored["one statement"] == stored["copy"] == stored["bulk insert"]
     assert latest["one statement"] == latest["copy"] == latest["bulk insert"]
     assert [row[1] for row in latest["copy"]] == [now - dt.timedelta(seconds=1, milliseconds=250), now]
-    # the usual batch really took one statement after the token lookup; the others several
-    writes = [sql for sql in statements["one statement"] if not sql.lstrip().startswith("SELECT")]
+    # the usual batch really took one statement after the token lookup; the others several. (In the
+    # test's transaction a savepoint wraps it, so that a missing day partition can be retried; the
+    # portal runs it in autocommit, without one.)
+    writes = [
+        sql
+        for sql in statements["one statement"]
+        if not sql.lstrip().startswith(("SELECT", "SAVEPOINT", "RELEASE SAVEPOINT"))
+    ]
     assert len(writes) == 1 and writes[0].lstrip().startswith("WITH batch AS"), statements["one statement"]
     assert any(sql.startswith('INSERT INTO "telemetry_ingestbatch"') for sql in statements["copy"])
 

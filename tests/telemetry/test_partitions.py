@@ -7,10 +7,11 @@ import json
 import re
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from portal.fleet.models import Gpu
 from portal.telemetry import hooks, pipeline
 from portal.telemetry.models import IngestBatch, Reading
 from portal.telemetry.schemas import BatchIn
@@ -159,9 +160,127 @@ def test_a_day_over_gets_its_key_index_rebuilt_once(require_postgres):
     assert yesterday not in partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1))
 
 
+def _indexes_of(table: str) -> dict[str, bool]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexrelid::regclass::text, indisvalid FROM pg_index WHERE indrelid = to_regclass(%s)", [table]
+        )
+        return dict(cursor.fetchall())
+
+
+def _leave_invalid_index(table: str, name: str) -> None:
+    """What an interrupted REINDEX CONCURRENTLY leaves: a copy of the key index marked invalid."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE UNIQUE INDEX {name} ON {table} (gpu_id, ts)")
+        cursor.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)", [name])
+
+
+def test_the_rebuild_drops_invalid_indexes_an_interrupted_rebuild_left(require_postgres):
+    now = timezone.now()
+    yesterday = partitions.partition_name((now - dt.timedelta(days=1)).date())
+    today = partitions.partition_name(now.date())
+    shipped = {name: _indexes_of(name) for name in (yesterday, today)}
+    assert all(all(valid.values()) for valid in shipped.values()) and f"{today}_pkey" in shipped[today]
+    _leave_invalid_index(yesterday, f"{yesterday}_pkey_ccnew")
+    _leave_invalid_index(today, f"{today}_pkey_ccold")  # the day being written: not rebuilt, cleaned all the same
+    with connection.cursor() as cursor:
+        assert partitions.invalid_indexes(cursor) == sorted([f"{yesterday}_pkey_ccnew", f"{today}_pkey_ccold"])
+    assert yesterday in partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1))
+    assert {name: _indexes_of(name) for name in (yesterday, today)} == shipped
+    # a later run, the days already rebuilt, still cleans up after an interrupted one
+    _leave_invalid_index(yesterday, f"{yesterday}_pkey_ccnew1")
+    assert partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1)) == []
+    assert _indexes_of(yesterday) == shipped[yesterday]
+
+
 def test_counters_read_back_as_int(require_postgres):
     gpu = GpuFactory()
     now = timezone.now().replace(microsecond=0)
     Reading.objects.create(gpu=gpu, ts=now, ecc_corrected_volatile=2**62, pcie_replay_count=0, xid_count=0)
     row = Reading.objects.values_list("ecc_corrected_volatile", "pcie_replay_count", "ecc_uncorrected_volatile").get()
     assert row == (2**62, 0, None) and type(row[0]) is int
+
+
+def _drop_partitions_from(day: dt.date) -> list[str]:
+    """Beat stopped for longer than DAYS_AHEAD: no partition for `day` or later (nor the test
+    database's default one)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("DROP TABLE IF EXISTS telemetry_reading_default")
+        gone = [name for name, (start, _) in partitions.reading_partitions(cursor).items() if start.date() >= day]
+        for name in gone:
+            cursor.execute(f"DROP TABLE {name}")
+    return gone
+
+
+@pytest.mark.parametrize("method", ingest.PG_WRITE_METHODS)
+def test_ingest_creates_the_missing_day_partitions_and_stores_the_batch_once(require_postgres, monkeypatch, method):
+    monkeypatch.setattr(ingest, "pg_write_method", method)
+    agent = agent_for(f"dgx-nopart-{method.replace(' ', '-')}")
+    now = timezone.now().replace(microsecond=0)
+    # Registers the GPU, so that the next batch is "the usual" one (one statement's path).
+    assert agent.post(make_batch(agent.hostname, gpus=[A], readings=1, now=now)).status_code == 202
+    assert partitions.partition_name(now.date()) in _drop_partitions_from(now.date())
+    with pytest.raises(Exception) as refused, transaction.atomic():
+        Reading.objects.create(gpu=Gpu.objects.get(uuid=A), ts=now, xid_count=0)
+    assert partitions.missing_partition(refused.value)
+    batch = make_batch(agent.hostname, gpus=[A], readings=4, now=now + dt.timedelta(seconds=10))
+    answer = agent.post(batch)
+    assert answer.status_code == 202, answer.content
+    assert answer.json()["accepted"] == 4
+    assert Reading.objects.filter(gpu__uuid=A).count() == 4
+    assert IngestBatch.objects.filter(batch_id=batch["batch_id"]).count() == 1
+    days = partitions.reading_partitions()
+    assert {partitions.partition_name(day) for day in partitions.days_needed(now)} <= days.keys()
+    assert _partition_of(Reading.objects.first().gpu_id, now + dt.timedelta(seconds=10)) == partitions.partition_name(
+        (now + dt.timedelta(seconds=10)).date()
+    )
+    # the transaction the batch was stored in is still usable: sent again, a duplicate
+    again = agent.post(batch)
+    assert again.status_code in (200, 202) and again.json().get("duplicate") is True, again.content
+    assert Reading.objects.filter(gpu__uuid=A).count() == 4
+
+
+def test_a_check_constraint_is_not_taken_for_a_missing_partition(require_postgres):
+    gpu = GpuFactory()
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE telemetry_reading ADD CONSTRAINT test_xids CHECK (xid_count >= 0)")
+    with pytest.raises(Exception) as refused, transaction.atomic():
+        Reading.objects.create(gpu=gpu, ts=timezone.now(), xid_count=-1)
+    assert not partitions.missing_partition(refused.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ingest_creates_the_missing_day_partitions_outside_a_transaction(require_postgres):
+    """The portal's own case: the one statement runs in autocommit (no savepoint around it), and
+    the partitions are created in a transaction of their own before it runs again."""
+    agent = agent_for("dgx-nopart-autocommit")
+    now = timezone.now().replace(microsecond=0)
+    try:
+        assert agent.post(make_batch(agent.hostname, gpus=[A], readings=1, now=now)).status_code == 202
+        _drop_partitions_from(now.date())
+        batch = make_batch(agent.hostname, gpus=[A], readings=4, now=now + dt.timedelta(seconds=10))
+        answer = agent.post(batch)
+        assert answer.status_code == 202, answer.content
+        assert Reading.objects.filter(gpu__uuid=A).count() == 4
+        assert partitions.partition_name(now.date()) in partitions.reading_partitions()
+    finally:
+        partitions.reading_partitions_ensure()  # the test database's layout again (its default partition too)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rebuild_outside_a_transaction_drops_invalid_indexes_concurrently(require_postgres):
+    """The portal's own case (the hourly task, autocommit): DROP INDEX CONCURRENTLY, then REINDEX
+    CONCURRENTLY."""
+    now = timezone.now()
+    yesterday = partitions.partition_name((now - dt.timedelta(days=1)).date())
+    shipped = _indexes_of(yesterday)
+    try:
+        _leave_invalid_index(yesterday, f"{yesterday}_pkey_ccnew")
+        assert yesterday in partitions.reading_partitions_compact(now=now + dt.timedelta(hours=1))
+        assert _indexes_of(yesterday) == shipped
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP INDEX IF EXISTS "{yesterday}_pkey_ccnew"')
+            for name in partitions.reading_partitions(cursor):
+                cursor.execute(f"COMMENT ON TABLE {name} IS NULL")  # rebuilt again by the other tests

@@ -200,8 +200,10 @@ def window_add(buckets: list, ts: float, hit: bool, window_s: float, bucket_s: i
         buckets.append([start, 1, 1 if hit else 0])
     while buckets and buckets[0][0] <= ts - window_s:
         buckets.pop(0)
-    n = sum(b[1] for b in buckets)
-    k = sum(b[2] for b in buckets)
+    n = k = 0
+    for _, readings, hits in buckets:  # (a plain loop: this runs for every reading)
+        n += readings
+        k += hits
     return (k / n if n else 0.0), (ts - buckets[0][0] if buckets else 0.0)
 
 

@@ -127,10 +127,12 @@ _UPSERT_COLUMNS = ("key", "rule", "host_id", "gpu_id", *STATE_FIELDS)
 
 
 def _states_upsert(tracks: list[Track], now: dt.datetime, chunk: int = 500) -> None:
+    if connection.vendor == "postgresql":
+        _states_upsert_arrays(tracks, now)
+        return
     ops = connection.ops
     table = RuleState._meta.db_table
-    json_value = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
-    row_sql = "(" + ", ".join(json_value if c == "data" else "%s" for c in _UPSERT_COLUMNS) + ")"
+    row_sql = "(" + ", ".join("%s" for _ in _UPSERT_COLUMNS) + ")"
     updates = ", ".join(f"{c} = excluded.{c}" for c in STATE_FIELDS)
     stamp = ops.adapt_datetimefield_value(now)
     moment = ops.adapt_datetimefield_value
@@ -149,6 +151,28 @@ def _states_upsert(tracks: list[Track], now: dt.datetime, chunk: int = 500) -> N
                 f"ON CONFLICT (key) DO UPDATE SET {updates}",
                 params,
             )
+
+
+# PostgreSQL: one column array per parameter, the statement's text the same for any number of rows
+# (a VALUES list of thousands of placeholders is parsed again by the client for every statement).
+_UPSERT_ARRAYS_SQL = (
+    f"INSERT INTO {RuleState._meta.db_table} ({', '.join(_UPSERT_COLUMNS)}) "
+    "SELECT k, r, h, g, s, si, la, pe, d::jsonb, %s FROM unnest("
+    "%s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::timestamptz[], %s::timestamptz[], "
+    "%s::float8[], %s::text[]) AS u(k, r, h, g, s, si, la, pe, d) "
+    f"ON CONFLICT (key) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in STATE_FIELDS)}"
+)
+
+
+def _states_upsert_arrays(tracks: list[Track], now: dt.datetime) -> None:
+    columns = (
+        [t.key for t in tracks], [t.rule for t in tracks], [t.host_id for t in tracks], [t.gpu_id for t in tracks],
+        [t.state for t in tracks], [from_epoch(t.since) for t in tracks], [from_epoch(t.last) for t in tracks],
+        [None if t.peak is None else float(t.peak) for t in tracks],
+        [json.dumps(t.data, separators=(",", ":")) for t in tracks],
+    )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(_UPSERT_ARRAYS_SQL, [now, *columns])
 
 
 def _gpu_infos(gpu_ids) -> dict[int, GpuInfo]:

@@ -8,6 +8,7 @@ COPY (or bulk insert) of the readings, one upsert of the GPUs' latest state, and
 work the change needs.
 """
 
+import contextlib
 import datetime as dt
 import functools
 import logging
@@ -34,6 +35,7 @@ from portal.telemetry.models import (
     XidEvent,
 )
 from portal.telemetry.schemas import BatchIn
+from portal.telemetry.services import partitions
 
 log = logging.getLogger(__name__)
 
@@ -204,36 +206,65 @@ def _reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
     return rows
 
 
-def _insert_readings(rows: list[tuple]) -> None:
+def _insert_readings(rows: list[tuple], now: dt.datetime) -> None:
     if not rows:
         return
-    if connection.vendor == "postgresql" and pg_write_method != "bulk insert":
+    if connection.vendor == "postgresql":
+        try:
+            _insert_readings_postgresql(rows)
+        except IntegrityError as error:
+            if not partitions.missing_partition(error):
+                raise
+            _partitions_create(rows, now)
+            _insert_readings_postgresql(rows)
+        return
+    # One prepared INSERT run by sqlite3's executemany, in C: the ORM's bulk_create spent most of
+    # SQLite ingest's CPU compiling 100 model instances into SQL. Only the time needs adapting (the
+    # ORM's UTC text); numbers and booleans are stored as they come.
+    adapt = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.executemany(_sqlite_insert_sql(), [(row[0], adapt(row[1]), *row[2:]) for row in rows])
+
+
+def _insert_readings_postgresql(rows: list[tuple]) -> None:
+    """COPY, or a bulk insert, each in a savepoint: a failure (a missing day partition) leaves the
+    batch's transaction usable for the retry."""
+    if pg_write_method != "bulk insert":
         table = Reading._meta.db_table
         try:
-            # A savepoint: a reading already stored for the same GPU and instant (an agent that
-            # sends one twice in different batches) fails the COPY, and the bulk insert below
-            # then stores the others.
+            # A reading already stored for the same GPU and instant (an agent that sends one twice
+            # in different batches) fails the COPY, and the bulk insert below then stores the others.
             with transaction.atomic(), connection.wrap_database_errors, connection.cursor() as cursor:
                 raw = cursor.cursor  # psycopg 3 cursor inside Django's transaction (errors as Django's)
                 with raw.copy(f"COPY {table} ({', '.join(READING_ROW_COLUMNS)}) FROM STDIN") as copy:
                     for row in rows:
                         copy.write_row(row)
             return
-        except IntegrityError:
-            pass
-    if connection.vendor == "sqlite":
-        # One prepared INSERT run by sqlite3's executemany, in C: the ORM's bulk_create spent most
-        # of SQLite ingest's CPU compiling 100 model instances into SQL. Only the time needs
-        # adapting (the ORM's UTC text); numbers and booleans are stored as they come.
-        adapt = connection.ops.adapt_datetimefield_value
-        with connection.cursor() as cursor:
-            cursor.executemany(_sqlite_insert_sql(), [(row[0], adapt(row[1]), *row[2:]) for row in rows])
-        return
-    Reading.objects.bulk_create(
-        [Reading(**dict(zip(READING_ROW_COLUMNS, row, strict=True))) for row in rows],
-        batch_size=1000,
-        ignore_conflicts=True,  # a second reading of a GPU at the same instant is dropped
-    )
+        except IntegrityError as error:
+            if partitions.missing_partition(error):
+                raise
+    with transaction.atomic():
+        Reading.objects.bulk_create(
+            [Reading(**dict(zip(READING_ROW_COLUMNS, row, strict=True))) for row in rows],
+            batch_size=1000,
+            ignore_conflicts=True,  # a second reading of a GPU at the same instant is dropped
+        )
+
+
+# Ingest's partition creation runs one at a time across the portal: a second batch waits, then
+# finds the days created (CREATE TABLE IF NOT EXISTS alone races on the catalogue's unique index).
+_PARTITIONS_LOCK = 0x6770_7061_7274  # pg_advisory_xact_lock key
+
+
+def _partitions_create(rows: list[tuple], now: dt.datetime) -> None:
+    """The day partitions are missing (beat, which creates them ahead, has been stopped for
+    longer than partitions.DAYS_AHEAD): create the days ingest may write to and the batch's own.
+    In the batch's transaction when there is one (committed with it)."""
+    days = set(partitions.days_needed(now)) | {row[1].astimezone(dt.UTC).date() for row in rows}
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_PARTITIONS_LOCK])
+        created = partitions.reading_partitions_ensure(days=sorted(days), cursor=cursor)
+    log.warning("ingest: created missing reading partitions %s; is beat running?", ", ".join(created) or "none")
 
 
 @functools.cache
@@ -297,7 +328,7 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
             seen_at = max(timestamps, default=min(batch.sent_at, now))
             gpu_ids = _sync_inventory(host, batch, known, seen_at=seen_at)
             rows = _reading_rows(batch, gpu_ids)
-            _insert_readings(rows)
+            _insert_readings(rows, now)
             xids = [
                 XidEvent(gpu_id=gpu_ids[reading.gpu_uuid], ts=event.ts, code=event.code, batch=stored)
                 for reading in batch.readings
@@ -376,6 +407,14 @@ WITH batch AS (
 SELECT id FROM batch"""
 
 
+def _run_one_statement(params: dict) -> tuple | None:
+    # Atomic by itself; inside a caller's transaction (tests, a view's ATOMIC_REQUESTS) a savepoint,
+    # so that a failure (a missing day partition) leaves that transaction usable for the retry.
+    with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext(), hot_cursor() as cursor:
+        cursor.execute(_one_statement_sql(), params)
+        return cursor.fetchone()
+
+
 def _ingest_in_one_statement(
     *, host: Host, batch: BatchIn, known: dict[str, dict], now: dt.datetime, timestamps: list[dt.datetime]
 ) -> IngestResult:
@@ -392,9 +431,13 @@ def _ingest_in_one_statement(
         "xids": pydantic_core.to_json(xids).decode(),
     }  # fmt: skip
     try:
-        with hot_cursor() as cursor:
-            cursor.execute(_one_statement_sql(), params)
-            stored = cursor.fetchone()
+        try:
+            stored = _run_one_statement(params)
+        except IntegrityError as error:
+            if not partitions.missing_partition(error):
+                raise
+            _partitions_create(rows, now)
+            stored = _run_one_statement(params)
     except IntegrityError:
         host_gpus_forget(host.pk)  # e.g. a GPU deleted behind the cache: the agent's retry re-reads
         raise

@@ -6,15 +6,19 @@ scanned whenever a new day is attached, and rows landing in it could not be drop
 Ingest refuses readings more than INGEST_MAX_AGE_HOURS old or more than 5 minutes ahead, so an
 insert never misses a partition as long as the days from that far back to a few days ahead
 exist: `reading_partitions_ensure` creates them, at migrate time (migration 0004 and every
-`migrate` after) and hourly from beat (telemetry_prune_task). SQLite has no partitions: every
+`migrate` after) and hourly from beat (telemetry_prune_task); with beat stopped for longer,
+ingest creates them when a write finds none (`missing_partition`). SQLite has no partitions: every
 function here does nothing there.
 """
 
 import datetime as dt
+import logging
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.utils import timezone
+
+log = logging.getLogger(__name__)
 
 TABLE = "telemetry_reading"
 DAYS_AHEAD = 3
@@ -106,6 +110,20 @@ def reading_partitions_ensure(
     return created
 
 
+def missing_partition(error: Exception) -> bool:
+    """Whether a write failed for want of a day partition: PostgreSQL's "no partition of relation
+    ... found for row", told by its code and table rather than its (translated) text. Happens when
+    beat stopped for longer than DAYS_AHEAD; ingest then creates the days and writes again."""
+    cause = error.__cause__ if error.__cause__ is not None else error
+    diag = getattr(cause, "diag", None)
+    return (
+        getattr(cause, "sqlstate", None) == "23514"  # check_violation, as a CHECK constraint's
+        and diag is not None
+        and diag.table_name == TABLE
+        and diag.constraint_name is None  # a CHECK constraint names itself; partition routing doesn't
+    )
+
+
 def _rows(cursor, name: str) -> int:
     """A partition's rows: the planner's count when it has one (counting a day would read it)."""
     cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)", [name])
@@ -151,6 +169,36 @@ def other_partitions() -> list[str]:
 COMPACTED = "compacted"
 
 
+def invalid_indexes(cursor, partition: str | None = None) -> list[str]:
+    """Invalid indexes on the day partitions (of one, or of all): what an interrupted REINDEX
+    CONCURRENTLY leaves (<index>_ccnew, or _ccold after the swap). Never used by a query, but
+    written by every insert and taking the space of a whole index. Those attached to an index of
+    the parent table are left out (dropped with it, not alone)."""
+    cursor.execute(
+        """
+        SELECT idx.relname, child.relname FROM pg_inherits
+        JOIN pg_class child ON child.oid = pg_inherits.inhrelid
+        JOIN pg_index ON pg_index.indrelid = child.oid
+        JOIN pg_class idx ON idx.oid = pg_index.indexrelid
+        WHERE pg_inherits.inhparent = to_regclass(%s) AND NOT pg_index.indisvalid
+          AND NOT EXISTS (SELECT FROM pg_inherits attached WHERE attached.inhrelid = pg_index.indexrelid)
+        ORDER BY idx.relname
+        """,
+        [TABLE],
+    )
+    found = cursor.fetchall()
+    days = reading_partitions(cursor)
+    return [index for index, table in found if table in days and partition in (None, table)]
+
+
+def _drop_invalid_indexes(cursor, partition: str | None = None) -> list[str]:
+    concurrently = "" if connection.in_atomic_block else " CONCURRENTLY"
+    dropped = invalid_indexes(cursor, partition)
+    for index in dropped:
+        cursor.execute(f'DROP INDEX{concurrently} IF EXISTS "{index}"')
+    return dropped
+
+
 def reading_partitions_compact(*, now: dt.datetime | None = None) -> list[str]:
     """Rebuild the (gpu, ts) key index of each day partition once its day is over.
 
@@ -158,12 +206,16 @@ def reading_partitions_compact(*, now: dt.datetime | None = None) -> list[str]:
     splits in two halves of which the first is never written again: the index ends about half
     empty. Rebuilt, its pages are 90 % full (14 bytes a reading less). CONCURRENTLY outside a
     transaction (ingest keeps writing late readings); a partition is marked by a comment once
-    done. Returns the partitions rebuilt."""
+    done. An interrupted rebuild (a worker killed, a statement cancelled) leaves an invalid copy of
+    the index: those are dropped first, and after a rebuild that fails. Returns the partitions
+    rebuilt."""
     if not partitioned():
         return []
     now = now or timezone.now()
     done = []
     with connection.cursor() as cursor:
+        for index in _drop_invalid_indexes(cursor):
+            log.warning("dropped invalid index %s (an interrupted rebuild)", index)
         for name, (_, end) in sorted(reading_partitions(cursor).items(), key=lambda item: item[1]):
             if end > now - dt.timedelta(hours=1):
                 continue
@@ -171,7 +223,12 @@ def reading_partitions_compact(*, now: dt.datetime | None = None) -> list[str]:
             if cursor.fetchone()[0] == COMPACTED:
                 continue
             concurrently = "" if connection.in_atomic_block else " CONCURRENTLY"
-            cursor.execute(f"REINDEX INDEX{concurrently} {name}_pkey")
+            try:
+                cursor.execute(f"REINDEX INDEX{concurrently} {name}_pkey")
+            except DatabaseError:
+                if concurrently:  # inside a transaction the failure aborted it; nothing was left
+                    _drop_invalid_indexes(cursor, name)
+                raise
             cursor.execute(f"COMMENT ON TABLE {name} IS '{COMPACTED}'")
             done.append(name)
     return done
