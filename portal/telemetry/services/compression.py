@@ -10,8 +10,8 @@ here and compressed with zlib:
   timestamps as microseconds since the epoch delta-coded, the energy counter's float bits XORed
   with the previous reading's (nearby values share their high bits), counters as bigint and
   booleans as 0/1;
-- byte-shuffled (all first bytes, then all second bytes...): sensor values share their high
-  bytes, which then compress to almost nothing;
+- little-endian, byte-shuffled (all first bytes, then all second bytes...): sensor values share
+  their high bytes, which then compress to almost nothing;
 - a first byte says whether the column has no NULL (0), only NULLs (1: nothing follows) or some
   (2: a byte per reading, 1 where NULL, precedes the values).
 
@@ -49,6 +49,7 @@ TABLE = "telemetry_chunk"
 HOUR = dt.timedelta(hours=1)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _SWAP = sys.byteorder == "little"  # the send functions are big-endian
+_BIG = sys.byteorder == "big"  # chunks are stored little-endian, whatever machine wrote them
 
 
 class _Kind:
@@ -144,6 +145,8 @@ def encode(kind: _Kind, sent: bytes, nulls: str) -> bytes:
     if _SWAP:
         values.byteswap()
     values = _forward(values, kind.transform)
+    if _BIG:
+        values.byteswap()
     body = _shuffle(values.tobytes(), kind.size)
     if "1" in nulls:
         return b"\x02" + zlib.compress(nulls.translate(_MASK).encode() + body)
@@ -162,7 +165,10 @@ def decode(kind: _Kind, blob: bytes, count: int) -> list:
     mask = None
     if blob[0] == 2:
         mask, data = data[:count], data[count:]
-    values = _backward(array(kind.code, _unshuffle(data, kind.size)), kind.transform)
+    stored = array(kind.code, _unshuffle(data, kind.size))
+    if _BIG:
+        stored.byteswap()
+    values = _backward(stored, kind.transform)
     if kind.transform == "xor":
         values = array("d", array("q", values).tobytes()).tolist()
     if kind.to_python is not None:
