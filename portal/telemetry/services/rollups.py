@@ -25,7 +25,8 @@ _STAT_FIELDS = [f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("mi
 _COUNT_FIELDS = [f"{metric}_count" for metric in ROLLUP_METRICS]
 _HOUR_FIELDS = ["count", "thermal_throttle_count", "xid_count", "energy_mj_max", *_STAT_FIELDS]
 _MINUTE_FIELDS = [*_HOUR_FIELDS, *_COUNT_FIELDS]
-_SPANS_PER_STATEMENT = 300  # (GPU, start, end) rows in one statement's VALUES list
+_SPANS_PER_STATEMENT = 300  # (GPU, start, end) rows in one statement's VALUES list (SQLite)
+_ROWS_PER_STATEMENT = 500  # rollup rows in one upsert (38 parameters each: within both engines' limits)
 _MINUTE, _HOUR, _TICK = dt.timedelta(minutes=1), dt.timedelta(hours=1), dt.timedelta(microseconds=1)
 
 # A partial aggregate is a list: count, thermal throttle count, XID count, energy max, then per
@@ -191,26 +192,41 @@ def _minutes_sql() -> list[str]:
     return out
 
 
+def _span_sources(spans: list[tuple[int, dt.datetime, dt.datetime]]):
+    """(FROM item naming `spans (gpu_id, lo, hi)`, its params) for these (GPU id, start, end)
+    spans: on PostgreSQL one unnest() of three arrays, whatever their number (a long VALUES
+    list or OR chain costs more to plan than to run); on SQLite VALUES lists of up to
+    _SPANS_PER_STATEMENT rows."""
+    if connection.vendor == "postgresql":
+        if spans:
+            gpu_ids, los, his = (list(column) for column in zip(*spans, strict=True))
+            yield "unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS spans (gpu_id, lo, hi)", [
+                gpu_ids, los, his,
+            ]  # fmt: skip
+        return
+    adapt = connection.ops.adapt_datetimefield_value
+    for first in range(0, len(spans), _SPANS_PER_STATEMENT):
+        part = spans[first : first + _SPANS_PER_STATEMENT]
+        values = ", ".join(["(%s, %s, %s)"] * len(part))
+        yield (
+            f"(WITH spans (gpu_id, lo, hi) AS (VALUES {values}) SELECT * FROM spans) AS spans",
+            [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))],
+        )
+
+
 def _partials(table: str, column: str, width: dt.timedelta, spans: list[tuple[int, dt.datetime, dt.datetime]],
               aggregates: list[str]) -> dict[tuple[int, dt.datetime], list]:  # fmt: skip
     """(GPU id, bucket) → partial aggregate of the rows of `table` within these (GPU id, start,
     end) spans, per bucket of `width` of their `column`; the spans of one GPU must not overlap."""
-    if not spans:
-        return {}
-    adapt = connection.ops.adapt_datetimefield_value
-    postgres = connection.vendor == "postgresql"
-    span_row = "(%s::bigint, %s::timestamptz, %s::timestamptz)" if postgres else "(%s, %s, %s)"
     bucket = _bucket_sql(f"r.{column}", width)
     out = {}
     with connection.cursor() as cursor:
-        for first in range(0, len(spans), _SPANS_PER_STATEMENT):
-            part = spans[first : first + _SPANS_PER_STATEMENT]
+        for source, params in _span_sources(spans):
             cursor.execute(
-                f"WITH spans (gpu_id, lo, hi) AS (VALUES {', '.join([span_row] * len(part))}) "
-                f"SELECT r.gpu_id, {bucket}, {', '.join(aggregates)} FROM spans JOIN {table} r "
+                f"SELECT r.gpu_id, {bucket}, {', '.join(aggregates)} FROM {source} JOIN {table} r "
                 f"ON r.gpu_id = spans.gpu_id AND r.{column} >= spans.lo AND r.{column} < spans.hi "
                 f"GROUP BY r.gpu_id, {bucket}",
-                [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))],
+                params,
             )
             for gpu_id, key, *partial in cursor.fetchall():
                 for k in range(_HEAD + 1, len(partial), 4):
@@ -221,14 +237,14 @@ def _partials(table: str, column: str, width: dt.timedelta, spans: list[tuple[in
 
 def _stored_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> list[tuple[int, int, dt.datetime]]:
     """(id, GPU id, bucket) of the minute rows within these spans."""
-    adapt = connection.ops.adapt_datetimefield_value
     rows = []
     with connection.cursor() as cursor:
-        for first in range(0, len(spans), _SPANS_PER_STATEMENT):
-            part = spans[first : first + _SPANS_PER_STATEMENT]
-            condition = " OR ".join(["(gpu_id = %s AND bucket >= %s AND bucket < %s)"] * len(part))
-            params = [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))]
-            cursor.execute(f"SELECT id, gpu_id, bucket FROM {Rollup1m._meta.db_table} WHERE {condition}", params)
+        for source, params in _span_sources(spans):
+            cursor.execute(
+                f"SELECT r.id, r.gpu_id, r.bucket FROM {source} JOIN {Rollup1m._meta.db_table} r "
+                "ON r.gpu_id = spans.gpu_id AND r.bucket >= spans.lo AND r.bucket < spans.hi",
+                params,
+            )
             rows += [(pk, gpu_id, _moment(bucket)) for pk, gpu_id, bucket in cursor.fetchall()]
     return rows
 
@@ -276,11 +292,12 @@ def _compute(touched: dict[int, list[Span]], gaps: dict[int, list[Span]], readin
     return minute_rows, hour_rows, empty
 
 
-def _upsert_sql(model, fields: list[str]) -> str:
+def _upsert_sql(model, fields: list[str], rows: int) -> str:
     columns = ["gpu_id", "bucket", *fields]
+    row = f"({', '.join(['%s'] * len(columns))})"
     updates = ", ".join(f"{name} = excluded.{name}" for name in fields)
     return (
-        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
+        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) VALUES {', '.join([row] * rows)} "
         f"ON CONFLICT (gpu_id, bucket) DO UPDATE SET {updates}"
     )
 
@@ -289,10 +306,12 @@ def _write(minutes: list, hours: list, empty: list[int]) -> None:
     if empty:
         Rollup1m.objects.filter(pk__in=empty).delete()
     with connection.cursor() as cursor:
-        # Minutes first: a later pass builds hours from them.
+        # Minutes first: a later pass builds hours from them. Many rows a statement (one a
+        # statement costs a round trip and a parse each); a row's key is in `rows` once.
         for model, fields, rows in ((Rollup1m, _MINUTE_FIELDS, minutes), (Rollup1h, _HOUR_FIELDS, hours)):
-            if rows:
-                cursor.executemany(_upsert_sql(model, fields), rows)
+            for first in range(0, len(rows), _ROWS_PER_STATEMENT):
+                part = rows[first : first + _ROWS_PER_STATEMENT]
+                cursor.execute(_upsert_sql(model, fields, len(part)), [value for row in part for value in row])
 
 
 def rollups_refresh(*, gpu_id: int, start: dt.datetime, end: dt.datetime) -> None:
