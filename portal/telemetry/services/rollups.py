@@ -287,8 +287,8 @@ def _compute(touched: dict[int, list[Span]], gaps: dict[int, list[Span]], readin
 
     adapt = connection.ops.adapt_datetimefield_value
     minute_rows = [(gpu_id, adapt(bucket), *_row(p, counts=True)) for (gpu_id, bucket), p in minutes.items()]
-    # An hour left without readings keeps its row: its minutes may be past their retention.
-    hour_rows = [(gpu_id, adapt(bucket), *_row(p, counts=False)) for (gpu_id, bucket), p in hours.items() if p[0]]
+    # No hour row is deleted: one whose minutes are past their retention keeps its figures.
+    hour_rows = [(gpu_id, adapt(bucket), *_row(p, counts=False)) for (gpu_id, bucket), p in hours.items()]
     return minute_rows, hour_rows, empty
 
 
@@ -341,7 +341,9 @@ def _touched(block) -> tuple[dict[int, list[Span]], dict[int, list[Span]]]:
 def rollups_prepare(block) -> Prepared:
     """The rollups stage (telemetry.pipeline): the minutes and hours a block's batches touched,
     computed from the block's readings (and the raw readings its batches leave out of a touched
-    minute), reads only; written by the pass."""
+    minute), reads only; written by the pass. What it read stays current: rollup rows change by
+    this stage's passes (one at a time) and retention's (far older buckets), and a reading stored
+    meanwhile comes with a batch that waits for a pass of its own."""
     touched, gaps = _touched(block)
     computed = _compute(touched, gaps, block.readings)
     return Prepared(apply=lambda: _write(*computed))
