@@ -14,6 +14,7 @@ prepare() only reads and computes; the pass writes in its transaction.
 import datetime as dt
 from bisect import bisect_left
 from collections import defaultdict
+from contextlib import contextmanager
 
 from django.db import connection, transaction
 
@@ -214,6 +215,16 @@ def _span_sources(spans: list[tuple[int, dt.datetime, dt.datetime]]):
         )
 
 
+def _within(source: str, table: str, column: str) -> str:
+    """FROM items: the rows (alias r) of `table` whose GPU is a span's and whose `column` is within
+    it. PostgreSQL: looked up span by span (the subquery kept apart by OFFSET 0), as its planner,
+    not knowing how short the spans are, would rather merge-join the whole table."""
+    condition = f"r.gpu_id = spans.gpu_id AND r.{column} >= spans.lo AND r.{column} < spans.hi"
+    if connection.vendor == "postgresql":
+        return f"{source} CROSS JOIN LATERAL (SELECT * FROM {table} r WHERE {condition} OFFSET 0) r"
+    return f"{source} JOIN {table} r ON {condition}"
+
+
 def _partials(table: str, column: str, width: dt.timedelta, spans: list[tuple[int, dt.datetime, dt.datetime]],
               aggregates: list[str]) -> dict[tuple[int, dt.datetime], list]:  # fmt: skip
     """(GPU id, bucket) → partial aggregate of the rows of `table` within these (GPU id, start,
@@ -223,8 +234,7 @@ def _partials(table: str, column: str, width: dt.timedelta, spans: list[tuple[in
     with connection.cursor() as cursor:
         for source, params in _span_sources(spans):
             cursor.execute(
-                f"SELECT r.gpu_id, {bucket}, {', '.join(aggregates)} FROM {source} JOIN {table} r "
-                f"ON r.gpu_id = spans.gpu_id AND r.{column} >= spans.lo AND r.{column} < spans.hi "
+                f"SELECT r.gpu_id, {bucket}, {', '.join(aggregates)} FROM {_within(source, table, column)} "
                 f"GROUP BY r.gpu_id, {bucket}",
                 params,
             )
@@ -241,9 +251,7 @@ def _stored_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> list[t
     with connection.cursor() as cursor:
         for source, params in _span_sources(spans):
             cursor.execute(
-                f"SELECT r.id, r.gpu_id, r.bucket FROM {source} JOIN {Rollup1m._meta.db_table} r "
-                "ON r.gpu_id = spans.gpu_id AND r.bucket >= spans.lo AND r.bucket < spans.hi",
-                params,
+                f"SELECT r.id, r.gpu_id, r.bucket FROM {_within(source, Rollup1m._meta.db_table, 'bucket')}", params
             )
             rows += [(pk, gpu_id, _moment(bucket)) for pk, gpu_id, bucket in cursor.fetchall()]
     return rows
@@ -252,11 +260,30 @@ def _stored_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> list[t
 # --- computing and writing ----------------------------------------------------------------------
 
 
+@contextmanager
+def _without_jit():
+    """PostgreSQL: the reads below without JIT compilation. Its planner, not knowing how short
+    the spans are, prices a query over a few thousand of them high enough to compile its three
+    dozen aggregates: 0.8 s for a query that runs in 40 ms. (SQLite: nothing; a transaction there
+    would wait for the write lock.)"""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        yield
+
+
 def _compute(touched: dict[int, list[Span]], gaps: dict[int, list[Span]], readings: dict[int, list[tuple]]):
     """The rollups of the `touched` minutes (GPU id → merged minute-aligned spans) and the hours
     around them: their readings are `readings` (GPU id → stored rows in time order, every stored
     one within the touched spans except those in `gaps`) plus the raw readings in `gaps`.
     Returns what _write writes. Reads only."""
+    with _without_jit():
+        return _computed(touched, gaps, readings)
+
+
+def _computed(touched, gaps, readings):
     minutes: dict[tuple[int, dt.datetime], list] = {}
     for gpu_id, rows in readings.items():
         if gpu_id in touched:
