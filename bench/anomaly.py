@@ -13,6 +13,10 @@ evaluate the same kind of batches are timed, evaluation only (storing is not cou
 Prints µs per reading for both, side by side with the target: under 100 µs amortised.
 
     .venv/bin/python bench/anomaly.py [--hosts 125] [--gpus 8] [--per-batch 6] [--rounds 10] [--single 2]
+        [--stages rules] [--history 0]
+
+`--stages rollups --history 50` times the rollups stage alone, landing in an hour that already
+holds 50 minutes of readings (a stage that re-read the hour pays for them on every pass).
 """
 
 import argparse
@@ -38,6 +42,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=10, help="batches per host for the catch-up passes")
     parser.add_argument("--single", type=int, default=2, help="batches per host evaluated one by one")
     parser.add_argument("--stages", default="rules", help="pipeline stages to run (comma-separated; 'all')")
+    parser.add_argument(
+        "--history", type=int, default=0, help="batches per host stored and run, untimed, before the timed ones"
+    )
     args = parser.parse_args()
     tmp = django_setup()
     from agents.simulate import MODEL, SimulatedGpu
@@ -49,6 +56,7 @@ def main():
     if args.stages != "all":  # the rules' own cost: the other stages of the pipeline left out
         for name in set(pipeline._stages) - set(args.stages.split(",")):
             del pipeline._stages[name]
+    stage_s = _time_stages(pipeline)
 
     tag = uuid.uuid4().hex[:6]
     hosts = Host.objects.bulk_create([Host(hostname=f"bench-{tag}-{h:03d}") for h in range(args.hosts)])
@@ -66,7 +74,7 @@ def main():
     by_host: dict[int, list] = {}
     for gpu in gpus:
         by_host.setdefault(gpu.host_id, []).append((gpu.pk, sims[gpu.uuid]))
-    start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=3)
+    start = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=3)).replace(minute=0, second=0, microsecond=0)
     scenario_offset = 2 * 86400.0  # two days into each scenario: drifts are under way
 
     def store(round_: int, host) -> tuple[int, int]:
@@ -85,9 +93,15 @@ def main():
         )  # fmt: skip
         return batch.pk, len(readings)
 
+    for round_ in range(args.history):
+        for host in hosts:
+            store(round_, host)
+    pipeline_run()
+    stage_s.clear()
+
     # Single-batch: store one batch, evaluate it, next.
     single_s, single_n, single_batches = 0.0, 0, 0
-    for round_ in range(args.single):
+    for round_ in range(args.history, args.history + args.single):
         for host in hosts:
             batch_pk, n = store(round_, host)
             began = time.perf_counter()
@@ -96,8 +110,11 @@ def main():
             single_n += n
             single_batches += 1
 
+    single_stages = dict(stage_s)
+    stage_s.clear()
+
     # Catch-up: the worker fell behind by `rounds` batches per host.
-    for round_ in range(args.single, args.single + args.rounds):
+    for round_ in range(args.history + args.single, args.history + args.single + args.rounds):
         for host in hosts:
             store(round_, host)
     catch_s, catch_n, passes, catch_batches = 0.0, 0, 0, 0
@@ -115,15 +132,48 @@ def main():
     def line(name, seconds, n, batches, note):
         per = seconds / n * 1e6 if n else float("nan")
         verdict = "OK" if per < TARGET_US else "ABOVE"
-        print(f"{name:<13} {batches:>7} {n:>9} {seconds:>8.2f} {per:>10.1f}   {verdict:<5} {note}")
+        per_batch = seconds / batches * 1e3 if batches else float("nan")
+        print(f"{name:<13} {batches:>7} {n:>9} {seconds:>8.2f} {per:>10.1f} {per_batch:>8.2f}   {verdict:<5} {note}")
 
-    print(f"{len(gpus)} GPUs on {args.hosts} hosts, {args.per_batch} readings per GPU per batch "
-          f"({connection_vendor()}); target < {TARGET_US:.0f} µs per reading")  # fmt: skip
-    print(f"{'path':<13} {'batches':>7} {'readings':>9} {'seconds':>8} {'µs/reading':>10}   target")
+    print(f"{len(gpus)} GPUs on {args.hosts} hosts, {args.per_batch} readings per GPU per batch, "
+          f"{args.history} batches per host before ({connection_vendor()}, stages: {args.stages}); "
+          f"target < {TARGET_US:.0f} µs per reading")  # fmt: skip
+    print(f"{'path':<13} {'batches':>7} {'readings':>9} {'seconds':>8} {'µs/reading':>10} {'ms/batch':>8}   target")
     line("single-batch", single_s, single_n, single_batches, "(one pass per batch)")
     line("catch-up", catch_s, catch_n, catch_batches, f"({passes} passes of up to {PASS_BATCHES} batches)")
+    print("each stage alone (its prepare and its writes, in the same runs):")
+    for name in sorted(set(single_stages) | set(stage_s)):
+        line(f"  {name}", single_stages.get(name, 0.0), single_n, single_batches, "single-batch")
+        line(f"  {name}", stage_s.get(name, 0.0), catch_n, catch_batches, "catch-up")
     if tmp:
         tmp.cleanup()
+
+
+def _time_stages(pipeline) -> dict[str, float]:
+    """Wrap every registered stage so that its prepare() and apply() add their time to the
+    returned dict (seconds by stage name)."""
+    spent: dict[str, float] = {}
+
+    def timed(name, prepare):
+        def run(block):
+            began = time.perf_counter()
+            prepared = prepare(block)
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - began
+
+            def apply():
+                began = time.perf_counter()
+                try:
+                    return prepared.apply()
+                finally:
+                    spent[name] = spent.get(name, 0.0) + time.perf_counter() - began
+
+            return pipeline.Prepared(apply=apply, current=prepared.current)
+
+        return run
+
+    for name, stage in list(pipeline._stages.items()):
+        pipeline._stages[name] = pipeline.Stage(stage.name, timed(name, stage.prepare), stage.order)
+    return spent
 
 
 def connection_vendor() -> str:

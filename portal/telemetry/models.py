@@ -220,5 +220,13 @@ class Rollup1h(RollupBase):
         constraints = [models.UniqueConstraint(fields=["gpu", "bucket"], name="rollup1h_gpu_bucket")]
 
 
+def _add_known_counts(model):
+    """Each metric's known (non-null) values in the bucket: a coarser bucket built from these
+    weighs each one's mean by them (services/rollups.py)."""
+    for metric in ROLLUP_METRICS:
+        model.add_to_class(f"{metric}_count", models.PositiveIntegerField(default=0))
+
+
 _add_rollup_columns(Rollup1m)
 _add_rollup_columns(Rollup1h)
+_add_known_counts(Rollup1m)

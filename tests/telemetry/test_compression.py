@@ -14,7 +14,7 @@ from portal.maintenance.selectors import ticket_chart
 from portal.reports.rma import rma_evidence
 from portal.telemetry import hooks, pipeline
 from portal.telemetry.columns import READING_ROW_COLUMNS
-from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading, Rollup1h
+from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading, Rollup1h, Rollup1m
 from portal.telemetry.selectors import gpu_series, readings_of
 from portal.telemetry.services import compression, partitions
 from portal.telemetry.services.retention import telemetry_prune
@@ -177,10 +177,12 @@ def test_a_late_reading_into_a_compressed_day_is_stored_rolled_up_and_merged(req
         assert cursor.fetchone()[0] == 0
     assert Rollup1h.objects.get(gpu=gpu, bucket=hour).count == 30
     # the late reading: stored, rolled up with the compressed ones
-    late = hour + dt.timedelta(minutes=45)
+    # (its minute holds a compressed reading: the minute's row counts both)
+    late = hour + dt.timedelta(minutes=20, seconds=30)
     assert agent.post(make_batch(agent.hostname, gpus=[gpu_uuid(1)], readings=1, now=late)).status_code == 202
     assert Reading.objects.filter(gpu=gpu).count() == 1
     pipeline.pipeline_run()
+    assert Rollup1m.objects.get(gpu=gpu, bucket=hour + dt.timedelta(minutes=20)).count == 2
     assert Rollup1h.objects.get(gpu=gpu, bucket=hour).count == 31
     assert len(readings_of(gpu_ids=[gpu.pk], columns=("ts",), start=hour, end=hour + dt.timedelta(hours=1))) == 31
     # merged on the next run: one chunk for the hour, no raw row, the same readings

@@ -65,9 +65,9 @@ def _prune_readings(before: dt.datetime, *, chunk: int, max_chunks: int) -> int:
 
 def raw_cutoff(now: dt.datetime) -> dt.datetime:
     """Raw readings before this may go: past RETENTION_RAW_DAYS, but never any the rollups have
-    not covered yet, nor any of an hour a late reading may still come in for (rollups recompute
-    whole minutes and hours from raw readings, and ingest accepts readings up to
-    INGEST_MAX_AGE_HOURS old), nor any a consumer registered with hooks.raw_readings_needed still
+    not covered yet, nor any of an hour a late reading may still come in for (a late reading's
+    minute is rolled up again with the stored readings around it, and ingest accepts readings up
+    to INGEST_MAX_AGE_HOURS old), nor any a consumer registered with hooks.raw_readings_needed still
     needs (the pipeline: the readings of a batch some stage has not finished)."""
     cutoff = now - dt.timedelta(days=settings.RETENTION_RAW_DAYS)
     cutoff = min(cutoff, now - dt.timedelta(hours=settings.INGEST_MAX_AGE_HOURS))

@@ -1,27 +1,46 @@
 """Incremental 1-minute and 1-hour rollups per GPU.
 
-A stage of the pipeline (portal.telemetry.pipeline): for the batches of a pass it recomputes,
-from the raw readings, every minute and hour bucket they touched (their hosts' GPUs × their time
-spans): one aggregate query for all the minutes of the pass and one for all its hours, whatever
-the number of GPUs, then one upsert of each. Whole buckets are recomputed, so a late batch's
-readings join the minute and hour they belong to, whatever came before.
+A stage of the pipeline (portal.telemetry.pipeline). The block a pass hands it holds every stored
+reading of its hosts' GPUs within its batches' time spans, so a touched minute is aggregated in
+memory from the block, plus, from the raw readings, only the parts of the minute no batch of the
+block covers (a gap between two batches, the ends of the minute before the first and after the
+last): usually none. A minute's row is thus the aggregate of all its stored readings, whatever
+order its batches came in. An hour is built from its minute rows (those just computed and the
+stored ones of its other minutes), never from raw readings: the minute rows keep per-metric
+counts for that, so that means over nullable metrics weigh each minute by its known values.
+prepare() only reads and computes; the pass writes in its transaction.
 """
 
 import datetime as dt
+from bisect import bisect_left
 from collections import defaultdict
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from portal.telemetry.columns import READING_ROW_COLUMNS, ROW_TS
 from portal.telemetry.models import ROLLUP_METRICS, THERMAL_THROTTLE_MASK, Reading, Rollup1h, Rollup1m
 from portal.telemetry.pipeline import Prepared
 from portal.telemetry.services import compression
 
 _STAT_FIELDS = [f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("min", "max", "mean")]
-_UPDATE_FIELDS = ["count", "thermal_throttle_count", "xid_count", "energy_mj_max", *_STAT_FIELDS]
-_SPANS_PER_STATEMENT = 300  # (GPU, start, end) rows in one statement's VALUES list
-_MINUTE, _HOUR = dt.timedelta(minutes=1), dt.timedelta(hours=1)
+_COUNT_FIELDS = [f"{metric}_count" for metric in ROLLUP_METRICS]
+_HOUR_FIELDS = ["count", "thermal_throttle_count", "xid_count", "energy_mj_max", *_STAT_FIELDS]
+_MINUTE_FIELDS = [*_HOUR_FIELDS, *_COUNT_FIELDS]
+_SPANS_PER_STATEMENT = 300  # (GPU, start, end) rows in one statement's VALUES list (SQLite)
+_MINUTE, _HOUR, _TICK = dt.timedelta(minutes=1), dt.timedelta(hours=1), dt.timedelta(microseconds=1)
+
+# A partial aggregate is a list: count, thermal throttle count, XID count, energy max, then per
+# metric (ROLLUP_METRICS order) its known values' count, sum, min and max.
+_HEAD = 4
+_P_ENERGY = READING_ROW_COLUMNS.index("energy_mj")
+_P_THROTTLE = READING_ROW_COLUMNS.index("throttle_reasons")
+_P_XID = READING_ROW_COLUMNS.index("xid_count")
+_P_METRICS = [READING_ROW_COLUMNS.index(metric) for metric in ROLLUP_METRICS]
+
+Span = tuple[dt.datetime, dt.datetime]  # [start, end)
 
 
 def _minute(moment: dt.datetime) -> dt.datetime:
@@ -32,8 +51,8 @@ def _hour(moment: dt.datetime) -> dt.datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
 
 
-def _merged(windows: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
-    merged = []
+def _merged(windows: list[Span]) -> list[Span]:
+    merged: list[Span] = []
     for start, end in sorted(windows):
         if merged and start <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], end))
@@ -42,159 +61,337 @@ def _merged(windows: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.dat
     return merged
 
 
+def _minus(spans: list[Span], holes: list[Span]) -> list[Span]:
+    """The parts of `spans` outside `holes` (both merged, sorted)."""
+    out = []
+    for start, end in spans:
+        for lo, hi in holes:
+            if hi <= start or lo >= end:
+                continue
+            if lo > start:
+                out.append((start, lo))
+            start = max(start, hi)
+        if start < end:
+            out.append((start, end))
+    return out
+
+
+def _moment(value) -> dt.datetime:
+    """A bucket as a query gives it back (SQLite: text, or a naive UTC datetime from a column) as
+    an aware datetime."""
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+# --- partial aggregates -------------------------------------------------------------------------
+
+
+def _of_rows(cols: list[tuple], i: int, j: int) -> list:
+    """The partial aggregate of rows i..j of a GPU's readings, transposed (cols[column][row])."""
+    energy = [v for v in cols[_P_ENERGY][i:j] if v is not None]
+    out = [
+        j - i,
+        sum(1 for reasons in cols[_P_THROTTLE][i:j] if reasons and reasons & THERMAL_THROTTLE_MASK),
+        sum(cols[_P_XID][i:j]),
+        max(energy) if energy else None,
+    ]
+    for position in _P_METRICS:
+        values = cols[position][i:j]
+        if None in values:
+            values = [v for v in values if v is not None]
+        if values:
+            out += [len(values), sum(values), min(values), max(values)]
+        else:
+            out += [0, 0, None, None]
+    return out
+
+
+def _block_minutes(rows: list[tuple]) -> dict[dt.datetime, list]:
+    """Minute → partial aggregate of one GPU's readings (stored rows, in time order)."""
+    cols = list(zip(*rows, strict=True))
+    stamps = cols[ROW_TS]
+    out, i = {}, 0
+    while i < len(stamps):
+        minute = _minute(stamps[i])
+        j = bisect_left(stamps, minute + _MINUTE, i)
+        out[minute] = _of_rows(cols, i, j)
+        i = j
+    return out
+
+
+def _lesser(a, b):
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _greater(a, b):
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _add(into: list, other: list) -> None:
+    into[0] += other[0]
+    into[1] += other[1]
+    into[2] += other[2]
+    into[3] = _greater(into[3], other[3])
+    for k in range(_HEAD, len(into), 4):
+        into[k] += other[k]
+        into[k + 1] += other[k + 1] or 0
+        into[k + 2] = _lesser(into[k + 2], other[k + 2])
+        into[k + 3] = _greater(into[k + 3], other[k + 3])
+
+
+def _row(partial: list, *, counts: bool) -> list:
+    """A rollup row's values (_MINUTE_FIELDS, or _HOUR_FIELDS without the per-metric counts)."""
+    stats, known = [], []
+    for k in range(_HEAD, len(partial), 4):
+        n, total, low, high = partial[k : k + 4]
+        stats += [low, high, total / n if n else None]
+        known.append(n)
+    return [*partial[:_HEAD], *stats, *(known if counts else ())]
+
+
+# --- queries ------------------------------------------------------------------------------------
+
+
 def _bucket_sql(column: str, width: dt.timedelta) -> str:
     """The start of the minute or hour a timestamp column falls in, as the column stores it.
     SQLite keeps datetimes as UTC text ('YYYY-MM-DD HH:MM:SS[.ffffff]'): cut the text, in C,
-    rather than call Django's Python function for every reading."""
+    rather than call Django's Python function for every row."""
     if connection.vendor == "postgresql":
         return f"date_trunc('{'minute' if width == _MINUTE else 'hour'}', {column})"
     return f"(substr({column}, 1, 16) || ':00')" if width == _MINUTE else f"(substr({column}, 1, 13) || ':00:00')"
 
 
-def _aggregate_sql(width: dt.timedelta, spans: int) -> str:
-    """(gpu_id, bucket, *_UPDATE_FIELDS) of the readings within `spans` (gpu_id, start, end) rows,
-    per GPU and bucket; the spans of one GPU must not overlap."""
-    reading = Reading._meta.db_table
-    bucket = _bucket_sql("r.ts", width)
-    stats = []
-    for metric in ROLLUP_METRICS:
-        stats += [f"MIN(r.{metric})", f"MAX(r.{metric})", f"AVG(r.{metric})"]
-    postgres = connection.vendor == "postgresql"
-    span_row = "(%s::bigint, %s::timestamptz, %s::timestamptz)" if postgres else "(%s, %s, %s)"
-    return (
-        f"WITH spans (gpu_id, lo, hi) AS (VALUES {', '.join([span_row] * spans)}) "
-        f"SELECT r.gpu_id, {bucket} AS bucket, COUNT(*), "
+def _double(expression: str) -> str:
+    # PostgreSQL sums a real column as a real; SQLite's REAL is already a double.
+    return f"CAST({expression} AS double precision)" if connection.vendor == "postgresql" else expression
+
+
+def _raw_sql() -> list[str]:
+    """The partial aggregate of raw readings (alias r), as _of_rows computes it."""
+    out = [
+        "COUNT(*)",
         # Bitwise AND is spelled alike on PostgreSQL and SQLite.
-        f"COUNT(CASE WHEN (r.throttle_reasons & {THERMAL_THROTTLE_MASK}) > 0 THEN 1 END), "
-        f"COALESCE(SUM(r.xid_count), 0), MAX(r.energy_mj), {', '.join(stats)} "
-        f"FROM spans JOIN {reading} r ON r.gpu_id = spans.gpu_id AND r.ts >= spans.lo AND r.ts < spans.hi "
-        f"GROUP BY r.gpu_id, {bucket}"
-    )
+        f"COUNT(CASE WHEN (r.throttle_reasons & {THERMAL_THROTTLE_MASK}) > 0 THEN 1 END)",
+        "COALESCE(SUM(r.xid_count), 0)",
+        "MAX(r.energy_mj)",
+    ]
+    for metric in ROLLUP_METRICS:
+        out += [f"COUNT(r.{metric})", f"SUM({_double(f'r.{metric}')})", f"MIN(r.{metric})", f"MAX(r.{metric})"]
+    return out
 
 
-def _upsert_sql(model) -> str:
-    columns = ["gpu_id", "bucket", *_UPDATE_FIELDS]
-    updates = ", ".join(f"{name} = excluded.{name}" for name in _UPDATE_FIELDS)
+def _minutes_sql() -> list[str]:
+    """The partial aggregate of minute rows (alias r): their counts, and the sums their means and
+    per-metric counts give back."""
+    out = ["SUM(r.count)", "SUM(r.thermal_throttle_count)", "SUM(r.xid_count)", "MAX(r.energy_mj_max)"]
+    for metric in ROLLUP_METRICS:
+        out += [
+            f"SUM(r.{metric}_count)",
+            f"SUM({_double(f'r.{metric}_mean')} * r.{metric}_count)",
+            f"MIN(r.{metric}_min)",
+            f"MAX(r.{metric}_max)",
+        ]
+    return out
+
+
+def _span_sources(spans: list[tuple[int, dt.datetime, dt.datetime]]):
+    """(FROM item naming `spans (gpu_id, lo, hi)`, its params) for these (GPU id, start, end)
+    spans: on PostgreSQL one unnest() of three arrays, whatever their number (a long VALUES
+    list or OR chain costs more to plan than to run); on SQLite VALUES lists of up to
+    _SPANS_PER_STATEMENT rows."""
+    if connection.vendor == "postgresql":
+        if spans:
+            gpu_ids, los, his = (list(column) for column in zip(*spans, strict=True))
+            yield "unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS spans (gpu_id, lo, hi)", [
+                gpu_ids, los, his,
+            ]  # fmt: skip
+        return
+    adapt = connection.ops.adapt_datetimefield_value
+    for first in range(0, len(spans), _SPANS_PER_STATEMENT):
+        part = spans[first : first + _SPANS_PER_STATEMENT]
+        values = ", ".join(["(%s, %s, %s)"] * len(part))
+        yield (
+            f"(WITH spans (gpu_id, lo, hi) AS (VALUES {values}) SELECT * FROM spans) AS spans",
+            [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))],
+        )
+
+
+def _within(source: str, table: str, column: str) -> str:
+    """FROM items: the rows (alias r) of `table` whose GPU is a span's and whose `column` is within
+    it. PostgreSQL: looked up span by span (the subquery kept apart by OFFSET 0), as its planner,
+    not knowing how short the spans are, would rather merge-join the whole table."""
+    condition = f"r.gpu_id = spans.gpu_id AND r.{column} >= spans.lo AND r.{column} < spans.hi"
+    if connection.vendor == "postgresql":
+        return f"{source} CROSS JOIN LATERAL (SELECT * FROM {table} r WHERE {condition} OFFSET 0) r"
+    return f"{source} JOIN {table} r ON {condition}"
+
+
+def _partials(table: str, column: str, width: dt.timedelta, spans: list[tuple[int, dt.datetime, dt.datetime]],
+              aggregates: list[str]) -> dict[tuple[int, dt.datetime], list]:  # fmt: skip
+    """(GPU id, bucket) → partial aggregate of the rows of `table` within these (GPU id, start,
+    end) spans, per bucket of `width` of their `column`; the spans of one GPU must not overlap."""
+    bucket = _bucket_sql(f"r.{column}", width)
+    out = {}
+    with connection.cursor() as cursor:
+        for source, params in _span_sources(spans):
+            cursor.execute(
+                f"SELECT r.gpu_id, {bucket}, {', '.join(aggregates)} FROM {_within(source, table, column)} "
+                f"GROUP BY r.gpu_id, {bucket}",
+                params,
+            )
+            for gpu_id, key, *partial in cursor.fetchall():
+                for k in range(_HEAD + 1, len(partial), 4):
+                    partial[k] = partial[k] or 0  # the sum of no values
+                out[gpu_id, _moment(key)] = partial
+    return out
+
+
+def _stored_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> list[tuple[int, int, dt.datetime]]:
+    """(id, GPU id, bucket) of the minute rows within these spans."""
+    rows = []
+    with connection.cursor() as cursor:
+        for source, params in _span_sources(spans):
+            cursor.execute(
+                f"SELECT r.id, r.gpu_id, r.bucket FROM {_within(source, Rollup1m._meta.db_table, 'bucket')}", params
+            )
+            rows += [(pk, gpu_id, _moment(bucket)) for pk, gpu_id, bucket in cursor.fetchall()]
+    return rows
+
+
+# --- computing and writing ----------------------------------------------------------------------
+
+
+@contextmanager
+def _without_jit():
+    """PostgreSQL: the reads below without JIT compilation. Its planner, not knowing how short
+    the spans are, prices a query over a few thousand of them high enough to compile its three
+    dozen aggregates: 0.8 s for a query that runs in 40 ms. (SQLite: nothing; a transaction there
+    would wait for the write lock.)"""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        yield
+
+
+def _compute(touched: dict[int, list[Span]], gaps: dict[int, list[Span]], readings: dict[int, list[tuple]]):
+    """The rollups of the `touched` minutes (GPU id → merged minute-aligned spans) and the hours
+    around them: their readings are `readings` (GPU id → stored rows in time order, every stored
+    one within the touched spans except those in `gaps`) plus the raw readings in `gaps`.
+    Returns what _write writes. Reads only."""
+    with _without_jit():
+        return _computed(touched, gaps, readings)
+
+
+def _compressed(touched: dict[int, list[Span]]) -> set[int]:
+    """The GPUs with compressed readings (services/compression.py) in the hours of their touched
+    spans: a late batch into a day already compressed, rare. Only hours older than
+    READINGS_COMPRESS_AFTER_HOURS can be, so fresh batches cost no query."""
+    compressed_before = timezone.now() - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS) + _HOUR
+    old = [(gpu_id, _hour(lo), hi) for gpu_id, spans in touched.items() for lo, hi in spans if lo < compressed_before]
+    return {gpu_id for gpu_id, _ in compression.chunk_hour_counts(old)}
+
+
+def _computed(touched, gaps, readings):
+    minutes: dict[tuple[int, dt.datetime], list] = {}
+    # A GPU with compressed readings in its touched minutes: the minutes from all their readings,
+    # raw and compressed (the block and the gaps hold raw readings only).
+    for gpu_id in _compressed(touched):
+        from portal.telemetry.selectors import readings_of  # (here: selectors import the services package)
+
+        for lo, hi in touched[gpu_id]:
+            rows = readings_of(gpu_ids=[gpu_id], columns=READING_ROW_COLUMNS, start=lo, end=hi)
+            if rows:
+                for minute, partial in _block_minutes(rows).items():
+                    minutes[gpu_id, minute] = partial
+        readings = {key: rows for key, rows in readings.items() if key != gpu_id}
+        gaps = {key: spans for key, spans in gaps.items() if key != gpu_id}
+    for gpu_id, rows in readings.items():
+        if gpu_id in touched:
+            for minute, partial in _block_minutes(rows).items():
+                minutes[gpu_id, minute] = partial
+    gap_spans = [(gpu_id, lo, hi) for gpu_id, spans in gaps.items() for lo, hi in spans]
+    for key, partial in _partials(Reading._meta.db_table, "ts", _MINUTE, gap_spans, _raw_sql()).items():
+        if key in minutes:
+            _add(minutes[key], partial)
+        else:
+            minutes[key] = partial
+
+    touched_spans = [(gpu_id, lo, hi) for gpu_id, spans in touched.items() for lo, hi in spans]
+    empty = [pk for pk, gpu_id, bucket in _stored_minutes(touched_spans) if (gpu_id, bucket) not in minutes]
+
+    # An hour: the minutes just computed, and the stored rows of its other minutes.
+    others = []
+    for gpu_id, spans in touched.items():
+        hours = _merged([(_hour(lo), _hour(hi - _TICK) + _HOUR) for lo, hi in spans])
+        others += [(gpu_id, lo, hi) for lo, hi in _minus(hours, spans)]
+    hours = _partials(Rollup1m._meta.db_table, "bucket", _HOUR, others, _minutes_sql())
+    for (gpu_id, minute), partial in minutes.items():
+        key = (gpu_id, _hour(minute))
+        if key in hours:
+            _add(hours[key], partial)
+        else:
+            hours[key] = list(partial)
+
+    adapt = connection.ops.adapt_datetimefield_value
+    minute_rows = [(gpu_id, adapt(bucket), *_row(p, counts=True)) for (gpu_id, bucket), p in minutes.items()]
+    # No hour row is deleted: one whose minutes are past their retention keeps its figures.
+    hour_rows = [(gpu_id, adapt(bucket), *_row(p, counts=False)) for (gpu_id, bucket), p in hours.items()]
+    return minute_rows, hour_rows, empty
+
+
+def _upsert_sql(model, fields: list[str]) -> str:
+    columns = ["gpu_id", "bucket", *fields]
+    updates = ", ".join(f"{name} = excluded.{name}" for name in fields)
     return (
         f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
         f"ON CONFLICT (gpu_id, bucket) DO UPDATE SET {updates}"
     )
 
 
-def _aggregates(spans: list[tuple[int, dt.datetime, dt.datetime]], width: dt.timedelta) -> list[tuple]:
-    """The buckets of these spans recomputed from the raw readings, rows as _aggregate_sql has them
-    (buckets as the database returns them: written back as they are)."""
-    adapt = connection.ops.adapt_datetimefield_value
-    rows = []
-    with connection.cursor() as cursor:
-        for first in range(0, len(spans), _SPANS_PER_STATEMENT):
-            part = spans[first : first + _SPANS_PER_STATEMENT]
-            params = [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))]
-            cursor.execute(_aggregate_sql(width, len(part)), params)
-            rows += cursor.fetchall()
-    return rows
-
-
-def _aggregates_of(spans: list[tuple[int, dt.datetime, dt.datetime]], width: dt.timedelta) -> list[tuple]:
-    """_aggregates computed here from raw and compressed readings alike: for the GPUs with a late
-    reading in an hour already compressed (services/compression.py), rare."""
-    from portal.telemetry.selectors import readings_of
-
-    columns = ("ts", "throttle_reasons", "xid_count", "energy_mj", *ROLLUP_METRICS)
-    rows = []
-    for gpu_id, lo, hi in spans:
-        buckets = defaultdict(list)
-        for reading in readings_of(gpu_ids=[gpu_id], columns=columns, start=lo, end=hi):
-            bucket = _minute(reading[0]) if width == _MINUTE else _hour(reading[0])
-            buckets[bucket].append(reading)
-        for bucket, readings in sorted(buckets.items()):
-            thermal = sum(1 for r in readings if r[1] is not None and r[1] & THERMAL_THROTTLE_MASK)
-            energy = [r[3] for r in readings if r[3] is not None]
-            stats = []
-            for position in range(4, len(columns)):
-                values = [r[position] for r in readings if r[position] is not None]
-                stats += [min(values), max(values), sum(values) / len(values)] if values else [None, None, None]
-            xids = sum(r[2] or 0 for r in readings)
-            rows.append((gpu_id, bucket, len(readings), thermal, xids, max(energy, default=None), *stats))
-    return rows
-
-
-def _aggregates_all(spans: list[tuple[int, dt.datetime, dt.datetime]], width: dt.timedelta) -> list[tuple]:
-    # Only hours older than READINGS_COMPRESS_AFTER_HOURS can be compressed: fresh batches (all
-    # but late ones) cost no query.
-    compressed_before = timezone.now() - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS) + _HOUR
-    old = [(gpu_id, _hour(lo), hi) for gpu_id, lo, hi in spans if lo < compressed_before]
-    packed = {gpu_id for gpu_id, _ in compression.chunk_hour_counts(old)}
-    if not packed:
-        return _aggregates(spans, width)
-    return _aggregates([span for span in spans if span[0] not in packed], width) + _aggregates_of(
-        [span for span in spans if span[0] in packed], width
-    )
-
-
-def _recompute(spans_by_gpu: dict[int, list[tuple[dt.datetime, dt.datetime]]]) -> tuple[list, list, list]:
-    """The minutes in these spans (minute-aligned) and the hours around them, recomputed from the
-    raw readings, and the ids of minute rows left without readings: what _write writes. Reads only."""
-    minute_spans = [(gpu_id, lo, hi) for gpu_id, spans in spans_by_gpu.items() for lo, hi in _merged(spans)]
-    hour_spans = [
-        (gpu_id, lo, hi)
-        for gpu_id, spans in spans_by_gpu.items()
-        for lo, hi in _merged([(_hour(lo), _hour(hi - dt.timedelta(microseconds=1)) + _HOUR) for lo, hi in spans])
-    ]
-    minutes = _aggregates_all(minute_spans, _MINUTE)
-    empty = _empty_minutes(minute_spans, {(row[0], _key(row[1])) for row in minutes})
-    return minutes, _aggregates_all(hour_spans, _HOUR), empty
-
-
 def _write(minutes: list, hours: list, empty: list[int]) -> None:
     if empty:
         Rollup1m.objects.filter(pk__in=empty).delete()
     with connection.cursor() as cursor:
-        for model, rows in ((Rollup1m, minutes), (Rollup1h, hours)):
+        # Minutes first: a later pass builds hours from them. (One statement of many rows was
+        # slower on PostgreSQL than executemany, which psycopg pipelines.)
+        for model, fields, rows in ((Rollup1m, _MINUTE_FIELDS, minutes), (Rollup1h, _HOUR_FIELDS, hours)):
             if rows:
-                cursor.executemany(_upsert_sql(model), rows)
-
-
-def _key(bucket):
-    """A bucket as the aggregate and the table give it back alike (SQLite: the text stored; the
-    table's column comes back as a naive datetime, the aggregate's as the text)."""
-    return bucket if connection.vendor == "postgresql" else str(bucket)
-
-
-def _empty_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]], kept: set[tuple]) -> list[int]:
-    """Minute rows in these spans whose readings are gone (none today, but retention may prune):
-    not to be left behind."""
-    adapt = connection.ops.adapt_datetimefield_value
-    table = Rollup1m._meta.db_table
-    with connection.cursor() as cursor:
-        stale = []
-        for first in range(0, len(spans), _SPANS_PER_STATEMENT):
-            part = spans[first : first + _SPANS_PER_STATEMENT]
-            condition = " OR ".join(["(gpu_id = %s AND bucket >= %s AND bucket < %s)"] * len(part))
-            params = [value for gpu_id, lo, hi in part for value in (gpu_id, adapt(lo), adapt(hi))]
-            cursor.execute(f"SELECT id, gpu_id, bucket FROM {table} WHERE {condition}", params)
-            stale += [pk for pk, gpu_id, bucket in cursor.fetchall() if (gpu_id, _key(bucket)) not in kept]
-    return stale
+                cursor.executemany(_upsert_sql(model, fields), rows)
 
 
 def rollups_refresh(*, gpu_id: int, start: dt.datetime, end: dt.datetime) -> None:
-    """Recompute the rollups of one GPU for the minutes in [start, end) and the hours around them."""
-    start, end = _minute(start), _minute(end - dt.timedelta(microseconds=1)) + _MINUTE
+    """Recompute the rollups of one GPU for the minutes in [start, end), from the raw readings,
+    and the hours around them."""
+    span = [(_minute(start), _minute(end - _TICK) + _MINUTE)]
     with transaction.atomic():
-        _write(*_recompute({gpu_id: [(start, end)]}))
+        _write(*_compute({gpu_id: span}, {gpu_id: span}, {}))
 
 
-def _spans_by_gpu(batches, gpu_hosts: dict[int, int]) -> dict[int, list[tuple[dt.datetime, dt.datetime]]]:
-    """GPU id → minute spans [start, end) touched by these batches (a host's batch covers its GPUs)."""
-    host_spans = defaultdict(list)
-    for batch in batches:
+def _touched(block) -> tuple[dict[int, list[Span]], dict[int, list[Span]]]:
+    """GPU id → the minutes the block's batches touched (a host's batch covers its GPUs), and the
+    parts of them no batch of the block covers (the block holds every reading of the rest)."""
+    covered = defaultdict(list)
+    for batch in block.batches:
         if batch.first_ts is not None:
-            host_spans[batch.host_id].append((_minute(batch.first_ts), _minute(batch.last_ts) + _MINUTE))
-    return {gpu_id: host_spans[host_id] for gpu_id, host_id in gpu_hosts.items() if host_id in host_spans}
+            covered[batch.host_id].append((batch.first_ts, batch.last_ts + _TICK))  # last_ts is in
+    touched, gaps = {}, {}
+    for host_id, spans in covered.items():
+        spans = _merged(spans)
+        minutes = _merged([(_minute(lo), _minute(hi - _TICK) + _MINUTE) for lo, hi in spans])
+        touched[host_id], gaps[host_id] = minutes, _minus(minutes, spans)
+    by_gpu = {gpu_id: host_id for gpu_id, host_id in block.gpu_hosts.items() if host_id in touched}
+    return {g: touched[h] for g, h in by_gpu.items()}, {g: gaps[h] for g, h in by_gpu.items() if gaps[h]}
 
 
 def rollups_prepare(block) -> Prepared:
     """The rollups stage (telemetry.pipeline): the minutes and hours a block's batches touched,
-    recomputed from the raw readings (reads only); written by the pass."""
-    computed = _recompute(_spans_by_gpu(block.batches, block.gpu_hosts))
+    computed from the block's readings (and the raw readings its batches leave out of a touched
+    minute), reads only; written by the pass. What it read stays current: rollup rows change by
+    this stage's passes (one at a time) and retention's (far older buckets), and a reading stored
+    meanwhile comes with a batch that waits for a pass of its own."""
+    touched, gaps = _touched(block)
+    computed = _compute(touched, gaps, block.readings)
     return Prepared(apply=lambda: _write(*computed))
