@@ -16,6 +16,7 @@ import os
 import secrets
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,6 +71,66 @@ def portal_served(
             yield port
     except ChildFailed as error:
         raise SystemExit(f"{error}\n{log.read_text()[-3000:]}") from None
+
+
+class CpuMeter:
+    """CPU seconds each kind of process on this machine spent between start() and stop(), read
+    from /proc (user + system time): the portal's web server, worker and beat, PostgreSQL, Redis,
+    this bench (its clients), and the rest. Where a run's time goes, beside its figures."""
+
+    KINDS = (("web", ("serve", "daphne")), ("worker", ("worker",)), ("beat", ("beat",)),
+             ("PostgreSQL", ("postgres",)), ("Redis", ("redis-server",)))  # fmt: skip
+
+    def __init__(self) -> None:
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._start: dict[int, tuple[str, float]] = {}
+        self.seconds: dict[str, float] = {}
+        self._began = 0.0
+        self.wall = 0.0
+
+    def _kind(self, pid: int, cmdline: str) -> str:
+        if pid == os.getpid():
+            return "bench (clients)"
+        for kind, words in self.KINDS:
+            if any(word in cmdline for word in words):
+                return kind
+        return "other"
+
+    def _sample(self) -> dict[int, tuple[str, float]]:
+        out = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue  # gone meanwhile
+            pid = int(entry)
+            out[pid] = (self._kind(pid, cmdline), (int(fields[11]) + int(fields[12])) / self._tick)
+        return out
+
+    def start(self) -> None:
+        self._start, self._began = self._sample(), time.monotonic()
+
+    def stop(self) -> dict[str, float]:
+        end, self.wall = self._sample(), time.monotonic() - self._began
+        totals: dict[str, float] = {}
+        for pid, (kind, used) in end.items():
+            before = self._start.get(pid)
+            totals[kind] = totals.get(kind, 0.0) + used - (before[1] if before and before[0] == kind else 0.0)
+        self.seconds = dict(sorted(totals.items(), key=lambda item: -item[1]))
+        return self.seconds
+
+    def line(self) -> str:
+        """'web 12.3 s (45 %), …' of the CPU time all processes used, and how much of the cores that was."""
+        used = sum(self.seconds.values())
+        parts = ", ".join(f"{kind} {value:.1f} s ({value / used:.0%})" for kind, value in self.seconds.items()
+                          if value >= 0.05)  # fmt: skip
+        cores = used / self.wall / (os.cpu_count() or 1) if self.wall else 0.0
+        return f"{parts}; {used:.1f} CPU s in {self.wall:.1f} s, {cores:.0%} of {os.cpu_count()} cores"
 
 
 def machine_load() -> str:

@@ -43,7 +43,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import host_bodies, ingest_post, machine_load, portal_served  # noqa: E402
+from bench.harness import CpuMeter, host_bodies, ingest_post, machine_load, portal_served  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DB = "bench_pipeline"
@@ -266,6 +266,8 @@ def measure(setup: str, batches: int, rate: float = 0.0) -> dict:
         ]
         watch = PipelineWatch(port, api_secret)
         watch.start()
+        cpu = CpuMeter()
+        cpu.start()
         started = time.monotonic()
         for client in clients:
             client.start()
@@ -278,6 +280,7 @@ def measure(setup: str, batches: int, rate: float = 0.0) -> dict:
             if time.monotonic() > deadline:
                 raise SystemExit(f"[{setup}] the pipeline did not finish within 5 minutes: {watch.stages}")
             time.sleep(0.1)
+        cpu.stop()
         watch.stop.set()
         watch.join()
     connection.close()
@@ -299,7 +302,7 @@ def measure(setup: str, batches: int, rate: float = 0.0) -> dict:
         "seconds": done - started, "raw_rate": raw_rate,
         "lag_p50": _percentile(watch.lags, 0.5), "lag_p99": _percentile(watch.lags, 0.99),
         "lag_max": max(watch.lags, default=float("nan")),
-        "load_before": load_before, "load_after": machine_load(), "rate": rate,
+        "load_before": load_before, "load_after": machine_load(), "rate": rate, "cpu": cpu.line(),
     }  # fmt: skip
 
 
@@ -330,6 +333,7 @@ def report(result: dict) -> None:
     print(f"  after the last post, finished: {stages}")
     print(f"  pipeline lag while it ran (GET /api/v1/pipeline every 0.25 s): p50 {result['lag_p50']:.1f} s, "
           f"p99 {result['lag_p99']:.1f} s, max {result['lag_max']:.1f} s")  # fmt: skip
+    print(f"  CPU from the first post until every stage finished: {result['cpu']}")
 
 
 def main() -> None:
