@@ -20,7 +20,7 @@ class TelemetryConfig(AppConfig):
         post_migrate.connect(_partitions_ensure, sender=self, dispatch_uid="telemetry_partitions")
         from portal.accounts.roles import role_flags
         from portal.fleet import pages
-        from portal.telemetry import enqueue, pipeline, selectors
+        from portal.telemetry import checks, enqueue, pipeline, selectors  # noqa: F401 - checks register themselves
         from portal.telemetry.hooks import on_batch_stored, raw_readings_needed
         from portal.telemetry.services import rollups
 
