@@ -8,18 +8,11 @@ Two stand-in web nodes (plain HTTP servers whose answer the test switches) behin
 running the site as shipped."""
 
 import http.server
-import shutil
-import socket
-import subprocess
 import threading
-import time
-from pathlib import Path
 
 import pytest
 
-from portal.core.supervise import free_port
-from tests.conftest import skip_or_fail
-from tests.deploy.test_nginx_site import main_conf, site_for_test, tls_request
+from tests.deploy.test_nginx_site import nginx_serving, tls_request
 
 
 class StandInNode(http.server.ThreadingHTTPServer):
@@ -51,38 +44,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def two_nodes_behind_nginx(tmp_path_factory):
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(nginx).exists() or shutil.which("openssl") is None:
-        skip_or_fail("nginx or openssl missing: apt-get install nginx openssl")
     tmp = tmp_path_factory.mktemp("nginx-outage")
-    cert, key = tmp / "cert.pem", tmp / "key.pem"
-    openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
-    subprocess.run([*openssl, "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
     nodes = [StandInNode(("127.0.0.1", 0), Handler) for _ in range(2)]
     for node in nodes:
         threading.Thread(target=node.serve_forever, daemon=True).start()
-    https_port, http_port = free_port(), free_port()
-    site = tmp / "site.conf"
     upstreams = [f"127.0.0.1:{node.server_address[1]}" for node in nodes]
-    site.write_text(site_for_test(upstream=upstreams, https_port=https_port, http_port=http_port, cert=cert,
-                                  key=key, static=tmp))  # fmt: skip
-    conf = tmp / "nginx.conf"
-    conf.write_text(main_conf(tmp, site))
-    checked = subprocess.run([nginx, "-t", "-c", str(conf), "-p", str(tmp)], capture_output=True, text=True)
-    assert checked.returncode == 0, checked.stderr
-    process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(tmp), "-g", "daemon off;"])
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", https_port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield {"https": https_port, "nodes": nodes}
+        with nginx_serving(tmp, upstream=upstreams, static=tmp) as (https_port, _):
+            yield {"https": https_port, "nodes": nodes}
     finally:
-        process.terminate()
-        process.wait(10)
         for node in nodes:
             node.shutdown()
             node.server_close()

@@ -2,6 +2,7 @@
 terminates TLS with HTTP/2, forwards pages, ingest and the WebSocket upgrade of /ws/, and answers
 an oversized body itself. Only the addresses, ports and certificate paths are changed for the test."""
 
+import contextlib
 import os
 import re
 import shutil
@@ -9,6 +10,7 @@ import socket
 import ssl
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,15 +61,42 @@ http {{
 """
 
 
-@pytest.fixture(scope="module")
-def nginx_in_front(tmp_path_factory):
+@contextlib.contextmanager
+def nginx_serving(tmp: Path, *, upstream: str | list[str], static: Path) -> Iterator[tuple[int, int]]:
+    """Debian's nginx running the shipped site (checked with `nginx -t` first) in front of
+    `upstream`, with a fresh self-signed certificate, until the block ends: (https, http) ports."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists() or shutil.which("openssl") is None:
         skip_or_fail("nginx or openssl missing: apt-get install nginx openssl")
-    tmp = tmp_path_factory.mktemp("nginx")
     cert, key = tmp / "cert.pem", tmp / "key.pem"
     openssl = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"]
     subprocess.run([*openssl, "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    https_port, http_port = free_port(), free_port()
+    site = tmp / "site.conf"
+    site.write_text(site_for_test(upstream=upstream, https_port=https_port, http_port=http_port, cert=cert,
+                                  key=key, static=static))  # fmt: skip
+    conf = tmp / "nginx.conf"
+    conf.write_text(main_conf(tmp, site))
+    checked = subprocess.run([nginx, "-t", "-c", str(conf), "-p", str(tmp)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(tmp), "-g", "daemon off;"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", https_port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield https_port, http_port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def nginx_in_front(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("nginx")
     static = tmp / "static"
     (static / "core").mkdir(parents=True)
     (static / "core" / "probe.txt").write_text("served by nginx\n")
@@ -75,27 +104,8 @@ def nginx_in_front(tmp_path_factory):
     var_dir.mkdir()
     with running_portal(portal_env(var_dir), var_dir) as portal:
         upstream = portal.base_url.removeprefix("http://")
-        https_port, http_port = free_port(), free_port()
-        site = tmp / "site.conf"
-        site.write_text(site_for_test(upstream=upstream, https_port=https_port, http_port=http_port, cert=cert,
-                                      key=key, static=static))  # fmt: skip
-        conf = tmp / "nginx.conf"
-        conf.write_text(main_conf(tmp, site))
-        checked = subprocess.run([nginx, "-t", "-c", str(conf), "-p", str(tmp)], capture_output=True, text=True)
-        assert checked.returncode == 0, checked.stderr
-        process = subprocess.Popen([nginx, "-c", str(conf), "-p", str(tmp), "-g", "daemon off;"])
-        try:
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                try:
-                    socket.create_connection(("127.0.0.1", https_port), timeout=0.5).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+        with nginx_serving(tmp, upstream=upstream, static=static) as (https_port, http_port):
             yield {"https": https_port, "http": http_port, "portal": portal, "tmp": tmp}
-        finally:
-            process.terminate()
-            process.wait(10)
 
 
 def tls_request(port: int, raw: bytes, alpn=("http/1.1",)) -> tuple[str, bytes]:
