@@ -26,7 +26,6 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
 
 from django.db import transaction
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
@@ -34,7 +33,7 @@ from django.utils import timezone
 
 from portal.core.locks import pass_lock
 from portal.fleet.models import Gpu
-from portal.telemetry.columns import READING_ROW_COLUMNS, ReadingColumns
+from portal.telemetry.columns import READING_ROW_COLUMNS, ReadingColumns, tuple_picker
 from portal.telemetry.models import IngestBatch, PipelineCursor, Reading, StageDone, XidEvent
 
 log = logging.getLogger(__name__)
@@ -77,8 +76,7 @@ class Block:
         """The readings as tuples of these reading columns (a reader's own order)."""
         if names == READING_ROW_COLUMNS:
             return self.readings
-        positions = ReadingColumns(*names).from_row
-        pick = itemgetter(*positions) if len(positions) > 1 else (lambda row: (row[positions[0]],))
+        pick = tuple_picker(ReadingColumns(*names).from_row)
         return {gpu_id: list(map(pick, rows)) for gpu_id, rows in self.readings.items()}
 
     def only(self, batch_pks: set[int]) -> Block:

@@ -10,6 +10,7 @@ from django.db.models.expressions import RawSQL
 
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
+from portal.telemetry.columns import tuple_picker
 from portal.telemetry.models import (
     READING_METRICS,
     ROLLUP_METRICS,
@@ -111,8 +112,7 @@ def readings_of(
             rows = rows[:limit]
     if wanted == columns:
         return rows
-    positions = [wanted.index(name) for name in columns]
-    return [tuple(row[position] for position in positions) for row in rows]
+    return list(map(tuple_picker([wanted.index(name) for name in columns]), rows))
 
 
 def compressed_hour_counts(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> dict[tuple[int, dt.datetime], int]:

@@ -42,22 +42,6 @@ def _epoch_dt(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
 
 
-def _as_tuple(row) -> tuple:
-    return (row[0].timestamp(), *row[1:])
-
-
-def readings_as_tuples(queryset) -> list[tuple]:
-    """Readings in `ts` order as meters tuples (ts in epoch seconds). On PostgreSQL the database
-    gives the epoch (parsing thousands of timestamps in Python costs more than the query)."""
-    queryset = queryset.order_by("ts")
-    if connection.vendor == "postgresql":
-        rows = queryset.annotate(epoch=RawSQL("EXTRACT(EPOCH FROM ts)::float8", ())).values_list(
-            "epoch", *meters.READING_FIELDS[1:]
-        )
-        return [tuple(row) for row in rows]
-    return [_as_tuple(row) for row in queryset.values_list(*meters.READING_FIELDS)]
-
-
 def _readings(gpu_id: int, start: dt.datetime, end: dt.datetime, *, end_closed: bool = False) -> list[tuple]:
     """A GPU's readings in [start, end) (or [start, end]) as meters tuples, raw or compressed
     alike (a late stretch may reach into hours already compressed)."""
