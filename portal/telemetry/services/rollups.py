@@ -298,16 +298,18 @@ def _computed(touched, gaps, readings):
     minutes: dict[tuple[int, dt.datetime], list] = {}
     # A GPU with compressed readings in its touched minutes: the minutes from all their readings,
     # raw and compressed (the block and the gaps hold raw readings only).
-    for gpu_id in _compressed(touched):
+    packed = _compressed(touched)
+    if packed:
         from portal.telemetry.selectors import readings_of  # (here: selectors import the services package)
 
-        for lo, hi in touched[gpu_id]:
-            rows = readings_of(gpu_ids=[gpu_id], columns=READING_ROW_COLUMNS, start=lo, end=hi)
-            if rows:
-                for minute, partial in _block_minutes(rows).items():
-                    minutes[gpu_id, minute] = partial
-        readings = {key: rows for key, rows in readings.items() if key != gpu_id}
-        gaps = {key: spans for key, spans in gaps.items() if key != gpu_id}
+        for gpu_id in packed:
+            for lo, hi in touched[gpu_id]:
+                rows = readings_of(gpu_ids=[gpu_id], columns=READING_ROW_COLUMNS, start=lo, end=hi)
+                if rows:
+                    for minute, partial in _block_minutes(rows).items():
+                        minutes[gpu_id, minute] = partial
+        readings = {gpu_id: rows for gpu_id, rows in readings.items() if gpu_id not in packed}
+        gaps = {gpu_id: spans for gpu_id, spans in gaps.items() if gpu_id not in packed}
     for gpu_id, rows in readings.items():
         if gpu_id in touched:
             for minute, partial in _block_minutes(rows).items():
