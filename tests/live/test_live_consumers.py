@@ -120,13 +120,15 @@ async def _coalesced(connect, user, path, host, gpus, ingest) -> tuple[list[tupl
         hello = await communicator.receive_json_from(timeout=2)
 
         async def feed():
+            began = time.monotonic()
             for _ in range(10):
                 await ingest(host, gpus, rounds=1)
                 await asyncio.sleep(0.1)
+            return time.monotonic() - began
 
         producer = asyncio.create_task(feed())
         received = await drain(communicator, 2.2)
-        await producer
+        _coalesced.feed_s = await producer
     finally:
         await communicator.disconnect()
     return [(at, m) for at, m in received if m["kind"] == "points"], hello
@@ -151,8 +153,10 @@ async def test_fleet_group_is_coalesced_to_its_own_shorter_window(layer, fleet, 
     messages, hello = await _coalesced(connect, viewer_user, "/ws/live/fleet/", host, gpus, ingest)
     assert hello["coalesce_ms"] == 200
     assert sum(len(m["points"]) for _, m in messages) == 20  # every point arrives
-    # Fewer messages than the ten batches; the gaps bound the rate (a loaded machine stretches the feed).
-    assert 3 <= len(messages) < 10
+    # Fewer messages than the ten batches; the gaps bound the rate. A loaded machine stretches the
+    # feed: once its batches come a window or more apart, each may have its own flush.
+    batches_per_window = 10 * 0.2 / _coalesced.feed_s
+    assert 3 <= len(messages) < 10 or (len(messages) == 10 and batches_per_window <= 1.25), _coalesced.feed_s
     assert min(_gaps(messages)) >= 0.12, _gaps(messages)  # 0.2 s less the polling granularity under load
 
 
