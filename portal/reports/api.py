@@ -94,6 +94,58 @@ class RepeatOffender(Schema):
     reasons: list[str]
 
 
+class PublishedRate(Schema):
+    source: str = Field(description="The `key` of a study in `published_studies`.")
+    label: str
+    per_gpu_year: float
+
+
+class CategoryRate(Schema):
+    category: str = Field(description="hardware_xid, memory, interconnect, thermal, other; or all.")
+    failures: int
+    per_gpu_year: float | None = Field(description="Failures per GPU-year of service in the period.")
+    published: list[PublishedRate]
+
+
+class FailureRates(Schema):
+    gpu_years: float
+    categories: list[CategoryRate]
+    all: CategoryRate
+
+
+class LemonGpu(Schema):
+    uuid: str
+    hostname: str
+    index: int
+    serial: str
+    failures: int
+    per_gpu_year: float | None
+    reasons: list[str]
+
+
+class LemonHost(Schema):
+    hostname: str
+    gpus: int
+    failures: int
+    per_gpu_year: float | None
+    reasons: list[str]
+
+
+class Lemons(Schema):
+    gpus: list[LemonGpu]
+    hosts: list[LemonHost]
+
+
+class PublishedStudy(Schema):
+    key: str
+    label: str
+    citation: str
+    url: str
+    summary: str
+    gpus: int | None
+    days: float | None
+
+
 class ReliabilityOut(Schema):
     start: str = Field(alias="from")
     end: str = Field(alias="to")
@@ -103,6 +155,9 @@ class ReliabilityOut(Schema):
     models: list[ModelRow]
     fleet: FleetRow
     repeat_offenders: list[RepeatOffender] = []
+    failure_rates: FailureRates
+    lemons: Lemons
+    published_studies: list[PublishedStudy]
 
 
 def _filename(query: ReportQuery, extension: str) -> str:

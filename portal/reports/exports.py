@@ -25,6 +25,7 @@ from reportlab.platypus import Flowable, SimpleDocTemplate, Spacer, Table, Table
 
 from portal.core.exports import csv_cell, needs_cjk_font, pdf_cell, pdf_markup, pdf_paragraph
 from portal.fleet.models import MaintenanceRecord
+from portal.reports.baselines import CATEGORY_LABELS, STUDIES
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
 
 # Binary (Flate-compressed) page streams without the ASCII85 wrapping: smaller files, and ~1 s less
@@ -121,6 +122,51 @@ def _repairs_by_gpu(report: Report) -> dict[int, list[MaintenanceRecord]]:
     return by_gpu
 
 
+def _rate(value) -> str:
+    return "—" if value is None else number_format(value, 3, force_grouping=True)
+
+
+def failure_rates_story(report: Report, heading, small) -> list:
+    """The failures per GPU-year by category beside the published figures, the studies cited, and the lemons."""
+    rates = report.failure_rates
+
+    def row(category):
+        published = "; ".join(f"{p['label']}: {_rate(p['per_gpu_year'])}" for p in category["published"]) or "—"
+        label = CATEGORY_LABELS.get(category["category"])
+        return [_(label) if label else _("All failures"), category["failures"], _rate(category["per_gpu_year"]),
+                pdf_paragraph(published, small)]  # fmt: skip
+
+    story = [
+        Spacer(1, 3 * mm),
+        pdf_paragraph(_("Failures per GPU-year, beside published fleets"), heading),
+        pdf_table(
+            [_("Category"), _("Failures"), _("Per GPU-year"), _("Published")],
+            [row(category) for category in (*rates["categories"], rates["all"])],
+            widths=[50 * mm, 25 * mm, 30 * mm, 160 * mm],
+            align_left=1,
+        ),
+        pdf_paragraph(
+            _("Over %(years)s GPU-years of service in the period. Sources:") % {"years": _rate(rates["gpu_years"])},
+            small,
+        ),
+    ]
+    story += [pdf_paragraph(f"{study.citation} {_(study.summary)}", small) for study in STUDIES]
+
+    def why(lemon):
+        return pdf_paragraph("; ".join(reason.text() for reason in lemon["reasons"]), small)
+
+    lemon_rows = [
+        [g["serial"] or g["uuid"], f"{g['hostname']} #{g['index']}", why(g)] for g in report.lemons["gpus"]
+    ] + [[_("Host"), h["hostname"], why(h)] for h in report.lemons["hosts"]]
+    if lemon_rows:
+        story += [
+            Spacer(1, 3 * mm),
+            pdf_paragraph(_("Lemons"), heading),
+            pdf_table([_("Serial"), _("Host / GPU"), _("Why")], lemon_rows, widths=[45 * mm, 45 * mm, 175 * mm]),
+        ]
+    return story
+
+
 def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) -> bytes:
     """The report in the active language (the request's): titles, headers and notes translated,
     numbers and dates in its formats; the data (serials, hosts, models, notes) as written."""
@@ -186,6 +232,8 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     widths = [w * mm for w in (50, 15, 24, 17, 24, 24, 24, 30, 22, 24, 17)]
     story += [pdf_paragraph(_("Fleet and models"), styles["Heading2"])]
     story.append(pdf_table(header, fleet_rows + model_rows, widths=widths))
+
+    story += failure_rates_story(report, styles["Heading2"], small)
 
     if report.repeat_offenders:
         story += [

@@ -33,7 +33,9 @@ from portal.core.errors import InvalidInput
 from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket
-from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, xid_entry
+from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES
+from portal.reports.baselines import studies_as_json
+from portal.reports.failures import failure_rates, failures_of, is_hardware_failure, lemons
 from portal.reports.stats import mtbf_interval
 
 HOUR = 3600.0
@@ -83,6 +85,8 @@ class Report:
     models: list[dict]
     fleet: dict
     repeat_offenders: list[dict] = field(default_factory=list)
+    failure_rates: dict = field(default_factory=dict)
+    lemons: dict = field(default_factory=lambda: {"gpus": [], "hosts": []})
 
     def as_json(self) -> dict:
         return _rounded(
@@ -103,6 +107,14 @@ class Report:
                     name: self.fleet[name] for name in ("gpus", *SUM_FIELDS, "mtbf_hours", "mttr_hours", "availability")
                 },
                 "repeat_offenders": self.repeat_offenders,
+                "failure_rates": self.failure_rates,
+                "lemons": {
+                    "gpus": [{**gpu, "reasons": [r.english() for r in gpu["reasons"]]} for gpu in self.lemons["gpus"]],
+                    "hosts": [
+                        {**host, "reasons": [r.english() for r in host["reasons"]]} for host in self.lemons["hosts"]
+                    ],
+                },
+                "published_studies": studies_as_json(),
             }
         )
 
@@ -255,6 +267,7 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
             "status": gpu.status,
             "retired_at": retired_at,
             "_id": gpu.pk,
+            "_host_id": gpu.host_id,
         }
         rows.append(_formulas(row))
 
@@ -289,24 +302,20 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
          "reasons": row["repeat_offender"]}
         for row in rows if row["repeat_offender"]
     ]  # fmt: skip
-    return Report(query=query, gpus=rows, models=models, fleet=fleet, repeat_offenders=offender_list)
+    failures = failures_of(gpu_ids=[row["_id"] for row in rows], start=start, end=end)
+    rates = failure_rates(failures, fleet["service_hours"])
+    return Report(
+        query=query,
+        gpus=rows,
+        models=models,
+        fleet=fleet,
+        repeat_offenders=offender_list,
+        failure_rates=rates,
+        lemons=lemons(rows=rows, failures=failures, fleet_rate=rates["all"]["per_gpu_year"], end=end),
+    )
 
 
 # --- repeat offenders -----------------------------------------------------------------------
-
-
-def _is_hardware_failure(rule: str, evidence) -> bool:
-    """A hardware ticket is a hardware failure, but an XID ticket only when one of its codes is a
-    hardware code of NVIDIA's catalog (GSP/firmware or application codes never count)."""
-    if not rule.startswith("xid_"):
-        return True
-    codes = []
-    for pair in (evidence or {}).get("readings", []) or []:
-        try:
-            codes.append(int(pair[1]))
-        except (TypeError, ValueError, IndexError):
-            continue
-    return not codes or any(xid_entry(code).is_hardware_failure for code in codes)
 
 
 def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, list[str]]:
@@ -325,7 +334,7 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
             first_seen__lt=start - REPEAT_WINDOW,
         ).values_list("gpu_id", "first_seen", "rule", "evidence")  # fmt: skip
     for gpu_id, first_seen, rule, evidence in sorted(rows, key=lambda row: (row[0], row[1])):
-        if _is_hardware_failure(rule, evidence):
+        if is_hardware_failure(rule, evidence):
             failures[gpu_id].append((first_seen, rule))
     if not failures:
         return {}

@@ -11,6 +11,7 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext
 from django.views import View
 
 from portal.core.errors import InvalidInput
@@ -19,6 +20,8 @@ from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, ticket_xid_guidance
 from portal.reports.api import REPORT_PERMISSION, parse_instant
+from portal.reports.baselines import studies_as_json
+from portal.reports.failures import LEMON_RATE_FACTOR, LEMON_WINDOW
 from portal.reports.rma import rma_evidence, rma_pdf
 from portal.reports.selectors import (
     FEW_FAILURES,
@@ -84,6 +87,8 @@ class ReliabilityView(Permission, View):
                 "model_name", flat=True).distinct(),
             "query_string": urlencode(api_params), "page_params": urlencode({k: v for k, v in raw.items() if v}),
             "few_failures": FEW_FAILURES, "confidence": MTBF_CONFIDENCE, "sortable": SORTABLE,
+            "studies": [{**study, "summary": gettext(study["summary"])} for study in studies_as_json()],
+            "lemon_days": LEMON_WINDOW.days, "lemon_factor": f"{LEMON_RATE_FACTOR:g}",
         }  # fmt: skip
         return render(request, "reports/reliability.html", context, status=400 if errors else 200)
 

@@ -3,9 +3,11 @@ active language's number format (grouping and decimal separator)."""
 
 from django import template
 from django.utils.formats import number_format
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from portal.fleet.models import Gpu
+from portal.reports.baselines import CATEGORY_LABELS
 
 register = template.Library()
 
@@ -58,3 +60,15 @@ def column(key):
 def gpu_status(value):
     """A GPU status value (an API enum value) as its label in the active language."""
     return Gpu.Status(value).label if value in Gpu.Status.values else value
+
+
+@register.filter
+def per_year(value):
+    """A failure rate per GPU-year (three decimals)."""
+    return "—" if value is None else grouped(value, 3)
+
+
+@register.filter
+def failure_category(key):
+    """A failure category (an API enum value) as its label in the active language."""
+    return gettext(CATEGORY_LABELS[key]) if key in CATEGORY_LABELS else gettext("All failures")
