@@ -11,10 +11,11 @@ Going back rebuilds the old table (new ids). On a big existing table the copy ta
 hundred million rows, with the table locked: plan it as downtime.
 """
 
+import datetime as dt
+
 from django.db import migrations, models
 
 import portal.telemetry.models
-from portal.telemetry.services import partitions
 
 COUNTERS = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate", "pcie_replay_count")
 
@@ -64,6 +65,17 @@ def pg_create_sql(table: str = "telemetry_reading") -> list[str]:
     ]
 
 
+def day_partition_sql(day) -> str:
+    """A day's partition, as this migration created it (later partitions are the hourly task's and
+    post_migrate's: services/partitions.py)."""
+    start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+    end = start + dt.timedelta(days=1)
+    return (
+        f"CREATE TABLE IF NOT EXISTS telemetry_reading_p{day:%Y%m%d} PARTITION OF telemetry_reading "
+        f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+    )
+
+
 def rebuild(apps, schema_editor):
     names = ", ".join(name for name, _ in PG_COLUMNS)
     if schema_editor.connection.vendor == "postgresql":
@@ -75,9 +87,9 @@ def rebuild(apps, schema_editor):
             for statement in pg_create_sql():
                 cursor.execute(statement)
             cursor.execute("SELECT DISTINCT date_trunc('day', ts AT TIME ZONE 'UTC')::date FROM telemetry_reading_old")
-            stored_days = [row[0] for row in cursor.fetchall()]
-            partitions.reading_partitions_ensure(cursor=cursor, days=stored_days)
-            partitions.reading_partitions_ensure(cursor=cursor)
+            # The stored rows' days; the days ingest may write to come from the post_migrate hook.
+            for (day,) in cursor.fetchall():
+                cursor.execute(day_partition_sql(day))
             cursor.execute(
                 f"INSERT INTO telemetry_reading ({names}) SELECT {names} FROM telemetry_reading_old "
                 "ON CONFLICT DO NOTHING"

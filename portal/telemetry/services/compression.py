@@ -83,17 +83,6 @@ COLUMNS = tuple(name for name in READING_ROW_COLUMNS if name != "gpu_id")
 assert set(COLUMNS) == set(KINDS), "every reading column has an encoding"
 
 
-def create_sql() -> list[str]:
-    """The chunk table (migration 0005)."""
-    columns = ", ".join(f"{name} bytea NOT NULL" for name in COLUMNS)
-    return [
-        f"""CREATE TABLE {TABLE} (
-            gpu_id bigint NOT NULL REFERENCES fleet_gpu (id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
-            start timestamptz NOT NULL, count integer NOT NULL, {columns}, PRIMARY KEY (gpu_id, start))""",
-        *(f"ALTER TABLE {TABLE} ALTER COLUMN {name} SET STORAGE EXTERNAL" for name in COLUMNS),
-    ]
-
-
 def enabled() -> bool:
     return partitions.partitioned()
 
