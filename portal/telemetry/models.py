@@ -84,6 +84,21 @@ class IngestBatch(models.Model):
     last_ts = models.DateTimeField(null=True)
 
 
+class BatchSeen(models.Model):
+    """The batch ids a host sent in one hour (by the batches' `sent_at`), 16 bytes each, once
+    every stage has finished them: the idempotency keys kept compactly for as long as ingest
+    accepts the batches' readings (services/batches.py). Recent and unfinished batches keep
+    their IngestBatch row."""
+
+    host = models.ForeignKey(Host, on_delete=models.CASCADE, related_name="+", db_index=False)
+    hour = models.DateTimeField()
+    ids = models.BinaryField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["host", "hour"], name="batch_seen_host_hour")]
+        indexes = [models.Index(fields=["hour"], name="batch_seen_hour")]
+
+
 class StageDone(models.Model):
     """The pipeline's ledger: `stage` has finished batch `batch_pk`, written in the transaction
     that commits the stage's own effects (portal.telemetry.pipeline). Rows below the cursor are

@@ -1,12 +1,12 @@
-"""telemetry_prune: old raw readings, XID events and batch rows go, in bounded chunks; old
-1-minute rollups go; 1-hour rollups and recent data stay."""
+"""telemetry_prune: old raw readings and XID events go in bounded chunks, finished batch rows fold
+into compact keys; old 1-minute rollups go; 1-hour rollups and recent data stay."""
 
 import datetime as dt
 import uuid as uuidlib
 
 import pytest
 
-from portal.telemetry.models import IngestBatch, Reading, Rollup1h, Rollup1m, StageDone, XidEvent
+from portal.telemetry.models import BatchSeen, IngestBatch, Reading, Rollup1h, Rollup1m, StageDone, XidEvent
 from portal.telemetry.pipeline import stages
 from portal.telemetry.services.retention import telemetry_prune
 from tests.factories import GpuFactory
@@ -61,16 +61,20 @@ def old_and_new(settings):
 def test_prune_deletes_what_is_past_retention_and_keeps_the_rest(old_and_new):
     deleted = telemetry_prune(now=NOW, chunk=4)
 
-    assert deleted == {"readings": 14, "xid_events": 1, "batches": 1, "rollups_1m": 5}
+    # Finished batches fold into compact keys; the 15-day-old one's key goes too (ingest refuses its readings).
+    assert deleted == {"readings": 14, "xid_events": 1, "batches": 2, "batch_keys": 1, "rollups_1m": 5}
     assert sorted(Reading.objects.values_list("ts", flat=True)) == [ago(days=13, hours=23, minutes=59), ago(minutes=5)]
     assert list(XidEvent.objects.values_list("code", flat=True)) == [48]
     batches = old_and_new["batches"]
     # a batch a stage has not finished is still work, whatever its age
-    assert set(IngestBatch.objects.values_list("pk", flat=True)) == {batches["old-pending"].pk, batches["new"].pk}
+    assert set(IngestBatch.objects.values_list("pk", flat=True)) == {batches["old-pending"].pk}
+    assert [bytes(key.ids) for key in BatchSeen.objects.all()] == [batches["new"].batch_id.bytes]
     assert sorted(Rollup1m.objects.values_list("bucket", flat=True)) == [ago(days=89), ago(days=20)]
     assert Rollup1h.objects.count() == 2
 
-    assert telemetry_prune(now=NOW, chunk=4) == {"readings": 0, "xid_events": 0, "batches": 0, "rollups_1m": 0}
+    assert telemetry_prune(now=NOW, chunk=4) == {
+        "readings": 0, "xid_events": 0, "batches": 0, "batch_keys": 0, "rollups_1m": 0,
+    }  # fmt: skip
 
 
 def test_prune_works_in_bounded_chunks(old_and_new):

@@ -36,6 +36,7 @@ from portal.telemetry.models import (
 )
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services import partitions
+from portal.telemetry.services.batches import batch_seen
 
 log = logging.getLogger(__name__)
 
@@ -310,8 +311,11 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
     if batch.host.hostname != host.hostname:
         raise Forbidden(f"this token belongs to host {host.hostname!r}, not {batch.host.hostname!r}")
     _check_timestamps(batch, now)
-    # No "seen this batch_id?" query up front: duplicates are rare, and the unique index on
-    # batch_id answers it inside the transaction below, race-free.
+    # No "seen this batch_id?" query up front for a recent batch: duplicates are rare, and the unique
+    # index on batch_id answers it inside the transaction below, race-free. An older one may have
+    # been folded into the compact keys (services/batches.py): one lookup.
+    if batch_seen(host_id=host.pk, batch_id=batch.batch_id, sent_at=batch.sent_at, now=now):
+        return IngestResult(accepted=0, duplicate=True)
     known = _resolve_gpus(host, batch)
     timestamps = [reading.ts for reading in batch.readings]
     one_statement = pg_write_method == "one statement"

@@ -9,8 +9,7 @@ from django.utils import timezone
 
 from portal.telemetry import hooks
 from portal.telemetry.models import Reading, Rollup1m, XidEvent
-from portal.telemetry.pipeline import finished_batches
-from portal.telemetry.services import compression, partitions
+from portal.telemetry.services import batches, compression, partitions
 
 CHUNK = 10_000
 # SQLite deletes readings in chunks of READING_CHUNK, at most READING_MAX_CHUNKS per hourly run:
@@ -93,8 +92,8 @@ def telemetry_prune(
     return {
         "readings": _prune_readings(raw_before, **reading_bounds),
         "xid_events": _prune(XidEvent.objects.all(), "ts", raw_before, **bounds),
-        # Batch rows are the idempotency keys; agents never resend anything this old (readings
-        # older than INGEST_MAX_AGE_HOURS are refused anyway), and finished ones are no longer work.
-        "batches": _prune(finished_batches(), "received_at", raw_before, **bounds),
+        # Finished batch rows become compact idempotency keys, kept while ingest accepts their readings.
+        "batches": batches.batches_fold(now=now),
+        "batch_keys": batches.batch_keys_prune(now=now),
         "rollups_1m": _prune(Rollup1m.objects.all(), "bucket", minute_before, **bounds),
     }

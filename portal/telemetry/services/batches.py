@@ -1,0 +1,94 @@
+"""Batch rows after the pipeline: folded into compact idempotency keys.
+
+An accepted batch keeps its IngestBatch row while the pipeline needs it (its stages' work queue)
+and for FOLD_AFTER after it arrived (a batch sent again at once, its answer lost, meets the
+unique index). Then its 16-byte id joins its host's BatchSeen row for the hour it was sent, and
+the row goes: about 16 bytes a batch instead of a row and three index entries (about 190). A
+batch sent again later is found there (`batch_seen`); BatchSeen rows go once ingest would refuse
+their batches' readings as too old anyway (INGEST_MAX_AGE_HOURS), so no key is kept longer than
+it can answer anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections import defaultdict
+
+from django.conf import settings
+from django.db import transaction
+
+from portal.telemetry.models import BatchSeen, IngestBatch
+from portal.telemetry.pipeline import finished_batches
+
+FOLD_AFTER = dt.timedelta(hours=1)
+# A batch sent longer ago than this may have been folded: ingest looks it up in BatchSeen. Less
+# than FOLD_AFTER by more than the clock skew ingest allows (5 min), so no folded batch slips by.
+CHECK_AFTER = dt.timedelta(minutes=30)
+ID_BYTES = 16
+
+
+def hour_of(instant: dt.datetime) -> dt.datetime:
+    return instant.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _ids(blob: bytes | memoryview) -> set[bytes]:
+    blob = bytes(blob)
+    return {blob[at : at + ID_BYTES] for at in range(0, len(blob), ID_BYTES)}
+
+
+def batch_seen(*, host_id: int, batch_id: uuid.UUID, sent_at: dt.datetime, now: dt.datetime) -> bool:
+    """Whether this batch was accepted and folded already (only a batch sent over CHECK_AFTER ago
+    can have been: a newer one costs no query)."""
+    if sent_at >= now - CHECK_AFTER:
+        return False
+    blob = BatchSeen.objects.filter(host_id=host_id, hour=hour_of(sent_at)).values_list("ids", flat=True).first()
+    return blob is not None and batch_id.bytes in _ids(blob)
+
+
+def batches_fold(*, now: dt.datetime, chunk: int = 20_000, max_chunks: int = 50) -> int:
+    """Fold finished batch rows that arrived before now - FOLD_AFTER into BatchSeen, each chunk in
+    one transaction (keys added and rows deleted together). Returns the rows folded."""
+    folded = 0
+    for _ in range(max_chunks):
+        rows = list(
+            finished_batches()
+            .filter(received_at__lt=now - FOLD_AFTER)
+            .order_by("pk")
+            .values_list("pk", "host_id", "sent_at", "batch_id")[:chunk]
+        )
+        if not rows:
+            break
+        keys: dict[tuple[int, dt.datetime], list[bytes]] = defaultdict(list)
+        for _pk, host_id, sent_at, batch_id in rows:
+            keys[(host_id, hour_of(sent_at))].append(batch_id.bytes)
+        with transaction.atomic():
+            _keys_add(keys)
+            IngestBatch.objects.filter(pk__in=[row[0] for row in rows]).delete()
+        folded += len(rows)
+        if len(rows) < chunk:
+            break
+    return folded
+
+
+def _keys_add(keys: dict[tuple[int, dt.datetime], list[bytes]]) -> None:
+    hosts, hours = {host_id for host_id, _ in keys}, {hour for _, hour in keys}
+    candidates = BatchSeen.objects.select_for_update().filter(host_id__in=hosts, hour__in=hours)
+    existing = {(row.host_id, row.hour): row for row in candidates if (row.host_id, row.hour) in keys}
+    new = []
+    for key, ids in keys.items():
+        row = existing.get(key)
+        if row is None:
+            new.append(BatchSeen(host_id=key[0], hour=key[1], ids=b"".join(ids)))
+            continue
+        known = _ids(row.ids)
+        row.ids = bytes(row.ids) + b"".join(batch_id for batch_id in ids if batch_id not in known)
+    BatchSeen.objects.bulk_update(existing.values(), ["ids"], batch_size=500)
+    BatchSeen.objects.bulk_create(new, batch_size=500)
+
+
+def batch_keys_prune(*, now: dt.datetime) -> int:
+    """Drop the keys of hours whose batches' readings ingest refuses as too old anyway (an hour's
+    margin)."""
+    before = hour_of(now - dt.timedelta(hours=settings.INGEST_MAX_AGE_HOURS + 1))
+    return BatchSeen.objects.filter(hour__lt=before).delete()[0]
