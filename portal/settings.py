@@ -260,8 +260,8 @@ for _name in {name for item in AXES_LOCKOUT_PARAMETERS for name in ([item] if is
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-# The client address is REMOTE_ADDR, which portal.core.middleware sets from X-Forwarded-For only when
-# TRUST_PROXY_HEADERS is on: axes must not read the (spoofable) header itself.
+# The client address is REMOTE_ADDR, which portal.core.forwarded sets from X-Forwarded-For only when
+# TRUST_PROXY_HEADERS is on (and the value is an address): axes must not read the header itself.
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 
 LANGUAGE_CODE = envstr("LANGUAGE_CODE", "en")
@@ -313,9 +313,10 @@ EMAIL_BACKEND = (
 
 AUDITLOG_INCLUDE_ALL_MODELS = False
 
-# `manage.py serve` (and `run`) take the client address and scheme from X-Forwarded-For/-Proto
-# only when this is on: set it only when every request comes through your reverse proxy, since
-# anyone who can reach the portal directly could otherwise claim any address.
+# The portal takes the client address and scheme from X-Forwarded-For/-Port/-Proto (the last
+# entry, the proxy's own, and only a real address: portal.core.forwarded) only when this is on:
+# set it only when every request comes through your reverse proxy, since anyone who can reach
+# the portal directly could otherwise claim any address.
 TRUST_PROXY_HEADERS = envbool("TRUST_PROXY_HEADERS", False)
 
 if not DEBUG:
