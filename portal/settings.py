@@ -396,7 +396,8 @@ MAINTENANCE_NOTIFY_MAX_ATTEMPTS = envint("MAINTENANCE_NOTIFY_MAX_ATTEMPTS", 5)
 MAINTENANCE_NOTIFY_BACKOFF_S = envint("MAINTENANCE_NOTIFY_BACKOFF_S", 30)  # doubles with each retry
 MAINTENANCE_WEBHOOK_TIMEOUT_S = envint("MAINTENANCE_WEBHOOK_TIMEOUT_S", 5)
 # Webhook targets (see portal/maintenance/transports.py): private addresses are refused unless
-# allowed; WEBHOOK_ALLOWED_NETWORKS (CIDRs) allows any address inside them, loopback included.
+# allowed; WEBHOOK_ALLOWED_NETWORKS (CIDRs) allows any address inside them, loopback included;
+# cloud metadata addresses never.
 WEBHOOK_ALLOW_PRIVATE = envbool("WEBHOOK_ALLOW_PRIVATE", False)
 WEBHOOK_ALLOWED_NETWORKS = envlist("WEBHOOK_ALLOWED_NETWORKS", [])
 for _cidr in WEBHOOK_ALLOWED_NETWORKS:
