@@ -318,6 +318,16 @@ AUDITLOG_INCLUDE_ALL_MODELS = False
 # set it only when every request comes through your reverse proxy, since anyone who can reach
 # the portal directly could otherwise claim any address.
 TRUST_PROXY_HEADERS = envbool("TRUST_PROXY_HEADERS", False)
+# ...and then only from a peer inside these networks (CIDRs: the nginx hosts), when any are named:
+# a node reached past the firewall by anyone else keeps the connection's own address.
+TRUST_PROXY_HEADERS_FROM = envlist("TRUST_PROXY_HEADERS_FROM", [])
+for _cidr in TRUST_PROXY_HEADERS_FROM:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TRUST_PROXY_HEADERS_FROM: {_cidr!r} is not an address or network (e.g. 10.0.0.5/32)"
+        ) from None
 
 if not DEBUG:
     # Behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER_ENABLED=true.

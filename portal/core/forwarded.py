@@ -13,6 +13,8 @@ REMOTE_ADDR, the lockout's key and the audit trail's address. Here:
 - X-Forwarded-Port (the client's port, as Daphne reads it) only beside a believed address, and
   only 1–65535; X-Forwarded-Proto only `http` or `https`.
 
+With TRUST_PROXY_HEADERS_FROM (CIDRs) the headers count only when the connection comes from
+inside those networks (the nginx hosts); from anywhere else the scope stays as the server made it.
 Off (the default), the scope is left as the server made it: anyone who can reach a node directly
 could otherwise claim any address.
 """
@@ -73,6 +75,19 @@ def _port(value: str | None) -> int:
     return port if 0 < port < 65536 else 0
 
 
+def _from_trusted_proxy(scope: dict) -> bool:
+    if not settings.TRUST_PROXY_HEADERS_FROM:
+        return True
+    client = scope.get("client")
+    peer = forwarded_address(str(client[0])) if client else None
+    if peer is None:  # a Unix socket: no address to check
+        return False
+    address = ipaddress.ip_address(peer)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:  # a dual-stack socket
+        address = address.ipv4_mapped
+    return any(address in ipaddress.ip_network(cidr, strict=False) for cidr in settings.TRUST_PROXY_HEADERS_FROM)
+
+
 class ProxyHeadersMiddleware:
     """ASGI: with TRUST_PROXY_HEADERS, each HTTP and WebSocket scope gets the client address and
     scheme the proxy in front reported (see the module's docstring)."""
@@ -81,6 +96,6 @@ class ProxyHeadersMiddleware:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] in SCHEMES and settings.TRUST_PROXY_HEADERS:
+        if scope["type"] in SCHEMES and settings.TRUST_PROXY_HEADERS and _from_trusted_proxy(scope):
             scope = forwarded_scope(scope)
         await self.app(scope, receive, send)

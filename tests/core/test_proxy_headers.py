@@ -97,6 +97,21 @@ def test_a_scheme_other_than_http_or_https_is_ignored(settings, proto):
     assert scope_seen(http_scope((b"x-forwarded-proto", proto)))["scheme"] == "http"
 
 
+@pytest.mark.parametrize(
+    ("peer", "believed"),
+    [("10.0.0.5", True), ("::ffff:10.0.0.5", True), ("10.0.0.6", False), ("192.0.2.1", False), (None, False)],
+)
+def test_only_from_the_named_proxies_when_they_are_named(settings, peer, believed):
+    """TRUST_PROXY_HEADERS_FROM: someone past the firewall keeps their own address and scheme."""
+    settings.TRUST_PROXY_HEADERS = True
+    settings.TRUST_PROXY_HEADERS_FROM = ["10.0.0.5/32", "2001:db8::/64"]
+    scope = http_scope((b"x-forwarded-for", b"198.51.100.9"), (b"x-forwarded-proto", b"https"))
+    scope["client"] = [peer, 41000] if peer else None
+    seen = scope_seen(scope)
+    assert (seen["client"] == ["198.51.100.9", 0]) is believed
+    assert (seen["scheme"] == "https") is believed
+
+
 def test_lifespan_and_other_scopes_pass_untouched(settings):
     settings.TRUST_PROXY_HEADERS = True
     assert scope_seen({"type": "lifespan"}) == {"type": "lifespan"}
@@ -129,7 +144,7 @@ def test_audit_trail_records_the_address_the_server_saw_not_a_claimed_one(client
 
 @pytest.mark.django_db
 def test_an_address_that_is_not_one_never_reaches_the_audit_trail(client_for, admin):
-    """A server that hands the application a non-address (Daphne's --proxy-headers did): the write
+    """A server that hands the application a non-address (as Daphne's --proxy-headers would): the write
     is audited without an address (on PostgreSQL the inet column would refuse it, and the write)."""
     client = client_for(admin)
     response = client.post("/hosts/new/", {"hostname": "dgx-78", "rack": "R1", "status": "active"},

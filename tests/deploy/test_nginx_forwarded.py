@@ -27,7 +27,7 @@ CREATE_USERS = f"""
 from django.contrib.auth import get_user_model
 from portal.accounts.roles import ROLE_ADMIN
 from portal.accounts.services import user_set_role
-for name in ("alice", "bob", "carol"):
+for name in ("alice", "bob", "carol", "dave"):
     user = get_user_model().objects.create_user(name, password={PASSWORD!r})
     user_set_role(user=user, role=ROLE_ADMIN)
 """
@@ -48,7 +48,8 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("forwarded")
     var_dir = tmp / "var"
     var_dir.mkdir()
-    env = portal_env(var_dir, TRUST_PROXY_HEADERS="true", LOGIN_FAILURE_LIMIT=str(LIMIT))
+    env = portal_env(var_dir, TRUST_PROXY_HEADERS="true", TRUST_PROXY_HEADERS_FROM="127.0.0.1/32",
+                     LOGIN_FAILURE_LIMIT=str(LIMIT))  # fmt: skip
     manage(env, "migrate", "--noinput", "-v", "0")
     manage(env, "shell", "-c", CREATE_USERS)
     port = free_port()
@@ -59,7 +60,7 @@ def site(tmp_path_factory):
             serving("the web node", command, url=f"http://127.0.0.1:{port}/healthz", env=env, log=log, cwd=REPO),
             nginx_serving(tmp, upstream=f"127.0.0.1:{port}", static=tmp) as (https_port, _),
         ):
-            yield {"https": https_port, "env": env}
+            yield {"https": https_port, "node": port, "env": env}
     except ChildFailed as error:
         raise AssertionError(f"{error}:\n{log.read_text()[-4000:]}") from None
 
@@ -67,16 +68,20 @@ def site(tmp_path_factory):
 class Client:
     """HTTPS to nginx from one loopback address, keeping the portal's cookies."""
 
-    def __init__(self, port: int, source: str):
-        self.port, self.source, self.cookies = port, source, {}
+    def __init__(self, port: int, source: str, *, tls: bool = True):
+        self.port, self.source, self.tls, self.cookies = port, source, tls, {}
         self.context = ssl.create_default_context()
         self.context.check_hostname = False
         self.context.verify_mode = ssl.CERT_NONE
 
     def request(self, method: str, path: str, form: dict | None = None, forwarded_for: str | None = None):
-        connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=30,
-                                                 source_address=(self.source, 0))  # fmt: skip
-        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items()), "Origin": "https://127.0.0.1"}
+        if self.tls:
+            connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=30,
+                                                     source_address=(self.source, 0))  # fmt: skip
+        else:
+            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30, source_address=(self.source, 0))
+        origin = f"{'https' if self.tls else 'http'}://127.0.0.1" + ("" if self.tls else f":{self.port}")
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items()), "Origin": origin}
         body = None
         if form is not None:
             body = urllib.parse.urlencode({**form, "csrfmiddlewaretoken": self.cookies.get("csrftoken", "")})
@@ -109,7 +114,8 @@ def test_the_audit_trail_records_the_address_nginx_saw(site):
         status, page = alice.request("POST", "/hosts/new/", form, forwarded_for=forged)
         assert status == 302, (forged, page[:2000])
     audited = json.loads(manage(site["env"], "shell", "-c", AUDITED_ADDRESSES).stdout.strip().splitlines()[-1])
-    assert audited == {f"dgx-forged-{number}": "127.0.0.3" for number in range(len(FORGED))}
+    forged = {name: address for name, address in audited.items() if name.startswith("dgx-forged-")}
+    assert forged == {f"dgx-forged-{number}": "127.0.0.3" for number in range(len(FORGED))}
 
 
 def test_the_lockout_counts_the_address_nginx_saw(site):
@@ -130,3 +136,19 @@ def test_claiming_an_admins_address_locks_out_only_the_claimant(site):
         attacker.login("carol", f"guess {attempt}", forwarded_for="127.0.0.5")
     assert attacker.login("carol", PASSWORD, forwarded_for="127.0.0.5") == 429
     assert Client(site["https"], "127.0.0.5").login("carol", PASSWORD) == 302
+
+
+def test_past_the_firewall_the_headers_count_for_nothing(site):
+    """TRUST_PROXY_HEADERS_FROM names nginx (127.0.0.1 here): a client that reaches the node itself
+    keeps its own address, whatever it claims, in the lockout and in the audit trail."""
+    guesser = Client(site["node"], "127.0.0.7", tls=False)
+    for attempt in range(LIMIT - 1):
+        assert guesser.login("dave", f"guess {attempt}", forwarded_for=f"198.51.100.{attempt + 20}") == 200
+    assert guesser.login("dave", "guess again", forwarded_for="198.51.100.99") == 429
+    direct = Client(site["node"], "127.0.0.8", tls=False)
+    assert direct.login("dave", PASSWORD, forwarded_for="127.0.0.7") == 302
+    form = {"hostname": "dgx-direct", "rack": "R1", "status": "active"}
+    status, page = direct.request("POST", "/hosts/new/", form, forwarded_for="203.0.113.66")
+    assert status == 302, page[:2000]
+    audited = json.loads(manage(site["env"], "shell", "-c", AUDITED_ADDRESSES).stdout.strip().splitlines()[-1])
+    assert audited["dgx-direct"] == "127.0.0.8"
