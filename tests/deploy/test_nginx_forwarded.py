@@ -1,6 +1,7 @@
 """A client's own X-Forwarded-For, through the shipped nginx site in front of a web node as
-production runs it (`manage.py serve`, TRUST_PROXY_HEADERS=true), names neither the address the
-audit trail records nor the one the login lockout counts: the node believes nginx's entry only.
+production runs it (`manage.py serve`, TRUST_PROXY_HEADERS=true), names none of the addresses
+the audit trail records, the login lockout counts or the enrolment throttle limits: the node
+believes nginx's entry only.
 
 Clients connect to nginx from different loopback addresses (127.0.0.2, .3, ...), nginx reaches
 the node from 127.0.0.1: the address the portal records is the one nginx saw."""
@@ -100,6 +101,20 @@ class Client:
             self.cookies[name] = value
         return response.status, text
 
+    def enrol(self, forwarded_for: str) -> int:
+        """An agent's enrolment with a code that does not exist: refused, and counted per address."""
+        connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=30,
+                                                 source_address=(self.source, 0))  # fmt: skip
+        body = json.dumps({"code": "gfe_not-a-code", "hostname": "dgx-new"})
+        headers = {"Content-Type": "application/json", "X-Forwarded-For": forwarded_for}
+        try:
+            connection.request("POST", "/api/v1/enrol", body=body, headers=headers)
+            response = connection.getresponse()
+            response.read()
+        finally:
+            connection.close()
+        return response.status
+
     def login(self, username: str, password: str, forwarded_for: str | None = None) -> int:
         status, page = self.request("GET", "/login/")
         assert status == 200 and re.search(r'name="csrfmiddlewaretoken"', page)
@@ -128,6 +143,16 @@ def test_the_lockout_counts_the_address_nginx_saw(site):
     assert guesser.login("bob", PASSWORD, forwarded_for="not-an-address") == 429
     # Someone else, from their own address, is not locked out by it.
     assert Client(site["https"], "127.0.0.6").login("bob", PASSWORD) == 302
+
+
+def test_the_enrolment_throttle_counts_the_address_nginx_saw(site):
+    from portal.enrolment.services import REFUSALS_MAX
+
+    agent = Client(site["https"], "127.0.0.9")
+    answers = [agent.enrol(forwarded_for=f"198.51.100.{n + 1}") for n in range(REFUSALS_MAX)]
+    assert 429 not in answers and all(400 <= status < 500 for status in answers), answers
+    assert agent.enrol(forwarded_for="203.0.113.200") == 429
+    assert Client(site["https"], "127.0.0.10").enrol(forwarded_for="127.0.0.9") != 429
 
 
 def test_claiming_an_admins_address_locks_out_only_the_claimant(site):
