@@ -267,6 +267,7 @@ def portal_env(tmp: Path, *, pg_port: int, redis_port: int, mark: str) -> dict[s
         VAR_DIR=str(tmp / "var"),
         MEDIA_ROOT=str(tmp / "media"),
         WEB_BIND="127.0.0.1",
+        TRUST_PROXY_HEADERS_FROM="127.0.0.1/32",  # this machine's nginx
         WORKER_CONCURRENCY=WORKER_CONCURRENCY,
         DJANGO_SETTINGS_MODULE="portal.settings",
         DEBUG="false",

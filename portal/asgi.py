@@ -12,6 +12,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import get_resolver  # noqa: E402
 
 from portal.core.asgi_ingest import IngestASGIApp  # noqa: E402
+from portal.core.forwarded import ProxyHeadersMiddleware  # noqa: E402
 from portal.core.heap import freeze_startup_objects  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 from portal.telemetry.ingest_view import ingest  # noqa: E402
@@ -26,11 +27,14 @@ async def http_application(scope, receive, send):
     await app(scope, receive, send)
 
 
-application = ProtocolTypeRouter(
-    {
-        "http": http_application,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+# The client's address and scheme from the proxy in front, when TRUST_PROXY_HEADERS says there is one.
+application = ProxyHeadersMiddleware(
+    ProtocolTypeRouter(
+        {
+            "http": http_application,
+            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )
 
 # The URLconf (the API's schemas: most of the start-up objects) loads now, not on the first

@@ -260,8 +260,8 @@ for _name in {name for item in AXES_LOCKOUT_PARAMETERS for name in ([item] if is
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-# The client address is REMOTE_ADDR, which portal.core.middleware sets from X-Forwarded-For only when
-# TRUST_PROXY_HEADERS is on: axes must not read the (spoofable) header itself.
+# The client address is REMOTE_ADDR, which portal.core.forwarded sets from X-Forwarded-For only when
+# TRUST_PROXY_HEADERS is on (and the value is an address): axes must not read the header itself.
 AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 
 LANGUAGE_CODE = envstr("LANGUAGE_CODE", "en")
@@ -313,10 +313,21 @@ EMAIL_BACKEND = (
 
 AUDITLOG_INCLUDE_ALL_MODELS = False
 
-# `manage.py serve` (and `run`) take the client address and scheme from X-Forwarded-For/-Proto
-# only when this is on: set it only when every request comes through your reverse proxy, since
-# anyone who can reach the portal directly could otherwise claim any address.
+# The portal takes the client address and scheme from X-Forwarded-For/-Port/-Proto (the last
+# entry, the proxy's own, and only a real address: portal.core.forwarded) only when this is on:
+# set it only when every request comes through your reverse proxy, since anyone who can reach
+# the portal directly could otherwise claim any address.
 TRUST_PROXY_HEADERS = envbool("TRUST_PROXY_HEADERS", False)
+# ...and then only from a peer inside these networks (CIDRs: the nginx hosts), when any are named:
+# a node reached past the firewall by anyone else keeps the connection's own address.
+TRUST_PROXY_HEADERS_FROM = envlist("TRUST_PROXY_HEADERS_FROM", [])
+for _cidr in TRUST_PROXY_HEADERS_FROM:
+    try:
+        ipaddress.ip_network(_cidr, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TRUST_PROXY_HEADERS_FROM: {_cidr!r} is not an address or network (e.g. 10.0.0.5/32)"
+        ) from None
 
 if not DEBUG:
     # Behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER_ENABLED=true.
@@ -395,7 +406,8 @@ MAINTENANCE_NOTIFY_MAX_ATTEMPTS = envint("MAINTENANCE_NOTIFY_MAX_ATTEMPTS", 5)
 MAINTENANCE_NOTIFY_BACKOFF_S = envint("MAINTENANCE_NOTIFY_BACKOFF_S", 30)  # doubles with each retry
 MAINTENANCE_WEBHOOK_TIMEOUT_S = envint("MAINTENANCE_WEBHOOK_TIMEOUT_S", 5)
 # Webhook targets (see portal/maintenance/transports.py): private addresses are refused unless
-# allowed; WEBHOOK_ALLOWED_NETWORKS (CIDRs) allows any address inside them, loopback included.
+# allowed; WEBHOOK_ALLOWED_NETWORKS (CIDRs) allows any address inside them, loopback included;
+# cloud metadata addresses never.
 WEBHOOK_ALLOW_PRIVATE = envbool("WEBHOOK_ALLOW_PRIVATE", False)
 WEBHOOK_ALLOWED_NETWORKS = envlist("WEBHOOK_ALLOWED_NETWORKS", [])
 for _cidr in WEBHOOK_ALLOWED_NETWORKS:

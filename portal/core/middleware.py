@@ -16,6 +16,8 @@ from django.db.models.signals import pre_save
 from django.http import JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
+from portal.core.forwarded import forwarded_address
+
 
 class RejectNulCharactersMiddleware:
     def __init__(self, get_response):
@@ -48,8 +50,10 @@ class RejectNulCharactersMiddleware:
 
 class AuditlogMiddleware(_AuditlogMiddleware):
     """django-auditlog's middleware, but the audit trail records the address the server
-    believes (REMOTE_ADDR) instead of whatever X-Forwarded-For a client sends. Daphne rewrites
-    REMOTE_ADDR from the proxy's headers when TRUST_PROXY_HEADERS is on, and only then."""
+    believes (REMOTE_ADDR) instead of whatever X-Forwarded-For a client sends. REMOTE_ADDR comes
+    from the proxy's header only with TRUST_PROXY_HEADERS, and only when it is an address
+    (portal.core.forwarded); anything else that is not an address is recorded as none, never
+    stored (on PostgreSQL an inet column would refuse it, and the audited write with it)."""
 
     def __call__(self, request):
         # auditlog sets its context variable and never resets it: run each request in a copy of
@@ -58,7 +62,9 @@ class AuditlogMiddleware(_AuditlogMiddleware):
 
     @staticmethod
     def _get_remote_addr(request):
-        return None if settings.AUDITLOG_DISABLE_REMOTE_ADDR else request.META.get("REMOTE_ADDR")
+        if settings.AUDITLOG_DISABLE_REMOTE_ADDR:
+            return None
+        return forwarded_address(str(request.META.get("REMOTE_ADDR") or ""))
 
     @staticmethod
     def _get_remote_port(request) -> int | None:

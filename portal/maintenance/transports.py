@@ -5,10 +5,11 @@ portal to send a request, so it must not reach what only the portal can reach (s
 forgery). A target's addresses are checked when it is saved (`webhook_target_problem`) and again
 at each send, after name resolution: the request then goes to the very address that was checked
 (no second lookup a DNS rebinding could change), redirects are not followed, and TLS still checks
-the certificate against the URL's host name. Loopback, link-local (cloud metadata at
-169.254.169.254), multicast, unspecified and reserved addresses are always refused; private and
-other non-global ones too unless WEBHOOK_ALLOW_PRIVATE is on; WEBHOOK_ALLOWED_NETWORKS (CIDRs)
-allows any address inside them (e.g. the chat server's 10.1.2.0/24).
+the certificate against the URL's host name. Cloud metadata services (they hand out the
+machine's credentials) are refused whatever the settings. Loopback, link-local, multicast,
+unspecified, reserved and IPv6 site-local (fec0::/10) addresses are refused unless inside
+WEBHOOK_ALLOWED_NETWORKS (CIDRs, e.g. the chat server's 10.1.2.0/24), which allows any other
+address inside them; private and other non-global ones too unless WEBHOOK_ALLOW_PRIVATE is on.
 """
 
 from __future__ import annotations
@@ -40,6 +41,22 @@ def _allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
 
 
 NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+# Deprecated (RFC 3879) but still routed inside some networks; Python counts it as global.
+SITE_LOCAL = ipaddress.ip_network("fec0::/10")
+# Cloud metadata services: the machine's own credentials, never a webhook's target, whatever
+# WEBHOOK_ALLOW_PRIVATE or WEBHOOK_ALLOWED_NETWORKS say. Several sit in private (100.64/10,
+# fc00::/7) or even public space, so the general rules alone would let them through.
+CLOUD_METADATA = frozenset(
+    ipaddress.ip_address(address)
+    for address in (
+        "169.254.169.254",  # AWS, GCP, Azure, Oracle, OpenStack
+        "169.254.170.2",  # AWS ECS task metadata
+        "100.100.100.200",  # Alibaba Cloud
+        "168.63.129.16",  # Azure WireServer
+        "fd00:ec2::254",  # AWS over IPv6
+        "fd20:ce::254",  # GCP over IPv6
+    )
+)
 
 
 def _unwrapped(address: IPAddress) -> list[IPAddress]:
@@ -71,6 +88,8 @@ def address_problem(address: IPAddress) -> str | None:
 
 
 def _direct_address_problem(address: IPAddress) -> str | None:
+    if address in CLOUD_METADATA:
+        return f"{address} is a cloud metadata address"
     if any(address in network for network in _allowed_networks()):
         return None
     for kind, flag in (
@@ -79,6 +98,7 @@ def _direct_address_problem(address: IPAddress) -> str | None:
         ("a multicast", address.is_multicast),
         ("an unspecified", address.is_unspecified),
         ("a reserved", address.is_reserved),
+        ("a site-local", address in SITE_LOCAL),
     ):
         if flag:
             return f"{address} is {kind} address"

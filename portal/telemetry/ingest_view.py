@@ -155,8 +155,8 @@ def _handle(request: HttpRequest) -> JsonResponse:
 
 
 def _plain_http_refused(request: HttpRequest) -> bool:
-    # is_secure() honours SECURE_PROXY_SSL_HEADER (a TLS proxy in front) and Daphne's
-    # --proxy-headers; DEBUG (the demo, the tests) runs on loopback over HTTP.
+    # is_secure() honours SECURE_PROXY_SSL_HEADER (a TLS proxy in front) and X-Forwarded-Proto
+    # with TRUST_PROXY_HEADERS (portal.core.forwarded); DEBUG (the demo, the tests) runs on loopback over HTTP.
     return not (settings.DEBUG or settings.INGEST_ALLOW_HTTP or request.is_secure())
 
 

@@ -117,6 +117,12 @@ def test_bad_value_in_environment_fails_loudly(tmp_path):
     assert "ATTACHMENT_MAX_BYTES must be an integer" in result.stderr
 
 
+def test_a_proxy_network_that_is_not_one_stops_the_start(tmp_path):
+    result = manage("check", tmp_path=tmp_path, DEBUG="true", TRUST_PROXY_HEADERS_FROM="10.0.0.5/32,nginx-host")
+    assert result.returncode != 0
+    assert "TRUST_PROXY_HEADERS_FROM: 'nginx-host' is not an address or network" in result.stderr
+
+
 def test_debug_is_off_unless_asked_for(tmp_path):
     """Production-safe by default: no DEBUG, so no secret key means no start."""
     result = manage("check", tmp_path=tmp_path)

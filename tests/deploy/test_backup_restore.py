@@ -93,3 +93,81 @@ def test_a_backup_restores_every_record_ticket_run_and_file(require_postgres, tm
     finally:
         with psycopg.connect(admin_url, autocommit=True) as db:
             db.execute(f'DROP DATABASE IF EXISTS "{fresh}" WITH (FORCE)')
+
+
+PASSWORD = "S3cret:pw\\x"  # a colon and a backslash: pgpass escapes both
+SPY = """#!/bin/sh
+# Records how the script called {name}, then runs the real one.
+{{
+  printf 'argv: %s\n' "$*"
+  if [ -n "$PGPASSFILE" ]; then
+    printf 'passfile: %s %s %s\n' "$PGPASSFILE" "$(stat -c %a "$PGPASSFILE")" "$(cat "$PGPASSFILE")"
+  fi
+}} >> {log}
+exec {real} "$@"
+"""
+
+
+def spied_path(tmp_path: Path, log: Path) -> str:
+    """PATH with pg_dump, psql and pg_restore replaced by spies that log their calls."""
+    spies = tmp_path / "spies"
+    spies.mkdir(exist_ok=True)
+    for name in ("pg_dump", "psql", "pg_restore"):
+        real = subprocess.run(["sh", "-c", f"command -v {name}"], capture_output=True, text=True).stdout.strip()
+        assert real, f"{name} missing"
+        (spies / name).write_text(SPY.format(name=name, log=log, real=real))
+        (spies / name).chmod(0o755)
+    return f"{spies}:{os.environ['PATH']}"
+
+
+def with_password(url: str) -> str:
+    """The URL with a password (percent-encoded as in DATABASE_URL): the test server trusts local
+    connections, so it is never checked, only carried."""
+    quoted = PASSWORD.replace("%", "%25").replace(":", "%3A").replace("\\", "%5C")
+    return url.replace("://postgres@", f"://postgres:{quoted}@", 1)
+
+
+def test_backups_are_private_and_the_password_never_on_a_command_line(require_postgres, tmp_path, media_root):
+    """Dumps hold sessions, robot secrets and webhook URLs: 0700 folders, 0600 files whatever the
+    caller's umask; pg_dump, psql and pg_restore get the password from a 0600 pgpass file removed
+    afterwards, never as an argument that `ps` shows every user."""
+    (media_root / "photos").mkdir(parents=True)
+    (media_root / "photos" / "rma.pdf").write_bytes(b"%PDF-1.4 rma")
+    log = tmp_path / "calls.log"
+    backups = tmp_path / "backups"
+
+    env = scripts_env(connection.settings_dict["NAME"], media_root)
+    env.update(DATABASE_URL=with_password(env["DATABASE_URL"]), PATH=spied_path(tmp_path, log))
+    made = subprocess.run(["bash", str(REPO / "deploy" / "backup.sh"), str(backups)], env=env, capture_output=True,
+                          text=True, timeout=300, preexec_fn=lambda: os.umask(0o022))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    folder = Path(made.stdout.strip().splitlines()[-1])
+    assert oct(backups.stat().st_mode & 0o777) == "0o700" and oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in folder.iterdir()} == {
+        "database.dump": "0o600", "media.tar.gz": "0o600"}  # fmt: skip
+
+    fresh = f"restore_{uuid.uuid4().hex[:8]}"
+    admin_url = url_for("postgres")
+    with psycopg.connect(admin_url, autocommit=True) as db:
+        db.execute(f'CREATE DATABASE "{fresh}"')
+    restored_media = tmp_path / "restored-media"
+    try:
+        env = scripts_env(fresh, restored_media)
+        env.update(DATABASE_URL=with_password(env["DATABASE_URL"]), PATH=spied_path(tmp_path, log))
+        command = ["bash", str(REPO / "deploy" / "restore.sh"), str(folder)]
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+                              preexec_fn=lambda: os.umask(0o022))  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as db:
+            db.execute(f'DROP DATABASE IF EXISTS "{fresh}" WITH (FORCE)')
+    assert (restored_media / "photos" / "rma.pdf").stat().st_mode & 0o007 == 0, "restored files: not world-readable"
+
+    calls = log.read_text().splitlines()
+    argv = [line for line in calls if line.startswith("argv: ")]
+    assert len(argv) >= 3, calls  # pg_dump, psql, pg_restore
+    assert not [line for line in argv if "S3cret" in line], argv
+    passfiles = [line.split(" ", 3)[1:] for line in calls if line.startswith("passfile: ")]
+    assert len(passfiles) == len(argv)
+    assert {(mode, content) for _path, mode, content in passfiles} == {("600", "*:*:*:*:S3cret\\:pw\\\\x")}
+    assert not any(Path(path).exists() for path, _mode, _content in passfiles), "removed when the script ends"

@@ -54,7 +54,7 @@ def test_refused_on_the_page_with_the_field_named(technician, client_for):
     answer = client_for(technician).post(
         "/tickets/subscriptions/", {"channel": "webhook", "target": "http://169.254.169.254/x", "min_severity": "info"}
     )
-    assert answer.status_code == 400 and b"link-local" in answer.content
+    assert answer.status_code == 400 and b"cloud metadata" in answer.content
     assert not Subscription.objects.exists()
 
 
@@ -198,3 +198,54 @@ def test_ipv4_compatible_addresses_are_refused(technician, target, settings):
     settings.WEBHOOK_ALLOW_PRIVATE = True
     with pytest.raises(InvalidInput):
         _subscribe(technician, target)
+
+
+CLOUD_METADATA = [
+    "http://169.254.169.254/latest/meta-data/",
+    "http://169.254.170.2/v2/credentials/x",  # AWS ECS
+    "http://100.100.100.200/latest/meta-data/",  # Alibaba: shared address space 100.64/10
+    "http://[fd00:ec2::254]/latest/meta-data/",  # AWS over IPv6: inside fc00::/7
+    "http://[fd20:ce::254]/computeMetadata/v1/",  # GCP over IPv6
+    "http://168.63.129.16/machine",  # Azure WireServer: a public address
+    "http://[::ffff:100.100.100.200]/latest/meta-data/",  # IPv4-mapped
+    "http://[64:ff9b::6464:64c8]/latest/meta-data/",  # NAT64 of 100.100.100.200
+]
+# Every network above, allowed by an admin as broadly as the settings can.
+ALLOW_EVERYTHING = ["169.254.0.0/16", "100.64.0.0/10", "168.63.0.0/16", "fd00::/8", "64:ff9b::/96"]
+
+
+@pytest.mark.parametrize("target", CLOUD_METADATA)
+def test_cloud_metadata_is_refused_whatever_the_settings(technician, settings, target):
+    settings.WEBHOOK_ALLOW_PRIVATE = True
+    settings.WEBHOOK_ALLOWED_NETWORKS = ALLOW_EVERYTHING
+    with pytest.raises(InvalidInput) as refused:
+        _subscribe(technician, target)
+    assert "cloud metadata address" in refused.value.field_errors["target"][0]
+    assert not Subscription.objects.exists()
+
+
+@pytest.mark.parametrize("target", ["http://[fd00:ec2::254]/latest/meta-data/", "http://100.100.100.200/x"])
+def test_cloud_metadata_stored_earlier_is_refused_when_sent(technician, ticket, settings, target):
+    settings.WEBHOOK_ALLOW_PRIVATE = True
+    settings.WEBHOOK_ALLOWED_NETWORKS = ALLOW_EVERYTHING
+    _stored_subscription(technician, target)
+    row = _deliver(ticket)
+    assert row.status == Notification.Status.PERMANENT and "cloud metadata address" in row.error
+
+
+@pytest.mark.parametrize("target", ["http://[fec0::1]/hook", "http://[feff:ffff::1]:8065/hooks/x"])
+@pytest.mark.parametrize("allow_private", [False, True])
+def test_ipv6_site_local_is_refused(technician, settings, target, allow_private):
+    """fec0::/10 (deprecated, RFC 3879, still routed inside some networks) counts as global in
+    Python's ipaddress: it is refused by itself, private networks allowed or not."""
+    settings.WEBHOOK_ALLOW_PRIVATE = allow_private
+    with pytest.raises(InvalidInput) as refused:
+        _subscribe(technician, target)
+    assert "site-local address" in refused.value.field_errors["target"][0]
+
+
+def test_ipv6_site_local_inside_an_allowed_network_is_allowed(technician, settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = ["fec0:1::/32"]
+    assert _subscribe(technician, "http://[fec0:1::5]/hook")
+    with pytest.raises(InvalidInput):
+        _subscribe(technician, "http://[fec0:2::5]/hook")

@@ -15,13 +15,16 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+# Addresses that listen on every interface.
+WILDCARDS = {"0.0.0.0", "::", "[::]"}
+
 
 def daphne_command(fd: int, access_log: str | None = None) -> list[str]:
-    """One Daphne on the inherited socket. X-Forwarded-* are believed only when configured
-    (TRUST_PROXY_HEADERS): without a proxy in front, any client could claim any address."""
-    proxy = ["--proxy-headers"] if settings.TRUST_PROXY_HEADERS else []
+    """One Daphne on the inherited socket. Never Daphne's --proxy-headers, which believes the
+    leftmost X-Forwarded-For entry whatever it is: the application reads the proxy's headers
+    itself, and only with TRUST_PROXY_HEADERS (portal.core.forwarded)."""
     log = ["--access-log", access_log] if access_log else []
-    return [sys.executable, "-m", "daphne", "--fd", str(fd), *proxy, *log, "portal.asgi:application"]
+    return [sys.executable, "-m", "daphne", "--fd", str(fd), *log, "portal.asgi:application"]
 
 
 class Command(BaseCommand):
@@ -36,6 +39,15 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, workers, access_log, **options):
         if workers < 1:
             raise CommandError("--workers must be at least 1")
+        if not host.strip():
+            # The web unit passes ${WEB_BIND}: unset, it is empty, which would listen everywhere.
+            raise CommandError("--host is empty (WEB_BIND unset?): name the address to listen on, e.g. 127.0.0.1")
+        if settings.TRUST_PROXY_HEADERS and host in WILDCARDS:
+            self.stderr.write(
+                f"TRUST_PROXY_HEADERS is on and this node listens on every address ({host}): whoever reaches "
+                f"port {port} can claim any client address. Bind to the private address nginx uses (WEB_BIND) "
+                "and let only the nginx host through the firewall (docs/production.md)."
+            )
         if workers > 1 and "InMemoryChannelLayer" in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
             self.stderr.write("REDIS_URL is not set: live pages need one process with the in-memory layer; using 1.")
             workers = 1
