@@ -43,6 +43,9 @@ def _unavailable(error: SchedulerUnavailable):
 
 @router.get("/hosts/{hostname}/scheduler", response=ANSWERS)
 def scheduler_node(request, hostname: str):
+    """The node as Slurm said it at most 5 s ago (one answer per node serves every reader in that
+    time); viewers and up, since it names the users and jobs running there."""
+    require_perm(request, "scheduler.view_scheduleraction")
     host = selectors.scheduler_host_get(hostname=hostname)
     try:
         return Status(200, selectors.scheduler_node_status(host=host))
@@ -55,7 +58,7 @@ def _act(request, hostname: str, kind: str, reason: str):
     host = selectors.scheduler_host_get(hostname=hostname)
     try:
         services.scheduler_manual_action(host=host, kind=kind, reason=reason, user=request.user)
-        return Status(200, selectors.scheduler_node_status(host=host))
+        return Status(200, selectors.scheduler_node_status(host=host, fresh=True))
     except SchedulerUnavailable as error:
         return _unavailable(error)
 

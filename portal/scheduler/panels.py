@@ -18,7 +18,8 @@ def _page_adapter() -> SchedulerAdapter:
 
 
 def host_page_panel(*, host, request=None, **context) -> dict:
-    if not scheduler_enabled():
+    user = getattr(request, "user", None)
+    if not scheduler_enabled() or not (user and user.has_perm("scheduler.view_scheduleraction")):
         return {}
     status, error, unknown = None, "", False
     try:
@@ -27,7 +28,6 @@ def host_page_panel(*, host, request=None, **context) -> dict:
         error, unknown = str(exc), True
     except SchedulerUnavailable as exc:
         error = str(exc)
-    user = getattr(request, "user", None)
     return {
         "scheduler_panel": {
             "node": node_name(host),

@@ -13,6 +13,7 @@ import datetime as dt
 import logging
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -54,6 +55,20 @@ def scheduler_adapter() -> SchedulerAdapter:
 
 def node_name(host: Host) -> str:
     return host.slurm_node or host.hostname
+
+
+# How long an answer of Slurm about a node (state, reason, running jobs) serves reads: the
+# selectors keep it in Django's cache (per process unless CACHES says otherwise).
+NODE_STATUS_CACHE_S = 5
+
+
+def node_status_cache_key(node: str) -> str:
+    return f"scheduler:node-status:{node}"
+
+
+def node_status_forget(node: str) -> None:
+    """The portal changed the node: the next read asks Slurm."""
+    cache.delete(node_status_cache_key(node))
 
 
 def drain_reason(ticket: Ticket) -> str:
@@ -227,6 +242,8 @@ def _finish(action: SchedulerAction, state: str, outcome: str) -> None:
         action.done_at = timezone.now()
         action.claimed_until = None
         action.save(update_fields=["state", "outcome", "done_at", "claimed_until", "attempts", "last_attempt_at"])
+        if action.kind != Action.Kind.JOBS:
+            node_status_forget(action.node)
         if action.ticket_id is not None:
             ticket_history_add(ticket=action.ticket, note=outcome, user=action.requested_by)
 
