@@ -36,7 +36,10 @@ def host_page_panel(*, host, request=None, **context) -> dict:
         error = str(exc)
     can_act = user.has_perm("scheduler.add_scheduleraction")
     blockers = []
-    if can_act and not unknown:  # what a resume by hand would be refused for, said beside its button
+    # What a resume by hand would be refused for, said in place of its button; nothing to say about
+    # a node that is neither drained nor held for a reason (a resume would change nothing).
+    held = status is None or "drain" in status["state"] or bool(status["reason"])
+    if can_act and not unknown and held:
         node = Node(node=status["node"], state=status["state"], reason=status["reason"]) if status else None
         blockers = [b.text() for b in scheduler_resume_blockers(host_id=host.pk, node=node, by_hand=True)]
     return {
