@@ -223,6 +223,9 @@ def test_force_is_for_admins_with_a_reason_and_is_recorded(
         f"Slurm node {slurm.node} resumed by hand, forced although this ticket is open: GPU 0 tested fine by hand"
         in notes(ticket)
     )
+    # The node works again: the page offers no refusal, and no second forced resume, for it.
+    page = client_for(admin).get(host.get_absolute_url()).content.decode()
+    assert "The portal keeps this node drained" not in page and "Resume anyway (forced)" not in page
 
 
 def test_forced_resume_past_a_persons_drain_and_a_rest_ends_the_rest(
