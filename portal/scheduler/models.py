@@ -39,7 +39,8 @@ class SchedulerAction(models.Model):
     reason = models.CharField(max_length=300, blank=True)
     # A resume by hand that an admin forced past what keeps the node drained (an open ticket, a
     # rest not over, a drain reason the portal did not set); the outcome says what it overrode.
-    forced = models.BooleanField(default=False)
+    # The database's own default too: a node still running the previous release inserts rows without it.
+    forced = models.BooleanField(default=False, db_default=False)
     ticket = models.ForeignKey(Ticket, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
