@@ -291,7 +291,12 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # urllib then raises HTTPError with the 3xx
 
 
-_OPENER = urllib.request.build_opener(_NoRedirects)
+def _opener(url: str) -> urllib.request.OpenerDirector:
+    """No redirects ever; the environment's proxy (`https_proxy`) only for https: a plain-http
+    request goes to loopback, and through an `http_proxy` the token would cross the network in clear."""
+    if url.lower().startswith("https://"):
+        return urllib.request.build_opener(_NoRedirects)
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects)
 
 
 # OpenAPI plugins a slurmrestd may serve, newest first; the first it lists is used.
@@ -319,7 +324,7 @@ class SlurmRest:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(f"{self.url}{path}", data=data, headers=headers, method=method)  # noqa: S310
         try:
-            with _OPENER.open(request, timeout=self.timeout) as answer:
+            with _opener(self.url).open(request, timeout=self.timeout) as answer:
                 text = answer.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as error:
             if 300 <= error.code < 400:

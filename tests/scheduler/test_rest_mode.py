@@ -162,3 +162,23 @@ def test_a_rest_url_that_would_leak_the_token_is_never_called(newer_slurmrestd, 
     with pytest.raises(SchedulerUnavailable, match="would send the JWT in clear"):
         SlurmRest(url="http://slurm-head:6820", user="gpufleet", token="jwt-abc").node("gpu07")
     assert sent == [] and requests == []
+
+
+def test_plain_http_to_loopback_never_goes_through_a_proxy(newer_slurmrestd, monkeypatch):
+    """With http_proxy set (and no no_proxy), the JWT for a loopback slurmrestd still goes there
+    directly, never in clear to the proxy."""
+    url, requests = newer_slurmrestd
+    proxy = HTTPServer(("127.0.0.1", 0), _Redirecting)  # were it asked anything, it would redirect away
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    proxied = []
+    _Redirecting.target = "http://example.invalid"
+    monkeypatch.setattr(_Redirecting, "do_GET", lambda self: proxied.append(self.path) or self._redirect())
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        assert SlurmRest(url=url, user="gpufleet", token="jwt-abc").node("gpu07").state == "drained"
+    finally:
+        proxy.shutdown()
+    assert proxied == [] and any(path == "/slurm/v0.0.41/node/gpu07" for _, path, _, _ in requests)
