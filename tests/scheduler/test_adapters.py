@@ -115,14 +115,22 @@ def test_https_or_loopback_rest_urls_are_accepted(settings, url):
                      SLURM_REST_TOKEN="t") == {}  # fmt: skip
 
 
-def test_the_portal_refuses_to_start_with_them(tmp_path):
+@pytest.mark.parametrize(
+    "url, error",
+    [(None, "scheduler.E002"), ("http://slurm-head:6820", "scheduler.E003")],
+    ids=["no URL", "plain http across the network"],
+)
+def test_the_portal_refuses_to_start_with_them(tmp_path, url, error):
     import os
     import subprocess
     import sys
 
     env = {**os.environ, "DEBUG": "true", "SLURM_ENABLED": "true", "SLURM_MODE": "rest",
-           "DJANGO_SETTINGS_MODULE": "portal.settings", "VAR_DIR": str(tmp_path)}  # fmt: skip
+           "DJANGO_SETTINGS_MODULE": "portal.settings", "VAR_DIR": str(tmp_path),
+           "SLURM_REST_USER": "gpufleet", "SLURM_REST_TOKEN": "jwt"}  # fmt: skip
     env.pop("SLURM_REST_URL", None)
+    if url:
+        env["SLURM_REST_URL"] = url
     done = subprocess.run([sys.executable, "manage.py", "serve"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
-    assert "scheduler.E002" in done.stderr and "SLURM_REST_URL" in done.stderr
+    assert error in done.stderr and "SLURM_REST_URL" in done.stderr
