@@ -168,10 +168,12 @@ def scheduler_resume_blockers(*, host_id: int, node: Node | None, by_hand: bool)
     for rest in rests:
         until = timezone.localtime(rest.not_before, dt.UTC).strftime("%Y-%m-%d %H:%M")
         blockers.append(ResumeBlocker("rest", {"ticket": rest.ticket_id, "until": until}))
-    foreign = node is not None and node.reason and not node.reason.startswith(REASON_PREFIX)
-    if foreign and not (by_hand and node.reason == _hand_drain_reason(host_id)):
+    # Held for a reason that is not the portal's (a drain without any reason counts as a person's).
+    held = node is not None and bool(node.reason or "drain" in node.state)
+    foreign = held and not node.reason.startswith(REASON_PREFIX)
+    if foreign and not (by_hand and node.reason and node.reason == _hand_drain_reason(host_id)):
         code = "person" if "drain" in node.state else "slurm"
-        blockers.append(ResumeBlocker(code, {"reason": node.reason}))
+        blockers.append(ResumeBlocker(code, {"reason": node.reason or "no reason"}))
     return blockers
 
 
@@ -420,8 +422,9 @@ def _resume_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
     with transaction.atomic():
         # The rests this resume cut short end here: their own resume would otherwise lift a later drain.
         for rest in Action.objects.filter(
-            host_id=action.host_id, source=Action.Source.REST, state=Action.State.PENDING, not_before__gt=timezone.now()
-        ):
+            host_id=action.host_id, source=Action.Source.REST, kind=Action.Kind.RESUME, state=Action.State.PENDING,
+            not_before__gt=timezone.now(),
+        ):  # fmt: skip
             _finish(
                 rest, Action.State.SKIPPED, f"Slurm node {action.node} was resumed by hand before the rest was over"
             )
@@ -471,7 +474,7 @@ def _rest_resume_cancel(drain: SchedulerAction, outcome: str) -> None:
             kind=Action.Kind.RESUME,
             state=Action.State.PENDING,
             id__gt=drain.id,
-        )  # fmt: skip
+        )
         .order_by("id")
         .first()
     )

@@ -273,3 +273,28 @@ def test_openapi_documents_the_refusal(client_for, viewer):
     assert {"200", "400", "403", "404", "409", "503"} <= set(operation["responses"])
     body = operation["requestBody"]["content"]["application/json"]["schema"]
     assert "force" in json.dumps(schema["components"]["schemas"]) and body
+
+
+def test_what_slurm_says_decides_without_a_cluster(db):
+    """The reason rule on Slurm's own answers: a down node's reason is Slurm's, a drain without a
+    reason is a person's, the portal's own prefix is the portal's."""
+    from portal.fleet.models import Host
+    from portal.scheduler.adapters import Node
+    from portal.scheduler.services import scheduler_resume_blockers
+
+    host = Host.objects.create(hostname="gpu01")
+
+    def why(state, reason, by_hand=True):
+        found = scheduler_resume_blockers(host_id=host.pk, node=Node("gpu01", state, reason), by_hand=by_hand)
+        return [(b.loc, b.msg) for b in found]
+
+    assert why("down", "Not responding") == [
+        ("node.reason", "Slurm holds it for a reason the portal did not set (Not responding)")
+    ]
+    assert why("drained", "") == [("node.reason", "a person drained it (no reason)")]
+    assert why("draining", "gpu-fleet #3: XID 79") == [] and why("idle", "") == []
+    SchedulerAction.objects.create(
+        host=host, node="gpu01", kind="drain", source="person", state="done", reason="PDU", done_at=timezone.now()
+    )
+    assert why("drained", "PDU") == []  # the portal's drain by hand, ended by hand
+    assert why("drained", "PDU", by_hand=False) == [("node.reason", "a person drained it (PDU)")]  # never by itself
