@@ -64,9 +64,10 @@ def _act(request, hostname: str, kind: str, reason: str, force: bool = False):
         return _unavailable(error)
 
 
-@router.post("/hosts/{hostname}/scheduler/drain", response=ANSWERS)
+@router.post("/hosts/{hostname}/scheduler/drain", response={**ANSWERS, 409: ErrorOut})
 def scheduler_drain(request, hostname: str, payload: DrainIn):
-    """Drain the node now (running jobs finish); `reason` is required."""
+    """Drain the node now (running jobs finish); `reason` is required. 409 (`loc` `node.reason`) when
+    someone drained it outside the portal: their reason stays."""
     return _act(request, hostname, "drain", payload.reason)
 
 

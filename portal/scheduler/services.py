@@ -145,6 +145,20 @@ class RestRefused(Conflict):
         self.blockers = blockers
 
 
+class DrainRefused(Conflict):
+    """A drain by hand would replace the reason of someone else's drain (HTTP 409): the portal's own
+    drain by hand may be ended by hand, so taking over that reason would end the other one too."""
+
+    def __init__(self, node: str, blockers: list[ResumeBlocker]):
+        why = "; ".join(b.msg for b in blockers)
+        super().__init__(
+            f"Slurm node {node} is already drained for another reason: {why}; its reason stays as it is",
+            problems=[(b.loc, b.msg) for b in blockers],
+        )
+        self.node = node
+        self.blockers = blockers
+
+
 def scheduler_resume_blockers(*, host_id: int, node: Node | None, by_hand: bool) -> list[ResumeBlocker]:
     """Why the node of host `host_id` must not be resumed now; [] when it may. The one rule for
     every resume the portal makes, a ticket's, a rest's or a person's:
@@ -262,6 +276,13 @@ def _drained_by_someone_else(node: Node) -> bool:
     return "drain" in node.state and not node.reason.startswith(REASON_PREFIX)
 
 
+def _drain_by_hand_blockers(host_id: int, node: Node) -> list[ResumeBlocker]:
+    """A drain by hand over a drain made outside the portal (not the portal's own drain by hand)."""
+    if _drained_by_someone_else(node) and not (node.reason and node.reason == _hand_drain_reason(host_id)):
+        return [ResumeBlocker("person", {"reason": node.reason or "no reason"})]
+    return []
+
+
 def scheduler_manual_action(
     *, host: Host, kind: str, reason: str, user, force: bool = False, adapter: SchedulerAdapter | None = None
 ) -> SchedulerAction:
@@ -300,6 +321,8 @@ def scheduler_manual_action(
         blockers = scheduler_resume_blockers(host_id=host.pk, node=node, by_hand=True)
         if blockers:
             raise ResumeRefused(name, blockers)
+    if kind == Action.Kind.DRAIN and node is not None and (blockers := _drain_by_hand_blockers(host.pk, node)):
+        raise DrainRefused(name, blockers)
     action = _action_add(host=host, kind=kind, source=Action.Source.PERSON, reason=reason, user=user, forced=force)
     scheduler_host_actions_run(host_id=host.pk, adapter=adapter)
     action.refresh_from_db()
@@ -309,6 +332,8 @@ def scheduler_manual_action(
         )
     if action.state == Action.State.FAILED:
         raise NodeUnknown(action.last_error, problems=[("hostname", action.last_error)])
+    if action.state == Action.State.SKIPPED and kind == Action.Kind.DRAIN:  # someone drained it meanwhile
+        raise DrainRefused(name, _drain_by_hand_blockers(host.pk, adapter.node(name)))
     if action.state == Action.State.SKIPPED:  # something came to keep it drained since the check above
         raise ResumeRefused(name, scheduler_resume_blockers(host_id=host.pk, node=adapter.node(name), by_hand=True))
     return action
@@ -396,8 +421,7 @@ def _carry_out(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
         return _record_job(action, adapter)
     if action.source == Action.Source.PERSON:
         if action.kind == Action.Kind.DRAIN:
-            adapter.drain(action.node, action.reason)
-            return _finish(action, Action.State.DONE, f"Slurm node {action.node} drained by hand: {action.reason}")
+            return _drain_by_hand(action, adapter)
         return _resume_by_hand(action, adapter)
     if action.kind == Action.Kind.DRAIN:
         return _drain_for_ticket(action, adapter)
@@ -407,6 +431,16 @@ def _carry_out(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
 def _stays_drained(action: SchedulerAction, blockers: list[ResumeBlocker]) -> None:
     why = "; ".join(b.msg for b in blockers)
     return _finish(action, Action.State.SKIPPED, f"Slurm node {action.node} stays drained: {why}")
+
+
+def _drain_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
+    # Checked again here: someone may have drained the node since (Slurm did not answer then).
+    blockers = _drain_by_hand_blockers(action.host_id, adapter.node(action.node))
+    if blockers:
+        why = "; ".join(b.msg for b in blockers)
+        return _finish(action, Action.State.SKIPPED, f"Slurm node {action.node} was already drained: {why}")
+    adapter.drain(action.node, action.reason)
+    return _finish(action, Action.State.DONE, f"Slurm node {action.node} drained by hand: {action.reason}")
 
 
 def _resume_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:

@@ -21,6 +21,8 @@ def _say_error(request, error: ApplicationError) -> None:
         text = gettext(
             "Slurm node %(node)s stays drained: %(why)s. Only an admin may resume it now (forced, with a reason)."
         )
+    elif isinstance(error, services.DrainRefused):
+        text = gettext("Slurm node %(node)s is already drained for another reason, which stays: %(why)s.")
     elif isinstance(error, services.RestRefused):
         text = gettext("No rest asked: Slurm node %(node)s is drained for another reason: %(why)s.")
     else:

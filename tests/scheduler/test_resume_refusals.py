@@ -197,6 +197,21 @@ def test_a_drain_by_hand_through_the_portal_is_the_persons_to_end(slurm, host, c
     assert resume(client, host.hostname, {}).status_code == 409
 
 
+def test_a_drain_by_hand_never_takes_over_someone_elses_drain(slurm, host, client_for, technician):
+    """Else draining over it and then resuming would end the other person's drain in two clicks."""
+    person_drains(slurm)
+    client = client_for(technician)
+    url = f"/api/v1/hosts/{host.hostname}/scheduler/drain"
+    answer = client.post(url, {"reason": "my window"}, content_type="application/json")
+    assert answer.status_code == 409
+    assert answer.json()["detail"] == [{"loc": "node.reason", "msg": "a person drained it (rack 4 power work)"}]
+    assert node(slurm).reason == "rack 4 power work" and not SchedulerAction.objects.exists()
+    page = client.post(f"/scheduler/hosts/{host.hostname}/drain", {"reason": "my window"}, follow=True)
+    assert f"Slurm node {slurm.node} is already drained for another reason, which stays" in page.content.decode()
+    assert resume(client, host.hostname, {}).status_code == 409
+    assert node(slurm).reason == "rack 4 power work"
+
+
 def test_force_is_for_admins_with_a_reason_and_is_recorded(
     slurm, host, client_for, technician, admin, django_capture_on_commit_callbacks
 ):
