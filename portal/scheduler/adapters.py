@@ -8,7 +8,8 @@
   OpenAPI v0.0.38, which reads nodes and jobs but has no node update: drain and resume need
   v0.0.39 (23.02) or later (`POST /slurm/v0.0.XX/node/{name}`, `state` a list of flags). Newer
   versions also turn `state`/`job_state` into lists and times into `{"set", "number"}` objects;
-  the parsers below read both shapes.
+  the parsers below read both shapes. The token goes only to an `https://` URL (or one on this
+  machine's loopback) and never across a redirect: a 3xx answer is an error, not followed.
 
 Every failure to talk to Slurm is a `SchedulerUnavailable` (retry later) or `NodeUnknown`.
 """
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import ipaddress
 import json
 import os
 import re
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Protocol
 
@@ -250,6 +253,52 @@ class SlurmCli:
         self._update(name, "State=RESUME")
 
 
+def rest_url_problem(url: str) -> str:
+    """Why the JWT may not be sent to `url` ("" when it may): only over https, or in clear to
+    this machine's loopback (a slurmrestd beside the portal, or a tunnel's local end)."""
+    try:
+        parts = urllib.parse.urlsplit(url or "")
+        host = parts.hostname or ""
+        parts.port  # noqa: B018 - a port that is not a number raises ValueError
+    except ValueError as error:
+        return f"SLURM_REST_URL is not a URL ({error})"
+    if parts.scheme not in ("http", "https") or not host:
+        return "SLURM_REST_URL must be an https:// URL (http:// only to this machine's loopback)"
+    if parts.username is not None or parts.password is not None:
+        return "SLURM_REST_URL must not hold a user or password (the JWT is the credential)"
+    if parts.scheme == "https" or _loopback(host):
+        return ""
+    return (
+        f"SLURM_REST_URL must be https:// (or http:// to 127.0.0.1, ::1 or localhost): "
+        f"http://{host} would send the JWT in clear"
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx is answered as the error it is: following it would send X-SLURM-USER-TOKEN to
+    wherever the answer points (urllib keeps a request's headers across a redirect)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None  # urllib then raises HTTPError with the 3xx
+
+
+def _opener(url: str) -> urllib.request.OpenerDirector:
+    """No redirects ever; the environment's proxy (`https_proxy`) only for https: a plain-http
+    request goes to loopback, and through an `http_proxy` the token would cross the network in clear."""
+    if url.lower().startswith("https://"):
+        return urllib.request.build_opener(_NoRedirects)
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects)
+
+
 # OpenAPI plugins a slurmrestd may serve, newest first; the first it lists is used.
 REST_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
 
@@ -265,6 +314,9 @@ class SlurmRest:
         self._api: str | None = None
 
     def _request(self, method: str, path: str, body: dict | None = None) -> dict:
+        problem = rest_url_problem(self.url)
+        if problem:  # the start-up check says so too (scheduler.E003); a worker never sends it either
+            raise SchedulerUnavailable(problem)
         headers = {"X-SLURM-USER-NAME": self.user, "X-SLURM-USER-TOKEN": self.token, "Accept": "application/json"}
         data = None
         if body is not None:
@@ -272,9 +324,15 @@ class SlurmRest:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(f"{self.url}{path}", data=data, headers=headers, method=method)  # noqa: S310
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as answer:  # noqa: S310
+            with _opener(self.url).open(request, timeout=self.timeout) as answer:
                 text = answer.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as error:
+            if 300 <= error.code < 400:
+                where = error.headers.get("Location", "nowhere said")
+                raise SchedulerUnavailable(
+                    f"slurmrestd answered {error.code} (a redirect to {where[:200]}); the portal does not follow "
+                    "redirects with its token: set SLURM_REST_URL to where slurmrestd answers"
+                ) from error
             text = error.read().decode("utf-8", "replace")
             try:
                 payload = json.loads(text)

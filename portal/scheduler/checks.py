@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.checks import Error, register
 
 from portal.maintenance.models import SEVERITY_RANK
+from portal.scheduler.adapters import rest_url_problem
 
 
 @register()
@@ -27,8 +28,15 @@ def slurm_settings_check(app_configs=None, **kwargs) -> list[Error]:
                     id="scheduler.E002",
                 )
             )
-        elif not settings.SLURM_REST_URL.startswith(("http://", "https://")):
-            errors.append(Error("SLURM_REST_URL must be an http:// or https:// URL", id="scheduler.E003"))
+        elif problem := rest_url_problem(settings.SLURM_REST_URL):
+            errors.append(
+                Error(
+                    problem,
+                    hint="serve slurmrestd over TLS (e.g. behind nginx) and use its https:// URL, or an SSH "
+                    "tunnel's local end (http://127.0.0.1:PORT)",
+                    id="scheduler.E003",
+                )
+            )
     if settings.SLURM_DRAIN_SEVERITY not in (*SEVERITY_RANK, "none"):
         errors.append(
             Error(

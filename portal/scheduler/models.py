@@ -37,6 +37,10 @@ class SchedulerAction(models.Model):
     source = models.CharField(max_length=8, choices=Source.choices)
     state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
     reason = models.CharField(max_length=300, blank=True)
+    # A resume by hand that an admin forced past what keeps the node drained (an open ticket, a
+    # rest not over, a drain reason the portal did not set); the outcome says what it overrode.
+    # The database's own default too: a node still running the previous release inserts rows without it.
+    forced = models.BooleanField(default=False, db_default=False)
     ticket = models.ForeignKey(Ticket, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -52,6 +56,7 @@ class SchedulerAction(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        permissions = [("force_resume", "Can resume a node that the portal keeps drained")]
         indexes = [models.Index(fields=["state", "not_before"], name="scheduleraction_due")]
 
     def __str__(self):

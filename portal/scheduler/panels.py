@@ -5,8 +5,14 @@ from __future__ import annotations
 from django.conf import settings
 
 from portal.scheduler import selectors
-from portal.scheduler.adapters import NodeUnknown, SchedulerAdapter, SchedulerUnavailable
-from portal.scheduler.services import REST_HOURS_MAX, node_name, scheduler_adapter, scheduler_enabled
+from portal.scheduler.adapters import Node, NodeUnknown, SchedulerAdapter, SchedulerUnavailable
+from portal.scheduler.services import (
+    REST_HOURS_MAX,
+    node_name,
+    scheduler_adapter,
+    scheduler_enabled,
+    scheduler_resume_blockers,
+)
 
 PAGE_TIMEOUT_S = 3.0  # a page waits this long for Slurm at most, then says it did not answer
 
@@ -18,7 +24,8 @@ def _page_adapter() -> SchedulerAdapter:
 
 
 def host_page_panel(*, host, request=None, **context) -> dict:
-    if not scheduler_enabled():
+    user = getattr(request, "user", None)
+    if not scheduler_enabled() or not (user and user.has_perm("scheduler.view_scheduleraction")):
         return {}
     status, error, unknown = None, "", False
     try:
@@ -27,7 +34,14 @@ def host_page_panel(*, host, request=None, **context) -> dict:
         error, unknown = str(exc), True
     except SchedulerUnavailable as exc:
         error = str(exc)
-    user = getattr(request, "user", None)
+    can_act = user.has_perm("scheduler.add_scheduleraction")
+    blockers = []
+    # What a resume by hand would be refused for, said in place of its button; nothing to say about
+    # a node that is neither drained nor held for a reason (a resume would change nothing).
+    held = status is None or "drain" in status["state"] or bool(status["reason"])
+    if can_act and not unknown and held:
+        node = Node(node=status["node"], state=status["state"], reason=status["reason"]) if status else None
+        blockers = [b.text() for b in scheduler_resume_blockers(host_id=host.pk, node=node, by_hand=True)]
     return {
         "scheduler_panel": {
             "node": node_name(host),
@@ -36,7 +50,9 @@ def host_page_panel(*, host, request=None, **context) -> dict:
             "unknown": unknown,
             "last_failure": selectors.scheduler_last_failure(host=host),
             "actions": selectors.scheduler_host_actions(host=host),
-            "can_act": bool(user and user.has_perm("scheduler.add_scheduleraction")),
+            "can_act": can_act,
+            "resume_blockers": blockers,
+            "can_force": can_act and user.has_perm("scheduler.force_resume"),
             "mode": settings.SLURM_MODE,
         }
     }

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 
+from django.core.cache import cache
+
 from portal.core.errors import NotFound
 from portal.fleet.models import Host
 from portal.scheduler.adapters import SchedulerAdapter
 from portal.scheduler.models import SchedulerAction
-from portal.scheduler.services import node_name, scheduler_adapter, scheduler_enabled
+from portal.scheduler.services import (
+    NODE_STATUS_CACHE_S,
+    node_name,
+    node_status_cache_key,
+    scheduler_adapter,
+    scheduler_enabled,
+)
 
 
 def scheduler_host_get(*, hostname: str) -> Host:
@@ -21,17 +29,28 @@ def scheduler_host_get(*, hostname: str) -> Host:
     return host
 
 
-def scheduler_node_status(*, host: Host, adapter: SchedulerAdapter | None = None) -> dict:
-    """`{"node", "state", "reason", "jobs"}` as Slurm says it now (NodeUnknown, SchedulerUnavailable)."""
-    adapter = adapter or scheduler_adapter()
+def scheduler_node_status(*, host: Host, adapter: SchedulerAdapter | None = None, fresh: bool = False) -> dict:
+    """`{"node", "state", "reason", "jobs"}` as Slurm said it at most NODE_STATUS_CACHE_S ago
+    (NodeUnknown, SchedulerUnavailable): pages and API reads of one node share one `sinfo` and one
+    `squeue` (or two slurmrestd requests) per window, however often they are asked. `fresh`: ask
+    Slurm now (after this process drained or resumed the node, which also forgets the old answer).
+    Only answers are kept; a failure is asked again next time."""
     name = node_name(host)
+    key = node_status_cache_key(name)
+    if not fresh:
+        status = cache.get(key)
+        if status is not None:
+            return status
+    adapter = adapter or scheduler_adapter()
     node = adapter.node(name)
-    return {
+    status = {
         "node": node.node,
         "state": node.state,
         "reason": node.reason,
         "jobs": [dataclasses.asdict(job) for job in adapter.jobs(name)],
     }
+    cache.set(key, status, NODE_STATUS_CACHE_S)
+    return status
 
 
 def scheduler_host_actions(*, host: Host, limit: int = 10) -> list[SchedulerAction]:

@@ -9,20 +9,24 @@ actions through `scheduler_host_actions_run`, oldest first, each claimed with a 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 
-from portal.core.errors import InvalidInput, NotFound
+from portal.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from portal.fleet.models import Host
 from portal.maintenance.models import SEVERITY_RANK, Ticket
 from portal.maintenance.services.tickets import ticket_history_add
 from portal.scheduler.adapters import (
     REASON_PREFIX,
+    Node,
     NodeUnknown,
     SchedulerAdapter,
     SchedulerUnavailable,
@@ -56,6 +60,20 @@ def node_name(host: Host) -> str:
     return host.slurm_node or host.hostname
 
 
+# How long an answer of Slurm about a node (state, reason, running jobs) serves reads: the
+# selectors keep it in Django's cache (per process unless CACHES says otherwise).
+NODE_STATUS_CACHE_S = 5
+
+
+def node_status_cache_key(node: str) -> str:
+    return f"scheduler:node-status:{node}"
+
+
+def node_status_forget(node: str) -> None:
+    """The portal changed the node: the next read asks Slurm."""
+    cache.delete(node_status_cache_key(node))
+
+
 def drain_reason(ticket: Ticket) -> str:
     return clean_reason(f"{REASON_PREFIX}{ticket.pk}: {ticket.title}")
 
@@ -72,10 +90,124 @@ def _draining_tickets(host_id: int):
     return Ticket.objects.filter(host_id=host_id, state__in=Ticket.OPEN_STATES, severity__in=severities)
 
 
-def _action_add(*, host: Host, kind: str, source: str, reason: str = "", ticket=None, user=None, not_before=None):
+_BLOCKER_TEXTS = {
+    "ticket": gettext_noop("ticket #%(ticket)s is open"),
+    "rest": gettext_noop("the rest asked on ticket #%(ticket)s lasts until %(until)s UTC"),
+    "person": gettext_noop("a person drained it (%(reason)s)"),
+    "slurm": gettext_noop("Slurm holds it for a reason the portal did not set (%(reason)s)"),
+}
+_BLOCKER_LOCS = {"ticket": "ticket", "rest": "rest", "person": "node.reason", "slurm": "node.reason"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumeBlocker:
+    """One thing that keeps a node drained: `code` and its parameters; `msg` is the English the API
+    and the records use, `text()` the reader's language (pages)."""
+
+    code: str
+    params: dict
+
+    @property
+    def loc(self) -> str:
+        return _BLOCKER_LOCS[self.code]
+
+    @property
+    def msg(self) -> str:
+        return _BLOCKER_TEXTS[self.code] % self.params
+
+    def text(self) -> str:
+        return gettext(_BLOCKER_TEXTS[self.code]) % self.params
+
+
+class ResumeRefused(Conflict):
+    """The portal keeps the node drained (HTTP 409); `blockers` say why."""
+
+    def __init__(self, node: str, blockers: list[ResumeBlocker]):
+        why = "; ".join(b.msg for b in blockers)
+        super().__init__(
+            f"Slurm node {node} stays drained: {why} (an admin may force the resume)",
+            problems=[(b.loc, b.msg) for b in blockers],
+        )
+        self.node = node
+        self.blockers = blockers
+
+
+class RestRefused(Conflict):
+    """No rest on a node that a person drained (HTTP 409); `blockers` say why."""
+
+    def __init__(self, node: str, blockers: list[ResumeBlocker]):
+        why = "; ".join(b.msg for b in blockers)
+        super().__init__(
+            f"Slurm node {node} is drained for another reason: {why}; no rest is asked, the drain stays as it is",
+            problems=[(b.loc, b.msg) for b in blockers],
+        )
+        self.node = node
+        self.blockers = blockers
+
+
+class DrainRefused(Conflict):
+    """A drain by hand would replace the reason of someone else's drain (HTTP 409): the portal's own
+    drain by hand may be ended by hand, so taking over that reason would end the other one too."""
+
+    def __init__(self, node: str, blockers: list[ResumeBlocker]):
+        why = "; ".join(b.msg for b in blockers)
+        super().__init__(
+            f"Slurm node {node} is already drained for another reason: {why}; its reason stays as it is",
+            problems=[(b.loc, b.msg) for b in blockers],
+        )
+        self.node = node
+        self.blockers = blockers
+
+
+def scheduler_resume_blockers(*, host_id: int, node: Node | None, by_hand: bool) -> list[ResumeBlocker]:
+    """Why the node of host `host_id` must not be resumed now; [] when it may. The one rule for
+    every resume the portal makes, a ticket's, a rest's or a person's:
+
+    - an open ticket of SLURM_DRAIN_SEVERITY or worse on the host (it drained the node, or will);
+    - a rest for the GPUs that is not over (its own resume is still to come);
+    - a Slurm reason that the portal did not set, one not starting `gpu-fleet #`: a person's drain
+      (or Slurm's own reason for a down node) is never undone by the portal. A resume by hand may
+      end a drain made by hand through the portal: the reason of the latest drain the portal
+      carried out, when that was a person's, is the portal's.
+
+    `node`: Slurm's answer, None when it did not answer (the reason is then checked when the
+    action is carried out). A forced resume by an admin goes past all of them."""
+    tickets = _draining_tickets(host_id).order_by("id").values_list("pk", flat=True)
+    blockers = [ResumeBlocker("ticket", {"ticket": pk}) for pk in tickets]
+    now = timezone.now()
+    rests = Action.objects.filter(
+        host_id=host_id, source=Action.Source.REST, kind=Action.Kind.RESUME, state=Action.State.PENDING,
+        not_before__gt=now,
+    ).order_by("not_before", "id")  # fmt: skip
+    for rest in rests:
+        until = timezone.localtime(rest.not_before, dt.UTC).strftime("%Y-%m-%d %H:%M")
+        blockers.append(ResumeBlocker("rest", {"ticket": rest.ticket_id, "until": until}))
+    # Held for a reason that is not the portal's (a drain without any reason counts as a person's).
+    held = node is not None and bool(node.reason or "drain" in node.state)
+    foreign = held and not node.reason.startswith(REASON_PREFIX)
+    if foreign and not (by_hand and node.reason and node.reason == _hand_drain_reason(host_id)):
+        code = "person" if "drain" in node.state else "slurm"
+        blockers.append(ResumeBlocker(code, {"reason": node.reason or "no reason"}))
+    return blockers
+
+
+def _hand_drain_reason(host_id: int) -> str | None:
+    """The reason of the latest drain the portal carried out on the host, when a person asked it."""
+    last = (
+        Action.objects.filter(host_id=host_id, kind=Action.Kind.DRAIN, state=Action.State.DONE)
+        .order_by("-done_at", "-id")
+        .only("source", "reason")
+        .first()
+    )
+    return last.reason if last is not None and last.source == Action.Source.PERSON else None
+
+
+def _action_add(
+    *, host: Host, kind: str, source: str, reason: str = "", ticket=None, user=None, not_before=None, forced=False
+):
     return Action.objects.create(
         host=host, node=node_name(host), kind=kind, source=source, reason=clean_reason(reason), ticket=ticket,
-        requested_by=user, not_before=not_before or timezone.now(),
+        requested_by=user, not_before=not_before or timezone.now(), forced=forced,
     )  # fmt: skip
 
 
@@ -107,13 +239,22 @@ def _ticket_actions(ticket: Ticket, change: str) -> bool:
     return wrote
 
 
-def scheduler_rest_request(*, ticket: Ticket, hours: int, user) -> list[SchedulerAction]:
+def scheduler_rest_request(
+    *, ticket: Ticket, hours: int, user, adapter: SchedulerAdapter | None = None
+) -> list[SchedulerAction]:
     """ "Give the GPUs rest": drain the ticket's host after its current jobs for `hours`, then
-    resume it by itself (a second action, due when the time is up)."""
+    resume it by itself (a second action, due when the time is up). A node that a person drained
+    is refused now (Conflict) when Slurm answers, and skipped when the drain is carried out
+    otherwise: the rest never takes over a person's drain, nor its end."""
     if not scheduler_enabled():
         raise NotFound("Slurm is not enabled (SLURM_ENABLED)")
     if not isinstance(hours, int) or not 1 <= hours <= REST_HOURS_MAX:
         raise InvalidInput("bad hours", field_errors={"hours": [f"a whole number of hours, 1 to {REST_HOURS_MAX}"]})
+    name = node_name(ticket.host)
+    with contextlib.suppress(SchedulerUnavailable):
+        node = (adapter or scheduler_adapter()).node(name)
+        if _drained_by_someone_else(node):
+            raise RestRefused(name, [ResumeBlocker("person", {"reason": node.reason})])
     with transaction.atomic():
         now = timezone.now()
         reason = f"{REASON_PREFIX}{ticket.pk}: rest for {hours} h: {ticket.title}"
@@ -131,20 +272,58 @@ def scheduler_rest_request(*, ticket: Ticket, hours: int, user) -> list[Schedule
     return [drain, resume]
 
 
-def scheduler_manual_action(*, host: Host, kind: str, reason: str, user) -> SchedulerAction:
+def _drained_by_someone_else(node: Node) -> bool:
+    return "drain" in node.state and not node.reason.startswith(REASON_PREFIX)
+
+
+def _drain_by_hand_blockers(host_id: int, node: Node) -> list[ResumeBlocker]:
+    """A drain by hand over a drain made outside the portal (not the portal's own drain by hand)."""
+    if _drained_by_someone_else(node) and not (node.reason and node.reason == _hand_drain_reason(host_id)):
+        return [ResumeBlocker("person", {"reason": node.reason or "no reason"})]
+    return []
+
+
+def scheduler_manual_action(
+    *, host: Host, kind: str, reason: str, user, force: bool = False, adapter: SchedulerAdapter | None = None
+) -> SchedulerAction:
     """A person drains or resumes a node by hand (a maintenance window), done at once; when Slurm
-    does not answer the action stays pending (the sweep retries it) and SchedulerUnavailable says why."""
+    does not answer the action stays pending (the sweep retries it) and SchedulerUnavailable says why.
+
+    A resume is refused (ResumeRefused, 409) while `scheduler_resume_blockers` names anything, unless
+    an admin (`scheduler.force_resume`) forces it with a reason: the action is then marked `forced`
+    (the audit trail shows it) and its outcome and the open tickets' history say what it overrode."""
     if not scheduler_enabled():
         raise NotFound("Slurm is not enabled (SLURM_ENABLED)")
     reason = clean_reason(reason or "")
+    if force:
+        if kind != Action.Kind.RESUME:
+            raise InvalidInput("only a resume can be forced", field_errors={"force": ["only a resume can be forced"]})
+        if not user.has_perm("scheduler.force_resume"):
+            raise Forbidden(
+                "only admins may force a resume (scheduler.force_resume)",
+                problems=[("force", "only admins may force a resume")],
+            )
+        if not reason:
+            raise InvalidInput(
+                "a forced resume needs a reason",
+                field_errors={"reason": ["say why the node goes back to work although the portal keeps it drained"]},
+            )
     if kind == Action.Kind.DRAIN and not reason:
         raise InvalidInput("a drain needs a reason", field_errors={"reason": ["say why the node is drained"]})
-    adapter = scheduler_adapter()
+    adapter = adapter or scheduler_adapter()
+    name = node_name(host)
     # A node Slurm does not know is refused before anything is written; a Slurm that does not
-    # answer gets the action queued (503 now, done by the sweep later).
+    # answer gets the action queued (503 now, done by the sweep later, which checks again).
+    node = None
     with contextlib.suppress(SchedulerUnavailable):
-        adapter.node(node_name(host))
-    action = _action_add(host=host, kind=kind, source=Action.Source.PERSON, reason=reason, user=user)
+        node = adapter.node(name)
+    if kind == Action.Kind.RESUME and not force:
+        blockers = scheduler_resume_blockers(host_id=host.pk, node=node, by_hand=True)
+        if blockers:
+            raise ResumeRefused(name, blockers)
+    if kind == Action.Kind.DRAIN and node is not None and (blockers := _drain_by_hand_blockers(host.pk, node)):
+        raise DrainRefused(name, blockers)
+    action = _action_add(host=host, kind=kind, source=Action.Source.PERSON, reason=reason, user=user, forced=force)
     scheduler_host_actions_run(host_id=host.pk, adapter=adapter)
     action.refresh_from_db()
     if action.state == Action.State.PENDING:
@@ -153,6 +332,10 @@ def scheduler_manual_action(*, host: Host, kind: str, reason: str, user) -> Sche
         )
     if action.state == Action.State.FAILED:
         raise NodeUnknown(action.last_error, problems=[("hostname", action.last_error)])
+    if action.state == Action.State.SKIPPED and kind == Action.Kind.DRAIN:  # someone drained it meanwhile
+        raise DrainRefused(name, _drain_by_hand_blockers(host.pk, adapter.node(name)))
+    if action.state == Action.State.SKIPPED:  # something came to keep it drained since the check above
+        raise ResumeRefused(name, scheduler_resume_blockers(host_id=host.pk, node=adapter.node(name), by_hand=True))
     return action
 
 
@@ -227,6 +410,8 @@ def _finish(action: SchedulerAction, state: str, outcome: str) -> None:
         action.done_at = timezone.now()
         action.claimed_until = None
         action.save(update_fields=["state", "outcome", "done_at", "claimed_until", "attempts", "last_attempt_at"])
+        if action.kind != Action.Kind.JOBS:
+            node_status_forget(action.node)
         if action.ticket_id is not None:
             ticket_history_add(ticket=action.ticket, note=outcome, user=action.requested_by)
 
@@ -236,14 +421,54 @@ def _carry_out(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
         return _record_job(action, adapter)
     if action.source == Action.Source.PERSON:
         if action.kind == Action.Kind.DRAIN:
-            adapter.drain(action.node, action.reason)
-            return _finish(action, Action.State.DONE, f"Slurm node {action.node} drained by hand: {action.reason}")
-        adapter.resume(action.node)
-        note = f": {action.reason}" if action.reason else ""
-        return _finish(action, Action.State.DONE, f"Slurm node {action.node} resumed by hand{note}")
+            return _drain_by_hand(action, adapter)
+        return _resume_by_hand(action, adapter)
     if action.kind == Action.Kind.DRAIN:
         return _drain_for_ticket(action, adapter)
     return _resume_for_ticket(action, adapter)
+
+
+def _stays_drained(action: SchedulerAction, blockers: list[ResumeBlocker]) -> None:
+    why = "; ".join(b.msg for b in blockers)
+    return _finish(action, Action.State.SKIPPED, f"Slurm node {action.node} stays drained: {why}")
+
+
+def _drain_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
+    # Checked again here: someone may have drained the node since (Slurm did not answer then).
+    blockers = _drain_by_hand_blockers(action.host_id, adapter.node(action.node))
+    if blockers:
+        why = "; ".join(b.msg for b in blockers)
+        return _finish(action, Action.State.SKIPPED, f"Slurm node {action.node} was already drained: {why}")
+    adapter.drain(action.node, action.reason)
+    return _finish(action, Action.State.DONE, f"Slurm node {action.node} drained by hand: {action.reason}")
+
+
+def _resume_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
+    # Checked again here: the action may run later than it was asked (Slurm did not answer then).
+    blockers = scheduler_resume_blockers(host_id=action.host_id, node=adapter.node(action.node), by_hand=True)
+    if blockers and not action.forced:
+        return _stays_drained(action, blockers)
+    adapter.resume(action.node)
+    note = f": {action.reason}" if action.reason else ""
+    if not blockers:
+        return _finish(action, Action.State.DONE, f"Slurm node {action.node} resumed by hand{note}")
+    overridden = "; ".join(b.msg for b in blockers)
+    with transaction.atomic():
+        # The rests this resume cut short end here: their own resume would otherwise lift a later drain.
+        for rest in Action.objects.filter(
+            host_id=action.host_id, source=Action.Source.REST, kind=Action.Kind.RESUME, state=Action.State.PENDING,
+            not_before__gt=timezone.now(),
+        ):  # fmt: skip
+            _finish(
+                rest, Action.State.SKIPPED, f"Slurm node {action.node} was resumed by hand before the rest was over"
+            )
+        tickets = Ticket.objects.filter(pk__in=[b.params["ticket"] for b in blockers if b.code == "ticket"])
+        for ticket in tickets:
+            ticket_history_add(
+                ticket=ticket, user=action.requested_by,
+                note=f"Slurm node {action.node} resumed by hand, forced although this ticket is open{note}",
+            )  # fmt: skip
+        _finish(action, Action.State.DONE, f"Slurm node {action.node} resumed by hand, forced past: {overridden}{note}")
 
 
 def _drain_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
@@ -255,24 +480,54 @@ def _drain_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> Non
         return _finish(
             action, Action.State.SKIPPED, f"Slurm node {action.node} was already drained ({node.reason or 'no reason'})"
         )
+    if action.source == Action.Source.REST and _drained_by_someone_else(node):
+        # Neither the reason nor the end of a person's drain is the rest's to change.
+        with transaction.atomic():
+            _rest_resume_cancel(action, f"no rest: a person drained Slurm node {action.node} ({node.reason})")
+            return _finish(
+                action, Action.State.SKIPPED,
+                f"Slurm node {action.node} is drained for another reason ({node.reason}): no rest, the drain stays",
+            )  # fmt: skip
+    if action.source == Action.Source.REST and "drain" in node.state:
+        return _finish(
+            action, Action.State.SKIPPED,
+            f"Slurm node {action.node} was already drained by the portal ({node.reason}): it stays drained for the "
+            "rest too",
+        )  # fmt: skip
     adapter.drain(action.node, action.reason)
     return _finish(action, Action.State.DONE, f"Slurm node {action.node} drained: {action.reason}")
 
 
-def _resume_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
-    still_open = _draining_tickets(action.host_id).order_by("id").first()
-    if still_open is not None:
-        return _finish(
-            action, Action.State.SKIPPED, f"Slurm node {action.node} stays drained: ticket #{still_open.pk} is open"
+def _rest_resume_cancel(drain: SchedulerAction, outcome: str) -> None:
+    """The resume asked with a rest's drain (the next rest resume of its ticket) is not done."""
+    resume = (
+        Action.objects.filter(
+            host_id=drain.host_id,
+            ticket_id=drain.ticket_id,
+            source=Action.Source.REST,
+            kind=Action.Kind.RESUME,
+            state=Action.State.PENDING,
+            id__gt=drain.id,
         )
+        .order_by("id")
+        .first()
+    )
+    if resume is not None:
+        resume.requested_by = None  # the outcome goes to the ticket's history as the portal's note
+        _finish(resume, Action.State.SKIPPED, outcome)
+
+
+def _resume_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
+    """A ticket's or a rest's resume: only when nothing keeps the node drained (`scheduler_resume_blockers`)."""
+    blockers = scheduler_resume_blockers(host_id=action.host_id, node=None, by_hand=False)
+    if blockers:
+        return _stays_drained(action, blockers)
     node = adapter.node(action.node)
     if "drain" not in node.state:
         return _finish(action, Action.State.SKIPPED, f"Slurm node {action.node} was not drained ({node.state})")
-    if not node.reason.startswith(REASON_PREFIX):
-        return _finish(
-            action, Action.State.SKIPPED,
-            f"Slurm node {action.node} stays drained: a person drained it ({node.reason or 'no reason'})",
-        )  # fmt: skip
+    blockers = scheduler_resume_blockers(host_id=action.host_id, node=node, by_hand=False)
+    if blockers:
+        return _stays_drained(action, blockers)
     adapter.resume(action.node)
     why = "the rest is over" if action.source == Action.Source.REST else "no draining ticket is open"
     return _finish(action, Action.State.DONE, f"Slurm node {action.node} resumed: {why}")

@@ -81,6 +81,34 @@ def slurm_cluster():
         cluster.stop()
 
 
+@pytest.fixture(autouse=True)
+def _no_node_answers_kept():
+    """The portal keeps Slurm's answer about a node a few seconds; every test asks Slurm afresh."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def slurm_calls(tmp_path, settings):
+    """SLURM_BIN_DIR of wrappers that log each Slurm command the portal runs (one line each: the
+    command and its arguments) and then run the real one; returns the log's lines as a list."""
+    import shutil
+
+    bin_dir = tmp_path / "slurm-bin"
+    bin_dir.mkdir()
+    log = tmp_path / "slurm-calls.log"
+    log.touch()
+    for command in ("sinfo", "squeue", "scontrol"):
+        script = bin_dir / command
+        script.write_text(f'#!/bin/sh\necho "{command} $*" >> {log}\nexec {shutil.which(command)} "$@"\n')
+        script.chmod(0o755)
+    settings.SLURM_BIN_DIR = str(bin_dir)
+    return lambda: log.read_text().splitlines()
+
+
 @pytest.fixture
 def cluster(slurm_cluster):
     """The session's cluster with an idle, undrained node for this test."""

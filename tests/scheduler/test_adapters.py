@@ -86,14 +86,51 @@ def test_settings_that_cannot_work_stop_the_portal(settings):
     assert check_ids(settings, SLURM_ENABLED=False, SLURM_MODE="ssh") == {}  # off: nothing to check
 
 
-def test_the_portal_refuses_to_start_with_them(tmp_path):
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://slurm-head:6820",  # the JWT in clear across the network
+        "http://10.0.0.5:6820",
+        "http://127.0.0.1.evil.example:6820",  # not loopback, whatever its first label says
+        "http://localhost@slurm-head:6820",
+        "https://gpufleet:secret@slurm-head",
+        "ftp://slurm-head",
+        "https://",
+        "http://[::1:6820",
+    ],
+)
+def test_a_rest_url_that_would_leak_the_token_stops_the_portal(settings, url):
+    errors = check_ids(settings, SLURM_ENABLED=True, SLURM_MODE="rest", SLURM_REST_URL=url, SLURM_REST_USER="u",
+                       SLURM_REST_TOKEN="t")  # fmt: skip
+    assert "SLURM_REST_URL" in errors["scheduler.E003"], errors
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://slurm-head:6820", "https://slurm-head/slurmrestd/", "http://127.0.0.1:6820", "http://127.8.0.1",
+     "http://[::1]:6820", "http://localhost:6820", "HTTPS://SLURM-HEAD"],
+)  # fmt: skip
+def test_https_or_loopback_rest_urls_are_accepted(settings, url):
+    assert check_ids(settings, SLURM_ENABLED=True, SLURM_MODE="rest", SLURM_REST_URL=url, SLURM_REST_USER="u",
+                     SLURM_REST_TOKEN="t") == {}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "url, error",
+    [(None, "scheduler.E002"), ("http://slurm-head:6820", "scheduler.E003")],
+    ids=["no URL", "plain http across the network"],
+)
+def test_the_portal_refuses_to_start_with_them(tmp_path, url, error):
     import os
     import subprocess
     import sys
 
     env = {**os.environ, "DEBUG": "true", "SLURM_ENABLED": "true", "SLURM_MODE": "rest",
-           "DJANGO_SETTINGS_MODULE": "portal.settings", "VAR_DIR": str(tmp_path)}  # fmt: skip
+           "DJANGO_SETTINGS_MODULE": "portal.settings", "VAR_DIR": str(tmp_path),
+           "SLURM_REST_USER": "gpufleet", "SLURM_REST_TOKEN": "jwt"}  # fmt: skip
     env.pop("SLURM_REST_URL", None)
+    if url:
+        env["SLURM_REST_URL"] = url
     done = subprocess.run([sys.executable, "manage.py", "serve"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
-    assert "scheduler.E002" in done.stderr and "SLURM_REST_URL" in done.stderr
+    assert error in done.stderr and "SLURM_REST_URL" in done.stderr

@@ -117,3 +117,68 @@ def test_an_unknown_api_is_unavailable(newer_slurmrestd):
     url, _ = newer_slurmrestd
     with pytest.raises(SchedulerUnavailable):
         SlurmRest(url=url + "/nothing-here", user="u", token="t").node("gpu07")
+
+
+class _Redirecting(BaseHTTPRequestHandler):
+    """A slurmrestd address that answers every request with a redirect to `target`."""
+
+    target = ""
+    code = 302
+
+    def _redirect(self):
+        self.send_response(self.code)
+        self.send_header("Location", self.target + self.path)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _redirect
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("code", [301, 302, 307, 308])
+def test_the_token_never_follows_a_redirect(newer_slurmrestd, code):
+    target, requests = newer_slurmrestd  # where the redirect points: it records what reaches it
+    server = HTTPServer(("127.0.0.1", 0), _Redirecting)
+    _Redirecting.target, _Redirecting.code = target, code
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        adapter = SlurmRest(url=f"http://127.0.0.1:{server.server_port}", user="gpufleet", token="jwt-abc")
+        with pytest.raises(SchedulerUnavailable, match=f"answered {code} \\(a redirect to {target}/openapi/v3\\)"):
+            adapter.node("gpu07")
+        with pytest.raises(SchedulerUnavailable, match="does not follow redirects"):
+            adapter.drain("gpu07", "x")
+    finally:
+        server.shutdown()
+    assert requests == []  # nothing, token or not, reached the other address
+
+
+def test_a_rest_url_that_would_leak_the_token_is_never_called(newer_slurmrestd, monkeypatch):
+    """The start-up check refuses such a URL; a worker started without it sends nothing either."""
+    _, requests = newer_slurmrestd
+    sent = []
+    monkeypatch.setattr("urllib.request.OpenerDirector.open", lambda *args, **kwargs: sent.append(args))
+    with pytest.raises(SchedulerUnavailable, match="would send the JWT in clear"):
+        SlurmRest(url="http://slurm-head:6820", user="gpufleet", token="jwt-abc").node("gpu07")
+    assert sent == [] and requests == []
+
+
+def test_plain_http_to_loopback_never_goes_through_a_proxy(newer_slurmrestd, monkeypatch):
+    """With http_proxy set (and no no_proxy), the JWT for a loopback slurmrestd still goes there
+    directly, never in clear to the proxy."""
+    url, requests = newer_slurmrestd
+    proxy = HTTPServer(("127.0.0.1", 0), _Redirecting)  # were it asked anything, it would redirect away
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    proxied = []
+    _Redirecting.target = "http://example.invalid"
+    monkeypatch.setattr(_Redirecting, "do_GET", lambda self: proxied.append(self.path) or self._redirect())
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    try:
+        assert SlurmRest(url=url, user="gpufleet", token="jwt-abc").node("gpu07").state == "drained"
+    finally:
+        proxy.shutdown()
+    assert proxied == [] and any(path == "/slurm/v0.0.41/node/gpu07" for _, path, _, _ in requests)

@@ -1,6 +1,7 @@
 """GET /api/v1/hosts/{hostname}/scheduler and the manual drain/resume, against real Slurm."""
 
 import json
+import time
 
 import pytest
 from auditlog.models import LogEntry
@@ -48,6 +49,49 @@ def test_get_shows_state_reason_and_running_jobs(slurm, host, client_for, viewer
     page = client_for(viewer).get(host.get_absolute_url()).content.decode()
     assert f"Slurm node {slurm.node}" in page and "bert &lt;pretrain&gt;" in page
     assert 'action="/scheduler/hosts/' not in page  # a viewer gets no buttons
+
+
+def test_reading_the_node_needs_the_viewer_role(slurm, host, client_for, outsider, slurm_calls):
+    """Job users and names are not for every account, and a refused read costs Slurm nothing."""
+    job = slurm.sbatch("--gres=gpu:1", "-J", "secret-project", "--wrap", "sleep 600")
+    slurm.wait_running(job)
+    refused = client_for(outsider).get(url(host.hostname))
+    assert refused.status_code == 403 and "secret-project" not in refused.content.decode()
+    assert "scheduler.view_scheduleraction" in refused.json()["error"]
+    assert client_for(None).get(url(host.hostname)).status_code == 401
+    assert client_for(outsider).get(url("no-such-host")).status_code == 403  # nor whether a host exists
+    assert slurm_calls() == []
+
+
+def test_one_answer_per_node_serves_reads_for_a_few_seconds(
+    slurm, host, client_for, viewer, technician, slurm_calls, monkeypatch
+):
+    from portal.scheduler import selectors
+
+    monkeypatch.setattr(selectors, "NODE_STATUS_CACHE_S", 2, raising=False)
+    first = client_for(viewer).get(url(host.hostname))
+    assert first.status_code == 200 and first.json()["state"] == "idle"
+    asked = len(slurm_calls())
+    assert asked >= 2 and any(c.startswith("sinfo") for c in slurm_calls())
+    assert any(c.startswith("squeue") for c in slurm_calls())
+
+    for _ in range(5):  # API and host page alike, any reader
+        assert client_for(viewer).get(url(host.hostname)).json() == first.json()
+    assert f"Slurm node {slurm.node}" in client_for(technician).get(host.get_absolute_url()).content.decode()
+    assert len(slurm_calls()) == asked  # not one more Slurm command
+
+    # A drain through the portal is seen at once: the portal forgets the answer it kept.
+    drained = post(client_for(technician), url(host.hostname, "drain"), {"reason": "window"})
+    assert drained.status_code == 200 and drained.json()["state"] == "drained"
+    assert client_for(viewer).get(url(host.hostname)).json()["state"] == "drained"
+
+    # A change made outside the portal shows once the window is over.
+    slurm.run("scontrol", "update", f"NodeName={slurm.node}", "State=RESUME")
+    assert client_for(viewer).get(url(host.hostname)).json()["state"] == "drained"
+    time.sleep(2.2)
+    asked = len(slurm_calls())
+    assert client_for(viewer).get(url(host.hostname)).json()["state"] != "drained"
+    assert len(slurm_calls()) > asked
 
 
 def test_technician_drains_and_resumes_by_hand(slurm, host, client_for, technician):

@@ -1,0 +1,315 @@
+"""A person's drain is never undone by the portal, and a resume by hand waits for what keeps the
+node drained (an open draining ticket, a rest not over, a reason the portal did not set) unless
+an admin forces it. Against the session's real single-node Slurm cluster (cli mode)."""
+
+import datetime as dt
+import json
+
+import pytest
+from auditlog.models import LogEntry
+from django.utils import timezone
+
+from portal.maintenance.models import TicketEvent
+from portal.maintenance.services import ticket_transition
+from portal.maintenance.services.tickets import ticket_fire
+from portal.scheduler.enqueue import host_actions_enqueue
+from portal.scheduler.models import SchedulerAction
+from portal.scheduler.services import scheduler_rest_request, scheduler_sweep
+from tests.scheduler.helpers import enrol, node
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def slurm(settings, cluster):
+    settings.SLURM_ENABLED = True
+    settings.SLURM_MODE = "cli"
+    settings.SLURM_BIN_DIR = ""
+    settings.SLURM_DRAIN_SEVERITY = "critical"
+    return cluster
+
+
+@pytest.fixture
+def host(slurm):
+    return enrol(slurm.node)[0]
+
+
+def person_drains(cluster, reason: str = "rack 4 power work") -> None:
+    """Someone drains the node with scontrol, outside the portal."""
+    cluster.run("scontrol", "update", f"NodeName={cluster.node}", "State=DRAIN", f"Reason={reason}")
+
+
+def critical_ticket(capture, host):
+    with capture(execute=True):
+        ticket, _ = ticket_fire(rule="xid_bus", host_id=host.pk, gpu_id=None, at=timezone.now(), severity="critical")
+    return ticket
+
+
+def rest(capture, host, user, hours: int = 2):
+    ticket, _ = ticket_fire(rule="no_rest", host_id=host.pk, gpu_id=None, at=timezone.now())
+    with capture(execute=True):
+        actions = scheduler_rest_request(ticket=ticket, hours=hours, user=user)
+        host_actions_enqueue(host.pk)
+    return ticket, actions
+
+
+def resume(client, hostname: str, body=None):
+    data = json.dumps(body) if body is not None else ""
+    return client.post(f"/api/v1/hosts/{hostname}/scheduler/resume", data, content_type="application/json")
+
+
+def notes(ticket) -> list[str]:
+    return list(ticket.events.filter(kind=TicketEvent.Kind.SCHEDULER).order_by("id").values_list("note", flat=True))
+
+
+def is_drained(cluster) -> bool:
+    return "drain" in node(cluster).state
+
+
+# The "give the GPUs rest" drain and its scheduled resume
+
+
+def test_rest_on_a_node_a_person_drained_is_refused_and_changes_nothing(
+    slurm, host, client_for, technician, django_capture_on_commit_callbacks
+):
+    person_drains(slurm)
+    ticket, _ = ticket_fire(rule="no_rest", host_id=host.pk, gpu_id=None, at=timezone.now())
+    with django_capture_on_commit_callbacks(execute=True):
+        page = client_for(technician).post(f"/scheduler/tickets/{ticket.pk}/rest", {"hours": "2"}, follow=True)
+    text = page.content.decode()
+    assert f"No rest asked: Slurm node {slurm.node} is drained for another reason" in text
+    assert "a person drained it (rack 4 power work)" in text
+    assert not SchedulerAction.objects.exists()
+    assert node(slurm).reason == "rack 4 power work"
+
+
+def test_rest_drain_skips_a_node_a_person_drained_meanwhile_and_never_resumes_it(
+    slurm, host, technician, django_capture_on_commit_callbacks
+):
+    """The person drains between the request and the worker: the drain is skipped, not overwritten,
+    and the rest's own resume is dropped, so the person's drain outlives the rest."""
+    ticket, _ = ticket_fire(rule="no_rest", host_id=host.pk, gpu_id=None, at=timezone.now())
+    drain, later = scheduler_rest_request(ticket=ticket, hours=2, user=technician)  # queued, not run yet
+    person_drains(slurm)
+    with django_capture_on_commit_callbacks(execute=True):
+        host_actions_enqueue(host.pk)
+
+    assert node(slurm).reason == "rack 4 power work"  # not "gpu-fleet #…: rest for 2 h"
+    drain.refresh_from_db()
+    later.refresh_from_db()
+    assert drain.state == later.state == "skipped"
+    assert "drained for another reason (rack 4 power work): no rest" in drain.outcome
+    assert f"no rest: a person drained Slurm node {slurm.node} (rack 4 power work)" in notes(ticket)
+
+    # Even were the resume still due (an old row, a race), it would not lift the person's drain.
+    SchedulerAction.objects.filter(pk=later.pk).update(state="pending", not_before=timezone.now())
+    scheduler_sweep()
+    assert (node(slurm).state, node(slurm).reason) == ("drained", "rack 4 power work")
+
+
+def test_a_ticket_resolved_during_a_rest_leaves_the_node_drained_until_the_rest_is_over(
+    slurm, host, admin, technician, django_capture_on_commit_callbacks
+):
+    no_rest, (_, rest_resume) = rest(django_capture_on_commit_callbacks, host, technician, hours=3)
+    assert node(slurm).reason.startswith(f"gpu-fleet #{no_rest.pk}: rest for 3 h")
+    xid = critical_ticket(django_capture_on_commit_callbacks, host)
+    assert "already drained" in notes(xid)[-1]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        ticket_transition(ticket=xid, to_state="resolved", user=admin)
+    assert is_drained(slurm)
+    assert f"stays drained: the rest asked on ticket #{no_rest.pk} lasts until" in notes(xid)[-1]
+
+    SchedulerAction.objects.filter(pk=rest_resume.pk).update(not_before=timezone.now() - dt.timedelta(seconds=1))
+    scheduler_sweep()
+    assert not is_drained(slurm)
+    assert notes(no_rest)[-1] == f"Slurm node {slurm.node} resumed: the rest is over"
+
+
+def test_rest_on_a_node_a_ticket_drained_keeps_the_tickets_reason(
+    slurm, host, admin, technician, django_capture_on_commit_callbacks
+):
+    xid = critical_ticket(django_capture_on_commit_callbacks, host)
+    no_rest, (drain, rest_resume) = rest(django_capture_on_commit_callbacks, host, technician)
+    drain.refresh_from_db()
+    assert drain.state == "skipped" and "stays drained for the rest too" in drain.outcome
+    assert node(slurm).reason.startswith(f"gpu-fleet #{xid.pk}:")
+    with django_capture_on_commit_callbacks(execute=True):
+        ticket_transition(ticket=xid, to_state="resolved", user=admin)
+    assert is_drained(slurm)  # the rest is not over
+    SchedulerAction.objects.filter(pk=rest_resume.pk).update(not_before=timezone.now() - dt.timedelta(seconds=1))
+    scheduler_sweep()
+    assert not is_drained(slurm)
+
+
+# A resume by hand
+
+
+def test_resume_by_hand_is_refused_while_a_draining_ticket_is_open(
+    slurm, host, client_for, technician, admin, django_capture_on_commit_callbacks
+):
+    ticket = critical_ticket(django_capture_on_commit_callbacks, host)
+    assert is_drained(slurm)
+    before = SchedulerAction.objects.count()
+    for user in (technician, admin):
+        answer = resume(client_for(user), host.hostname, {"reason": "looks fine to me"})
+        assert answer.status_code == 409, answer.content
+        assert answer.json()["detail"] == [{"loc": "ticket", "msg": f"ticket #{ticket.pk} is open"}]
+        assert "an admin may force the resume" in answer.json()["error"]
+    assert resume(client_for(technician), host.hostname).status_code == 409  # no body at all
+    assert is_drained(slurm) and SchedulerAction.objects.count() == before  # nothing written
+
+    with django_capture_on_commit_callbacks(execute=True):
+        ticket_transition(ticket=ticket, to_state="resolved", user=admin)
+    assert not is_drained(slurm)
+
+
+def test_resume_by_hand_is_refused_while_a_person_drained_the_node(slurm, host, client_for, technician):
+    person_drains(slurm, "rack 4 power work; back Monday")
+    answer = resume(client_for(technician), host.hostname, {})
+    assert answer.status_code == 409
+    assert answer.json()["detail"] == [
+        {"loc": "node.reason", "msg": "a person drained it (rack 4 power work; back Monday)"}
+    ]
+    assert node(slurm).reason == "rack 4 power work; back Monday"
+
+
+def test_resume_by_hand_is_refused_during_a_rest(
+    slurm, host, client_for, technician, django_capture_on_commit_callbacks
+):
+    no_rest, _ = rest(django_capture_on_commit_callbacks, host, technician)
+    answer = resume(client_for(technician), host.hostname, {})
+    assert answer.status_code == 409
+    [detail] = answer.json()["detail"]
+    assert detail["loc"] == "rest" and detail["msg"].startswith(f"the rest asked on ticket #{no_rest.pk} lasts until")
+    assert is_drained(slurm)
+
+
+def test_a_drain_by_hand_through_the_portal_is_the_persons_to_end(slurm, host, client_for, technician):
+    client = client_for(technician)
+    url = f"/api/v1/hosts/{host.hostname}/scheduler/drain"
+    assert client.post(url, {"reason": "PDU swap"}, content_type="application/json").status_code == 200
+    assert resume(client, host.hostname, {}).status_code == 200
+    assert not is_drained(slurm)
+    # The same words typed into scontrol later are a person's drain all the same once the portal's
+    # own drain was ended.
+    person_drains(slurm, "someone else's window")
+    assert resume(client, host.hostname, {}).status_code == 409
+
+
+def test_a_drain_by_hand_never_takes_over_someone_elses_drain(slurm, host, client_for, technician):
+    """Else draining over it and then resuming would end the other person's drain in two clicks."""
+    person_drains(slurm)
+    client = client_for(technician)
+    url = f"/api/v1/hosts/{host.hostname}/scheduler/drain"
+    answer = client.post(url, {"reason": "my window"}, content_type="application/json")
+    assert answer.status_code == 409
+    assert answer.json()["detail"] == [{"loc": "node.reason", "msg": "a person drained it (rack 4 power work)"}]
+    assert node(slurm).reason == "rack 4 power work" and not SchedulerAction.objects.exists()
+    page = client.post(f"/scheduler/hosts/{host.hostname}/drain", {"reason": "my window"}, follow=True)
+    assert f"Slurm node {slurm.node} is already drained for another reason, which stays" in page.content.decode()
+    assert resume(client, host.hostname, {}).status_code == 409
+    assert node(slurm).reason == "rack 4 power work"
+
+
+def test_force_is_for_admins_with_a_reason_and_is_recorded(
+    slurm, host, client_for, technician, admin, django_capture_on_commit_callbacks
+):
+    ticket = critical_ticket(django_capture_on_commit_callbacks, host)
+    refused = resume(client_for(technician), host.hostname, {"force": True, "reason": "urgent deadline"})
+    assert refused.status_code == 403 and refused.json()["detail"][0]["loc"] == "force"
+    no_reason = resume(client_for(admin), host.hostname, {"force": True, "reason": "  "})
+    assert no_reason.status_code == 400 and no_reason.json()["detail"][0]["loc"] == "reason"
+    bad = resume(client_for(admin), host.hostname, {"force": "yes please", "reason": "x"})
+    assert bad.status_code == 400 and bad.json()["detail"][0]["loc"] == "force"
+    assert is_drained(slurm) and not SchedulerAction.objects.filter(source="person").exists()
+
+    answer = resume(client_for(admin), host.hostname, {"force": True, "reason": "GPU 0 tested fine by hand"})
+    assert answer.status_code == 200, answer.content
+    assert "drain" not in answer.json()["state"]
+    action = SchedulerAction.objects.get(source="person", kind="resume")
+    assert action.forced and action.requested_by == admin and action.state == "done"
+    assert action.outcome == (
+        f"Slurm node {slurm.node} resumed by hand, forced past: ticket #{ticket.pk} is open: GPU 0 tested fine by hand"
+    )
+    entry = LogEntry.objects.get_for_object(action).filter(action=LogEntry.Action.CREATE).get()
+    assert entry.actor == admin and entry.changes_dict["forced"][1] == "True"
+    assert (
+        f"Slurm node {slurm.node} resumed by hand, forced although this ticket is open: GPU 0 tested fine by hand"
+        in notes(ticket)
+    )
+    # The node works again: the page offers no refusal, and no second forced resume, for it.
+    page = client_for(admin).get(host.get_absolute_url()).content.decode()
+    assert "The portal keeps this node drained" not in page and "Resume anyway (forced)" not in page
+
+
+def test_forced_resume_past_a_persons_drain_and_a_rest_ends_the_rest(
+    slurm, host, client_for, admin, technician, django_capture_on_commit_callbacks
+):
+    no_rest, (_, rest_resume) = rest(django_capture_on_commit_callbacks, host, technician)
+    person_drains(slurm)
+    answer = resume(client_for(admin), host.hostname, {"force": True, "reason": "power work was cancelled"})
+    assert answer.status_code == 200, answer.content
+    rest_resume.refresh_from_db()
+    assert rest_resume.state == "skipped" and "resumed by hand before the rest was over" in rest_resume.outcome
+    outcome = SchedulerAction.objects.get(source="person").outcome
+    assert "a person drained it (rack 4 power work)" in outcome and f"ticket #{no_rest.pk} lasts until" in outcome
+
+
+# The host page
+
+
+def test_host_page_says_why_it_cannot_resume(slurm, host, client_for, technician, admin):
+    person_drains(slurm, "rack <4> power work")
+    page = client_for(technician).get(host.get_absolute_url()).content.decode()
+    assert "The portal keeps this node drained, so it cannot be resumed by hand now:" in page
+    assert "a person drained it (rack &lt;4&gt; power work)" in page
+    assert "Only an admin may resume it now" in page
+    assert f'action="/scheduler/hosts/{host.hostname}/resume"' not in page  # no button that would fail
+    answer = client_for(technician).post(f"/scheduler/hosts/{host.hostname}/resume", {}, follow=True)
+    assert f"Slurm node {slurm.node} stays drained: a person drained it (rack &lt;4&gt; power work)." in (
+        answer.content.decode()
+    )
+    forced = client_for(technician).post(f"/scheduler/hosts/{host.hostname}/resume", {"force": "1", "reason": "x"})
+    assert forced.status_code == 403 and is_drained(slurm)
+
+    page = client_for(admin).get(host.get_absolute_url()).content.decode()
+    assert "Resume anyway (forced)" in page and 'name="force" value="1"' in page
+    answer = client_for(admin).post(
+        f"/scheduler/hosts/{host.hostname}/resume", {"force": "1", "reason": "power work done"}, follow=True
+    )
+    assert "resumed by hand, forced past: a person drained it" in answer.content.decode()
+    assert not is_drained(slurm)
+
+
+def test_openapi_documents_the_refusal(client_for, viewer):
+    schema = client_for(viewer).get("/api/v1/openapi.json").json()
+    operation = schema["paths"]["/api/v1/hosts/{hostname}/scheduler/resume"]["post"]
+    assert {"200", "400", "403", "404", "409", "503"} <= set(operation["responses"])
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert "force" in json.dumps(schema["components"]["schemas"]) and body
+
+
+def test_what_slurm_says_decides_without_a_cluster(db):
+    """The reason rule on Slurm's own answers: a down node's reason is Slurm's, a drain without a
+    reason is a person's, the portal's own prefix is the portal's."""
+    from portal.fleet.models import Host
+    from portal.scheduler.adapters import Node
+    from portal.scheduler.services import scheduler_resume_blockers
+
+    host = Host.objects.create(hostname="gpu01")
+
+    def why(state, reason, by_hand=True):
+        found = scheduler_resume_blockers(host_id=host.pk, node=Node("gpu01", state, reason), by_hand=by_hand)
+        return [(b.loc, b.msg) for b in found]
+
+    assert why("down", "Not responding") == [
+        ("node.reason", "Slurm holds it for a reason the portal did not set (Not responding)")
+    ]
+    assert why("drained", "") == [("node.reason", "a person drained it (no reason)")]
+    assert why("draining", "gpu-fleet #3: XID 79") == [] and why("idle", "") == []
+    SchedulerAction.objects.create(
+        host=host, node="gpu01", kind="drain", source="person", state="done", reason="PDU", done_at=timezone.now()
+    )
+    assert why("drained", "PDU") == []  # the portal's drain by hand, ended by hand
+    assert why("drained", "PDU", by_hand=False) == [("node.reason", "a person drained it (PDU)")]  # never by itself
