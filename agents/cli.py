@@ -12,7 +12,6 @@ import os
 import pwd
 import shutil
 import socket
-import ssl
 import subprocess
 import sys
 import urllib.error
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from agents import __version__
 from agents.config import ConfigError, check_url
+from agents.push import portal_opener
 
 PROG = "gpu-fleet-agent"
 DEFAULT_CONFIG_DIR = "/etc/gpu-fleet-agent"
@@ -82,13 +82,6 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
-def _opener(url: str, ca_file: str | None):
-    handlers: list[urllib.request.BaseHandler] = []
-    if url.startswith("https:"):
-        handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca_file)))
-    return urllib.request.build_opener(*handlers)
-
-
 def toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
@@ -118,7 +111,7 @@ def enrol(argv: list[str]) -> int:
         method="POST",
     )
     try:
-        with _opener(url, args.ca_file).open(request, timeout=args.timeout) as response:
+        with portal_opener(url, args.ca_file).open(request, timeout=args.timeout) as response:
             answer = json.loads(response.read())
     except urllib.error.HTTPError as exc:
         try:

@@ -77,6 +77,17 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def portal_opener(url: str, ca_file: str | None = None) -> urllib.request.OpenerDirector:
+    """The one way the agent talks to its portal (push, doctor, enrol, rotate-token): redirects are
+    not followed (a redirect would carry the token, or the code, to wherever it points, and turn a
+    POST into a GET), and TLS verification is always on; a private CA is added, never a way to
+    switch it off."""
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+    if url.startswith("https:"):
+        handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca_file)))
+    return urllib.request.build_opener(*handlers)
+
+
 def classify_refusal(status: int, detail: str) -> Literal["retry", "hold", "reject"]:
     """What a 3xx/4xx/5xx means for the batch (see the module docstring)."""
     if status == 429 or status == 408 or status >= 500:
@@ -130,11 +141,7 @@ class Sender:
         self._token = token
         self._token_file = token_file
         self._timeout_s = timeout_s
-        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
-        if self.url.startswith("https:"):
-            # Verification is always on; a private CA is added, never a way to switch it off.
-            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca_file)))
-        self._opener = urllib.request.build_opener(*handlers)
+        self._opener = portal_opener(self.url, ca_file)
 
     def send(self, body: bytes) -> SendResult:
         request = urllib.request.Request(

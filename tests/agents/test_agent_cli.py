@@ -28,6 +28,7 @@ class MiniPortal:
     def __init__(self) -> None:
         self.skew_s = 0.0
         self.enrolments: list[dict] = []
+        self.collected: list[str | None] = []
         portal = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,10 +43,28 @@ class MiniPortal:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def redirected(self):
+                # /moved/...: a portal that moved (or a proxy) answers 302 to a page that records
+                # whatever Authorization header reaches it.
+                if self.path.startswith("/moved/"):
+                    self.send_response(302)
+                    self.send_header("Location", "/collect")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return True
+                if self.path == "/collect":
+                    portal.collected.append(self.headers.get("Authorization"))
+                    self.answer(200, {"status": "ok"})
+                    return True
+                return False
+
             def do_GET(self):
-                self.answer(200 if self.path == "/healthz" else 404, {"status": "ok"})
+                if not self.redirected():
+                    self.answer(200 if self.path == "/healthz" else 404, {"status": "ok"})
 
             def do_POST(self):
+                if self.redirected():
+                    return
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
                 if self.path == "/api/v1/enrol":
                     if body.get("code") != "good":
@@ -165,6 +184,21 @@ def test_doctor_fails_on_a_bad_token_a_skewed_clock_or_an_unwritable_spool(porta
     blocker.write_text("")
     assert main(["doctor", "--url", portal.url, "--token", "gfh_ok", "--spool-dir", str(blocker / "spool")]) == 1
     assert "FAIL spool" in capsys.readouterr().out
+
+
+def test_doctor_follows_no_redirect_so_the_token_stays_with_the_portal(portal, tmp_path, fake_nvml, capsys):
+    result = main(["doctor", "--url", portal.url + "/moved", "--token", "gfh_ok", "--spool-dir", str(tmp_path)])
+    assert result == 1
+    out = capsys.readouterr().out
+    assert "FAIL portal" in out and "answered 302" in out
+    assert "FAIL token: refused with HTTP 302" in out and "not followed" in out
+    assert portal.collected == []  # neither the check of /healthz nor the token's went to /collect
+
+
+def test_enrol_follows_no_redirect(portal, tmp_path, capsys):
+    assert main(["enrol", portal.url + "/moved", "good", "--config-dir", str(tmp_path)]) == 1
+    assert "HTTP 302" in capsys.readouterr().err
+    assert portal.collected == [] and not (tmp_path / "agent.toml").exists()
 
 
 def test_doctor_fails_without_gpus_or_portal(tmp_path, capsys):
