@@ -18,9 +18,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 ENV_PREFIX = "GPU_AGENT_"
-# Where `gpu-fleet-agent enrol` writes; the older manual install's file is read when it is absent.
+# Where `gpu-fleet-agent enrol` writes, read when it exists and no --config is given.
 DEFAULT_CONFIG_FILE = "/etc/gpu-fleet-agent/agent.toml"
-LEGACY_CONFIG_FILE = "/etc/gpu-agent/agent.toml"
 
 
 class ConfigError(Exception):
@@ -37,7 +36,7 @@ class Config:
     max_batch_readings: int = 500
     max_post_readings: int = 5000
     max_post_kb: int = 1008
-    spool_dir: str = "/var/lib/gpu-agent"
+    spool_dir: str = "/var/lib/gpu-fleet-agent"
     spool_max_mb: float = 256.0
     spool_max_age_hours: float = 167.0
     memory_max_mb: float = 16.0
@@ -152,7 +151,7 @@ def load_config(argv: list[str] | None = None, environ: dict[str, str] | None = 
     args = build_parser().parse_args(argv)
     config_path = args.config or environ.get(ENV_PREFIX + "CONFIG")
     file_values: dict[str, Any] = {}
-    default_file = next((p for p in (DEFAULT_CONFIG_FILE, LEGACY_CONFIG_FILE) if os.path.exists(p)), None)
+    default_file = DEFAULT_CONFIG_FILE if os.path.exists(DEFAULT_CONFIG_FILE) else None
     if config_path or default_file:
         path = config_path or default_file
         try:

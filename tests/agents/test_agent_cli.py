@@ -4,6 +4,7 @@ against a small stand-in portal on 127.0.0.1 (NVML is the stand-in pynvml)."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import stat
@@ -117,6 +118,32 @@ def test_enrol_stores_url_and_token_mode_0600(portal, tmp_path, capsys):
     assert portal.enrolments == [{"code": "good", "hostname": "gpu-9"}]
 
 
+def test_enrol_reads_the_code_from_the_environment_or_stdin_never_needing_argv(portal, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_FLEET_ENROL_CODE", "good")
+    assert main(["enrol", portal.url, "--hostname", "gpu-env", "--config-dir", str(tmp_path / "a")]) == 0
+    monkeypatch.delenv("GPU_FLEET_ENROL_CODE")
+    monkeypatch.setattr("sys.stdin", io.StringIO("good\n"))
+    assert main(["enrol", portal.url, "--hostname", "gpu-stdin", "--config-dir", str(tmp_path / "b")]) == 0
+    assert [e["hostname"] for e in portal.enrolments] == ["gpu-env", "gpu-stdin"]
+    assert all(e["code"] == "good" for e in portal.enrolments)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["enrol", portal.url, "--config-dir", str(tmp_path / "c")]) == 2
+    assert not (tmp_path / "c").exists()
+
+
+def test_enrol_redeemed_stores_the_answer_from_stdin_and_sends_nothing(portal, tmp_path, monkeypatch, capsys):
+    answer = {"hostname": "gpu-7", "token": "gfh_fromstdin", "ingest_url": "x"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(answer)))
+    assert main(["enrol", portal.url, "--redeemed", "--config-dir", str(tmp_path)]) == 0
+    path = tmp_path / "agent.toml"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert tomllib.loads(path.read_text()) == {"url": portal.url, "token": "gfh_fromstdin", "hostname": "gpu-7"}
+    assert portal.enrolments == [] and list(tmp_path.iterdir()) == [path]  # no temporary file left
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"error": "unknown enrolment code"}'))
+    assert main(["enrol", portal.url, "--redeemed", "--config-dir", str(tmp_path / "x")]) == 2
+    assert "not the portal's enrolment answer" in capsys.readouterr().err
+
+
 def test_enrol_with_a_bad_code_says_why_and_writes_nothing(portal, tmp_path, capsys):
     assert main(["enrol", portal.url, "bad", "--config-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
@@ -157,7 +184,7 @@ def test_install_service_writes_and_enables_the_unit(tmp_path, monkeypatch):
 def test_install_service_without_enrolment_stops_first(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", f"{fake_tools(tmp_path)}:{os.environ['PATH']}")
     assert main(["install-service", "--root", str(tmp_path / "root")]) == 1
-    assert "enrol URL CODE" in capsys.readouterr().err
+    assert "enrol URL` first" in capsys.readouterr().err
     assert not (tmp_path / "calls.log").exists()
 
 

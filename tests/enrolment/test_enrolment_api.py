@@ -199,7 +199,11 @@ def test_install_command_asks_for_insecure_http_only_where_the_portal_takes_it(a
     command = make_code(admin_client)["install_command"]
     assert command.endswith("--insecure-http") is allow_http
     secure = admin_client.post("/api/v1/enrolments", {}, content_type="application/json", secure=True).json()
-    assert secure["install_command"].startswith("curl -fsSL https://testserver/agent/install.sh | sudo sh -s -- ")
+    assert secure["install_command"].startswith(
+        f"curl -fsSL https://testserver/agent/install.sh | GPU_FLEET_ENROL_CODE={secure['code']} "
+        "sudo --preserve-env=GPU_FLEET_ENROL_CODE sh -s -- --url https://testserver"
+    )
+    assert "--code" not in secure["install_command"]  # the code is in no command line
     assert "--insecure-http" not in secure["install_command"]
 
 
