@@ -1,4 +1,4 @@
-"""`gpu-fleet-agent`: run (the daemon, today's flags), enrol, doctor, install-service, --version.
+"""`gpu-fleet-agent`: run (the daemon, today's flags), enrol, doctor, install-service, rotate-token, --version.
 
 Without a subcommand the arguments are the daemon's (`python -m agents --simulate 2 ...`), so the
 demo, the tests and existing units keep working.
@@ -10,10 +10,12 @@ import argparse
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -27,7 +29,7 @@ DEFAULT_CONFIG_DIR = "/etc/gpu-fleet-agent"
 SERVICE_NAME = "gpu-fleet-agent"
 SERVICE_USER = "gpu-fleet-agent"
 STATE_DIR = "/var/lib/gpu-fleet-agent"
-SUBCOMMANDS = ("run", "enrol", "doctor", "install-service")
+SUBCOMMANDS = ("run", "enrol", "doctor", "install-service", "rotate-token")
 
 # The agent's one systemd unit: `install-service` writes it (install.sh runs that), `install-service
 # --print-unit` shows it. The state directory is the spool; systemd makes it, owned by the user.
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         return enrol(rest)
     if command == "install-service":
         return install_service(rest)
+    if command == "rotate-token":
+        return rotate_token(rest)
     from agents.doctor import main as doctor_main
 
     return doctor_main(rest)
@@ -283,4 +287,74 @@ def install_service(argv: list[str]) -> int:
     print(
         f"{SERVICE_NAME}.service installed{'' if args.no_start else ' and started'}; logs: journalctl -u {SERVICE_NAME}"
     )
+    return 0
+
+
+ROTATE_PATH = "/api/v1/host-tokens/rotate"
+_TOKEN_LINE = re.compile(r"^[ \t]*token[ \t]*=.*$", re.MULTILINE)
+
+
+def _with_token(config_text: str, token: str) -> str:
+    """The config file's text with its `token = ...` line holding `token`, nothing else changed."""
+    if len(_TOKEN_LINE.findall(config_text)) != 1:
+        raise ValueError("the config file has no single `token = ...` line to replace")
+    text = _TOKEN_LINE.sub(lambda _: f"token = {toml_string(token)}", config_text)
+    before, after = tomllib.loads(config_text), tomllib.loads(text)
+    if after.get("token") != token or {**before, "token": token} != after:
+        raise ValueError("rewriting the `token` line would change more than the token")
+    return text
+
+
+def rotate_token(argv: list[str]) -> int:
+    """A new host token from the portal, written where the agent reads its token (the config file
+    or --token-file) whole and renamed into place, mode 0600. The running agent notices the file
+    changed and sends with the new token; the portal revokes the old one at the first batch."""
+    from agents.config import load_config, token_location
+    from agents.push import INGEST_PATH, read_token
+
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"usage: {PROG} rotate-token [--config FILE] [--token-file FILE] [any daemon flag]\n\n"
+              f"{rotate_token.__doc__}")  # fmt: skip
+        return 0
+    try:
+        config = load_config(argv)
+        location = token_location(argv)
+    except ConfigError as exc:
+        return fail(str(exc), 2)
+    if location is None:
+        return fail("the token comes from --token or GPU_AGENT_TOKEN, which rotate-token cannot rewrite: keep it in "
+                    "the config file (token = ...) or a --token-file", 2)  # fmt: skip
+    kind, path = location
+    target = Path(path)
+    try:
+        text = target.read_text(encoding="utf-8")
+        if kind == "config":
+            _with_token(text, "gfh_check")  # refuse before the portal issues anything
+        elif read_token(kind, path) != config.token:
+            raise ValueError("it does not hold the token in use")
+    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
+        return fail(f"cannot rewrite {path}: {exc}", 2)
+    if not os.access(target.parent, os.W_OK) or not os.access(target, os.W_OK):
+        return fail(f"cannot write {path} (or a new file beside it): run as root", 2)
+    base = config.url.rstrip("/").removesuffix(INGEST_PATH)
+    request = urllib.request.Request(
+        base + ROTATE_PATH, data=b"{}", method="POST",
+        headers={"Authorization": f"Bearer {config.token}", "Content-Type": "application/json",
+                 "User-Agent": f"{PROG}/{__version__}"},
+    )  # fmt: skip
+    try:
+        with portal_opener(base, config.ca_file).open(request, timeout=config.timeout) as response:
+            answer = json.loads(response.read())
+        new = answer["token"]
+    except urllib.error.HTTPError as exc:
+        return fail(f"rotation refused, HTTP {exc.code}: {_refusal(exc.code, exc.read(4000))}")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return fail(f"cannot reach the portal at {base}: {exc}")
+    try:
+        write_private(target, _with_token(text, new) if kind == "config" else new + "\n")
+    except (OSError, ValueError) as exc:
+        kept = "the old token stays valid until a batch arrives with the new one: fix the cause and rotate again"
+        return fail(f"the portal issued a new token but writing {path} failed ({exc}); {kept}")
+    print(f"new token {answer.get('prefix')}… stored in {path} (mode 0600); the running agent sends with it from its "
+          f"next batch, and the portal then revokes the old one ({answer.get('replaces')}…)")  # fmt: skip
     return 0

@@ -4,6 +4,7 @@ against a small stand-in portal on 127.0.0.1 (NVML is the stand-in pynvml)."""
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import io
 import json
 import os
@@ -19,6 +20,8 @@ import pytest
 
 from agents import __version__
 from agents.cli import main
+from agents.config import token_location
+from agents.push import Sender
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,6 +33,8 @@ class MiniPortal:
         self.skew_s = 0.0
         self.enrolments: list[dict] = []
         self.collected: list[str | None] = []
+        self.rotations = 0
+        self.sent_with: list[str | None] = []
         portal = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,7 +71,19 @@ class MiniPortal:
             def do_POST(self):
                 if self.redirected():
                     return
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    raw = gzip.decompress(raw)
+                body = json.loads(raw or b"{}")
+                if self.path == "/api/v1/host-tokens/rotate":
+                    if self.headers.get("Authorization") != "Bearer gfh_ok":
+                        return self.answer(401, {"error": "missing, unknown or revoked host token"})
+                    portal.rotations += 1
+                    return self.answer(201, {"hostname": "h1", "token": "gfh_new", "prefix": "gfh_new",
+                                             "replaces": "gfh_ok"})  # fmt: skip
+                if self.path == "/api/v1/ingest" and not self.headers.get("X-Dry-Run"):
+                    portal.sent_with.append(self.headers.get("Authorization"))
+                    return self.answer(202, {"accepted": 0, "duplicate": False})
                 if self.path == "/api/v1/enrol":
                     if body.get("code") != "good":
                         detail = [{"loc": "code", "msg": "unknown code"}]
@@ -242,3 +259,54 @@ def test_the_package_depends_on_nvidia_ml_py_only_at_the_pinned_version():
     pins = [line for line in (REPO / "agents/requirements.txt").read_text().splitlines() if line and line[0] != "#"]
     assert project["dependencies"] == pins and pins[0].startswith("nvidia-ml-py==")
     assert project["scripts"] == {"gpu-fleet-agent": "agents.cli:main"} and project["name"] == "gpu-fleet-agent"
+
+
+def test_rotate_token_rewrites_the_config_file_whole_and_mode_0600(portal, tmp_path, capsys):
+    config = tmp_path / "agent.toml"
+    config.write_text(f'# made by enrol\nurl = "{portal.url}"\ntoken = "gfh_ok"\nhostname = "h1"\ninterval = 5\n')
+    config.chmod(0o600)
+    assert main(["rotate-token", "--config", str(config)]) == 0, capsys.readouterr().err
+    assert portal.rotations == 1
+    assert tomllib.loads(config.read_text()) == {"url": portal.url, "token": "gfh_new", "hostname": "h1", "interval": 5}
+    assert config.read_text().startswith("# made by enrol\n") and stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["agent.toml"]  # no temporary file left behind
+    assert "revokes the old one (gfh_ok…)" in capsys.readouterr().out
+
+
+def test_rotate_token_rewrites_a_token_file(portal, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("gfh_ok\n")
+    assert main(["rotate-token", "--url", portal.url, "--token-file", str(token_file)]) == 0
+    assert token_file.read_text() == "gfh_new\n" and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+
+
+def test_rotate_token_refuses_what_it_cannot_rewrite_before_asking_the_portal(portal, tmp_path, capsys, monkeypatch):
+    assert main(["rotate-token", "--url", portal.url, "--token", "gfh_ok"]) == 2
+    assert "cannot rewrite" in capsys.readouterr().err
+    monkeypatch.setenv("GPU_AGENT_TOKEN", "gfh_ok")
+    assert main(["rotate-token", "--url", portal.url]) == 2
+    monkeypatch.delenv("GPU_AGENT_TOKEN")
+    config = tmp_path / "agent.toml"
+    config.write_text(f'url = "{portal.url}"\ntoken = "gfh_ok"\nscenario = """\ntoken = "x"\n"""\n')
+    assert main(["rotate-token", "--config", str(config)]) == 2  # two `token =` lines: which one?
+    assert "no single `token = ...` line" in capsys.readouterr().err
+    assert portal.rotations == 0
+
+
+def test_rotate_token_refused_by_the_portal_changes_nothing(portal, tmp_path, capsys):
+    config = tmp_path / "agent.toml"
+    config.write_text(f'url = "{portal.url}"\ntoken = "gfh_revoked"\n')
+    before = config.read_text()
+    assert main(["rotate-token", "--config", str(config)]) == 1
+    assert "HTTP 401" in capsys.readouterr().err and config.read_text() == before
+
+
+def test_the_sender_picks_up_a_rotated_token_from_its_file(portal, tmp_path):
+    config = tmp_path / "agent.toml"
+    config.write_text(f'url = "{portal.url}"\ntoken = "gfh_ok"\n')
+    argv = ["--config", str(config)]
+    sender = Sender(url=portal.url, token="gfh_ok", token_source=token_location(argv, environ={}))
+    assert sender.send(b"{}").outcome == "done"
+    assert main(["rotate-token", *argv]) == 0
+    assert sender.send(b"{}").outcome == "done"
+    assert portal.sent_with == ["Bearer gfh_ok", "Bearer gfh_new"]

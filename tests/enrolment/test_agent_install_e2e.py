@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import tomllib
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -55,6 +56,18 @@ def install(
     if code is not None:
         env["GPU_FLEET_ENROL_CODE"] = code
     return subprocess.run(command, input=script, capture_output=True, env=env, timeout=300)
+
+
+def dry_run(base_url: str, token: str) -> int:
+    request = urllib.request.Request(
+        base_url + "/api/v1/ingest", data=b"{}", method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "X-Dry-Run": "1"},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
 
 
 def api_get(base_url: str, path: str, token: str) -> dict:
@@ -120,6 +133,18 @@ def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path)
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
+
+        # The agent rotates its token: the new one is in agent.toml (0600), the old one keeps
+        # working until the first batch arrives with the new one.
+        rotated = subprocess.run([str(agent), "rotate-token", "--config", str(config)], capture_output=True,
+                                 text=True, timeout=60)  # fmt: skip
+        assert rotated.returncode == 0, rotated.stderr[-3000:]
+        new_token = tomllib.loads(config.read_text())["token"]
+        assert new_token != token and stat.S_IMODE(config.stat().st_mode) == 0o600
+        assert dry_run(portal.base_url, token) == 200 and dry_run(portal.base_url, new_token) == 200
+        run = subprocess.run(run.args, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert dry_run(portal.base_url, token) == 401 and dry_run(portal.base_url, new_token) == 200
 
         # A service that does not come up is stopped and its unit removed; the enrolment is kept.
         broken_root, broken_log = tmp_path / "broken-root", tmp_path / "broken.log"
