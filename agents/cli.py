@@ -178,6 +178,9 @@ def enrol(argv: list[str]) -> int:
 
 
 def _exchange(url: str, args) -> dict | int:
+    if args.code:
+        print(f"{PROG}: warning: a code on the command line is visible to every user of this machine; set "
+              f"{CODE_ENV} or give it on stdin", file=sys.stderr)  # fmt: skip
     code = args.code.strip() if args.code else _read_code()
     if not code:
         return fail(f"no enrolment code: set {CODE_ENV} or give it on stdin", 2)
