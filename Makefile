@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,13 @@ promtool:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	  else echo "promtool missing: 'sudo apt-get install prometheus' (the /metrics promtool test skips without it)"; fi; }
 
+# Debian's strace for the agent installer's test (it records every child's argv: the enrolment
+# code must be in none; in CI that test fails without it).
+strace:
+	@command -v strace >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends strace >/dev/null; \
+	  else echo "strace missing: 'sudo apt-get install strace' (the agent installer's test skips without it)"; fi; }
+
 # The agent's wheel (built from agents/) and nvidia-ml-py's, served at /agent/ so GPU hosts
 # install from the portal alone. Fetching needs PyPI or pip's cache once; without it the
 # portal still serves the agent's own wheel and install.sh.
@@ -58,7 +65,7 @@ agent-dist: $(STAMP)
 demo: $(STAMP) agent-dist messages
 	$(PY) manage.py demo
 
-test: $(STAMP) browser promtool axe messages
+test: $(STAMP) browser promtool axe strace messages
 	$(PY) -m pytest
 
 test-fast: $(STAMP) messages

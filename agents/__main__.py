@@ -12,7 +12,7 @@ import time
 from agents import __version__
 from agents.agent import Agent
 from agents.collector import Collector, rfc3339
-from agents.config import Config, ConfigError, load_config
+from agents.config import Config, ConfigError, load_config, token_location
 from agents.device import DeviceClient, DeviceUnavailable, NvmlDeviceClient
 from agents.push import Backoff, Deliverer, MemoryQueue, Sender
 from agents.simulate import SimulatedDeviceClient, parse_scenarios
@@ -52,7 +52,7 @@ def replay_rejected(config: Config) -> int:
     return 0
 
 
-def run(config: Config, stop: threading.Event) -> int:
+def run(config: Config, stop: threading.Event, *, token_source: tuple[str, str] | None = None) -> int:
     if config.replay_rejected:
         return replay_rejected(config)
     try:
@@ -64,7 +64,7 @@ def run(config: Config, stop: threading.Event) -> int:
         collector = Collector(device, inventory_refresh_s=config.inventory_refresh)
         if config.stdout:
             return print_batches(config, collector, stop)
-        return push_batches(config, collector, stop)
+        return push_batches(config, collector, stop, token_source=token_source)
     finally:
         device.close()
 
@@ -88,7 +88,9 @@ def print_batches(config: Config, collector: Collector, stop: threading.Event) -
             return 0
 
 
-def push_batches(config: Config, collector: Collector, stop: threading.Event) -> int:
+def push_batches(
+    config: Config, collector: Collector, stop: threading.Event, *, token_source: tuple[str, str] | None = None
+) -> int:
     spool = open_spool(config)
     memory = MemoryQueue(max_bytes=int(config.memory_max_mb * 1024 * 1024))
     agent = Agent(
@@ -105,6 +107,7 @@ def push_batches(config: Config, collector: Collector, stop: threading.Event) ->
         timeout_s=config.timeout,
         ca_file=config.ca_file,
         token_file=config.token_file,
+        token_source=token_source,
     )
     deliverer = Deliverer(
         spool=spool,
@@ -155,6 +158,7 @@ def push_batches(config: Config, collector: Collector, stop: threading.Event) ->
 def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(argv)
+        token_source = None if config.stdout else token_location(argv)
     except ConfigError as exc:
         print(f"gpu agent: configuration error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    return run(config, stop)
+    return run(config, stop, token_source=token_source)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,13 @@ import os
 import socket
 import tomllib
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 ENV_PREFIX = "GPU_AGENT_"
-# Where `gpu-fleet-agent enrol` writes; the older manual install's file is read when it is absent.
+# Where `gpu-fleet-agent enrol` writes, read when it exists and no --config is given.
 DEFAULT_CONFIG_FILE = "/etc/gpu-fleet-agent/agent.toml"
-LEGACY_CONFIG_FILE = "/etc/gpu-agent/agent.toml"
 
 
 class ConfigError(Exception):
@@ -37,7 +37,7 @@ class Config:
     max_batch_readings: int = 500
     max_post_readings: int = 5000
     max_post_kb: int = 1008
-    spool_dir: str = "/var/lib/gpu-agent"
+    spool_dir: str = "/var/lib/gpu-fleet-agent"
     spool_max_mb: float = 256.0
     spool_max_age_hours: float = 167.0
     memory_max_mb: float = 16.0
@@ -147,22 +147,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_config(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> Config:
+def _config_file(args: argparse.Namespace, environ: Mapping[str, str]) -> tuple[str | None, dict[str, Any]]:
+    """The TOML file in force (--config, GPU_AGENT_CONFIG, else the default if it exists) and its values."""
+    path = args.config or environ.get(ENV_PREFIX + "CONFIG")
+    if not path and os.path.exists(DEFAULT_CONFIG_FILE):
+        path = DEFAULT_CONFIG_FILE
+    if not path:
+        return None, {}
+    try:
+        with open(path, "rb") as handle:
+            file_values = {key.replace("-", "_"): value for key, value in tomllib.load(handle).items()}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"config file {path}: {exc}") from exc
+    unknown = set(file_values) - {f.name for f in fields(Config)} - FLAG_ONLY
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(sorted(unknown))}")
+    return path, file_values
+
+
+def token_location(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """Where the host token is read from, by the same precedence as load_config: ("config", the TOML
+    file) or ("file", the token file); None when it comes from --token or GPU_AGENT_TOKEN, which
+    nothing can rewrite."""
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(argv)
-    config_path = args.config or environ.get(ENV_PREFIX + "CONFIG")
-    file_values: dict[str, Any] = {}
-    default_file = next((p for p in (DEFAULT_CONFIG_FILE, LEGACY_CONFIG_FILE) if os.path.exists(p)), None)
-    if config_path or default_file:
-        path = config_path or default_file
-        try:
-            with open(path, "rb") as handle:
-                file_values = {key.replace("-", "_"): value for key, value in tomllib.load(handle).items()}
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"config file {path}: {exc}") from exc
-        unknown = set(file_values) - {f.name for f in fields(Config)} - FLAG_ONLY
-        if unknown:
-            raise ConfigError(f"config file {path}: unknown setting(s) {', '.join(sorted(unknown))}")
+    if args.token is not None or ENV_PREFIX + "TOKEN" in environ:
+        return None
+    path, file_values = _config_file(args, environ)
+    if file_values.get("token") is not None and path:
+        return "config", path
+    token_file = args.token_file or environ.get(ENV_PREFIX + "TOKEN_FILE") or file_values.get("token_file")
+    return ("file", str(token_file)) if token_file else None
+
+
+def load_config(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    environ = os.environ if environ is None else environ
+    args = build_parser().parse_args(argv)
+    _, file_values = _config_file(args, environ)
 
     config = Config()
     for field in fields(Config):

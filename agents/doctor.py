@@ -19,7 +19,7 @@ import urllib.parse
 import urllib.request
 
 from agents.config import Config, ConfigError, is_loopback, load_config
-from agents.push import ingest_url
+from agents.push import ingest_url, portal_opener
 
 # The portal refuses readings more than 5 min in the future; a clock off by more fails there.
 CLOCK_TOLERANCE_S = 300.0
@@ -34,8 +34,10 @@ class Check:
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {text}")
 
 
-def _context(config: Config) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=config.ca_file)
+def _open(config: Config, request: urllib.request.Request | str):
+    # The daemon's own opener: no redirect is followed, so the token never goes anywhere but the
+    # configured URL (a redirect shows as its 3xx, which is what a wrong URL needs to say).
+    return portal_opener(config.url, config.ca_file).open(request, timeout=config.timeout)
 
 
 def check_nvml(check: Check, config: Config) -> None:
@@ -68,7 +70,7 @@ def check_portal(check: Check, config: Config) -> None:
     else:
         tls_ok, note = True, "TLS certificate valid"
     try:
-        with urllib.request.urlopen(base + "/healthz", timeout=config.timeout, context=_context(config)) as answer:
+        with _open(config, base + "/healthz") as answer:
             status = answer.status
     except ssl.SSLError as exc:
         check.line(False, "portal", f"{base}/healthz: TLS certificate not valid ({exc}); --ca-file adds a private CA")
@@ -88,10 +90,12 @@ def check_token_and_clock(check: Check, config: Config) -> None:
     )  # fmt: skip
     sent = time.time()
     try:
-        with urllib.request.urlopen(request, timeout=config.timeout, context=_context(config)) as answer:
+        with _open(config, request) as answer:
             body = json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         detail = exc.read(500).decode(errors="replace")
+        if 300 <= exc.code < 400:
+            detail = f"redirected to {exc.headers.get('Location')!r}, not followed: give the portal's own URL"
         check.line(False, "token", f"refused with HTTP {exc.code}: {detail}")
         check.line(False, "clock", "not checked: the token check failed")
         return

@@ -19,10 +19,12 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import random
 import ssl
 import threading
 import time
+import tomllib
 import urllib.error
 import urllib.request
 import zlib
@@ -77,6 +79,17 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def portal_opener(url: str, ca_file: str | None = None) -> urllib.request.OpenerDirector:
+    """The one way the agent talks to its portal (push, doctor, enrol, rotate-token): redirects are
+    not followed (a redirect would carry the token, or the code, to wherever it points, and turn a
+    POST into a GET), and TLS verification is always on; a private CA is added, never a way to
+    switch it off."""
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+    if url.startswith("https:"):
+        handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca_file)))
+    return urllib.request.build_opener(*handlers)
+
+
 def classify_refusal(status: int, detail: str) -> Literal["retry", "hold", "reject"]:
     """What a 3xx/4xx/5xx means for the batch (see the module docstring)."""
     if status == 429 or status == 408 or status >= 500:
@@ -125,18 +138,37 @@ class Sender:
         timeout_s: float = 10.0,
         ca_file: str | None = None,
         token_file: str | None = None,
+        token_source: tuple[str, str] | None = None,
     ) -> None:
         self.url = ingest_url(url)
         self._token = token
         self._token_file = token_file
         self._timeout_s = timeout_s
-        handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
-        if self.url.startswith("https:"):
-            # Verification is always on; a private CA is added, never a way to switch it off.
-            handlers.append(urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca_file)))
-        self._opener = urllib.request.build_opener(*handlers)
+        self._opener = portal_opener(self.url, ca_file)
+        # The file the token came from (config.token_location): when it changes (rotate-token
+        # replaced it), the next send uses the token it now holds.
+        self._token_source = token_source
+        self._token_stamp = _stamp(token_source[1]) if token_source else None
+
+    def _refresh_token(self) -> None:
+        if self._token_source is None:
+            return
+        kind, path = self._token_source
+        stamp = _stamp(path)
+        if stamp == self._token_stamp:
+            return
+        self._token_stamp = stamp
+        try:
+            token = read_token(kind, path)
+        except (OSError, ValueError) as exc:
+            log.error("the token's file %s changed but cannot be read (%s); keeping the token in use", path, exc)
+            return
+        if token and token != self._token:
+            log.warning("the token in %s changed (rotated?); using the new one from this send on", path)
+            self._token = token
 
     def send(self, body: bytes) -> SendResult:
+        self._refresh_token()
         request = urllib.request.Request(
             self.url,
             data=gzip.compress(body, compresslevel=6),
@@ -176,6 +208,26 @@ class Sender:
         log.warning("the token file %s holds a new token; using it", self._token_file)
         self._token = token
         return True
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_mtime_ns, info.st_size
+
+
+def read_token(kind: str, path: str) -> str:
+    """The token a config file ("config": its `token` key) or a token file ("file") holds."""
+    if kind == "config":
+        with open(path, "rb") as handle:
+            token = tomllib.load(handle).get("token")
+        if not isinstance(token, str):
+            raise ValueError("no token key")
+        return token.strip()
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().strip()
 
 
 def _read_detail(exc: urllib.error.HTTPError) -> str:

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from portal.accounts.middleware import SESSION_LANGUAGE_KEY
 from portal.accounts.models import ApiToken, UserProfile
-from portal.accounts.roles import ROLE_PERMISSIONS, ROLES
+from portal.accounts.roles import ROLE_PERMISSIONS, ROLES, role_flags
 from portal.core.errors import InvalidInput
 from portal.core.tokens import secret_hash, secret_new, secret_prefix, token_touch
 
@@ -45,13 +45,25 @@ API_TOKEN_PREFIX = "gfu_"  # GPU fleet user
 
 
 TOKEN_LIFETIME_DAYS = (30, 90, 365)
+# A personal token expires after this unless an admin chooses otherwise: a token forgotten in a
+# script or a laptop stops working by itself.
+TOKEN_DEFAULT_DAYS = 90
 
 
-def api_token_issue(*, user, label: str = "", expires_in_days: int | None = None) -> tuple[str, ApiToken]:
-    """Mint a personal API token, valid until revoked or for `expires_in_days`; the secret is
-    returned once and never stored in clear."""
+def api_token_issue(
+    *, user, label: str = "", expires_in_days: int | None = TOKEN_DEFAULT_DAYS, may_never_expire: bool | None = None
+) -> tuple[str, ApiToken]:
+    """Mint a personal API token, valid for `expires_in_days` (90 by default) or, None, until
+    revoked; the secret is returned once and never stored in clear. A token that never expires
+    is for admins only (`may_never_expire`: None asks the user's role; True for whoever runs the
+    portal's shell)."""
     if expires_in_days is not None and expires_in_days < 1:
         raise InvalidInput("invalid token lifetime", field_errors={"expires_in_days": "At least one day."})
+    if expires_in_days is None and not (role_flags(user)["admin"] if may_never_expire is None else may_never_expire):
+        raise InvalidInput(
+            "invalid token lifetime",
+            field_errors={"expires_in_days": "Only admins may mint a token that never expires."},
+        )
     secret = secret_new(API_TOKEN_PREFIX)
     expires_at = timezone.now() + dt.timedelta(days=expires_in_days) if expires_in_days else None
     token = ApiToken.objects.create(

@@ -16,14 +16,17 @@ from django.views.decorators.http import require_POST
 from django.views.i18n import set_language as django_set_language
 
 from portal.accounts.models import ApiToken
-from portal.accounts.roles import ROLE_LABELS, ROLES
+from portal.accounts.roles import ROLE_LABELS, ROLES, role_flags
 from portal.accounts.services import (
+    TOKEN_DEFAULT_DAYS,
     TOKEN_LIFETIME_DAYS,
     api_token_issue,
     api_token_revoke,
     user_language,
     user_language_set,
 )
+from portal.core.errors import ApplicationError
+from portal.core.forms import add_application_error
 
 
 def _in_days_now(days: int) -> str:
@@ -36,15 +39,22 @@ _in_days = lazy(_in_days_now, str)  # the choice's label, in the language of the
 class ApiTokenForm(forms.Form):
     label = forms.CharField(max_length=100, required=False, label=gettext_lazy("Label"))
     expires_in_days = forms.TypedChoiceField(
-        choices=[
-            ("", pgettext_lazy("token expiry", "never")),
-            *((str(days), _in_days(days)) for days in TOKEN_LIFETIME_DAYS),
-        ],
+        choices=[(str(days), _in_days(days)) for days in TOKEN_LIFETIME_DAYS],
         coerce=int,
         empty_value=None,
-        required=False,
+        initial=str(TOKEN_DEFAULT_DAYS),
         label=gettext_lazy("Expires"),
     )
+
+    def __init__(self, data=None, *, user, **kwargs):
+        if data is not None and "expires_in_days" not in data:  # not chosen at all: the default
+            data = data.copy()
+            data["expires_in_days"] = str(TOKEN_DEFAULT_DAYS)
+        super().__init__(data, **kwargs)
+        if role_flags(user)["admin"]:  # only an admin may mint a token that never expires
+            field = self.fields["expires_in_days"]
+            field.choices = [*field.choices, ("", pgettext_lazy("token expiry", "never"))]
+            field.required = False
 
 
 @method_decorator(never_cache, name="dispatch")
@@ -57,19 +67,24 @@ class ProfileView(View):
             "roles": roles,
             "tokens": ApiToken.objects.filter(user=request.user),
             "now": timezone.now(),
-            "form": form or ApiTokenForm(),
+            "form": form or ApiTokenForm(user=request.user),
             "new_token": new_token,
             "language_form": language_form or LanguageForm(initial={"language": user_language(request.user)}),
         }
         return render(request, "accounts/profile.html", context, status=status)
 
     def post(self, request):
-        form = ApiTokenForm(request.POST)
+        form = ApiTokenForm(request.POST, user=request.user)
         if not form.is_valid():
             return self.get(request, form=form, status=400)
-        secret, _ = api_token_issue(
-            user=request.user, label=form.cleaned_data["label"], expires_in_days=form.cleaned_data["expires_in_days"]
-        )
+        try:
+            secret, _ = api_token_issue(
+                user=request.user, label=form.cleaned_data["label"],
+                expires_in_days=form.cleaned_data["expires_in_days"],
+            )  # fmt: skip
+        except ApplicationError as error:
+            add_application_error(form, error)
+            return self.get(request, form=form, status=400)
         return self.get(request, new_token=secret, status=201)
 
 

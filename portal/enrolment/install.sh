@@ -1,15 +1,21 @@
 #!/bin/sh
 # gpu-fleet-agent installer, served by the portal at /agent/install.sh. The portal's "Add hosts"
-# page gives the line that runs it:
-#   curl -fsSL https://PORTAL/agent/install.sh | sudo sh -s -- --url https://PORTAL --code CODE
-# Steps: a venv under /opt/gpu-fleet-agent, the agent from the portal's /agent/ (no internet
-# needed), enrol (the code becomes a host token in /etc/gpu-fleet-agent/agent.toml, mode 0600),
-# the systemd unit with its system user and state directory, start. It stops at the first
-# failing step, names it, and leaves nothing half-installed running.
+# page gives the line that runs it, the code in the environment (never on a command line, which
+# every user of a shared GPU node can read in /proc/*/cmdline):
+#   curl -fsSL https://PORTAL/agent/install.sh | GPU_FLEET_ENROL_CODE=CODE sudo --preserve-env=GPU_FLEET_ENROL_CODE sh -s -- --url https://PORTAL
+# Steps: redeem the code first, before anything is downloaded (curl reads the request from stdin;
+# the answer, the host token, goes to /etc/gpu-fleet-agent/enrolment.json, mode 0600); a venv
+# under /opt/gpu-fleet-agent and the agent from the portal's /agent/ (no internet needed); the
+# agent stores the token from that file in /etc/gpu-fleet-agent/agent.toml (0600, read on stdin);
+# the systemd unit with its system user and state directory; start. It stops at the first failing
+# step, names it, and leaves nothing half-installed running. A host whose code was redeemed keeps
+# its token in enrolment.json until the agent has stored it, so running install.sh again (without
+# a code) finishes the job.
 set -u
 
-URL="" CODE="" HOSTNAME_ARG="" ROOT="" INSECURE="" CA_FILE="" PYTHON="${PYTHON:-python3}"
-usage() { echo "usage: install.sh --url PORTAL_URL --code CODE [--hostname NAME] [--root DIR] [--insecure-http] [--ca-file PEM] [--python PYTHON]" >&2; exit 2; }
+URL="" CODE="${GPU_FLEET_ENROL_CODE:-}" HOSTNAME_ARG="" ROOT="" INSECURE="" CA_FILE="" PYTHON="${PYTHON:-python3}"
+unset GPU_FLEET_ENROL_CODE  # no child needs it: the code goes to curl on stdin
+usage() { echo "usage: [GPU_FLEET_ENROL_CODE=CODE] install.sh --url PORTAL_URL [--code CODE] [--hostname NAME] [--root DIR] [--insecure-http] [--ca-file PEM] [--python PYTHON]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --url) URL="${2:-}"; shift 2 || usage ;;
@@ -22,18 +28,21 @@ while [ $# -gt 0 ]; do
     *) usage ;;
   esac
 done
-[ -n "$URL" ] && [ -n "$CODE" ] || usage
+[ -n "$URL" ] || usage
 URL="${URL%/}"
 ROOT="${ROOT%/}"
 PREFIX="/opt/gpu-fleet-agent"
 CONFIG_DIR="/etc/gpu-fleet-agent"
 VENV="$ROOT$PREFIX"
+REDEEMED="$ROOT$CONFIG_DIR/enrolment.json"
 STEP=""
 CREATED_VENV=""
 SERVICE_TOUCHED=""
+ANSWER=""
 
 cleanup() {
   status=$?
+  [ -n "$ANSWER" ] && rm -f "$ANSWER"
   [ $status -eq 0 ] && return
   echo "gpu-fleet-agent install FAILED at step: $STEP" >&2
   if [ -n "$SERVICE_TOUCHED" ]; then
@@ -41,9 +50,15 @@ cleanup() {
     rm -f "$ROOT/etc/systemd/system/gpu-fleet-agent.service"
     echo "  the service was stopped and removed; the enrolment is kept in $ROOT$CONFIG_DIR/agent.toml:" >&2
     echo "  fix the cause, then: $PREFIX/bin/gpu-fleet-agent install-service" >&2
-  elif [ -n "$CREATED_VENV" ]; then
-    rm -rf "$VENV"
-    echo "  removed $VENV; nothing else was changed" >&2
+  else
+    if [ -n "$CREATED_VENV" ]; then
+      rm -rf "$VENV"
+      echo "  removed $VENV" >&2
+    fi
+    if [ -f "$REDEEMED" ]; then
+      echo "  the code was redeemed: this host's token is kept in $REDEEMED (mode 0600);" >&2
+      echo "  fix the cause, then run install.sh again with the same --url and no code" >&2
+    fi
   fi
   exit $status
 }
@@ -51,9 +66,52 @@ trap cleanup EXIT
 
 step() { STEP="$1"; echo "==> $1"; }
 
-step "check: root and Python 3.11+"
+step "check: root, Python 3.11+, curl"
 if [ -z "$ROOT" ] && [ "$(id -u)" != 0 ]; then echo "run as root (sudo)" >&2; exit 1; fi
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "$PYTHON is missing or older than 3.11" >&2; exit 1; }
+command -v curl >/dev/null 2>&1 || { echo "curl is missing" >&2; exit 1; }
+case "$URL" in
+  https://*) ;;
+  http://127.*|http://localhost|http://localhost[:/]*|http://\[::1\]*) ;;
+  http://*) [ -n "$INSECURE" ] || { echo "refusing the plain-HTTP portal $URL: the code and the host token would cross the network in clear (use https://, or --insecure-http on a trusted LAN)" >&2; exit 1; } ;;
+  *) echo "--url must start with https:// or http://" >&2; exit 1 ;;
+esac
+
+step "enrol with the portal"
+if [ -z "$CODE" ] && [ -f "$REDEEMED" ]; then
+  echo "    using the token redeemed by an earlier run ($REDEEMED)"
+elif [ -z "$CODE" ]; then
+  echo "no enrolment code: set GPU_FLEET_ENROL_CODE (the Add hosts page's line does)" >&2; exit 1
+else
+  mkdir -p "$ROOT$CONFIG_DIR" || exit 1
+  ANSWER="$(mktemp "$ROOT$CONFIG_DIR/.enrolment.XXXXXX")" || exit 1
+  # The request is built by Python from the environment and read by curl from stdin: the code is
+  # in no process's argv. No redirect is followed.
+  set -- --silent --show-error --proto =https,http --header "Content-Type: application/json" \
+    --data-binary @- --output "$ANSWER" --write-out "%{http_code}" "$URL/api/v1/enrol"
+  [ -n "$CA_FILE" ] && set -- --cacert "$CA_FILE" "$@"
+  STATUS="$(GPU_FLEET_ENROL_CODE="$CODE" ENROL_HOSTNAME="$HOSTNAME_ARG" "$PYTHON" -c '
+import json, os, socket
+print(json.dumps({"code": os.environ["GPU_FLEET_ENROL_CODE"], "hostname": os.environ["ENROL_HOSTNAME"] or socket.gethostname()}))
+' | curl "$@")" || { echo "cannot reach the portal at $URL" >&2; exit 1; }
+  CODE=""
+  if [ "$STATUS" != 201 ]; then
+    "$PYTHON" -c '
+import json, sys
+try:
+    with open(sys.argv[2], encoding="utf-8") as answer:
+        body = json.load(answer)
+    problems = "; ".join("%s: %s" % (d.get("loc"), d.get("msg")) for d in body.get("detail") or [])
+    message = body.get("error", "") + (" (%s)" % problems if problems else "")
+except (OSError, ValueError, AttributeError):
+    message = "not the answer of the portal (a wrong URL, or a proxy)"
+print("enrolment refused, HTTP %s: %s" % (sys.argv[1], message), file=sys.stderr)
+' "$STATUS" "$ANSWER"
+    exit 1
+  fi
+  mv "$ANSWER" "$REDEEMED" || exit 1
+  ANSWER=""
+fi
 
 step "venv: $VENV"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -66,13 +124,13 @@ set -- install -q --disable-pip-version-check --no-index --find-links "$URL/agen
 [ -n "$CA_FILE" ] && set -- "$@" --cert "$CA_FILE"
 "$VENV/bin/pip" "$@" || exit 1
 
-step "enrol with the portal"
-set -- enrol "$URL" "$CODE" --config-dir "$ROOT$CONFIG_DIR"
-[ -n "$HOSTNAME_ARG" ] && set -- "$@" --hostname "$HOSTNAME_ARG"
+step "store the host token"
+set -- enrol "$URL" --redeemed --config-dir "$ROOT$CONFIG_DIR"
 [ -n "$INSECURE" ] && set -- "$@" --insecure-http
 [ -n "$CA_FILE" ] && set -- "$@" --ca-file "$CA_FILE"
-"$VENV/bin/gpu-fleet-agent" "$@" || exit 1
-CREATED_VENV=""  # enrolled: the token is spent, keep what is installed
+"$VENV/bin/gpu-fleet-agent" "$@" < "$REDEEMED" || exit 1
+rm -f "$REDEEMED"
+CREATED_VENV=""  # enrolled: keep what is installed
 
 step "service: user, state directory, systemd unit, start"
 SERVICE_TOUCHED=1

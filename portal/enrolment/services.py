@@ -122,12 +122,18 @@ def _exchange(found: EnrolmentCode | None, *, code: str, hostname: str) -> Enrol
             problems=[("hostname", f"{hostname} is bound to another enrolment code: use that one")],
         )
     host = Host.objects.filter(hostname=hostname).first()
-    live = list(HostToken.objects.filter(host=host, revoked_at__isnull=True)) if host else []
-    if live and found.hostname != hostname:
+    if host is not None and found.hostname != hostname:
+        # A code for "any host" enrols new host names only: taking over an existing host (even one
+        # whose token was revoked) would hand its record, its tickets and its Slurm node to whoever
+        # holds the code. Only a code an admin made for that host name replaces its token.
+        live = HostToken.objects.filter(host=host, revoked_at__isnull=True).exists()
         raise Conflict(
-            f"host {hostname} already has an active token: an admin revokes it first, or makes a code for this host",
-            problems=[("hostname", "already enrolled")],
+            f"host {hostname} already exists"
+            + (" and has an active token" if live else "")
+            + ": an admin makes a code for this host name to enrol it again",
+            problems=[("hostname", "already taken by an existing host")],
         )
+    live = list(HostToken.objects.filter(host=host, revoked_at__isnull=True)) if host else []
     for token in live:  # a code made for this host replaces its token
         host_token_revoke(token=token)
     # Conditional, so two exchanges of the last use cannot both pass.

@@ -3,17 +3,20 @@ from typing import Annotated
 
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
+from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Status
 from ninja.pagination import paginate
+from ninja.security import HttpBearer
 
 import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ApiDateTime, Pagination, require_perm
-from portal.core.errors import InvalidInput
+from portal.core.errors import Forbidden, InvalidInput
 from portal.fleet.api import GPU_PATCH_RESPONSES, gpu_patch
 from portal.fleet.models import Gpu
+from portal.telemetry.ingest_view import PLAIN_HTTP_REFUSED, plain_http_refused
 from portal.telemetry.models import throttle_names
 from portal.telemetry.pipeline import pipeline_status
 from portal.telemetry.selectors import DEFAULT_METRICS, gpu_series, gpus_with_latest
+from portal.telemetry.services import host_token_authenticate, host_token_rotate
 
 router = Router(tags=["gpus"])
 MAX_SPAN = dt.timedelta(days=400)
@@ -147,3 +150,41 @@ def pipeline(request):
     stored batches it has not finished, when the oldest of them was stored, and how long ago.
     Any signed-in user or personal token."""
     return {"stages": pipeline_status()}
+
+
+class HostToken(HttpBearer):
+    """`Authorization: Bearer <host token>`, as the agents send it to /api/v1/ingest. (ninja names
+    the OpenAPI security scheme after the class: the same "HostToken" as ingest's.)"""
+
+    def __call__(self, request):
+        request.auth_refusal = "missing, unknown or revoked host token"  # the 401's message
+        return super().__call__(request)
+
+    def authenticate(self, request, token: str):
+        return host_token_authenticate(token.strip())
+
+
+class RotateIn(Schema):
+    label: str = Field("", max_length=100)
+
+
+class RotatedOut(Schema):
+    hostname: str
+    token: str
+    prefix: str
+    replaces: str
+
+
+@router.post(
+    "/host-tokens/rotate", auth=HostToken(), response={201: RotatedOut}, tags=["host tokens"],
+    summary="A new host token for the calling agent's host; the old one is revoked after the first batch with it",
+)  # fmt: skip
+def host_token_rotate_view(request, payload: RotateIn):
+    if plain_http_refused(request):  # the new token would cross the network in clear
+        raise Forbidden(PLAIN_HTTP_REFUSED + " (or set INGEST_ALLOW_HTTP=true on a trusted network)")
+    old = request.auth
+    issued = host_token_rotate(token=old, label=payload.label)
+    return Status(
+        201,
+        {"hostname": old.host.hostname, "token": issued.token, "prefix": issued.record.prefix, "replaces": old.prefix},
+    )

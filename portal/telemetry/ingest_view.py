@@ -19,7 +19,7 @@ from portal.core.api import application_error_status
 from portal.core.errors import ApplicationError
 from portal.telemetry.ratelimit import TokenBucketLimiter
 from portal.telemetry.schemas import BatchIn
-from portal.telemetry.services import host_token_authenticate
+from portal.telemetry.services import host_token_authenticate, host_token_rotation_finish
 from portal.telemetry.services.ingest import reading_batch_ingest
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,8 @@ def _handle(request: HttpRequest) -> JsonResponse:
             # The protocol's answers: 400 with a detail per problem, 403 with the error alone.
             detail = refused.detail() if refused.problems else None
             return _error(application_error_status(refused), refused.message, detail)
+        if token.replaces_id is not None:  # the first batch with a rotated token: the old one goes
+            host_token_rotation_finish(token=token)
     finally:
         _close_stale_connections()
     if result.duplicate:
@@ -154,7 +156,7 @@ def _handle(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"accepted": result.accepted, "duplicate": False}, status=202)
 
 
-def _plain_http_refused(request: HttpRequest) -> bool:
+def plain_http_refused(request: HttpRequest) -> bool:
     # is_secure() honours SECURE_PROXY_SSL_HEADER (a TLS proxy in front) and X-Forwarded-Proto
     # with TRUST_PROXY_HEADERS (portal.core.forwarded); DEBUG (the demo, the tests) runs on loopback over HTTP.
     return not (settings.DEBUG or settings.INGEST_ALLOW_HTTP or request.is_secure())
@@ -180,7 +182,7 @@ async def ingest(request: HttpRequest):
         except DisallowedHost:
             response = _error(400, "Host header not in ALLOWED_HOSTS")
         else:
-            if _plain_http_refused(request):
+            if plain_http_refused(request):
                 response = _error(403, PLAIN_HTTP_REFUSED + " (or set INGEST_ALLOW_HTTP=true on a trusted network)")
             else:
                 response = await _run_db(_handle)(request)

@@ -183,4 +183,4 @@ def gpus_with_latest(queryset: QuerySet[Gpu] | None = None) -> QuerySet[Gpu]:
 
 
 def host_tokens(*, host) -> list[HostToken]:
-    return list(HostToken.objects.filter(host=host).select_related("created_by"))
+    return list(HostToken.objects.filter(host=host).select_related("created_by", "replaces"))

@@ -3,13 +3,16 @@ used" shown, and every token of a user revoked when someone else sets their pass
 deactivated."""
 
 import datetime as dt
+import io
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
 
 from portal.accounts.models import ApiToken
 from portal.accounts.services import api_token_authenticate, api_token_issue
+from portal.core.errors import InvalidInput
 
 pytestmark = pytest.mark.django_db
 
@@ -28,9 +31,41 @@ def test_account_page_mints_a_token_that_expires(client_for, viewer, days):
     assert f"{token.expires_at:%Y-%m-%d}" in page
 
 
-def test_no_expiry_by_default(client_for, viewer):
-    assert client_for(viewer).post("/account/", {"label": "forever"}).status_code == 201
-    assert ApiToken.objects.get(user=viewer).expires_at is None
+def in_days(token) -> dt.timedelta:
+    return token.expires_at - timezone.now()
+
+
+def test_a_new_token_expires_in_90_days_by_default(client_for, viewer):
+    page = client_for(viewer).get("/account/").content.decode()
+    assert '<option value="90" selected>' in page and "never" not in page.split('name="expires_in_days"')[1][:400]
+    assert client_for(viewer).post("/account/", {"label": "ci"}).status_code == 201  # no choice: the default
+    _, token = api_token_issue(user=viewer)
+    for token in ApiToken.objects.all():
+        assert in_days(token) == pytest.approx(dt.timedelta(days=90), abs=dt.timedelta(minutes=1))
+
+
+@pytest.mark.parametrize("role", ["technician", "viewer"])
+def test_only_an_admin_may_choose_never(client_for, actors, admin, role):
+    user = actors[role]
+    response = client_for(user).post("/account/", {"label": "forever", "expires_in_days": ""})
+    assert response.status_code == 400 and "expires_in_days" in response.content.decode()
+    with pytest.raises(InvalidInput) as refused:
+        api_token_issue(user=user, expires_in_days=None)
+    assert "expires_in_days" in refused.value.field_errors
+    assert not ApiToken.objects.exists()
+    assert client_for(admin).post("/account/", {"label": "forever", "expires_in_days": ""}).status_code == 201
+    assert ApiToken.objects.get(user=admin).expires_at is None
+
+
+def test_create_api_token_command_defaults_to_90_days_and_never_on_request(viewer):
+    call_command("create_api_token", viewer.username, stdout=io.StringIO(), stderr=io.StringIO())
+    call_command("create_api_token", viewer.username, "--never-expires", stdout=io.StringIO(), stderr=io.StringIO())
+    call_command("create_api_token", viewer.username, "--expires-in-days", "7", stdout=io.StringIO(),
+                 stderr=io.StringIO())  # fmt: skip
+    lifetimes = [t.expires_at and round(in_days(t) / dt.timedelta(days=1)) for t in ApiToken.objects.order_by("pk")]
+    assert lifetimes == [90, None, 7]
+    with pytest.raises(CommandError):
+        call_command("create_api_token", viewer.username, "--expires-in-days", "0", stderr=io.StringIO())
 
 
 @pytest.mark.parametrize("bad", ["7", "0", "-30", "abc", "3650"])

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.cli import unit_text as agent_unit_text
 from tests.conftest import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,10 +20,38 @@ HARDENING = {"NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome":
 
 
 def unit(path: Path) -> configparser.ConfigParser:
+    return unit_of_text(path.read_text())
+
+
+def unit_of_text(text: str) -> configparser.ConfigParser:
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.optionxform = str
-    parser.read(path)
+    parser.read_string(text)
     return parser
+
+
+def test_the_agent_has_one_unit_generated_from_one_text():
+    # install.sh runs `gpu-fleet-agent install-service`, which writes agents.cli's unit: no second copy.
+    assert list(REPO.glob("agents/*.service")) == []
+    service = unit_of_text(agent_unit_text(executable="/x/gpu-fleet-agent"))["Service"]
+    assert service["User"] == "gpu-fleet-agent" and service["StateDirectory"] == "gpu-fleet-agent"
+    assert service["ExecStart"] == (
+        "/x/gpu-fleet-agent run --config /etc/gpu-fleet-agent/agent.toml --spool-dir /var/lib/gpu-fleet-agent"
+    )
+
+
+def test_the_agent_unit_passes_systemd_analyze_verify(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        skip_or_fail("systemd-analyze missing (Debian's systemd package)")
+    executable = tmp_path / "gpu-fleet-agent"
+    executable.write_text("#!/bin/sh\n")
+    executable.chmod(0o755)
+    path = tmp_path / "gpu-fleet-agent.service"
+    path.write_text(agent_unit_text(executable=str(executable)))
+    result = subprocess.run([analyze, "verify", str(path)], capture_output=True, text=True, timeout=60)
+    problems = [line for line in result.stderr.splitlines() if "gpu-fleet-agent.service" in line]
+    assert result.returncode == 0 and problems == [], result.stderr
 
 
 def test_the_three_roles_are_shipped():
@@ -32,7 +61,7 @@ def test_the_three_roles_are_shipped():
 
 @pytest.mark.parametrize("path", UNITS, ids=lambda p: p.name)
 def test_hardened_like_the_agent_and_unprivileged(path):
-    agent = unit(REPO / "agents" / "gpu-agent.service")["Service"]
+    agent = unit_of_text(agent_unit_text(executable="/opt/gpu-fleet-agent/bin/gpu-fleet-agent"))["Service"]
     service = unit(path)["Service"]
     for key, value in HARDENING.items():
         assert agent[key] == value and service[key] == value, key

@@ -16,8 +16,11 @@ def test_admin_makes_a_code_and_sees_the_line_to_paste(admin, client_for):
     response = client.post(URL, {"hostname": "dgx-09", "uses": 1, "expires_in_hours": 24})
     assert response.status_code == 201
     command = response.context["command"]
-    assert command.startswith("curl -fsSL http://testserver/agent/install.sh | sudo sh -s -- --url http://testserver")
-    assert response.context["issued"].code in command
+    code = response.context["issued"].code
+    assert command.startswith(
+        f"curl -fsSL http://testserver/agent/install.sh | GPU_FLEET_ENROL_CODE={code} "
+        "sudo --preserve-env=GPU_FLEET_ENROL_CODE sh -s -- --url http://testserver"
+    )
     assert command.encode() in response.content
     assert EnrolmentCode.objects.get().hostname == "dgx-09"
     # The list shows codes by prefix only, never the secret.

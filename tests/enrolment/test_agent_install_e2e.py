@@ -5,8 +5,11 @@ runs one collection with the simulator and the host and its GPUs are in the API.
 
 import json
 import os
+import shutil
 import stat
 import subprocess
+import tomllib
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -24,7 +27,7 @@ from portal.accounts.services import api_token_issue
 from portal.enrolment.services import enrolment_code_create
 from tests.factories import UserFactory
 admin = UserFactory(username="root-admin", role="admin")
-print(enrolment_code_create(created_by=admin, uses=3).code, api_token_issue(user=admin)[0])
+print(enrolment_code_create(created_by=admin, uses=4).code, api_token_issue(user=admin)[0])
 """
 
 
@@ -37,12 +40,34 @@ def fake_tools(directory: Path, log: Path, *, fail_active: bool = False) -> dict
     return {**os.environ, "PATH": f"{directory}:{os.environ['PATH']}"}
 
 
-def install(base_url: str, code: str, root: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+def install(
+    base_url: str, code: str | None, root: Path, env: dict, *extra: str, trace: Path | None = None
+) -> subprocess.CompletedProcess:
+    """install.sh as the Add hosts page's line runs it: the code in GPU_FLEET_ENROL_CODE. With
+    `trace`, strace records the argv of every process it starts, children's children included."""
     script = urllib.request.urlopen(base_url + "/agent/install.sh", timeout=30).read()
-    return subprocess.run(
-        ["sh", "-s", "--", "--url", base_url, "--code", code, "--root", str(root), *extra],
-        input=script, capture_output=True, env=env, timeout=300,
+    command = ["sh", "-s", "--", "--url", base_url, "--root", str(root), *extra]
+    if trace is not None:
+        strace = shutil.which("strace")
+        if strace is None:
+            skip_or_fail("strace missing (Debian's strace): it records every child's argv")
+        command = [strace, "-f", "-qq", "-e", "trace=execve", "-s", "100000", "-o", str(trace), *command]
+    env = {k: v for k, v in env.items() if k != "GPU_FLEET_ENROL_CODE"}
+    if code is not None:
+        env["GPU_FLEET_ENROL_CODE"] = code
+    return subprocess.run(command, input=script, capture_output=True, env=env, timeout=300)
+
+
+def dry_run(base_url: str, token: str) -> int:
+    request = urllib.request.Request(
+        base_url + "/api/v1/ingest", data=b"{}", method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "X-Dry-Run": "1"},
     )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
 
 
 def api_get(base_url: str, path: str, token: str) -> dict:
@@ -76,11 +101,22 @@ def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path)
 
         root = tmp_path / "root"
         tools_env = fake_tools(tmp_path / "bin2", log)
-        result = install(portal.base_url, code, root, tools_env, "--hostname", "e2e-gpu-01")
+        trace = tmp_path / "execve.log"
+        result = install(portal.base_url, code, root, tools_env, "--hostname", "e2e-gpu-01", trace=trace)
         assert result.returncode == 0, result.stderr.decode()[-3000:]
+        out = result.stdout.decode()
+        # The code is redeemed before anything is downloaded.
+        assert out.index("==> enrol with the portal") < out.index("==> venv") < out.index("==> package")
         agent = root / "opt/gpu-fleet-agent/bin/gpu-fleet-agent"
         config = root / "etc/gpu-fleet-agent/agent.toml"
         assert stat.S_IMODE(config.stat().st_mode) == 0o600 and "gfh_" in config.read_text()
+        assert not (root / "etc/gpu-fleet-agent/enrolment.json").exists()  # handed over, then removed
+        # Neither the code nor the token it became is in any process's argv (/proc/*/cmdline,
+        # readable by every user of the node): curl, python, pip, the agent, systemctl.
+        token = tomllib.loads(config.read_text())["token"]
+        calls = trace.read_text()
+        assert "execve(" in calls and "/curl" in calls and "/pip" in calls and "enrol" in calls
+        assert code not in calls and token not in calls
         unit = (root / "etc/systemd/system/gpu-fleet-agent.service").read_text()
         assert "ExecStart=/opt/gpu-fleet-agent/bin/gpu-fleet-agent run --config /etc/gpu-fleet-agent/agent.toml" in unit
         calls = log.read_text().splitlines()
@@ -98,6 +134,18 @@ def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path)
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
 
+        # The agent rotates its token: the new one is in agent.toml (0600), the old one keeps
+        # working until the first batch arrives with the new one.
+        rotated = subprocess.run([str(agent), "rotate-token", "--config", str(config)], capture_output=True,
+                                 text=True, timeout=60)  # fmt: skip
+        assert rotated.returncode == 0, rotated.stderr[-3000:]
+        new_token = tomllib.loads(config.read_text())["token"]
+        assert new_token != token and stat.S_IMODE(config.stat().st_mode) == 0o600
+        assert dry_run(portal.base_url, token) == 200 and dry_run(portal.base_url, new_token) == 200
+        run = subprocess.run(run.args, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert dry_run(portal.base_url, token) == 401 and dry_run(portal.base_url, new_token) == 200
+
         # A service that does not come up is stopped and its unit removed; the enrolment is kept.
         broken_root, broken_log = tmp_path / "broken-root", tmp_path / "broken.log"
         broken_env = fake_tools(tmp_path / "bin3", broken_log, fail_active=True)
@@ -106,6 +154,28 @@ def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path)
         assert "systemctl disable --now gpu-fleet-agent" in broken_log.read_text().splitlines()
         assert not (broken_root / "etc/systemd/system/gpu-fleet-agent.service").exists()
         assert (broken_root / "etc/gpu-fleet-agent/agent.toml").exists()
+
+        # Redeemed, but the package step fails (the dependency's wheel is gone from /agent/): the
+        # token is kept, 0600, and a second run without a code finishes the job.
+        late_root = tmp_path / "late-root"
+        hidden = tmp_path / "hidden-wheels"
+        hidden.mkdir()
+        moved = [wheel.rename(hidden / wheel.name) for wheel in (var_dir / "agent-dist").glob("nvidia_ml_py-*")]
+        try:
+            result = install(portal.base_url, code, late_root, fake_tools(tmp_path / "bin4", tmp_path / "late.log"),
+                             "--hostname", "e2e-gpu-03")  # fmt: skip
+        finally:
+            for wheel in moved:
+                wheel.rename(var_dir / "agent-dist" / wheel.name)
+        assert result.returncode != 0 and b"FAILED at step: package" in result.stderr, result.stderr[-2000:]
+        assert b"run install.sh again with the same --url and no code" in result.stderr
+        kept = late_root / "etc/gpu-fleet-agent/enrolment.json"
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600 and "gfh_" in kept.read_text()
+        assert not (late_root / "opt/gpu-fleet-agent").exists()
+        result = install(portal.base_url, None, late_root, fake_tools(tmp_path / "bin5", tmp_path / "late2.log"))
+        assert result.returncode == 0, result.stderr.decode()[-3000:]
+        assert b"redeemed by an earlier run" in result.stdout and not kept.exists()
+        assert tomllib.loads((late_root / "etc/gpu-fleet-agent/agent.toml").read_text())["hostname"] == "e2e-gpu-03"
 
         hosts = api_get(portal.base_url, "/api/v1/hosts?q=e2e-gpu-01", api_token)
         assert [host["hostname"] for host in hosts["items"]] == ["e2e-gpu-01"]

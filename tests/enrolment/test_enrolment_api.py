@@ -11,7 +11,7 @@ from portal.enrolment.models import EnrolmentAttempt, EnrolmentCode
 from portal.enrolment.services import REFUSALS_MAX
 from portal.fleet.models import Host
 from portal.telemetry.models import HostToken
-from portal.telemetry.services import host_token_authenticate, host_token_issue
+from portal.telemetry.services import host_token_authenticate, host_token_issue, host_token_revoke
 
 pytestmark = pytest.mark.django_db
 
@@ -135,13 +135,32 @@ def test_a_code_bound_to_another_host_is_400_naming_hostname(admin_client):
 def test_a_host_with_an_active_token_is_409_unless_the_code_was_made_for_it(admin_client):
     old = host_token_issue(hostname="dgx-07", create_host=True)
     response = enrol(make_code(admin_client)["code"], "dgx-07")
-    assert response.status_code == 409 and "revokes it first" in response.json()["error"]
+    assert response.status_code == 409 and locs(response) == ["hostname"]
+    assert "makes a code for this host name" in response.json()["error"]
     assert host_token_authenticate(old.token) is not None
     # A code made for that host replaces its token.
     response = enrol(make_code(admin_client, hostname="dgx-07")["code"], "dgx-07")
     assert response.status_code == 201
     assert host_token_authenticate(old.token) is None
     assert host_token_authenticate(response.json()["token"]).host.hostname == "dgx-07"
+
+
+def test_a_code_for_any_host_refuses_every_existing_host_even_without_a_live_token(admin_client):
+    # Revoked token, or none at all (a host an admin added by hand): the name is taken either way.
+    revoked = host_token_issue(hostname="dgx-08", create_host=True)
+    host_token_revoke(token=revoked.record)
+    Host.objects.create(hostname="ws-hand-added")
+    any_host = make_code(admin_client, uses=5)
+    for hostname in ("dgx-08", "ws-hand-added"):
+        response = enrol(any_host["code"], hostname)
+        assert response.status_code == 409 and locs(response) == ["hostname"], response.content
+        assert "already exists" in response.json()["error"]
+    assert HostToken.objects.filter(revoked_at__isnull=True).count() == 0  # nothing written
+    assert EnrolmentCode.objects.get(pk=any_host["id"]).uses_left == 5
+    # A code made for that host name enrols it.
+    response = enrol(make_code(admin_client, hostname="dgx-08")["code"], "dgx-08")
+    assert response.status_code == 201
+    assert host_token_authenticate(response.json()["token"]).host.hostname == "dgx-08"
 
 
 def test_more_than_20_refusals_from_one_address_are_429_until_the_window_passes(admin_client):
@@ -180,7 +199,11 @@ def test_install_command_asks_for_insecure_http_only_where_the_portal_takes_it(a
     command = make_code(admin_client)["install_command"]
     assert command.endswith("--insecure-http") is allow_http
     secure = admin_client.post("/api/v1/enrolments", {}, content_type="application/json", secure=True).json()
-    assert secure["install_command"].startswith("curl -fsSL https://testserver/agent/install.sh | sudo sh -s -- ")
+    assert secure["install_command"].startswith(
+        f"curl -fsSL https://testserver/agent/install.sh | GPU_FLEET_ENROL_CODE={secure['code']} "
+        "sudo --preserve-env=GPU_FLEET_ENROL_CODE sh -s -- --url https://testserver"
+    )
+    assert "--code" not in secure["install_command"]  # the code is in no command line
     assert "--insecure-http" not in secure["install_command"]
 
 

@@ -3,14 +3,19 @@ agent-silent peak, and rule descriptions whose `code` spans show as code, never 
 (and never as markup)."""
 
 import datetime as dt
+import importlib
 from pathlib import Path
 
 import pytest
+from django.apps import apps as django_apps
 from django.urls import reverse
+from django.utils import translation
 
+from agents.cli import SERVICE_NAME
 from portal.core.templatetags.portal import code_spans
 from portal.maintenance.models import Ticket
 from portal.maintenance.services import beat
+from portal.maintenance.texts import ticket_action_shown
 from portal.telemetry.models import GpuLatest
 from tests.factories import GpuFactory, HostFactory
 
@@ -32,12 +37,28 @@ def silent_ticket():
     return Ticket.objects.get(rule="agent_silent", gpu=gpu)
 
 
-def test_agent_silent_names_the_shipped_unit(silent_ticket, client_for, viewer):
-    shipped = [path.name for path in (REPO / "agents").glob("*.service")]
-    assert shipped, "the agent ships a systemd unit"
+def test_agent_silent_names_the_unit_the_installer_writes(silent_ticket, client_for, viewer):
+    assert list((REPO / "agents").glob("*.service")) == []  # one unit: the one install-service writes
     page = client_for(viewer).get(silent_ticket.get_absolute_url()).content.decode()
-    assert any(f"systemctl status {name}" in page for name in shipped)
-    assert "gpu-fleet-agent)" not in page
+    assert f"systemctl status {SERVICE_NAME}.service)" in page
+    assert "gpu-agent.service" not in page and "gpu-fleet-agent)" not in page
+
+
+@pytest.mark.parametrize("stored", ["systemctl status gpu-agent.service)", "systemctl status gpu-fleet-agent)"])
+def test_stored_agent_silent_actions_are_brought_to_the_unit_and_translated_again(
+    silent_ticket, client_for, viewer, stored
+):
+    # As releases before 0008 stored them: shown as stored English, even to a Chinese reader.
+    older = silent_ticket.action.replace(f"systemctl status {SERVICE_NAME}.service)", stored)
+    assert older != silent_ticket.action
+    Ticket.objects.filter(pk=silent_ticket.pk).update(action=older)
+    migration = importlib.import_module("portal.maintenance.migrations.0008_agent_silent_unit_gpu_fleet_agent")
+    migration.forwards(django_apps, None)
+    silent_ticket.refresh_from_db()
+    assert f"systemctl status {SERVICE_NAME}.service)" in silent_ticket.action and stored not in silent_ticket.action
+    with translation.override("zh-hans"):
+        shown = ticket_action_shown(rule_key="agent_silent", action=silent_ticket.action)
+    assert shown != silent_ticket.action and f"{SERVICE_NAME}.service" in shown  # the rule's words, translated
 
 
 def test_agent_silent_peak_has_a_unit(silent_ticket, client_for, viewer):

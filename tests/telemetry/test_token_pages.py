@@ -1,6 +1,10 @@
 """Minting and revoking host tokens on the host page: admins only, the secret shown once."""
 
+import datetime as dt
+
 import pytest
+from django.test import Client
+from django.utils import timezone
 
 from portal.telemetry.models import HostToken
 from portal.telemetry.services import host_token_authenticate, host_token_issue
@@ -62,3 +66,27 @@ def test_a_token_of_another_host_or_unknown_host_is_404(client_for, admin, host)
     assert client.post(f"/hosts/dgx-07/tokens/{other.record.pk}/revoke/").status_code == 404
     assert client.post("/hosts/nope/tokens/new/", {"label": ""}).status_code == 404
     assert host_token_authenticate(other.token) is not None
+
+
+def test_the_host_page_shows_each_tokens_age_last_use_and_a_pending_rotation(client_for, admin, host):
+    now = timezone.now()
+    old = host_token_issue(hostname="dgx-07", label="agent")
+    rotated = (
+        Client()
+        .post(
+            "/api/v1/host-tokens/rotate", {}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {old.token}"
+        )
+        .json()
+    )
+    HostToken.objects.filter(pk=old.record.pk).update(
+        created_at=now - dt.timedelta(days=40), last_used_at=now - dt.timedelta(days=3, minutes=5)
+    )
+    unused = host_token_issue(hostname="dgx-07", label="spare")
+    HostToken.objects.filter(pk=unused.record.pk).update(created_at=now - dt.timedelta(days=2, hours=1))
+    page = client_for(admin).get("/hosts/dgx-07/").content.decode()
+    rows = {token.prefix: page.split(f"<code>{token.prefix}…</code>", 1)[1].split("</tr>", 1)[0]
+            for token in HostToken.objects.all()}  # fmt: skip
+    assert "1\xa0month, 1\xa0week" in rows[old.record.prefix]  # its age
+    assert "3\xa0days ago" in rows[old.record.prefix]  # its last use, and when that was
+    assert "2\xa0days" in rows[unused.record.prefix] and "never" in rows[unused.record.prefix]
+    assert f"rotated: {old.record.prefix}… is revoked when the first batch arrives" in rows[rotated["prefix"]]

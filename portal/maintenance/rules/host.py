@@ -8,9 +8,10 @@ from django.utils.translation import gettext_noop
 
 from .base import Rule, _shown
 
-# The systemd unit the agent ships (agents/gpu-agent.service); AgentSilent's action names it as a
-# literal, so that the text can be marked for translation.
-AGENT_UNIT = "gpu-agent.service"
+# The agent's systemd unit, as `gpu-fleet-agent install-service` writes it (agents.cli.SERVICE_NAME;
+# the portal never imports the agent). AgentSilent's action names it as a literal, so that the
+# text can be marked for translation; migration 0008 brings stored tickets' actions up to it.
+AGENT_UNIT = "gpu-fleet-agent.service"
 
 
 class AgentSilent(Rule):
@@ -27,8 +28,8 @@ class AgentSilent(Rule):
     scope = "host"
     action = gettext_noop(
         "No readings arrive. Check that the host is up and reachable, that the agent service runs "
-        "(systemctl status gpu-agent.service) and that its spool is not full; a single silent GPU may have fallen off "
-        "the bus: check nvidia-smi on the host."
+        "(systemctl status gpu-fleet-agent.service) and that its spool is not full; a single silent GPU may have "
+        "fallen off the bus: check nvidia-smi on the host."
     )
     defaults = {"silent_after_s": 300, "interval_s": None}
 

@@ -42,6 +42,40 @@ def host_token_revoke(*, token: HostToken) -> HostToken:
     return token
 
 
+@transaction.atomic
+def host_token_rotate(*, token: HostToken, label: str = "") -> IssuedToken:
+    """A new token for the host of `token`, which its agent authenticated with. `token` stays valid
+    until the first batch arrives with the new one (host_token_rotation_finish): an agent that
+    fails to store the new token keeps working with the old one and may rotate again.
+
+    Rotating again with `token` revokes the tokens an earlier rotation of it issued (never used:
+    the agent lost them); rotating with a new token whose predecessor is still pending revokes
+    the predecessor (the agent holds the new one)."""
+    token = HostToken.objects.select_for_update().select_related("host").get(pk=token.pk)
+    now = timezone.now()
+    HostToken.objects.filter(replaces=token, revoked_at__isnull=True).update(revoked_at=now, replaces=None)
+    if token.replaces_id is not None:
+        HostToken.objects.filter(pk=token.replaces_id, revoked_at__isnull=True).update(revoked_at=now)
+        HostToken.objects.filter(pk=token.pk).update(replaces=None)
+    secret = secret_new(TOKEN_PREFIX)
+    record = HostToken.objects.create(
+        host=token.host, label=(label or f"rotated from {token.prefix}…")[:100], prefix=secret_prefix(secret),
+        secret_hash=secret_hash(secret), replaces=token,
+    )  # fmt: skip
+    return IssuedToken(token=secret, record=record)
+
+
+def host_token_rotation_finish(*, token: HostToken) -> None:
+    """The first batch arrived with a rotated token: the token it replaces is revoked. Conditional
+    updates, so concurrent batches do it once; cheap enough for ingest (it runs once per rotation)."""
+    if token.replaces_id is None:
+        return
+    with transaction.atomic():
+        HostToken.objects.filter(pk=token.replaces_id, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        HostToken.objects.filter(pk=token.pk).update(replaces=None)
+    token.replaces_id = None
+
+
 def host_token_authenticate(raw_token: str) -> HostToken | None:
     """The live token for this secret, or None. Touches last_used_at at most once a minute."""
     if not raw_token.startswith(TOKEN_PREFIX) or len(raw_token) > 200:
