@@ -66,6 +66,10 @@ def test_templates_and_page_scripts_carry_no_inline_style():
         for path in sorted((REPO / folder).glob(pattern)):
             if path.name == "plotly.min.js":  # vendored; its stylesheets are files (templates/live/_plotly.html)
                 continue
+            if (
+                "email" in path.relative_to(REPO).as_posix()
+            ):  # e-mail bodies: no policy there, mail clients want inline styles
+                continue
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if inline.search(line):
                     offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
