@@ -7,12 +7,14 @@ the web server, a worker and beat on it). Production adds DATABASE_URL and REDIS
 and the tests turn on DEBUG themselves.
 """
 
+import base64
 import datetime as dt
+import hashlib
 import ipaddress
 from pathlib import Path
 
 import dj_database_url
-from csp.constants import NONE, SELF, UNSAFE_INLINE
+from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import envbool, envfloat, envint, envlist, envstr
@@ -83,17 +85,23 @@ MIDDLEWARE = [
 ]
 
 # Content-Security-Policy on every response (django-csp 4.x settings format). No inline
-# scripts: page scripts live in static/<app>/ and take their data from json_script. 'self'
-# covers the live pages' ws:/wss: to the same host (CSP Level 3, as Chromium does).
+# scripts: page scripts live in static/<app>/ and take their data from json_script. No inline
+# styles either: markup takes classes from static/ stylesheets. 'self' covers the live pages'
+# ws:/wss: to the same host (CSP Level 3, as Chromium does).
+EMPTY_STYLE_HASH = f"'sha256-{base64.b64encode(hashlib.sha256(b'').digest()).decode()}'"  # sha256 of ""
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],
         "script-src": [SELF],
         "connect-src": [SELF],
-        # Plotly adds <style> elements at run time (its global rules, and each chart's modebar
-        # rules under a random id, so they can't be shipped as a file); inline styles can't run
-        # code, and script-src stays strict.
-        "style-src": [SELF, UNSAFE_INLINE],
+        # Stylesheets only, no style="…" attributes or <style> elements (scripts set styles
+        # through the CSSOM, which CSP allows). plotly.js's own rules are files too
+        # (templates/live/_plotly.html).
+        "style-src": [SELF],
+        # One attribute value is allowed: plotly.js clears its colorbar's fill rectangles with
+        # setAttribute("style", ""). The hash of "" matches exactly style="" and nothing else
+        # ('unsafe-hashes' lets hashes match attributes at all).
+        "style-src-attr": [UNSAFE_HASHES, EMPTY_STYLE_HASH],
         "img-src": [SELF, "data:"],  # Plotly's modebar icons and image export are data: URIs
         "object-src": [NONE],
         "frame-ancestors": [NONE],

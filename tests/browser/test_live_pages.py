@@ -2,59 +2,20 @@
 open GPU page's charts and on the fleet heatmap within 2 s; a cleaning shows on the charts."""
 
 import datetime as dt
-import uuid as uuidlib
 
 import pytest
 from playwright.sync_api import expect
 
-from portal.telemetry.models import READING_METRICS as METRICS
-from tests.portal_process import ingest_post
+from tests.browser.readings import GPU_UUID, host_token_issue, post_readings, reading
 
 pytestmark = pytest.mark.browser
 
-HOST = "dgx-01"
-GPU_UUID = "GPU-demo0000-0000-4000-8000-000000000000"  # dgx-01 #0 in the demo seed (slowdown 87 °C)
 TEMPERATURE_LEN = "document.getElementById('chart-temperature').data[0].x.length"
-
-
-def iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def reading(ts: dt.datetime, temperature: int, **values) -> dict:
-    return {
-        **dict.fromkeys(METRICS),
-        "gpu_uuid": GPU_UUID,
-        "ts": iso(ts),
-        "temperature_c": temperature,
-        "fan_speed_pct": 40 + (temperature - 50) // 2,
-        "power_w": 520.0 + temperature,
-        "power_limit_w": 700.0,
-        "utilization_gpu_pct": 96,
-        "utilization_memory_pct": 44,
-        "memory_used_mib": 61000,
-        "sm_clock_mhz": 1980 if temperature < 85 else 1400,
-        "mem_clock_mhz": 2619,
-        "throttle_reasons": ["sw_thermal"] if temperature >= 85 else [],
-        **values,
-    }
-
-
-def post_readings(base_url: str, token: str, readings: list[dict]) -> None:
-    body = {
-        "batch_id": str(uuidlib.uuid4()),
-        "sent_at": iso(dt.datetime.now(dt.UTC)),
-        "host": {"hostname": HOST, "agent_version": "0.1.0", "driver_version": "570.133.20"},
-        "gpus": [],
-        "readings": readings,
-    }
-    status, answer = ingest_post(base_url, token, body, timeout=10)
-    assert status == 202, answer
 
 
 @pytest.fixture(scope="module")
 def host_token(portal_server):
-    return portal_server.manage("issue_token", HOST, "--label", "browser test").stdout.strip().splitlines()[-1]
+    return host_token_issue(portal_server)
 
 
 @pytest.fixture(scope="module")
