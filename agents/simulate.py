@@ -350,9 +350,11 @@ class SimulatedDeviceClient:
         silent_after_s: float = 30 * 60,
         job_s: tuple[float, float] = JOB_S,
         pause_s: tuple[float, float] = JOB_PAUSE_S,
+        scenario_offset_s: float = 0.0,
     ) -> None:
         self._clock = clock
-        self._start = clock()
+        # scenario_offset_s: start this far into the scenarios (`diagnose --scenario-at`).
+        self._start = clock() - scenario_offset_s / speed
         self._speed = speed
         self._silent_after_s = silent_after_s
         jobs = JobSchedule(_host_seed(hostname), self._start, job_s, pause_s)
@@ -379,6 +381,29 @@ class SimulatedDeviceClient:
 
     def metrics(self, index: int) -> dict[str, Any]:
         return self._gpu(index).sample(self.scenario_time(), self._clock())
+
+    def health(self, index: int) -> dict[str, Any]:
+        """The level-1 diagnostic's view, from the scenario alone: reading it changes nothing
+        (no counter, no random draw), so a diagnostic beside the collector leaves the readings
+        as they would have been."""
+        gpu = self._gpu(index)
+        effects = SCENARIO_EFFECTS[gpu.scenario](self.scenario_time())
+        # A loose riser: the link trains narrower (current width below the maximum) and, once a
+        # generation drops, that is all the slot can reach (maximum generation below the GPU's).
+        gen, width = effects.pcie_link or (MODEL["pcie_link_gen_max"], MODEL["pcie_link_width_max"])
+        return {
+            "uuid": gpu.uuid,
+            "ecc_uncorrected_volatile": effects.ecc_uncorrected,
+            "retired_pages_pending": False,
+            "remapped_rows_pending": bool(effects.ecc_uncorrected),
+            "remapped_rows_failure": False,
+            "pcie_link_gen": gen,
+            "pcie_link_width": width,
+            "pcie_link_gen_max": gen,
+            "pcie_link_width_max": MODEL["pcie_link_width_max"],
+            "pcie_link_gen_gpu_max": MODEL["pcie_link_gen_max"],
+            "utilization_gpu_pct": round(gpu.jobs.load(self._clock(), gpu.seed) * 100),
+        }
 
     def take_xid_events(self) -> list[XidEvent]:
         t = self.scenario_time()
