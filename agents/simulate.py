@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import math
 import random
+import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable
@@ -80,8 +81,16 @@ class JobSchedule:
         self.job_s, self.pause_s = job_s, pause_s
         self.scale = job_s[0] / JOB_S[0]  # longer jobs: warm-up and evaluation passes longer too
         self._jobs: list[tuple[float, float, float, float]] = []  # (start, end, level, eval period)
+        # The collector and a diagnostic (agents.diagnose) may both extend the list.
+        self._lock = threading.Lock()
 
     def _job(self, k: int) -> tuple[float, float, float, float]:
+        if k < len(self._jobs):
+            return self._jobs[k]
+        with self._lock:
+            return self._extend(k)
+
+    def _extend(self, k: int) -> tuple[float, float, float, float]:
         while len(self._jobs) <= k:
             rng = random.Random(self.host_seed * 1_000_003 + len(self._jobs))
             start = self._jobs[-1][1] + rng.uniform(*self.pause_s) if self._jobs else 0.0
