@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from portal_stub import PortalStub
+from protocol_check import diagnostic_result_problems
 
 from agents.agent import Agent
 from agents.collector import Collector
@@ -148,6 +149,7 @@ def test_a_command_in_the_answer_is_run_reported_started_then_its_result(stub, t
     reports = [body for i, body in stub.diag_reports if i == item["id"]]
     assert list(reports[0]) == ["started_at"]  # said at once
     result = reports[1]
+    assert diagnostic_result_problems(result) == []
     assert result["started_at"] == reports[0]["started_at"]
     assert result["tool"] == "nvml" and [g["result"] for g in result["gpus"]] == ["pass", "pass"]
     assert [g["uuid"] for g in result["gpus"]] == item["gpus"]
@@ -171,6 +173,7 @@ def test_one_diagnostic_at_a_time_and_none_dropped(stub, tmp_path, monkeypatch):
     ends = sorted((results[i]["started_at"], results[i]["finished_at"]) for i in (first["id"], second["id"]))
     assert ends[0][1] <= ends[1][0], ends  # the second started after the first finished
     assert all(r["tool"] == "dcgmi" and r["tool_version"] == "4.2.3" for r in results.values())
+    assert all(diagnostic_result_problems(r) == [] for r in results.values())
 
 
 def test_a_result_the_portal_cannot_take_now_is_kept_and_sent_later_even_after_a_restart(stub, tmp_path):
@@ -259,6 +262,7 @@ def test_a_diagnostic_cut_short_runs_again_at_the_next_start_then_is_reported_fa
     with Host(tmp_path, stub.url):
         wait_for(lambda: again["id"] in stub.results())
     result = stub.results()[again["id"]]
+    assert diagnostic_result_problems(result) == []
     assert [g["result"] for g in result["gpus"]] == ["fail"]
     assert "stopped or crashed during this diagnostic 2 times" in result["gpus"][0]["tests"][0]["info"]
 

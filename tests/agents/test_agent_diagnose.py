@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pynvml
 import pytest
+from protocol_check import diagnostic_result_problems
 
 from agents.collector import Collector
 from agents.device import NvmlDeviceClient, XidEvent
@@ -211,7 +212,7 @@ def test_dcgmi_runs_as_an_argument_list_for_the_gpus_asked_and_maps_entity_ids_t
     first, second = uuids()
     assert by_uuid(document)[first]["result"] == "pass"
     assert by_uuid(document)[second]["result"] == "fail"
-    assert set(document) == {"started_at", "finished_at", "tool", "tool_version", "driver_version", "gpus"}
+    assert diagnostic_result_problems(document) == []
 
 
 def test_dcgmi_on_some_gpus_and_a_uuid_this_host_lacks(nvml, dcgmi):
@@ -230,6 +231,7 @@ def test_an_unparsable_document_with_a_nonzero_exit_is_an_error_naming_the_code_
     dcgmi.answer("garbage.txt", rc=255, stderr="Error: unable to connect to nv-hostengine\nline two\n")
     document = Runner(device=nvml, dcgmi="dcgmi").run(1, None)
     assert results(document) == ["fail", "fail"]
+    assert diagnostic_result_problems(document) == []
     info = document["gpus"][0]["tests"][0]["info"]
     assert "exited with code 255" in info and "unable to connect to nv-hostengine | line two" in info
     assert document["tool_version"] is None
@@ -266,6 +268,7 @@ def test_time_limits_finish_before_the_portal_expires_the_diagnostic():
 def test_without_dcgm_level_1_runs_the_nvml_checks_and_a_healthy_gpu_passes(nvml):
     document = Runner(device=nvml, xids=XidLog()).run(1, None)
     assert document["tool"] == "nvml" and document["tool_version"] == pynvml.nvml_version
+    assert diagnostic_result_problems(document) == []
     assert results(document) == ["pass", "pass"]
     names = [t["name"] for t in document["gpus"][0]["tests"]]
     assert names == ["GPU answers", "Uncorrected ECC errors", "Retired pages and row remapping", "PCIe link",
@@ -423,6 +426,7 @@ def test_diagnose_by_hand_prints_lines_or_the_json_it_would_post(tmp_path):
                    "--dcgmi", "none", "--json", "--spool-dir", str(tmp_path))  # fmt: skip
     assert done.returncode == 1
     document = json.loads(done.stdout)
+    assert diagnostic_result_problems(document) == []
     assert [g["result"] for g in document["gpus"]] == ["pass", "fail"]
     assert document["tool"] == "nvml"
 
