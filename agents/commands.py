@@ -31,7 +31,7 @@ from typing import Any
 
 from agents.collector import rfc3339
 from agents.device import XidEvent
-from agents.diagnose import LEVELS, Runner, check, gpu_entry, resolve_targets
+from agents.diagnose import LEVELS, Interrupted, Runner, check, gpu_entry, resolve_targets
 from agents.push import Backoff, Sender, SendResult
 
 log = logging.getLogger(__name__)
@@ -412,12 +412,12 @@ class Diagnostics:
         log.info("diagnostic %s: level %d started", command.id, command.level)
         try:
             document = self.runner.run(command.level, command.gpus, stop=stop, started_at=started)
-        finally:
-            self.running = None
-        if stop is not None and stop.is_set():
-            # Cut short: left 'running', so the next start runs it again.
+        except Interrupted:
+            # Left 'running', so the next start runs it again.
             log.warning("diagnostic %s stopped with the agent; it runs again at the next start", command.id)
             return None
+        finally:
+            self.running = None
         self.store.job_finish(command.id, document)
         self.finished += 1
         log.info("diagnostic %s finished: %s", command.id,

@@ -269,6 +269,10 @@ def _xid_test(uuid: str, xids: XidLog | None) -> dict[str, str]:
 # --- DCGM ---------------------------------------------------------------------------------------
 
 
+class Interrupted(Exception):
+    """The agent is stopping: the diagnostic was cut short and has no result."""
+
+
 class DcgmDocumentError(ValueError):
     """dcgmi's output is not a diagnostic document."""
 
@@ -550,6 +554,9 @@ class Runner:
         elif level == 1:
             tool, tool_version, driver = "nvml", system.get("nvml_version"), None
             gpus = [gpu_entry(t.uuid, nvml_checks(self.device, t, self.xids)) for t in targets]
+            if self.xids is not None:
+                # The XID check looked up to here: the next one counts from this run's start.
+                self.xids.mark([t.uuid for t in targets], started)
         else:
             tool, tool_version, driver = "nvml", system.get("nvml_version"), None
             reason = (
@@ -557,8 +564,6 @@ class Runner:
                 "the agent's own NVML checks cover level 1 only"
             )
             gpus = [gpu_entry(t.uuid, [check(f"dcgmi diag -r {level}", "Deployment", "skip", reason)]) for t in targets]
-        if self.xids is not None and not (stop is not None and stop.is_set()):
-            self.xids.mark([t.uuid for t in targets], started)
         return {
             "started_at": rfc3339(started),
             "finished_at": rfc3339(self.clock()),
@@ -586,6 +591,8 @@ class Runner:
         except OSError as exc:
             error = check(name, "Deployment", "fail", f"dcgmi could not be started: {exc}")
             return None, None, self._entries(targets, gpus_absent, lambda t: [error])
+        if outcome.stopped and stop is not None and stop.is_set():
+            raise Interrupted(f"{name} stopped with the agent")
         if outcome.stopped:
             info = f"{outcome.stopped}; dcgmi was stopped before it finished. stderr: {_first_lines(outcome.stderr)}"
             error = check(name, "Deployment", "fail", info)

@@ -45,6 +45,18 @@ def command(level: int = 1, gpus: list[str] | None = None, **extra) -> dict:
     return item
 
 
+def fake_dcgmi(directory: Path, sleep: float) -> Path:
+    """A dcgmi that takes `sleep` seconds and prints a passing DCGM 4 document."""
+    directory.mkdir(exist_ok=True)
+    fake = directory / "dcgmi"
+    fake.write_text(
+        f"#!{sys.executable}\nimport sys, time\ntime.sleep({sleep})\n"
+        f"sys.stdout.write(open({str(REPO / 'tests/agents/fixtures/dcgm/dcgm4_pass.json')!r}).read())\n"
+    )
+    fake.chmod(0o755)
+    return fake
+
+
 def wait_for(predicate, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -156,15 +168,8 @@ def test_a_command_in_the_answer_is_run_reported_started_then_its_result(stub, t
     assert len(reports) == 2  # offered in several answers, run once
 
 
-def test_one_diagnostic_at_a_time_and_none_dropped(stub, tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "dcgmi"
-    fake.write_text(
-        f"#!{sys.executable}\nimport sys, time\ntime.sleep(0.8)\n"
-        f"sys.stdout.write(open({str(REPO / 'tests/agents/fixtures/dcgm/dcgm4_pass.json')!r}).read())\n"
-    )
-    fake.chmod(0o755)
+def test_one_diagnostic_at_a_time_and_none_dropped(stub, tmp_path):
+    fake = fake_dcgmi(tmp_path / "bin", 0.8)
     first, second = command(level=3), command(level=1)
     stub.commands.extend([first, second])
     with Host(tmp_path / "spool", stub.url, dcgmi=str(fake)):
@@ -188,7 +193,7 @@ def test_a_result_the_portal_cannot_take_now_is_kept_and_sent_later_even_after_a
     # Portal down when the result is ready: it waits in diagnostics.db for the next start.
     item2 = command()
     stub.commands.append(item2)
-    with Host(tmp_path, stub.url) as host:
+    with Host(tmp_path, stub.url, dcgmi=str(fake_dcgmi(tmp_path / "bin", 1.0))) as host:
         wait_for(lambda: any(i == item2["id"] for i, _ in stub.diag_reports))  # started reported
         stub.stop()
         wait_for(lambda: host.diagnostics.finished == 1)
@@ -276,7 +281,7 @@ def test_the_daemon_takes_commands_and_sigterm_mid_diagnostic_loses_nothing(stub
     fake = bin_dir / "dcgmi"
     fake.write_text(
         f"#!{sys.executable}\nimport sys, time\nopen({str(marker)!r}, 'a').write('run\\n')\n"
-        "time.sleep(float(sys.argv[-3] == '3' and open(%r).read().count('run') == 1 and 60 or 0))\n"
+        "time.sleep(float(sys.argv[3] == '3' and open(%r).read().count('run') == 1 and 60 or 0))\n"
         % str(marker)
         + f"sys.stdout.write(open({str(REPO / 'tests/agents/fixtures/dcgm/dcgm4_pass.json')!r}).read())\n"
     )
@@ -301,6 +306,6 @@ def test_the_daemon_takes_commands_and_sigterm_mid_diagnostic_loses_nothing(stub
     finally:
         process.send_signal(signal.SIGTERM)
         _out, err = process.communicate(timeout=20)
-    assert marker.read_text().count("run") == 2
+    assert marker.read_text().count("run") == 2, err
     assert [g["result"] for g in stub.results()[item["id"]]["gpus"]] == ["pass", "pass"]
     assert "running it again" in err

@@ -459,5 +459,7 @@ def test_collection_is_not_slowed_while_a_long_diagnostic_runs(dcgmi):
         next_at += 0.05
         time.sleep(max(0.0, next_at - time.monotonic()))
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    assert len(gaps) > 30
-    assert max(gaps) < 0.5, max(gaps)
+    # A collection that waited for the diagnostic would leave a 3 s gap; a loaded machine's
+    # scheduler, a few hundred ms at worst (bench-agent-diagnose measures the jitter itself).
+    assert len(gaps) >= 0.7 * 3 / 0.05
+    assert max(gaps) < 1.5, max(gaps)
