@@ -26,6 +26,7 @@ from agents.collector import Collector
 from agents.device import NvmlDeviceClient, XidEvent
 from agents.diagnose import (
     LEVEL_TIME_LIMIT_S,
+    Interrupted,
     Runner,
     XidLog,
     gpu_result,
@@ -257,6 +258,16 @@ def test_dcgmi_past_its_time_limit_is_stopped_whole_and_reported_failed(nvml, dc
         os.kill(pid, 0)
 
 
+def test_the_agents_stop_cuts_dcgmi_short_without_a_result(nvml, dcgmi):
+    dcgmi.answer("dcgm4_pass.json", sleep=30)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    with pytest.raises(Interrupted):
+        Runner(device=nvml, dcgmi="dcgmi").run(3, None, stop=stop)
+    with pytest.raises(ProcessLookupError):
+        os.kill(dcgmi.calls()[0]["pid"], 0)
+
+
 def test_time_limits_finish_before_the_portal_expires_the_diagnostic():
     assert LEVEL_TIME_LIMIT_S[1] < 3600 and LEVEL_TIME_LIMIT_S[2] < 3600 and LEVEL_TIME_LIMIT_S[3] < 4 * 3600
     assert LEVEL_TIME_LIMIT_S[1] < LEVEL_TIME_LIMIT_S[2] < LEVEL_TIME_LIMIT_S[3]
@@ -337,6 +348,8 @@ def test_an_xid_since_the_last_diagnostic_fails_it_once(nvml):
         collector.collect()
         time.sleep(0.02)
     runner = Runner(device=nvml, xids=xids)
+    # A level 2 without DCGM looks at no XID: it leaves the history as it is.
+    assert results(runner.run(2, None)) == ["skip", "skip"]
     document = runner.run(1, None)
     assert results(document) == ["pass", "fail"]
     assert "XID 79" in named(document["gpus"][1], "XID errors")[0]["info"]
