@@ -67,7 +67,9 @@ class Target:
 
 def check(name: str, category: str, result: str, info: str = "") -> dict[str, str]:
     assert result in RESULTS
-    return {"name": name, "category": category, "result": result, "info": info[:INFO_MAX]}
+    # Bounded as the portal's result schema bounds them: a result refused for a long name would
+    # leave the diagnostic without its evidence.
+    return {"name": name[:200], "category": category[:100], "result": result, "info": info[:INFO_MAX]}
 
 
 def gpu_result(tests: list[dict[str, str]]) -> str:
@@ -568,9 +570,9 @@ class Runner:
             "started_at": rfc3339(started),
             "finished_at": rfc3339(self.clock()),
             "tool": tool,
-            "tool_version": tool_version,
+            "tool_version": _bounded(tool_version),
             # The driver the host reports now: the portal compares it with the one at return to service.
-            "driver_version": system.get("driver_version") or driver,
+            "driver_version": _bounded(system.get("driver_version") or driver),
             "gpus": gpus,
         }
 
@@ -622,6 +624,10 @@ class Runner:
     @staticmethod
     def _entries(targets, absent, tests_of) -> list[dict[str, Any]]:
         return [gpu_entry(t.uuid, absent[t.uuid] if t.uuid in absent else tests_of(t)) for t in targets]
+
+
+def _bounded(text: str | None, limit: int = 100) -> str | None:
+    return None if text is None else str(text)[:limit]
 
 
 def format_human(document: dict[str, Any]) -> str:

@@ -186,6 +186,21 @@ def test_dcgm_3_warn_and_dcgm_4_findings_rated_monitor_are_warnings():
     assert "severity monitor" in pcie["info"] and "3 correctable errors" in pcie["info"]
 
 
+def test_overlong_names_and_versions_are_cut_to_what_the_portal_takes(nvml, dcgmi, tmp_path):
+    document = json.loads((DCGM / "dcgm4_fail_gpu1.json").read_text())
+    document["metadata"]["version"] = "4." * 100
+    test_entry = document["DCGM Diagnostic"]["test_categories"][1]["tests"][0]
+    test_entry["name"] = "n" * 500
+    test_entry["results"][1]["warnings"][0]["warning"] = "w" * 5000
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(document))
+    dcgmi.monkeypatch.setenv("FAKE_DCGMI_DOC", str(path))
+    result = Runner(device=nvml, dcgmi="dcgmi").run(1, None)
+    assert len(result["tool_version"]) == 100
+    failed = [t for t in result["gpus"][1]["tests"] if t["result"] == "fail"][0]
+    assert len(failed["name"]) == 200 and len(failed["info"]) == 1000
+
+
 def test_every_test_skipped_is_a_skip_never_a_pass():
     report = parse_dcgm((DCGM / "dcgm4_all_skip.json").read_text(), [0, 1])
     assert [gpu_result(report.tests_by_gpu[g]) for g in (0, 1)] == ["skip", "skip"]
