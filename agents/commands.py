@@ -321,19 +321,25 @@ class Diagnostics:
         self.wake_runner = threading.Event()
         self.wake_reporter = threading.Event()
         self.running: str | None = None  # the diagnostic being run now
+        # Ids already kept: a command comes again in every answer until its start is reported.
+        self._seen: set[str] = set()
         self.finished = 0
         self._threads: list[threading.Thread] = []
 
     # called by the sender thread with every answer the portal gave to a batch
     def offer_answer(self, answer: str) -> None:
         for command in parse_commands(answer):
+            if command.id in self._seen:
+                continue
             try:
+                self._seen.add(command.id)
                 if self.store.job_offer(command):
                     log.info("portal asks for a level-%d diagnostic (%s) of %s", command.level, command.id,
                              ", ".join(command.gpus) if command.gpus else "every GPU")  # fmt: skip
                     self.wake_runner.set()
             except sqlite3.Error:
                 # It will be offered again with the next answer.
+                self._seen.discard(command.id)
                 log.exception("cannot keep diagnose command %s", command.id)
 
     def start(self, stop: threading.Event) -> None:
