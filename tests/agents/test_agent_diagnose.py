@@ -491,3 +491,24 @@ def test_collection_is_not_slowed_while_a_long_diagnostic_runs(dcgmi):
     # scheduler, a few hundred ms at worst (bench-agent-diagnose measures the jitter itself).
     assert len(gaps) >= 0.7 * 3 / 0.05
     assert max(gaps) < 1.5, max(gaps)
+
+
+def test_diagnose_by_hand_on_nvml_reads_the_running_agents_xid_history_without_resetting_it(
+    fake_nvml, tmp_path, capsys
+):
+    from agents.cli import main
+    from agents.commands import DiagnosticStore
+
+    args = ["diagnose", "--level", "1", "--dcgmi", "none", "--json", "--spool-dir", str(tmp_path)]
+    assert main(args) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert named(document["gpus"][0], "XID errors")[0]["result"] == "skip"  # no agent ran here
+
+    store = DiagnosticStore(tmp_path)  # the daemon's, with an XID it saw
+    XidLog(store).add([XidEvent(gpu_uuid=uuids()[0], ts=time.time(), code=79)])
+    store.close()
+    for _ in range(2):  # read only: a second run by hand still sees it
+        assert main(args) == 1
+        document = json.loads(capsys.readouterr().out)
+        assert [g["result"] for g in document["gpus"]] == ["fail", "pass"]
+        assert "XID 79" in named(document["gpus"][0], "XID errors")[0]["info"]
