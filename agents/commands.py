@@ -287,12 +287,24 @@ def _portal_json(detail: str) -> bool:
     return isinstance(payload, dict)
 
 
+def _time_refused(detail: str) -> bool:
+    """A 400 naming only started_at / finished_at: a clock is off (ours or the portal's)."""
+    try:
+        items = json.loads(detail).get("detail") or []
+        locs = [str(item.get("loc", "")).split(".")[-1] for item in items]
+    except (ValueError, AttributeError, TypeError):
+        return False
+    return bool(locs) and all(loc in ("started_at", "finished_at") for loc in locs)
+
+
 def report_outcome(result: SendResult) -> str:
     """done, final (the portal's last word: drop), reject (set aside), hold or retry."""
     if result.outcome == "done":
         return "done"
     if result.status in (404, 409) and _portal_json(result.detail):
         return "final"
+    if result.status == 400 and _time_refused(result.detail):
+        return "hold"  # kept and retried slowly until a person fixes the clock, as for batches
     return result.outcome
 
 

@@ -230,6 +230,22 @@ def test_the_portals_404_or_409_ends_a_report_and_a_refused_start_runs_nothing(s
     store.close()
 
 
+def test_what_each_answer_to_a_report_means():
+    from agents.commands import report_outcome
+    from agents.push import SendResult
+
+    def outcome(status, payload, base="reject"):
+        return report_outcome(SendResult(base, status, payload if isinstance(payload, str) else json.dumps(payload)))
+
+    assert outcome(200, {}, "done") == "done"
+    assert outcome(404, {"error": "no such diagnostic"}) == "final"
+    assert outcome(409, {"error": "already has a result"}) == "final"
+    assert outcome(404, "<html>proxy</html>", "hold") == "hold"  # not the portal's: a wrong URL
+    clock = {"error": "invalid", "detail": [{"loc": "started_at", "msg": "too far in the future"}]}
+    assert outcome(400, clock) == "hold"
+    assert outcome(400, {"error": "invalid", "detail": [{"loc": "gpus.0.result", "msg": "no"}]}) == "reject"
+
+
 def test_a_bad_token_holds_the_report(stub, tmp_path):
     item = command()
     stub.commands.append(item)
