@@ -143,13 +143,37 @@ class DiagnosticStore:
             self.path = Path(directory) / DIAGNOSTICS_FILE
             self.path.parent.mkdir(parents=True, exist_ok=True)
             target = str(self.path)
-        self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=30)
-        if self.path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        try:
+            self._db = self._open(target)
+        except sqlite3.DatabaseError as exc:
+            if self.path is None:
+                raise
+            # As the spool does: a file SQLite cannot read must not stop every start.
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(clock()))
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+            for suffix in ("", "-wal", "-shm"):
+                source = Path(str(self.path) + suffix)
+                if source.exists():
+                    source.replace(Path(str(aside) + suffix))
+            log.error("%s is corrupt (%s): moved aside to %s; starting afresh", self.path, exc, aside.name)
+            self._db = self._open(target)
         with self._lock:
             self._db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('first_seen', ?)", (clock(),))
+
+    def _open(self, target: str) -> sqlite3.Connection:
+        db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            if self.path is not None:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")
+                check = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+                if check != "ok":
+                    raise sqlite3.DatabaseError(f"quick_check: {check}")
+            db.executescript(SCHEMA)
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
 
     def close(self) -> None:
         with self._lock:

@@ -230,6 +230,15 @@ def test_the_portals_404_or_409_ends_a_report_and_a_refused_start_runs_nothing(s
     store.close()
 
 
+def test_a_corrupt_diagnostics_file_is_moved_aside_not_a_crash_loop(tmp_path, caplog):
+    (tmp_path / "diagnostics.db").write_bytes(b"this is not a database" * 100)
+    store = DiagnosticStore(tmp_path)
+    assert store.job_offer(parse_commands(json.dumps({"commands": [command()]}))[0])
+    store.close()
+    assert [p.name.startswith("diagnostics.db.corrupt-") for p in tmp_path.iterdir()].count(True) == 1
+    assert "is corrupt" in caplog.text
+
+
 def test_what_each_answer_to_a_report_means():
     from agents.commands import report_outcome
     from agents.push import SendResult
