@@ -201,9 +201,10 @@ def diagnose(argv: list[str]) -> int:
     """Run a diagnostic here, as the daemon does when the portal asks; print the result. Exit 0
     when it would pass (every GPU pass or warn), 1 when not, 3 without GPUs."""
     import logging
+    import sqlite3
 
     from agents.__main__ import EXIT_NO_DEVICE, find_dcgmi
-    from agents.commands import DIAGNOSTICS_FILE, DiagnosticStore
+    from agents.commands import DIAGNOSTICS_FILE, read_xid_state
     from agents.config import default_hostname
     from agents.device import DeviceUnavailable, NvmlDeviceClient
     from agents.diagnose import Runner, XidLog, format_human, overall
@@ -258,13 +259,13 @@ def diagnose(argv: list[str]) -> int:
         for directory in spool_dirs:
             if (Path(directory) / DIAGNOSTICS_FILE).exists():
                 # The running agent's history, read only: a run by hand does not reset it.
-                store = DiagnosticStore(directory)
                 try:
-                    events, marks, first = store.xid_state()
-                finally:
-                    store.close()
+                    state = read_xid_state(directory)
+                except sqlite3.Error as exc:
+                    print(f"{PROG}: cannot read the XID history in {directory}: {exc}", file=sys.stderr)
+                    break
                 xids = XidLog()
-                xids.load(events, marks, first)
+                xids.load(*state)
                 break
         if xids is None and args.simulate:
             xids = XidLog()  # the simulator's XIDs since its scenario start

@@ -303,6 +303,31 @@ class DiagnosticStore:
                 self._db.execute("DELETE FROM xid WHERE gpu_uuid = ? AND ts < ?", (gpu, at))
 
 
+def read_xid_state(directory: str | Path) -> tuple[dict[str, list[tuple[float, int]]], dict[str, float], float | None]:
+    """A running agent's XID history, read from a copy (`diagnose` by hand, often as root, must
+    neither change the agent's file nor leave files beside it that the agent's user cannot
+    write; SQLite opening a WAL database, even read-only, would). The copy takes the write-ahead
+    log along, so XIDs not yet checkpointed count too."""
+    import shutil
+    import tempfile
+
+    source = Path(directory) / DIAGNOSTICS_FILE
+    with tempfile.TemporaryDirectory(prefix="gpu-fleet-agent-") as scratch:
+        for suffix in ("", "-wal"):
+            if Path(str(source) + suffix).exists():
+                shutil.copyfile(str(source) + suffix, Path(scratch) / (DIAGNOSTICS_FILE + suffix))
+        db = sqlite3.connect(Path(scratch) / DIAGNOSTICS_FILE, timeout=30)
+        try:
+            marks = dict(db.execute("SELECT gpu_uuid, ts FROM xid_mark").fetchall())
+            events: dict[str, list[tuple[float, int]]] = {}
+            for gpu, ts, code in db.execute("SELECT gpu_uuid, ts, code FROM xid ORDER BY ts"):
+                events.setdefault(gpu, []).append((ts, code))
+            first = db.execute("SELECT value FROM meta WHERE name = 'first_seen'").fetchone()
+        finally:
+            db.close()
+    return events, marks, first[0] if first else None
+
+
 def _portal_json(detail: str) -> bool:
     try:
         payload = json.loads(detail)

@@ -507,8 +507,19 @@ def test_diagnose_by_hand_on_nvml_reads_the_running_agents_xid_history_without_r
     store = DiagnosticStore(tmp_path)  # the daemon's, with an XID it saw
     XidLog(store).add([XidEvent(gpu_uuid=uuids()[0], ts=time.time(), code=79)])
     store.close()
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
     for _ in range(2):  # read only: a second run by hand still sees it
         assert main(args) == 1
         document = json.loads(capsys.readouterr().out)
         assert [g["result"] for g in document["gpus"]] == ["fail", "pass"]
         assert "XID 79" in named(document["gpus"][0], "XID errors")[0]["info"]
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before  # not a byte written
+
+    # While the agent runs, its latest XIDs may still be in SQLite's write-ahead log: they count.
+    running = DiagnosticStore(tmp_path)
+    XidLog(running).add([XidEvent(gpu_uuid=uuids()[1], ts=time.time(), code=43)])
+    assert (tmp_path / "diagnostics.db-wal").stat().st_size > 0
+    assert main(args) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert [g["result"] for g in document["gpus"]] == ["fail", "fail"]
+    running.close()
