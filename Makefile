@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -102,7 +102,7 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists
+bench: bench-agent bench-agent-diagnose bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
@@ -110,6 +110,10 @@ bench-agent: $(STAMP)
 # The agent's catch-up after an outage, against the real portal (SQLite, scratch VAR_DIR).
 bench-agent-portal: $(STAMP)
 	$(PY) bench/agent.py catch-up --portal
+
+# Collection interval jitter with no diagnostic / level 1 / level 3 beside it (simulator, ~3 minutes).
+bench-agent-diagnose: $(STAMP)
+	$(PY) bench/agent_diagnose.py
 
 # Needs the local PostgreSQL and Redis; uses a scratch database bench_ingest.
 bench-ingest: $(STAMP)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import signal
 import sys
 import threading
@@ -12,8 +13,10 @@ import time
 from agents import __version__
 from agents.agent import Agent
 from agents.collector import Collector, rfc3339
+from agents.commands import Diagnostics, DiagnosticStore
 from agents.config import Config, ConfigError, load_config, token_location
 from agents.device import DeviceClient, DeviceUnavailable, NvmlDeviceClient
+from agents.diagnose import Runner, XidLog
 from agents.push import Backoff, Deliverer, MemoryQueue, Sender
 from agents.simulate import SimulatedDeviceClient, parse_scenarios
 from agents.spool import Spool
@@ -33,6 +36,13 @@ def open_device(config: Config) -> DeviceClient:
             speed=config.speed,
         )
     return NvmlDeviceClient()
+
+
+def find_dcgmi(setting: str) -> str | None:
+    """The dcgmi to run, or None: DCGM is not installed (or switched off with 'none')."""
+    if not setting or setting.lower() == "none":
+        return None
+    return shutil.which(setting)
 
 
 def open_spool(config: Config) -> Spool:
@@ -64,7 +74,7 @@ def run(config: Config, stop: threading.Event, *, token_source: tuple[str, str] 
         collector = Collector(device, inventory_refresh_s=config.inventory_refresh)
         if config.stdout:
             return print_batches(config, collector, stop)
-        return push_batches(config, collector, stop, token_source=token_source)
+        return push_batches(config, collector, stop, token_source=token_source, device=device)
     finally:
         device.close()
 
@@ -89,7 +99,12 @@ def print_batches(config: Config, collector: Collector, stop: threading.Event) -
 
 
 def push_batches(
-    config: Config, collector: Collector, stop: threading.Event, *, token_source: tuple[str, str] | None = None
+    config: Config,
+    collector: Collector,
+    stop: threading.Event,
+    *,
+    token_source: tuple[str, str] | None = None,
+    device: DeviceClient | None = None,
 ) -> int:
     spool = open_spool(config)
     memory = MemoryQueue(max_bytes=int(config.memory_max_mb * 1024 * 1024))
@@ -109,11 +124,22 @@ def push_batches(
         token_file=config.token_file,
         token_source=token_source,
     )
+    diagnostics = None
+    if device is not None and not config.once:
+        # Diagnostics the portal asks for (ingest-v1 "Commands"), in threads of their own.
+        store = DiagnosticStore(config.spool_dir)
+        xids = XidLog(store)
+        collector.on_xid = xids.add
+        dcgmi = find_dcgmi(config.dcgmi)
+        runner = Runner(device=device, dcgmi=dcgmi, xids=xids, known_uuids=collector.known_uuids)
+        diagnostics = Diagnostics(runner=runner, store=store, sender=sender)
+        log.info("diagnostics: %s", f"DCGM ({dcgmi})" if dcgmi else "no DCGM: NVML checks at level 1")
     deliverer = Deliverer(
         spool=spool,
         sender=sender,
         backoff=Backoff(initial_s=config.backoff_initial, max_s=config.backoff_max),
         on_reject=agent.inventory_lost,
+        on_answer=diagnostics.offer_answer if diagnostics else None,
         memory=memory,
         max_post_readings=config.max_post_readings,
         max_post_bytes=config.max_post_kb * 1024,
@@ -134,6 +160,8 @@ def push_batches(
         # strictly oldest first, and new batches queue up behind it.
         sender_thread = threading.Thread(target=deliverer.run, args=(stop,), name="sender", daemon=True)
         sender_thread.start()
+        if diagnostics is not None:
+            diagnostics.start(stop)
         next_at = time.monotonic()
         while not stop.is_set():
             try:
@@ -150,8 +178,12 @@ def push_batches(
         agent.flush()
         deliverer.wake.set()
         sender_thread.join(timeout=config.timeout + 2)
+        if diagnostics is not None:
+            diagnostics.join(timeout=config.timeout + 2)
         return 0
     finally:
+        if diagnostics is not None:
+            diagnostics.store.close()
         spool.close()
 
 

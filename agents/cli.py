@@ -1,4 +1,5 @@
-"""`gpu-fleet-agent`: run (the daemon, today's flags), enrol, doctor, install-service, rotate-token, --version.
+"""`gpu-fleet-agent`: run (the daemon, today's flags), enrol, doctor, diagnose, install-service, rotate-token,
+--version.
 
 Without a subcommand the arguments are the daemon's (`python -m agents --simulate 2 ...`), so the
 demo, the tests and existing units keep working.
@@ -29,7 +30,7 @@ DEFAULT_CONFIG_DIR = "/etc/gpu-fleet-agent"
 SERVICE_NAME = "gpu-fleet-agent"
 SERVICE_USER = "gpu-fleet-agent"
 STATE_DIR = "/var/lib/gpu-fleet-agent"
-SUBCOMMANDS = ("run", "enrol", "doctor", "install-service", "rotate-token")
+SUBCOMMANDS = ("run", "enrol", "doctor", "diagnose", "install-service", "rotate-token")
 
 # The agent's one systemd unit: `install-service` writes it (install.sh runs that), `install-service
 # --print-unit` shows it. The state directory is the spool; systemd makes it, owned by the user.
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         return install_service(rest)
     if command == "rotate-token":
         return rotate_token(rest)
+    if command == "diagnose":
+        return diagnose(rest)
     from agents.doctor import main as doctor_main
 
     return doctor_main(rest)
@@ -361,3 +364,89 @@ def rotate_token(argv: list[str]) -> int:
     print(f"new token {answer.get('prefix')}… stored in {path} (mode 0600); the running agent sends with it from its "
           f"next batch, and the portal then revokes the old one ({answer.get('replaces')}…)")  # fmt: skip
     return 0
+
+
+def diagnose(argv: list[str]) -> int:
+    """Run a diagnostic here, as the daemon does when the portal asks; print the result. Exit 0
+    when it would pass (every GPU pass or warn), 1 when not, 3 without GPUs."""
+    import logging
+    import sqlite3
+
+    from agents.__main__ import EXIT_NO_DEVICE, find_dcgmi
+    from agents.commands import DIAGNOSTICS_FILE, read_xid_state
+    from agents.config import default_hostname
+    from agents.device import DeviceUnavailable, NvmlDeviceClient
+    from agents.diagnose import Runner, XidLog, format_human, overall
+    from agents.simulate import SimulatedDeviceClient, gpu_uuid, parse_scenarios
+
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} diagnose",
+        description="Run a diagnostic on this host's GPUs: dcgmi diag -r LEVEL where DCGM is installed, else "
+        "the agent's own NVML checks (level 1; levels 2-3 are skipped without DCGM).",
+    )
+    parser.add_argument("--level", type=int, choices=(1, 2, 3), required=True)
+    parser.add_argument("--json", action="store_true", help="print the JSON document the agent would post")
+    parser.add_argument("--gpu", action="append", default=None, metavar="UUID", help="only this GPU (repeatable)")
+    parser.add_argument("--dcgmi", default="dcgmi", help="dcgmi name or path; 'none' for the NVML checks")
+    parser.add_argument(
+        "--spool-dir",
+        default=None,
+        help=f"the running agent's spool directory, for its XID history (default: {STATE_DIR})",
+    )
+    parser.add_argument("--simulate", type=int, default=0, metavar="N", help="N simulated GPUs instead of NVML")
+    parser.add_argument("--scenario", default="healthy", help="simulation scenarios, as for run")
+    parser.add_argument("--scenario-at", type=float, default=0.0, metavar="HOURS",
+                        help="simulation: evaluate the scenarios this many scenario hours in")  # fmt: skip
+    parser.add_argument("--hostname", default=None, help="simulation: the host name the GPUs derive from")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    if args.simulate < 0 or args.scenario_at < 0:
+        return fail("--simulate and --scenario-at must not be negative", 2)
+    known = None
+    try:
+        if args.simulate:
+            hostname = args.hostname or default_hostname(simulated=True)
+            device = SimulatedDeviceClient(
+                count=args.simulate,
+                scenarios=parse_scenarios(args.scenario),
+                hostname=hostname,
+                scenario_offset_s=args.scenario_at * 3600,
+            )
+            uuids = {index: gpu_uuid(hostname, index) for index in range(args.simulate)}
+
+            def known() -> dict[int, str]:
+                return uuids
+
+        else:
+            device = NvmlDeviceClient()
+    except (DeviceUnavailable, ValueError) as exc:
+        return fail(f"{exc} (no GPU here? try --simulate N)", EXIT_NO_DEVICE)
+    try:
+        xids = None
+        spool_dirs = [args.spool_dir or STATE_DIR]
+        for directory in spool_dirs:
+            if (Path(directory) / DIAGNOSTICS_FILE).exists():
+                # The running agent's history, read only: a run by hand does not reset it.
+                try:
+                    state = read_xid_state(directory)
+                except sqlite3.Error as exc:
+                    print(f"{PROG}: cannot read the XID history in {directory}: {exc}", file=sys.stderr)
+                    break
+                xids = XidLog()
+                xids.load(*state)
+                break
+        if xids is None and args.simulate:
+            xids = XidLog()  # the simulator's XIDs since its scenario start
+            xids.started_at -= args.scenario_at * 3600
+        if xids is not None:
+            xids.add(device.take_xid_events())
+        runner = Runner(device=device, dcgmi=find_dcgmi(args.dcgmi), xids=xids, known_uuids=known)
+        document = runner.run(args.level, args.gpu)
+    finally:
+        device.close()
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        print(format_human(document))
+        print(f"diagnostic: {overall(document)}")
+    return 0 if overall(document) in ("passed", "warned") else 1

@@ -42,9 +42,15 @@ class Collector:
         self._last_inventory: list[dict[str, Any]] | None = None
         self._lost: set[int] = set()
         self._pending_xid: dict[str, list[XidEvent]] = {}
+        # Also told of every XID (agents.diagnose.XidLog: "no XID since the last diagnostic").
+        self.on_xid: Callable[[list[XidEvent]], None] | None = None
 
     def system_info(self) -> dict[str, str | None]:
         return self._device.system_info()
+
+    def known_uuids(self) -> dict[int, str]:
+        """NVML index -> uuid of every GPU read so far (a GPU that stops answering stays)."""
+        return {index: gpu["uuid"] for index, gpu in list(self._inventory.items())}
 
     def collect(self) -> Collection:
         now = self._clock()
@@ -53,10 +59,16 @@ class Collector:
         refresh = now - self._inventory_read_at >= self._inventory_refresh_s
         if refresh:
             self._inventory_read_at = now
-        for event in self._device.take_xid_events():
+        events = self._device.take_xid_events()
+        for event in events:
             pending = self._pending_xid.setdefault(event.gpu_uuid, [])
             pending.append(event)
             del pending[:-MAX_PENDING_XID_PER_GPU]
+        if events and self.on_xid is not None:
+            try:
+                self.on_xid(events)
+            except Exception:
+                log.exception("recording XID events for diagnostics failed")
 
         readings = []
         for index in self._device.gpu_indices():

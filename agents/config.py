@@ -51,6 +51,7 @@ class Config:
     simulate: int = 0
     scenario: str = "healthy"
     speed: float = 1.0
+    dcgmi: str = "dcgmi"
     log_level: str = "INFO"
     once: bool = False
     stdout: bool = False
@@ -81,6 +82,8 @@ HELP = {
     "simulate": "simulate N GPUs instead of using NVML",
     "scenario": "comma-separated simulation scenarios, assigned round-robin to the simulated GPUs",
     "speed": "simulation time factor: 600 shows ten minutes of drift per real second",
+    "dcgmi": "DCGM's dcgmi for diagnostics the portal asks for: a name looked up on PATH or a path; "
+    "'none': never use DCGM (the agent's own NVML checks at level 1, skip at levels 2-3)",
     "log_level": "DEBUG, INFO, WARNING or ERROR",
     "once": "collect one batch, deliver it (or print it with --stdout) and exit",
     "stdout": "print batches as JSON on stdout instead of sending them; no network, no spool",

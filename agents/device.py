@@ -70,6 +70,23 @@ METRIC_FIELDS = (
     "pcie_replay_count",
 )
 
+# What the agent's own level-1 diagnostic reads (agents.diagnose): pcie_link_*_max is what the
+# GPU and its slot together can reach; pcie_link_gen_gpu_max what the GPU alone can (null where
+# NVML does not tell).
+HEALTH_FIELDS = (
+    "uuid",
+    "ecc_uncorrected_volatile",
+    "retired_pages_pending",
+    "remapped_rows_pending",
+    "remapped_rows_failure",
+    "pcie_link_gen",
+    "pcie_link_width",
+    "pcie_link_gen_max",
+    "pcie_link_width_max",
+    "pcie_link_gen_gpu_max",
+    "utilization_gpu_pct",
+)
+
 
 class GpuLost(Exception):
     """The GPU stopped answering (fell off the bus); skip it, keep the others going."""
@@ -100,6 +117,10 @@ class DeviceClient(Protocol):
 
     def take_xid_events(self) -> list[XidEvent]:
         """XID errors seen since the previous call."""
+
+    def health(self, index: int) -> dict[str, Any]:
+        """HEALTH_FIELDS of one GPU, for the level-1 diagnostic (agents.diagnose); raises GpuLost.
+        Reads only: safe to call from another thread while the collector runs."""
 
     def close(self) -> None: ...
 
@@ -277,6 +298,34 @@ class NvmlDeviceClient:
             "pcie_link_gen": q("nvmlDeviceGetCurrPcieLinkGeneration", h),
             "pcie_link_width": q("nvmlDeviceGetCurrPcieLinkWidth", h),
             "pcie_replay_count": q("nvmlDeviceGetPcieReplayCounter", h),
+        }
+
+    def health(self, index: int) -> dict[str, Any]:
+        nvml, q, h = self._nvml, self._query, self._handle(index)
+        uuid = q("nvmlDeviceGetUUID", h, text=True)
+        if uuid is None:
+            raise GpuLost(f"GPU {index} has no readable uuid")
+        retired = q("nvmlDeviceGetRetiredPagesPendingStatus", h)
+        remapped = q("nvmlDeviceGetRemappedRows", h)
+        utilization = q("nvmlDeviceGetUtilizationRates", h)
+        return {
+            "uuid": uuid,
+            "ecc_uncorrected_volatile": q(
+                "nvmlDeviceGetTotalEccErrors",
+                h,
+                nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                nvml.NVML_VOLATILE_ECC,
+                detail="uncorrected,volatile",
+            ),
+            "retired_pages_pending": None if retired is None else retired == nvml.NVML_FEATURE_ENABLED,
+            "remapped_rows_pending": None if remapped is None else bool(remapped[2]),
+            "remapped_rows_failure": None if remapped is None else bool(remapped[3]),
+            "pcie_link_gen": q("nvmlDeviceGetCurrPcieLinkGeneration", h),
+            "pcie_link_width": q("nvmlDeviceGetCurrPcieLinkWidth", h),
+            "pcie_link_gen_max": q("nvmlDeviceGetMaxPcieLinkGeneration", h),
+            "pcie_link_width_max": q("nvmlDeviceGetMaxPcieLinkWidth", h),
+            "pcie_link_gen_gpu_max": q("nvmlDeviceGetGpuMaxPcieLinkGeneration", h),
+            "utilization_gpu_pct": None if utilization is None else utilization.gpu,
         }
 
     def _clock_event_reasons(self, handle: Any) -> int | None:

@@ -130,6 +130,23 @@ def check_spool(check: Check, config: Config) -> None:
     check.line(True, "spool", f"{config.spool_dir} is writable")
 
 
+def check_diagnostics(check: Check, config: Config) -> None:
+    """Which tool runs the diagnostics the portal asks for; a dcgmi named but absent is a fault."""
+    from agents.__main__ import find_dcgmi
+
+    setting = config.dcgmi
+    if not setting or setting.lower() == "none":
+        check.line(True, "diagnostics", "DCGM off (--dcgmi none): NVML checks at level 1, levels 2-3 skipped")
+        return
+    found = find_dcgmi(setting)
+    if found:
+        check.line(True, "diagnostics", f"DCGM's {found}: levels 1-3")
+    elif setting == Config.dcgmi:
+        check.line(True, "diagnostics", "no DCGM (dcgmi not on PATH): NVML checks at level 1, levels 2-3 skipped")
+    else:
+        check.line(False, "diagnostics", f"--dcgmi {setting!r} is not an executable here")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Takes the daemon's options (--config, --url, --token, --spool-dir, --simulate, ...)."""
     try:
@@ -142,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     check_portal(check, config)
     check_token_and_clock(check, config)
     check_spool(check, config)
+    check_diagnostics(check, config)
     return 1 if check.failed else 0
 
 

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 INGEST_PATH = "/api/v1/ingest"
 MAX_RETRY_AFTER_S = 3600.0
+# An accepted batch's answer may carry commands (ingest-v1 "Commands"): read all of it, bounded.
+MAX_ANSWER_BYTES = 256 * 1024
 
 
 def ingest_url(base: str) -> str:
@@ -141,6 +143,7 @@ class Sender:
         token_source: tuple[str, str] | None = None,
     ) -> None:
         self.url = ingest_url(url)
+        self.base_url = self.url[: -len(INGEST_PATH)]
         self._token = token
         self._token_file = token_file
         self._timeout_s = timeout_s
@@ -180,9 +183,27 @@ class Sender:
                 "User-Agent": f"gpu-fleet-agent/{__version__}",
             },
         )
+        return self._open(request)
+
+    def post_json(self, path: str, body: bytes) -> SendResult:
+        """POST a small JSON document to another endpoint of the portal (path from its root)
+        with the host token; the answer classified as for a batch."""
+        request = urllib.request.Request(
+            self.base_url + path,
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": f"Bearer {self._token}",
+                "Content-Type": "application/json",
+                "User-Agent": f"gpu-fleet-agent/{__version__}",
+            },
+        )
+        return self._open(request)
+
+    def _open(self, request: urllib.request.Request) -> SendResult:
         try:
             with self._opener.open(request, timeout=self._timeout_s) as response:
-                return SendResult("done", response.status, response.read(2000).decode(errors="replace"))
+                return SendResult("done", response.status, response.read(MAX_ANSWER_BYTES).decode(errors="replace"))
         except urllib.error.HTTPError as exc:
             status = exc.code
             detail = _read_detail(exc)
@@ -333,6 +354,7 @@ class Deliverer:
         backoff: Backoff,
         hold_backoff: Backoff | None = None,
         on_reject: Callable[[str], None] | None = None,
+        on_answer: Callable[[str], None] | None = None,
         idle_wait_s: float = 1.0,
         clock: Callable[[], float] = time.time,
         memory: MemoryQueue | None = None,
@@ -344,6 +366,8 @@ class Deliverer:
         self._backoff = backoff
         self._hold_backoff = hold_backoff or Backoff(initial_s=30.0, max_s=600.0)
         self._on_reject = on_reject
+        # Every accepted batch's answer, for the commands it may carry (agents.commands).
+        self._on_answer = on_answer
         self._idle_wait_s = idle_wait_s
         self._clock = clock
         self._memory = memory
@@ -396,6 +420,7 @@ class Deliverer:
             self._hold_backoff.reset()
             self.delivered += 1
             log.debug("batch %s delivered (%s, %d part(s))", batch.batch_id, result.status, batch.parts)
+            self._answered(result)
             return 0.0
         if result.outcome == "reject":
             # The portal refused it whole, so stored nothing of it: a batch of several parts is
@@ -450,6 +475,15 @@ class Deliverer:
         )
         return delay
 
+    def _answered(self, result: SendResult) -> None:
+        if self._on_answer is None:
+            return
+        try:
+            self._on_answer(result.detail)
+        except Exception:
+            # Commands must never stop delivery.
+            log.exception("handling the portal's answer failed")
+
     def _step_memory(self) -> float | None:
         """The spool is empty (or could not be written): send what waits in memory, oldest first."""
         head = self._memory.head() if self._memory is not None else None
@@ -462,6 +496,7 @@ class Deliverer:
             self._memory.discard(batch_id)
             self._backoff.reset()
             self.delivered += 1
+            self._answered(result)
             return 0.0
         if result.outcome == "reject":
             self._memory.discard(batch_id)

@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import math
 import random
+import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable
@@ -80,8 +81,16 @@ class JobSchedule:
         self.job_s, self.pause_s = job_s, pause_s
         self.scale = job_s[0] / JOB_S[0]  # longer jobs: warm-up and evaluation passes longer too
         self._jobs: list[tuple[float, float, float, float]] = []  # (start, end, level, eval period)
+        # The collector and a diagnostic (agents.diagnose) may both extend the list.
+        self._lock = threading.Lock()
 
     def _job(self, k: int) -> tuple[float, float, float, float]:
+        if k < len(self._jobs):
+            return self._jobs[k]
+        with self._lock:
+            return self._extend(k)
+
+    def _extend(self, k: int) -> tuple[float, float, float, float]:
         while len(self._jobs) <= k:
             rng = random.Random(self.host_seed * 1_000_003 + len(self._jobs))
             start = self._jobs[-1][1] + rng.uniform(*self.pause_s) if self._jobs else 0.0
@@ -350,9 +359,11 @@ class SimulatedDeviceClient:
         silent_after_s: float = 30 * 60,
         job_s: tuple[float, float] = JOB_S,
         pause_s: tuple[float, float] = JOB_PAUSE_S,
+        scenario_offset_s: float = 0.0,
     ) -> None:
         self._clock = clock
-        self._start = clock()
+        # scenario_offset_s: start this far into the scenarios (`diagnose --scenario-at`).
+        self._start = clock() - scenario_offset_s / speed
         self._speed = speed
         self._silent_after_s = silent_after_s
         jobs = JobSchedule(_host_seed(hostname), self._start, job_s, pause_s)
@@ -379,6 +390,29 @@ class SimulatedDeviceClient:
 
     def metrics(self, index: int) -> dict[str, Any]:
         return self._gpu(index).sample(self.scenario_time(), self._clock())
+
+    def health(self, index: int) -> dict[str, Any]:
+        """The level-1 diagnostic's view, from the scenario alone: reading it changes nothing
+        (no counter, no random draw), so a diagnostic beside the collector leaves the readings
+        as they would have been."""
+        gpu = self._gpu(index)
+        effects = SCENARIO_EFFECTS[gpu.scenario](self.scenario_time())
+        # A loose riser: the link trains narrower (current width below the maximum) and, once a
+        # generation drops, that is all the slot can reach (maximum generation below the GPU's).
+        gen, width = effects.pcie_link or (MODEL["pcie_link_gen_max"], MODEL["pcie_link_width_max"])
+        return {
+            "uuid": gpu.uuid,
+            "ecc_uncorrected_volatile": effects.ecc_uncorrected,
+            "retired_pages_pending": False,
+            "remapped_rows_pending": bool(effects.ecc_uncorrected),
+            "remapped_rows_failure": False,
+            "pcie_link_gen": gen,
+            "pcie_link_width": width,
+            "pcie_link_gen_max": gen,
+            "pcie_link_width_max": MODEL["pcie_link_width_max"],
+            "pcie_link_gen_gpu_max": MODEL["pcie_link_gen_max"],
+            "utilization_gpu_pct": round(gpu.jobs.load(self._clock(), gpu.seed) * 100),
+        }
 
     def take_xid_events(self) -> list[XidEvent]:
         t = self.scenario_time()

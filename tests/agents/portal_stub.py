@@ -16,7 +16,13 @@ class PortalStub:
     too late), "drop" (close without answering), ("raw", status, text) for a non-JSON answer (as
     Django's host check or a proxy gives), or (status, payload) for that JSON answer.
     `reject_reading(reading) -> bool` refuses a batch holding such a reading with a 400 naming it;
-    `fail_ratio` answers 503 to that share of posts (random, seeded)."""
+    `fail_ratio` answers 503 to that share of posts (random, seeded).
+
+    Diagnostics (ingest-v1 "Commands"): every command in `commands` rides on each 202/200
+    answer until the agent reports it started, as the portal does; `POST
+    /api/v1/diagnostics/{id}/result` is stored in `diag_reports` as (id, body) and answered 202
+    for `{"started_at"}` alone, 200 for a result, 409 for a second result, 404 for an id not in
+    `commands`; `diag_script` holds the next answers to give instead (as `script`)."""
 
     def __init__(self, token: str = "tok") -> None:
         self.token = token
@@ -31,6 +37,10 @@ class PortalStub:
         self.rng = random.Random(12)
         self.failed = 0
         self.hang_s = 1.0
+        self.commands: list[dict] = []
+        self.diag_reports: list[tuple[str, dict]] = []
+        self.diag_script: list = []
+        self.diag_state: dict[str, str] = {}  # id -> running / done
         self.lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
         self.port = 0
@@ -62,6 +72,8 @@ class PortalStub:
     def handle(self, request: BaseHTTPRequestHandler) -> None:
         raw = request.rfile.read(int(request.headers["Content-Length"]))
         body = gzip.decompress(raw) if request.headers.get("Content-Encoding") == "gzip" else raw
+        if request.path.startswith("/api/v1/diagnostics/"):
+            return self.handle_diagnostic(request, body)
         batch = json.loads(body)
         batch_id = batch["batch_id"]
         with self.lock:
@@ -101,9 +113,51 @@ class PortalStub:
                 self.bodies.append(batch)
         if cue == "hang":
             time.sleep(self.hang_s)
+        offered = self.offered_commands()
         if duplicate:
-            return self.answer(request, 200, {"accepted": 0, "duplicate": True})
-        return self.answer(request, 202, {"accepted": len(batch.get("readings", [])), "duplicate": False})
+            return self.answer(request, 200, {"accepted": 0, "duplicate": True, **offered})
+        return self.answer(request, 202, {"accepted": len(batch.get("readings", [])), "duplicate": False, **offered})
+
+    def offered_commands(self) -> dict:
+        with self.lock:
+            commands = [c for c in self.commands if c.get("id") not in self.diag_state]
+        return {"commands": commands} if commands else {}
+
+    def handle_diagnostic(self, request: BaseHTTPRequestHandler, body: bytes) -> None:
+        parts = request.path.strip("/").split("/")  # api v1 diagnostics <id> result
+        if len(parts) != 5 or parts[4] != "result":
+            return self.answer(request, 404, {"error": "not found"})
+        diagnostic_id = parts[3]
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return self.answer(request, 401, {"error": "bad token"})
+        with self.lock:
+            cue = self.diag_script.pop(0) if self.diag_script else None
+        if cue == "drop":
+            request.close_connection = True
+            request.connection.close()
+            return None
+        if isinstance(cue, int):
+            return self.answer(request, cue, {"error": "on cue"})
+        if isinstance(cue, tuple) and cue[0] == "raw":
+            return self.answer_raw(request, cue[1], cue[2])
+        report = json.loads(body)
+        with self.lock:
+            known = any(c.get("id") == diagnostic_id for c in self.commands)
+            if not known:
+                return self.answer(request, 404, {"error": "no such diagnostic for this host"})
+            if self.diag_state.get(diagnostic_id) == "done":
+                return self.answer(request, 409, {"error": "this diagnostic already has a result"})
+            self.diag_reports.append((diagnostic_id, report))
+            if set(report) == {"started_at"}:
+                self.diag_state[diagnostic_id] = "running"
+                return self.answer(request, 202, {"id": diagnostic_id, "state": "running"})
+            self.diag_state[diagnostic_id] = "done"
+        return self.answer(request, 200, {"id": diagnostic_id, "state": "passed"})
+
+    def results(self) -> dict[str, dict]:
+        """The result reports received, by diagnostic id."""
+        with self.lock:
+            return {i: body for i, body in self.diag_reports if set(body) != {"started_at"}}
 
     @staticmethod
     def answer_raw(request, status: int, text: str) -> None:

@@ -129,3 +129,42 @@ def protocol_problems(batch: dict, *, all_fields: bool = True) -> list[str]:
 
 def parse_ts(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# portal-api-v1 "Diagnostics and return to service": what an agent posts to
+# POST /api/v1/diagnostics/{id}/result.
+RESULTS = {"pass", "warn", "fail", "skip"}
+
+
+def diagnostic_result_problems(document: dict) -> list[str]:
+    problems = []
+    expected = {"started_at", "finished_at", "tool", "tool_version", "driver_version", "gpus"}
+    if set(document) != expected:
+        problems.append(f"keys {sorted(document)} are not {sorted(expected)}")
+        return problems
+    for key in ("started_at", "finished_at"):
+        try:
+            parse_ts(document[key])
+        except (TypeError, ValueError):
+            problems.append(f"{key}: not an RFC 3339 UTC time: {document[key]!r}")
+    if not problems and parse_ts(document["finished_at"]) < parse_ts(document["started_at"]):
+        problems.append("finished_at is before started_at")
+    if document["tool"] not in ("dcgmi", "nvml"):
+        problems.append(f"tool: {document['tool']!r}")
+    for key in ("tool_version", "driver_version"):
+        if document[key] is not None and not isinstance(document[key], str):
+            problems.append(f"{key}: not a string")
+    if not isinstance(document["gpus"], list):
+        return [*problems, "gpus: not a list"]
+    for i, gpu in enumerate(document["gpus"]):
+        if set(gpu) != {"uuid", "result", "tests"}:
+            problems.append(f"gpus.{i}: keys {sorted(gpu)}")
+            continue
+        if gpu["result"] not in RESULTS:
+            problems.append(f"gpus.{i}.result: {gpu['result']!r}")
+        for j, test in enumerate(gpu["tests"]):
+            if set(test) != {"name", "category", "result", "info"}:
+                problems.append(f"gpus.{i}.tests.{j}: keys {sorted(test)}")
+            elif test["result"] not in RESULTS or not all(isinstance(test[k], str) for k in test):
+                problems.append(f"gpus.{i}.tests.{j}: {test!r}")
+    return problems

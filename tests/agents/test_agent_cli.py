@@ -212,9 +212,21 @@ def doctor(portal, tmp_path, *extra):
 def test_doctor_all_good(portal, tmp_path, fake_nvml, capsys):
     assert doctor(portal, tmp_path, "--token", "gfh_ok") == 0
     lines = capsys.readouterr().out.splitlines()
-    names = ("nvml", "portal", "token", "clock", "spool")
+    names = ("nvml", "portal", "token", "clock", "spool", "diagnostics")
     assert [line.split(":")[0] for line in lines] == [f"ok   {name}" for name in names]
     assert "2 GPU(s)" in lines[0]
+
+
+def test_doctor_says_which_tool_runs_diagnostics(portal, tmp_path, fake_nvml, capsys):
+    fake = tmp_path / "dcgmi"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert doctor(portal, tmp_path, "--token", "gfh_ok", "--dcgmi", str(fake)) == 0
+    assert f"ok   diagnostics: DCGM's {fake}: levels 1-3" in capsys.readouterr().out
+    assert doctor(portal, tmp_path, "--token", "gfh_ok", "--dcgmi", "none") == 0
+    assert "DCGM off" in capsys.readouterr().out
+    assert doctor(portal, tmp_path, "--token", "gfh_ok", "--dcgmi", str(tmp_path / "missing")) == 1
+    assert "FAIL diagnostics: --dcgmi" in capsys.readouterr().out
 
 
 def test_doctor_fails_on_a_bad_token_a_skewed_clock_or_an_unwritable_spool(portal, tmp_path, fake_nvml, capsys):

@@ -170,6 +170,7 @@ class FakeGpu:
     pcie_width: int = 16
     pcie_gen_max: int = 5
     pcie_width_max: int = 16
+    pcie_gen_gpu_max: int = 5
     pcie_replays: int = 0
     supported_events: int = nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError
     errors: dict = field(default_factory=dict)
@@ -433,6 +434,10 @@ def nvmlDeviceGetMaxPcieLinkGeneration(handle):
 
 def nvmlDeviceGetMaxPcieLinkWidth(handle):
     return _check("nvmlDeviceGetMaxPcieLinkWidth", handle).pcie_width_max
+
+
+def nvmlDeviceGetGpuMaxPcieLinkGeneration(handle):
+    return _check("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle).pcie_gen_gpu_max
 
 
 def nvmlDeviceGetPcieReplayCounter(handle):
