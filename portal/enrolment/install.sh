@@ -1,15 +1,30 @@
 #!/bin/sh
 # gpu-fleet-agent installer, served by the portal at /agent/install.sh. The portal's "Add hosts"
 # page gives the line that runs it:
-#   curl -fsSL https://PORTAL/agent/install.sh | sudo sh -s -- --url https://PORTAL --code CODE
+#   curl -fsSL https://PORTAL/agent/install.sh | sudo sh -s -- --url https://PORTAL --code CODE \
+#     --sha256 gpu_fleet_agent-V-py3-none-any.whl=HEX --sha256 nvidia_ml_py-V-py3-none-any.whl=HEX
 # Steps: a venv under /opt/gpu-fleet-agent, the agent from the portal's /agent/ (no internet
-# needed), enrol (the code becomes a host token in /etc/gpu-fleet-agent/agent.toml, mode 0600),
+# needed; pip --require-hashes with the sha256 of each wheel the line names), enrol (the code becomes a host token in /etc/gpu-fleet-agent/agent.toml, mode 0600),
 # the systemd unit with its system user and state directory, start. It stops at the first
 # failing step, names it, and leaves nothing half-installed running.
 set -u
 
-URL="" CODE="" HOSTNAME_ARG="" ROOT="" INSECURE="" CA_FILE="" PYTHON="${PYTHON:-python3}"
-usage() { echo "usage: install.sh --url PORTAL_URL --code CODE [--hostname NAME] [--root DIR] [--insecure-http] [--ca-file PEM] [--python PYTHON]" >&2; exit 2; }
+URL="" CODE="" HOSTNAME_ARG="" ROOT="" INSECURE="" CA_FILE="" PYTHON="${PYTHON:-python3}" HASHES=""
+usage() { echo "usage: install.sh --url PORTAL_URL --code CODE --sha256 WHEEL=HEX... [--hostname NAME] [--root DIR] [--insecure-http] [--ca-file PEM] [--python PYTHON]" >&2; exit 2; }
+# --sha256 WHEEL=HEX: a wheel of the portal's /agent/ and its sha256 (the install line has one per wheel).
+add_hash() {
+  case "$1" in
+    *[!A-Za-z0-9_.=+-]*|*=*=*|=*) echo "--sha256 wants WHEEL=HEX, got: $1" >&2; exit 2 ;;
+    *-*-*.whl=*) ;;
+    *) echo "--sha256 wants WHEEL=HEX, got: $1" >&2; exit 2 ;;
+  esac
+  hex="${1#*=}"
+  case "$hex" in
+    *[!0-9a-f]*) echo "--sha256 $1: not a sha256 (64 hex digits)" >&2; exit 2 ;;
+  esac
+  [ ${#hex} -eq 64 ] || { echo "--sha256 $1: not a sha256 (64 hex digits)" >&2; exit 2; }
+  HASHES="$HASHES $1"
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     --url) URL="${2:-}"; shift 2 || usage ;;
@@ -19,10 +34,12 @@ while [ $# -gt 0 ]; do
     --insecure-http) INSECURE="--insecure-http"; shift ;;
     --ca-file) CA_FILE="${2:-}"; shift 2 || usage ;;
     --python) PYTHON="${2:-}"; shift 2 || usage ;;
+    --sha256) add_hash "${2:-}"; shift 2 || usage ;;
     *) usage ;;
   esac
 done
 [ -n "$URL" ] && [ -n "$CODE" ] || usage
+[ -n "$HASHES" ] || { echo "no --sha256: copy the whole install line again from the portal's Add hosts page" >&2; exit 2; }
 URL="${URL%/}"
 ROOT="${ROOT%/}"
 PREFIX="/opt/gpu-fleet-agent"
@@ -61,10 +78,21 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV" || exit 1
 fi
 
-step "package: gpu-fleet-agent from $URL/agent/"
-set -- install -q --disable-pip-version-check --no-index --find-links "$URL/agent/" --upgrade gpu-fleet-agent
+step "package: gpu-fleet-agent from $URL/agent/, each wheel checked against its sha256"
+# One requirement per wheel the install line names, pinned to its version and hash: pip refuses
+# any file whose sha256 differs, and anything the line does not name.
+REQUIREMENTS="$(mktemp)" || exit 1
+for pair in $HASHES; do
+  wheel="${pair%%=*}"
+  rest="${wheel#*-}"
+  echo "${wheel%%-*}==${rest%%-*} --hash=sha256:${pair#*=}" >> "$REQUIREMENTS"
+done
+set -- install -q --disable-pip-version-check --no-index --find-links "$URL/agent/" --upgrade --require-hashes -r "$REQUIREMENTS"
 [ -n "$CA_FILE" ] && set -- "$@" --cert "$CA_FILE"
-"$VENV/bin/pip" "$@" || exit 1
+"$VENV/bin/pip" "$@"
+PIP_STATUS=$?
+rm -f "$REQUIREMENTS"
+[ $PIP_STATUS -eq 0 ] || exit 1
 
 step "enrol with the portal"
 set -- enrol "$URL" "$CODE" --config-dir "$ROOT$CONFIG_DIR"
