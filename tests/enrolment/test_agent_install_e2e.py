@@ -1,7 +1,8 @@
 """The whole way onto a new GPU host, against a running portal: install.sh in a throwaway root
 (a fake systemctl, useradd and chown) makes a fresh venv, installs the agent's wheel with
 `pip --no-index` from the portal's /agent/ alone, enrols with a code; the installed agent then
-runs one collection with the simulator and the host and its GPUs are in the API."""
+runs one collection with the simulator and the host and its GPUs are in the API. pip installs
+only wheels whose sha256 the install line names (--require-hashes)."""
 
 import json
 import os
@@ -37,10 +38,17 @@ def fake_tools(directory: Path, log: Path, *, fail_active: bool = False) -> dict
     return {**os.environ, "PATH": f"{directory}:{os.environ['PATH']}"}
 
 
-def install(base_url: str, code: str, root: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+def wheel_hashes(base_url: str) -> list[str]:
+    """The --sha256 arguments the install line carries, from /agent/version's `files`."""
+    files = json.loads(urllib.request.urlopen(base_url + "/agent/version", timeout=30).read())["files"]
+    return [word for name, digest in files.items() for word in ("--sha256", f"{name}={digest}")]
+
+
+def install(base_url: str, code: str, root: Path, env: dict, *extra: str, hashes=None) -> subprocess.CompletedProcess:
     script = urllib.request.urlopen(base_url + "/agent/install.sh", timeout=30).read()
+    hashes = wheel_hashes(base_url) if hashes is None else hashes
     return subprocess.run(
-        ["sh", "-s", "--", "--url", base_url, "--code", code, "--root", str(root), *extra],
+        ["sh", "-s", "--", "--url", base_url, "--code", code, "--root", str(root), *hashes, *extra],
         input=script, capture_output=True, env=env, timeout=300,
     )  # fmt: skip
 
@@ -73,6 +81,16 @@ def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path)
         assert b"FAILED at step: enrol with the portal" in result.stderr and b"HTTP 400" in result.stderr
         assert not (failing_root / "opt/gpu-fleet-agent").exists()
         assert not log.exists()  # systemctl never ran
+
+        # A wheel whose sha256 is not the one the install line names is refused by pip
+        # (--require-hashes); the venv made for it is removed and the code is not spent.
+        tampered = [word if not word.startswith(version["wheel"]) else f"{version['wheel']}={'0' * 64}"
+                    for word in wheel_hashes(portal.base_url)]  # fmt: skip
+        tampered_root = tmp_path / "tampered-root"
+        result = install(portal.base_url, code, tampered_root, fake_tools(tmp_path / "bin0", log), hashes=tampered)
+        assert result.returncode != 0 and b"FAILED at step: package" in result.stderr
+        assert b"THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr
+        assert not (tampered_root / "opt/gpu-fleet-agent").exists() and not log.exists()
 
         root = tmp_path / "root"
         tools_env = fake_tools(tmp_path / "bin2", log)

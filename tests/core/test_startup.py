@@ -1,0 +1,58 @@
+"""A start compiles the translation catalogues under VAR_DIR (the code may be read-only), once per
+change of a .po, and Django reads them from there."""
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+from django.utils import translation
+
+from portal.core.startup import catalogue_dir, catalogues_compile
+
+REPO = Path(__file__).resolve().parents[2]
+MO = Path("zh_Hans/LC_MESSAGES/django.mo")
+
+
+@pytest.fixture
+def code(settings, tmp_path):
+    """A copy of the code's locale/ without any .mo (as in a fresh clone), and a fresh VAR_DIR."""
+    base = tmp_path / "code"
+    shutil.copytree(REPO / "locale", base / "locale", ignore=shutil.ignore_patterns("*.mo"))
+    settings.BASE_DIR = base
+    settings.VAR_DIR = tmp_path / "var"
+    return base
+
+
+def test_compiled_under_var_dir_and_read_from_there(code, settings):
+    compiled = catalogues_compile()
+    assert catalogue_dir() / MO in compiled and (catalogue_dir() / MO).stat().st_size > 1000
+    assert not list(code.rglob("*.mo"))  # nothing written beside the code
+    settings.LOCALE_PATHS = [catalogue_dir()]  # setting_changed drops Django's cached catalogues
+    with translation.override("zh-hans"):
+        assert translation.gettext("Add hosts") != "Add hosts"
+    settings.LOCALE_PATHS = [REPO / "locale"]
+
+
+def test_compiled_again_only_when_a_po_changed(code):
+    catalogues_compile()
+    first = (catalogue_dir() / MO).stat().st_ino
+    assert catalogues_compile() == []
+    assert (catalogue_dir() / MO).stat().st_ino == first
+    po = code / "locale/zh_Hans/LC_MESSAGES/django.po"
+    po.write_text(po.read_text() + "\n")
+    assert catalogues_compile() == [catalogue_dir() / MO]
+
+
+def test_without_msgfmt_one_line_names_it(code, monkeypatch, caplog, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with caplog.at_level(logging.WARNING, logger="portal.start"):
+        assert catalogues_compile() == []
+    lines = [record.getMessage() for record in caplog.records if record.name == "portal.start"]
+    assert len(lines) == 1 and "msgfmt" in lines[0] and "gettext" in lines[0]
+
+
+def test_the_compiled_catalogues_come_first(settings):
+    from portal import settings as portal_settings
+
+    assert portal_settings.LOCALE_PATHS[0] == portal_settings.VAR_DIR / "locale"
