@@ -42,7 +42,7 @@ def index(request):
         notes,
         links,
     )
-    return HttpResponse(page, status=200 if manifest is not None else 503)
+    return HttpResponse(page)
 
 
 @login_not_required

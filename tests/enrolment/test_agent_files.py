@@ -114,7 +114,7 @@ def test_concurrent_downloads_get_the_whole_wheel(prepared, dist_dir):
 
 def test_before_any_start_agent_says_it_is_not_prepared(dist_dir):
     index = Client().get("/agent/")
-    assert index.status_code == 503 and b"has not been prepared" in index.content
+    assert index.status_code == 200 and b"has not been prepared" in index.content and b".whl" not in index.content
     assert Client().get(f"/agent/{AGENT_WHEEL}").status_code == 404
     version = Client().get("/agent/version").json()
     assert version["version"] == __version__ and version["wheel"] == AGENT_WHEEL and version["sha256"] is None
