@@ -56,3 +56,14 @@ def test_the_compiled_catalogues_come_first(settings):
     from portal import settings as portal_settings
 
     assert portal_settings.LOCALE_PATHS[0] == portal_settings.VAR_DIR / "locale"
+
+
+def test_a_worker_start_compiles_the_catalogues_only(code, settings, tmp_path):
+    """Celery's worker_init: the worker writes e-mails in each subscriber's language; it serves
+    no /agent/, so it prepares nothing else."""
+    from portal.celery import _compile_catalogues
+
+    settings.AGENT_DIST_DIR = str(tmp_path / "agent-dist")
+    _compile_catalogues()
+    assert (catalogue_dir() / MO).exists()
+    assert not (tmp_path / "agent-dist").exists()
