@@ -67,3 +67,24 @@ def test_a_worker_start_compiles_the_catalogues_only(code, settings, tmp_path):
     _compile_catalogues()
     assert (catalogue_dir() / MO).exists()
     assert not (tmp_path / "agent-dist").exists()
+
+
+def test_several_starts_at_once_compile_one_whole_catalogue(tmp_path):
+    """Web and worker processes (or nodes sharing VAR_DIR) starting together: one compiles under
+    the folder's lock, each .mo is renamed into place whole, the others find it current."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "VAR_DIR": str(tmp_path), "DEBUG": "true", "DJANGO_SETTINGS_MODULE": "portal.settings"}
+    code = "from portal.core.startup import catalogues_compile; print('COMPILED', len(catalogues_compile()))"
+    command = [sys.executable, "manage.py", "shell", "-c", code]
+    starts = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(3)]  # fmt: skip
+    outputs = [start.communicate(timeout=120) for start in starts]
+    assert [start.returncode for start in starts] == [0, 0, 0], outputs
+    counts = sorted(int(out.split("COMPILED")[1].split()[0]) for out, _ in outputs)
+    assert counts[:2] == [0, 0] and counts[2] >= 2  # django.po and djangojs.po, once
+    mo = tmp_path / "locale" / MO
+    assert subprocess.run(["msgunfmt", str(mo)], capture_output=True).returncode == 0
+    assert not [p.name for p in mo.parent.iterdir() if p.name.endswith(".tmp")]
