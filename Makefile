@@ -57,12 +57,12 @@ strace:
 	  else echo "strace missing: 'sudo apt-get install strace' (the agent installer's test skips without it)"; fi; }
 
 # The agent's wheel (built from agents/) and nvidia-ml-py's, served at /agent/ so GPU hosts
-# install from the portal alone. Fetching needs PyPI or pip's cache once; without it the
-# portal still serves the agent's own wheel and install.sh.
+# install from the portal alone. Each start of manage.py serve/run/demo prepares them itself;
+# this prepares them without starting. Fetching needs PyPI or pip's cache once.
 agent-dist: $(STAMP)
 	-DEBUG=true $(PY) manage.py agent_dist
 
-demo: $(STAMP) agent-dist messages
+demo: $(STAMP) messages
 	$(PY) manage.py demo
 
 test: $(STAMP) browser promtool axe strace messages
@@ -84,7 +84,7 @@ lint: $(STAMP)
 	$(PY) .ci/import_cycles.py
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
-serve: $(STAMP) agent-dist messages
+serve: $(STAMP) messages
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py serve --host 127.0.0.1 --port 8000
 
@@ -93,7 +93,7 @@ serve: $(STAMP) agent-dist messages
 # (README, "A small lab"). Ctrl-C stops all of it.
 HOST ?= 127.0.0.1
 PORT ?= 8000
-serve-small: $(STAMP) agent-dist messages
+serve-small: $(STAMP) messages
 	$(PY) manage.py run --host $(HOST) --port $(PORT)
 
 worker: $(STAMP)

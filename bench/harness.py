@@ -59,6 +59,7 @@ def portal_served(
     database already migrated). A portal that exits or does not answer ends the bench with the
     tail of its log."""
     port = free_port()
+    env = {"PORTAL_URL": f"http://127.0.0.1:{port}", **env}  # DEBUG off wants the public base URL
     command = [sys.executable, str(REPO / "manage.py"), "run" if whole else "serve"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
     if whole:

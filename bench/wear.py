@@ -379,6 +379,7 @@ def ingest_round(wear_on: bool, work: list[list[tuple[str, bytes]]]) -> dict:
     port = free_port()
     log = var_dir / "portal.log"
     command = [sys.executable, "manage.py", "run", "--port", str(port), "--no-migrate", "--workers", "2"]
+    env.setdefault("PORTAL_URL", f"http://127.0.0.1:{port}")
     with open(log, "wb") as out:
         portal = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 

@@ -1,6 +1,7 @@
 """The portal's JSON API (/api/v1/): read endpoints for people and scripts, plus the agents'
 ingest endpoint (a plain Django view for speed, described in the same OpenAPI document)."""
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest
 from django.views.decorators.http import require_safe
@@ -62,6 +63,8 @@ class PortalAPI(NinjaAPI):
         schema["paths"]["/api/v1/ingest"] = ingest_openapi_operation()
         schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
         schemes["HostToken"] = {"type": "http", "scheme": "bearer", "description": "Host token (agents)"}
+        if settings.PORTAL_URL:  # the public base URL (the paths start with /api/v1)
+            schema["servers"] = [{"url": settings.PORTAL_URL}]
         return document_error_answers(schema)
 
 

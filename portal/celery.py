@@ -1,7 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_process_init
+from celery.signals import beat_init, worker_init, worker_process_init
 
 from portal.core import broker
 from portal.core.heap import freeze_startup_objects
@@ -39,3 +39,17 @@ def _one_beat_per_cluster(**kwargs):
 @beat_init.connect
 def _freeze_startup_objects(**kwargs):
     freeze_startup_objects()  # see portal/core/heap.py
+
+
+@worker_init.connect
+def _compile_catalogues(**kwargs):
+    """The translated catalogues under VAR_DIR before the pool starts: the worker writes e-mails and
+    chat messages in each subscriber's language (portal/core/startup.py)."""
+    import django
+    from django.apps import apps
+
+    if not apps.ready:
+        django.setup()
+    from portal.core.startup import start_prepare
+
+    start_prepare(web=False)

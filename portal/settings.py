@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_HASHES
@@ -274,7 +275,9 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 
 LANGUAGE_CODE = envstr("LANGUAGE_CODE", "en")
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
-LOCALE_PATHS = [BASE_DIR / "locale"]
+# The catalogues a start compiles (portal.core.startup: the .po files of locale/, under VAR_DIR since
+# the code may be read-only) come first; locale/ itself holds .mo files only where `make messages` ran.
+LOCALE_PATHS = [VAR_DIR / "locale", BASE_DIR / "locale"]
 # Per-language date formats the pages print with (SHORT_DATE_FORMAT, SHORT_DATETIME_FORMAT): English
 # keeps ISO order; other languages take Django's.
 FORMAT_MODULE_PATH = ["portal.core.formats"]
@@ -336,6 +339,24 @@ for _cidr in TRUST_PROXY_HEADERS_FROM:
         raise ImproperlyConfigured(
             f"TRUST_PROXY_HEADERS_FROM: {_cidr!r} is not an address or network (e.g. 10.0.0.5/32)"
         ) from None
+
+# The portal's public base URL, as people and agents reach it (https://gpu-portal.lab.example):
+# links in notifications, the agents' install command, the OpenAPI servers. Required with DEBUG
+# off (check core.E001: `check --deploy`, `serve` and `run` refuse without it); with DEBUG on, unset
+# means the address a request came to (portal.core.public_url).
+PORTAL_URL = envstr("PORTAL_URL").strip().rstrip("/")
+if PORTAL_URL:
+    _portal_url = urlsplit(PORTAL_URL)
+    try:
+        _portal_url_ok = _portal_url.scheme in ("http", "https") and bool(_portal_url.hostname) and \
+            not (_portal_url.path or _portal_url.query or _portal_url.fragment) and _portal_url.port != 0  # fmt: skip
+    except ValueError:  # a port that is not a number
+        _portal_url_ok = False
+    if not _portal_url_ok:
+        raise ImproperlyConfigured(
+            f"PORTAL_URL must be the portal's public base URL, scheme and host only "
+            f"(e.g. https://gpu-portal.lab.example), not {PORTAL_URL!r}"
+        )
 
 if not DEBUG:
     # Behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER_ENABLED=true.
@@ -423,7 +444,6 @@ for _cidr in WEBHOOK_ALLOWED_NETWORKS:
         ipaddress.ip_network(_cidr, strict=False)
     except ValueError:
         raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {_cidr!r} is not a network (e.g. 10.1.2.0/24)") from None
-MAINTENANCE_PORTAL_URL = envstr("MAINTENANCE_PORTAL_URL", "http://localhost:8000")  # links in notifications
 # /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket

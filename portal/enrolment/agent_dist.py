@@ -1,6 +1,12 @@
 """The agent's distribution, served at /agent/: its wheel built from the tree (agents/), and the
 wheel of its one dependency, so that a host without internet access installs from the portal.
 
+A start of the portal prepares it (`agent_dist_prepare`, registered with portal.core.startup;
+`manage.py agent_dist` does the same by itself) into AGENT_DIST_DIR, under VAR_DIR: the agent's
+wheel written again only when the tree changed, the dependency's fetched once with pip (its cache
+serves it offline), and `manifest.json` naming each file with its sha256 and what is missing.
+/agent/ serves the files the manifest names as they are: nothing is built per request.
+
 The wheel is written here with zipfile rather than by a build backend: it is pure Python, and
 this way building needs nothing that a fresh checkout or an offline CI runner might lack. Its
 metadata comes from agents/pyproject.toml, so `pip install ./agents` and the served wheel agree.
@@ -9,9 +15,13 @@ metadata comes from agents/pyproject.toml, so `pip install ./agents` and the ser
 import base64
 import hashlib
 import io
+import json
+import logging
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -19,9 +29,14 @@ from pathlib import Path
 
 from django.conf import settings
 
+from portal.core.startup import folder_lock, sha256_file, write_atomic
+
 AGENT_DIR = Path(settings.BASE_DIR) / "agents"
 WHEEL_FILE = b"Wheel-Version: 1.0\nGenerator: gpu-fleet-portal\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # reproducible: the same tree gives the same wheel
+MANIFEST = "manifest.json"
+
+logger = logging.getLogger("portal.start")
 
 
 class AgentDistError(Exception):
@@ -92,18 +107,6 @@ def agent_wheel_bytes(project: AgentProject) -> bytes:
     return buffer.getvalue()
 
 
-def agent_wheel_build() -> Path:
-    """The agent's wheel under AGENT_DIST_DIR, written again when the tree changed."""
-    project = agent_project()
-    target = dist_dir() / project.wheel_name
-    data = agent_wheel_bytes(project)
-    if not target.exists() or target.read_bytes() != data:
-        partial = target.with_suffix(".part")
-        partial.write_bytes(data)
-        partial.replace(target)
-    return target
-
-
 def _pinned(dependency: str) -> tuple[str, str]:
     name, _, version = dependency.partition("==")
     if not version:
@@ -111,27 +114,83 @@ def _pinned(dependency: str) -> tuple[str, str]:
     return name.strip(), version.strip()
 
 
-def dependency_wheels() -> list[Path]:
-    found = []
-    for dependency in agent_project().dependencies:
-        name, version = _pinned(dependency)
-        stem = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
-        found += [p for p in dist_dir().glob("*.whl") if p.name.lower().startswith(stem)]
-    return found
+def _dependency_wheel(name: str, version: str) -> Path | None:
+    stem = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
+    found = sorted(p for p in dist_dir().glob("*.whl") if p.name.lower().startswith(stem))
+    return found[0] if found else None
 
 
-def dependency_wheels_fetch() -> list[Path]:
-    """Download the pinned dependencies' wheels (pip's cache serves them when offline)."""
-    for dependency in agent_project().dependencies:
-        name, version = _pinned(dependency)
-        command = [sys.executable, "-m", "pip", "download", "-q", f"{name}=={version}", "--no-deps",
-                   "--only-binary=:all:", "-d", str(dist_dir())]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        if result.returncode != 0:
-            raise AgentDistError(f"pip download {name}=={version} failed: {result.stderr.strip()[-500:]}")
-    return dependency_wheels()
+def _dependency_fetch(name: str, version: str) -> Path:
+    """pip download the pinned wheel into a scratch folder beside the served files, then rename
+    it into place whole. Raises AgentDistError with pip's last words."""
+    with tempfile.TemporaryDirectory(dir=dist_dir(), prefix=".download-") as scratch:
+        command = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", f"{name}=={version}",
+                   "--no-deps", "--only-binary=:all:", "--retries", "1", "--timeout", "15", "-d", scratch]  # fmt: skip
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise AgentDistError("pip download took over 300 s") from None
+        wheels = sorted(Path(scratch).glob("*.whl"))
+        if result.returncode != 0 or not wheels:
+            last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise AgentDistError(f"pip download failed: {last[-300:]}")
+        target = dist_dir() / wheels[0].name
+        os.replace(wheels[0], target)
+        return target
 
 
-def agent_dist_files() -> list[Path]:
-    """Every file /agent/ serves (the agent's wheel first), building the agent's wheel if stale."""
-    return [agent_wheel_build(), *dependency_wheels()]
+def agent_dist_prepare() -> dict:
+    """Bring AGENT_DIST_DIR up to date and return its manifest: the agent's wheel (written when the
+    tree changed), each pinned dependency's wheel (fetched when absent) and `missing`, the
+    dependencies that could not be fetched, each logged in one line. Safe when several processes
+    or nodes start at once (a lock on the folder, every file renamed into place whole)."""
+    project = agent_project()
+    folder = dist_dir()
+    with folder_lock(folder):
+        target = folder / project.wheel_name
+        data = agent_wheel_bytes(project)
+        if not target.exists() or target.read_bytes() != data:
+            write_atomic(target, data)
+        files, missing = [target], []
+        for dependency in project.dependencies:
+            name, version = _pinned(dependency)
+            wheel = _dependency_wheel(name, version)
+            if wheel is None:
+                try:
+                    wheel = _dependency_fetch(name, version)
+                except AgentDistError as error:
+                    missing.append(f"{name}=={version}")
+                    logger.warning(
+                        "agent distribution: the wheel of %s==%s is missing from %s (%s); GPU hosts cannot install "
+                        "the agent from /agent/ until it is there (pip download %s==%s --no-deps -d %s)",
+                        name, version, folder, error, name, version, folder,
+                    )  # fmt: skip
+                    continue
+            files.append(wheel)
+        manifest = {
+            "version": project.version,
+            "wheel": project.wheel_name,
+            "files": [{"name": path.name, "sha256": sha256_file(path), "size": path.stat().st_size} for path in files],
+            "missing": missing,
+        }
+        current = folder / MANIFEST
+        encoded = json.dumps(manifest, indent=1).encode()
+        if not current.exists() or current.read_bytes() != encoded:
+            write_atomic(current, encoded)
+    return manifest
+
+
+def agent_dist_manifest() -> dict | None:
+    """The manifest the last start wrote (None: no start prepared AGENT_DIST_DIR)."""
+    try:
+        return json.loads((Path(settings.AGENT_DIST_DIR) / MANIFEST).read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def agent_dist_file(name: str) -> Path | None:
+    """A file the manifest names, in AGENT_DIST_DIR (None for any other name)."""
+    manifest = agent_dist_manifest()
+    if manifest is None or name not in {entry["name"] for entry in manifest["files"]}:
+        return None
+    return Path(settings.AGENT_DIST_DIR) / name

@@ -8,6 +8,7 @@ from ninja.pagination import paginate
 
 from portal.core.api import ErrorOut, Pagination
 from portal.core.errors import Forbidden, NotFound
+from portal.core.public_url import portal_url
 from portal.enrolment import selectors, services
 from portal.enrolment.models import EnrolmentCode
 
@@ -25,7 +26,7 @@ def client_address(request: HttpRequest) -> str:
 
 
 def portal_base_url(request: HttpRequest) -> str:
-    return request.build_absolute_uri("/").rstrip("/")
+    return portal_url(request)  # PORTAL_URL; with DEBUG on and it unset, the address asked
 
 
 class CodeIn(Schema):

@@ -2,10 +2,12 @@
 # gpu-fleet-agent installer, served by the portal at /agent/install.sh. The portal's "Add hosts"
 # page gives the line that runs it, the code in the environment (never on a command line, which
 # every user of a shared GPU node can read in /proc/*/cmdline):
-#   curl -fsSL https://PORTAL/agent/install.sh | GPU_FLEET_ENROL_CODE=CODE sudo --preserve-env=GPU_FLEET_ENROL_CODE sh -s -- --url https://PORTAL
+#   curl -fsSL https://PORTAL/agent/install.sh | GPU_FLEET_ENROL_CODE=CODE sudo --preserve-env=GPU_FLEET_ENROL_CODE sh -s -- --url https://PORTAL \
+#     --sha256 gpu_fleet_agent-V-py3-none-any.whl=HEX --sha256 nvidia_ml_py-V-py3-none-any.whl=HEX
 # Steps: redeem the code first, before anything is downloaded (curl reads the request from stdin;
 # the answer, the host token, goes to /etc/gpu-fleet-agent/enrolment.json, mode 0600); a venv
-# under /opt/gpu-fleet-agent and the agent from the portal's /agent/ (no internet needed); the
+# under /opt/gpu-fleet-agent and the agent from the portal's /agent/ (no internet needed; pip
+# --require-hashes with the sha256 of each wheel the line names); the
 # agent stores the token from that file in /etc/gpu-fleet-agent/agent.toml (0600, read on stdin);
 # the systemd unit with its system user and state directory; start. It stops at the first failing
 # step, names it, and leaves nothing half-installed running. A host whose code was redeemed keeps
@@ -13,9 +15,23 @@
 # a code) finishes the job.
 set -u
 
-URL="" CODE="${GPU_FLEET_ENROL_CODE:-}" HOSTNAME_ARG="" ROOT="" INSECURE="" CA_FILE="" PYTHON="${PYTHON:-python3}"
+URL="" CODE="${GPU_FLEET_ENROL_CODE:-}" HOSTNAME_ARG="" ROOT="" INSECURE="" CA_FILE="" PYTHON="${PYTHON:-python3}" HASHES=""
 unset GPU_FLEET_ENROL_CODE  # no child needs it: the code goes to curl on stdin
-usage() { echo "usage: [GPU_FLEET_ENROL_CODE=CODE] install.sh --url PORTAL_URL [--code CODE] [--hostname NAME] [--root DIR] [--insecure-http] [--ca-file PEM] [--python PYTHON]" >&2; exit 2; }
+usage() { echo "usage: [GPU_FLEET_ENROL_CODE=CODE] install.sh --url PORTAL_URL --sha256 WHEEL=HEX... [--code CODE] [--hostname NAME] [--root DIR] [--insecure-http] [--ca-file PEM] [--python PYTHON]" >&2; exit 2; }
+# --sha256 WHEEL=HEX: a wheel of the portal's /agent/ and its sha256 (the install line has one per wheel).
+add_hash() {
+  case "$1" in
+    *[!A-Za-z0-9_.=+-]*|*=*=*|=*) echo "--sha256 wants WHEEL=HEX, got: $1" >&2; exit 2 ;;
+    *-*-*.whl=*) ;;
+    *) echo "--sha256 wants WHEEL=HEX, got: $1" >&2; exit 2 ;;
+  esac
+  hex="${1#*=}"
+  case "$hex" in
+    *[!0-9a-f]*) echo "--sha256 $1: not a sha256 (64 hex digits)" >&2; exit 2 ;;
+  esac
+  [ ${#hex} -eq 64 ] || { echo "--sha256 $1: not a sha256 (64 hex digits)" >&2; exit 2; }
+  HASHES="$HASHES $1"
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     --url) URL="${2:-}"; shift 2 || usage ;;
@@ -25,10 +41,12 @@ while [ $# -gt 0 ]; do
     --insecure-http) INSECURE="--insecure-http"; shift ;;
     --ca-file) CA_FILE="${2:-}"; shift 2 || usage ;;
     --python) PYTHON="${2:-}"; shift 2 || usage ;;
+    --sha256) add_hash "${2:-}"; shift 2 || usage ;;
     *) usage ;;
   esac
 done
 [ -n "$URL" ] || usage
+[ -n "$HASHES" ] || { echo "no --sha256: copy the whole install line again from the portal's Add hosts page" >&2; exit 2; }
 URL="${URL%/}"
 ROOT="${ROOT%/}"
 PREFIX="/opt/gpu-fleet-agent"
@@ -119,10 +137,21 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV" || exit 1
 fi
 
-step "package: gpu-fleet-agent from $URL/agent/"
-set -- install -q --disable-pip-version-check --no-index --find-links "$URL/agent/" --upgrade gpu-fleet-agent
+step "package: gpu-fleet-agent from $URL/agent/, each wheel checked against its sha256"
+# One requirement per wheel the install line names, pinned to its version and hash: pip refuses
+# any file whose sha256 differs, and anything the line does not name.
+REQUIREMENTS="$(mktemp)" || exit 1
+for pair in $HASHES; do
+  wheel="${pair%%=*}"
+  rest="${wheel#*-}"
+  echo "${wheel%%-*}==${rest%%-*} --hash=sha256:${pair#*=}" >> "$REQUIREMENTS"
+done
+set -- install -q --disable-pip-version-check --no-index --find-links "$URL/agent/" --upgrade --require-hashes -r "$REQUIREMENTS"
 [ -n "$CA_FILE" ] && set -- "$@" --cert "$CA_FILE"
-"$VENV/bin/pip" "$@" || exit 1
+"$VENV/bin/pip" "$@"
+PIP_STATUS=$?
+rm -f "$REQUIREMENTS"
+[ $PIP_STATUS -eq 0 ] || exit 1
 
 step "store the host token"
 set -- enrol "$URL" --redeemed --config-dir "$ROOT$CONFIG_DIR"

@@ -3,6 +3,7 @@ import shlex
 from django.conf import settings
 from django.db.models import QuerySet
 
+from portal.enrolment.agent_dist import agent_dist_manifest, agent_project
 from portal.enrolment.models import EnrolmentCode
 
 
@@ -13,14 +14,29 @@ def enrolment_codes() -> QuerySet[EnrolmentCode]:
 CODE_ENV = "GPU_FLEET_ENROL_CODE"
 
 
+def agent_dist_missing() -> list[str]:
+    """What /agent/ lacks for a host to install the agent: the dependencies a start could not
+    fetch, or everything when no start prepared the files."""
+    manifest = agent_dist_manifest()
+    if manifest is None:
+        return [agent_project().wheel_name]
+    return list(manifest["missing"])
+
+
 def install_command(*, base_url: str, code: str) -> str:
     """The one line an admin pastes on a GPU host: everything comes from this portal. The code
     travels in the environment (the shell's assignment, then sudo's --preserve-env), never in a
-    command line that other users of the host can read. A portal that takes plain HTTP on purpose
-    (INGEST_ALLOW_HTTP) gets --insecure-http for its agents."""
+    command line that other users of the host can read; each wheel's sha256 rides along
+    (`--sha256 FILE=HEX`: install.sh installs with pip's --require-hashes, so a file changed on the
+    way or on the portal is refused). A portal that takes plain HTTP on purpose (INGEST_ALLOW_HTTP)
+    gets --insecure-http for its agents."""
     base = base_url.rstrip("/")
     insecure = " --insecure-http" if base.startswith("http://") and settings.INGEST_ALLOW_HTTP else ""
+    manifest = agent_dist_manifest()
+    hashes = "".join(
+        f" --sha256 {shlex.quote(entry['name'] + '=' + entry['sha256'])}" for entry in (manifest or {}).get("files", [])
+    )
     return (
         f"curl -fsSL {shlex.quote(base + '/agent/install.sh')} | {CODE_ENV}={shlex.quote(code)} "
-        f"sudo --preserve-env={CODE_ENV} sh -s -- --url {shlex.quote(base)}{insecure}"
+        f"sudo --preserve-env={CODE_ENV} sh -s -- --url {shlex.quote(base)}{hashes}{insecure}"
     )

@@ -12,6 +12,7 @@ from django.views.decorators.cache import never_cache
 
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
+from portal.core.public_url import portal_url
 from portal.enrolment import selectors, services
 from portal.enrolment.models import EnrolmentCode
 
@@ -55,7 +56,7 @@ class AddHostsView(Admins, View):
             except ApplicationError as error:
                 add_application_error(form, error)
             else:
-                command = selectors.install_command(base_url=request.build_absolute_uri("/"), code=issued.code)
+                command = selectors.install_command(base_url=portal_url(request), code=issued.code)
                 return self.page(request, CodeForm(), issued=issued, command=command, status=201)
         return self.page(request, form, status=400)
 
@@ -63,6 +64,7 @@ class AddHostsView(Admins, View):
         context = {
             "form": form, "issued": issued, "command": command,
             "codes": list(selectors.enrolment_codes()[:CODES_ON_PAGE]),
+            "agent_missing": selectors.agent_dist_missing(),
         }  # fmt: skip
         return render(request, "enrolment/add_hosts.html", context, status=status)
 

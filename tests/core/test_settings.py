@@ -94,12 +94,47 @@ def manage(*args, tmp_path, **env_changes):
 def test_production_settings_pass_check_deploy(tmp_path):
     secret = "".join(secrets.choice(string.ascii_letters + string.digits + "!@#%^&*(-_=+)") for _ in range(50))
     result = manage(
-        "check", "--deploy", tmp_path=tmp_path, DEBUG="false", SECRET_KEY=secret, ALLOWED_HOSTS="portal.example.org"
-    )
+        "check", "--deploy", tmp_path=tmp_path, DEBUG="false", SECRET_KEY=secret, ALLOWED_HOSTS="portal.example.org",
+        PORTAL_URL="https://portal.example.org",
+    )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "WARNINGS" not in output, output
     assert "System check identified no issues" in output
+
+
+PRODUCTION = {"DEBUG": "false", "SECRET_KEY": "s" * 50, "ALLOWED_HOSTS": "portal.example.org"}
+
+
+def test_production_without_portal_url_is_a_deploy_error_and_no_start(tmp_path):
+    """Links in notifications, the install command and the OpenAPI servers need the public base
+    URL: with DEBUG off, check --deploy names PORTAL_URL and serve and run refuse to start."""
+    result = manage("check", "--deploy", tmp_path=tmp_path, **PRODUCTION)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "core.E001" in output and "PORTAL_URL" in output, output
+    for command in (["serve", "--port", "0"], ["run", "--no-migrate", "--port", "0"]):
+        result = manage(*command, tmp_path=tmp_path, **PRODUCTION)
+        assert result.returncode != 0 and "PORTAL_URL is not set" in result.stderr, result.stderr
+        assert "serving on" not in result.stdout and not (tmp_path / "locale").exists()
+    # DEBUG on (development, the demo): not needed, links go to the address asked.
+    result = manage("check", "--deploy", tmp_path=tmp_path, DEBUG="true")
+    assert "core.E001" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["gpu-portal.lab.example", "ftp://gpu-portal.lab.example", "https://gpu-portal.lab.example/portal",
+     "https://gpu-portal.lab.example/?next=x", "https://", "https://host:port"],
+)  # fmt: skip
+def test_a_portal_url_that_is_not_a_base_url_stops_the_start(tmp_path, value):
+    result = manage("check", tmp_path=tmp_path, **PRODUCTION, PORTAL_URL=value)
+    assert result.returncode != 0 and "PORTAL_URL must be the portal's public base URL" in result.stderr
+
+
+def test_portal_url_is_read_without_its_trailing_slash(tmp_path):
+    shell = "from django.conf import settings; print(settings.PORTAL_URL)"
+    result = manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true", PORTAL_URL="https://gpu.lab.example:8443/")
+    assert result.stdout.split()[-1:] == ["https://gpu.lab.example:8443"], result.stdout + result.stderr
 
 
 def test_production_without_secret_key_fails_loudly(tmp_path):

@@ -1,7 +1,8 @@
 """The whole way onto a new GPU host, against a running portal: install.sh in a throwaway root
 (a fake systemctl, useradd and chown) makes a fresh venv, installs the agent's wheel with
 `pip --no-index` from the portal's /agent/ alone, enrols with a code; the installed agent then
-runs one collection with the simulator and the host and its GPUs are in the API."""
+runs one collection with the simulator and the host and its GPUs are in the API. pip installs
+only wheels whose sha256 the install line names (--require-hashes)."""
 
 import json
 import os
@@ -40,13 +41,21 @@ def fake_tools(directory: Path, log: Path, *, fail_active: bool = False) -> dict
     return {**os.environ, "PATH": f"{directory}:{os.environ['PATH']}"}
 
 
+def wheel_hashes(base_url: str) -> list[str]:
+    """The --sha256 arguments the install line carries, from /agent/version's `files`."""
+    files = json.loads(urllib.request.urlopen(base_url + "/agent/version", timeout=30).read())["files"]
+    return [word for name, digest in files.items() for word in ("--sha256", f"{name}={digest}")]
+
+
 def install(
-    base_url: str, code: str | None, root: Path, env: dict, *extra: str, trace: Path | None = None
+    base_url: str, code: str | None, root: Path, env: dict, *extra: str, trace: Path | None = None, hashes=None
 ) -> subprocess.CompletedProcess:
-    """install.sh as the Add hosts page's line runs it: the code in GPU_FLEET_ENROL_CODE. With
-    `trace`, strace records the argv of every process it starts, children's children included."""
+    """install.sh as the Add hosts page's line runs it: the code in GPU_FLEET_ENROL_CODE, each wheel's
+    sha256 on the line. With `trace`, strace records the argv of every process it starts, children's
+    children included."""
     script = urllib.request.urlopen(base_url + "/agent/install.sh", timeout=30).read()
-    command = ["sh", "-s", "--", "--url", base_url, "--root", str(root), *extra]
+    hashes = wheel_hashes(base_url) if hashes is None else hashes
+    command = ["sh", "-s", "--", "--url", base_url, "--root", str(root), *hashes, *extra]
     if trace is not None:
         strace = shutil.which("strace")
         if strace is None:
@@ -98,6 +107,19 @@ def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path)
         assert b"FAILED at step: enrol with the portal" in result.stderr and b"HTTP 400" in result.stderr
         assert not (failing_root / "opt/gpu-fleet-agent").exists()
         assert not log.exists()  # systemctl never ran
+
+        # A wheel whose sha256 is not the one the install line names is refused by pip
+        # (--require-hashes); the venv made for it is removed, and the token the code became is kept
+        # (0600) for a run that finishes the job.
+        tampered = [word if not word.startswith(version["wheel"]) else f"{version['wheel']}={'0' * 64}"
+                    for word in wheel_hashes(portal.base_url)]  # fmt: skip
+        tampered_root = tmp_path / "tampered-root"
+        result = install(portal.base_url, code, tampered_root, fake_tools(tmp_path / "bin0", log),
+                         "--hostname", "e2e-tampered", hashes=tampered)  # fmt: skip
+        assert result.returncode != 0 and b"FAILED at step: package" in result.stderr
+        assert b"THESE PACKAGES DO NOT MATCH THE HASHES" in result.stderr
+        assert not (tampered_root / "opt/gpu-fleet-agent").exists() and not log.exists()
+        assert stat.S_IMODE((tampered_root / "etc/gpu-fleet-agent/enrolment.json").stat().st_mode) == 0o600
 
         root = tmp_path / "root"
         tools_env = fake_tools(tmp_path / "bin2", log)

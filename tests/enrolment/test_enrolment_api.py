@@ -215,3 +215,43 @@ def test_a_host_name_bound_to_another_live_code_is_400_naming_hostname(admin_cli
     assert "another enrolment code" in response.json()["error"]
     assert admin_client.delete(f"/api/v1/enrolments/{reserved['id']}").status_code == 204
     assert enrol(any_host["code"], "dgx-05").status_code == 201
+
+
+def test_install_command_and_ingest_url_use_portal_url(admin_client, settings):
+    """PORTAL_URL is the public base URL: the line pasted on a GPU host and the agent's ingest
+    URL name it, whatever address the request came to (a node's own, behind nginx)."""
+    settings.PORTAL_URL = "https://gpu-portal.lab.example"
+    made = make_code(admin_client)
+    public = "https://gpu-portal.lab.example"
+    assert made["install_command"].startswith(f"curl -fsSL {public}/agent/install.sh | sudo sh -s -- --url {public} ")
+    assert "testserver" not in made["install_command"] and "--insecure-http" not in made["install_command"]
+    enrolled = enrol(made["code"], "dgx-77")
+    assert (
+        enrolled.status_code == 201 and enrolled.json()["ingest_url"] == "https://gpu-portal.lab.example/api/v1/ingest"
+    )
+
+
+def test_install_command_carries_each_wheels_sha256(admin_client, settings, tmp_path):
+    import hashlib
+    import shlex
+
+    from portal.enrolment.agent_dist import agent_dist_prepare
+
+    settings.AGENT_DIST_DIR = str(tmp_path / "dist")
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / "nvidia_ml_py-13.615.71-py3-none-any.whl").write_bytes(b"PK stand-in")
+    manifest = agent_dist_prepare()
+    words = shlex.split(make_code(admin_client)["install_command"].split("| sudo sh -s -- ", 1)[1])
+    pairs = [words[i + 1] for i, word in enumerate(words) if word == "--sha256"]
+    expected = {entry["name"]: hashlib.sha256((tmp_path / "dist" / entry["name"]).read_bytes()).hexdigest()
+                for entry in manifest["files"]}  # fmt: skip
+    assert len(expected) == 2 and dict(pair.split("=", 1) for pair in pairs) == expected
+
+
+def test_openapi_servers_name_portal_url(admin_client, settings):
+    assert (
+        "servers" not in admin_client.get("/api/v1/openapi.json").json()
+        or not (admin_client.get("/api/v1/openapi.json").json()["servers"])
+    )
+    settings.PORTAL_URL = "https://gpu-portal.lab.example"
+    assert admin_client.get("/api/v1/openapi.json").json()["servers"] == [{"url": "https://gpu-portal.lab.example"}]

@@ -60,7 +60,7 @@ class ChatStub:
 @pytest.fixture(autouse=True)
 def _local_robots_allowed(settings):
     settings.WEBHOOK_ALLOWED_NETWORKS = ["127.0.0.0/8"]
-    settings.MAINTENANCE_PORTAL_URL = "https://portal.example"
+    settings.PORTAL_URL = "https://portal.example"
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def _attempts(sub):
 
 
 def test_email_goes_out_with_title_action_and_link(gpu, settings):
-    settings.MAINTENANCE_PORTAL_URL = "https://portal.example"
+    settings.PORTAL_URL = "https://portal.example"
     sub = _subscribe("oncall", min_severity="info")
     feed(gpu, series([HOT] * 20))
     ticket = Ticket.objects.get()

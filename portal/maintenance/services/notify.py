@@ -15,6 +15,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext
 
 from portal.accounts.services import user_language
+from portal.core.public_url import portal_url
 from portal.maintenance import chat, hooks, texts, transports
 from portal.maintenance.models import SEVERITY_RANK, Notification, Subscription, Ticket
 
@@ -125,7 +126,7 @@ def _payload(notification: Notification) -> dict:
             "gpu": ticket.gpu.uuid if ticket.gpu_id else None, "occurrences": ticket.occurrences,
             "first_seen": ticket.first_seen.isoformat(), "last_seen": ticket.last_seen.isoformat(),
             "peak_value": ticket.peak_value, "action": ticket.action,
-            "url": settings.MAINTENANCE_PORTAL_URL.rstrip("/") + ticket.get_absolute_url(),
+            "url": portal_url() + ticket.get_absolute_url(),
         },
     }  # fmt: skip
 

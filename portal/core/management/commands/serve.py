@@ -3,6 +3,7 @@
 One Python process uses one core for request handling, so production runs one Daphne per core.
 The socket is opened here and handed to each Daphne with --fd; the kernel spreads connections
 between them. Several processes need the Redis channel layer (the in-memory one is per process).
+Before that, the start prepares what the pages need under VAR_DIR (portal/core/startup.py).
 """
 
 import os
@@ -15,8 +16,17 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from portal.core.public_url import portal_url_errors
+from portal.core.startup import start_prepare
+
 # Addresses that listen on every interface.
 WILDCARDS = {"0.0.0.0", "::", "[::]"}
+
+
+def refuse_without_portal_url() -> None:
+    """With DEBUG off a start without PORTAL_URL stops here, naming it (check core.E001)."""
+    for error in portal_url_errors():
+        raise CommandError(f"{error.id}: {error.msg}; {error.hint}")
 
 
 def daphne_command(fd: int, access_log: str | None = None) -> list[str]:
@@ -48,6 +58,8 @@ class Command(BaseCommand):
                 f"port {port} can claim any client address. Bind to the private address nginx uses (WEB_BIND) "
                 "and let only the nginx host through the firewall (docs/production.md)."
             )
+        refuse_without_portal_url()
+        start_prepare()  # the compiled catalogues and the agent's distribution under VAR_DIR
         if workers > 1 and "InMemoryChannelLayer" in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
             self.stderr.write("REDIS_URL is not set: live pages need one process with the in-memory layer; using 1.")
             workers = 1
