@@ -223,7 +223,8 @@ def test_install_command_and_ingest_url_use_portal_url(admin_client, settings):
     settings.PORTAL_URL = "https://gpu-portal.lab.example"
     made = make_code(admin_client)
     public = "https://gpu-portal.lab.example"
-    assert made["install_command"].startswith(f"curl -fsSL {public}/agent/install.sh | sudo sh -s -- --url {public} ")
+    assert made["install_command"].startswith(f"curl -fsSL {public}/agent/install.sh | GPU_FLEET_ENROL_CODE=")
+    assert f"sh -s -- --url {public}" in made["install_command"]
     assert "testserver" not in made["install_command"] and "--insecure-http" not in made["install_command"]
     enrolled = enrol(made["code"], "dgx-77")
     assert (

@@ -21,6 +21,8 @@ done
 printf '%s' '{answer}' > "$out"
 printf '%s' '{status}'
 """
+# The install line always names each wheel's sha256 (checked before anything else is looked at).
+HASH = ["--sha256", f"gpu_fleet_agent-0.1.0-py3-none-any.whl={'ab' * 32}"]
 
 
 def run_install(tmp_path: Path, *args: str, code: str | None = "gfe_secret", status=409, answer=None):
@@ -35,7 +37,7 @@ def run_install(tmp_path: Path, *args: str, code: str | None = "gfe_secret", sta
     if code is not None:
         env["GPU_FLEET_ENROL_CODE"] = code
     return subprocess.run(
-        ["sh", str(SCRIPT), "--root", str(tmp_path / "root"), "--python", sys.executable, *args],
+        ["sh", str(SCRIPT), "--root", str(tmp_path / "root"), "--python", sys.executable, *HASH, *args],
         capture_output=True, text=True, env=env, timeout=60,
     )  # fmt: skip
 
