@@ -1,0 +1,51 @@
+"""The users in the admin show where each account signs in (local, LDAP, OIDC)."""
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.utils.translation import gettext_lazy as _
+
+from portal.accounts.models import AccountEvent, Source, UserProfile
+
+
+class UserProfileInline(admin.StackedInline):
+    model = UserProfile
+    can_delete = False
+    fields = ("source", "directory_id", "directory_revoked_at", "language")
+    # Where an account comes from is the directory's to say, not a form's.
+    readonly_fields = ("source", "directory_id", "directory_revoked_at")
+    verbose_name_plural = _("account")
+
+
+User = get_user_model()
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+
+
+@admin.register(User)
+class PortalUserAdmin(UserAdmin):
+    inlines = [UserProfileInline]
+    list_display = ("username", "email", "first_name", "last_name", "source", "is_active", "is_superuser")
+    list_filter = ("profile__source", "is_active", "is_superuser", "groups")
+    list_select_related = ("profile",)
+
+    @admin.display(description=_("source"), ordering="profile__source")
+    def source(self, user):
+        profile = getattr(user, "profile", None) if hasattr(user, "profile") else None
+        return Source(profile.source).label if profile is not None else Source.LOCAL.label
+
+
+@admin.register(AccountEvent)
+class AccountEventAdmin(admin.ModelAdmin):
+    list_display = ("at", "kind", "source", "username", "reason", "role_before", "role_after", "client")
+    list_filter = ("kind", "source", "reason")
+    search_fields = ("username",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
