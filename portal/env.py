@@ -52,23 +52,3 @@ def envlist(name: str, default: list[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
-
-
-def envroles(name: str, roles: tuple[str, ...]) -> dict[str, str]:
-    """`role=value;role=value` (LDAP_ROLE_GROUPS, OIDC_ROLE_VALUES): each role at most once, only the
-    roles given, a value for each. Values may hold commas and `=` (a group DN does), not `;`."""
-    raw = os.environ.get(name, "")
-    mapping: dict[str, str] = {}
-    for item in raw.split(";"):
-        if not item.strip():
-            continue
-        role, sep, value = item.partition("=")
-        role, value = role.strip(), value.strip()
-        if not sep or not value:
-            raise ConfigError(f"{name}: {item.strip()!r} is not role=value (entries separated by ';')")
-        if role not in roles:
-            raise ConfigError(f"{name}: {role!r} is not one of {', '.join(roles)}")
-        if role in mapping:
-            raise ConfigError(f"{name}: {role!r} is given twice")
-        mapping[role] = value
-    return mapping

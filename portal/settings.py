@@ -9,14 +9,15 @@ and the tests turn on DEBUG themselves.
 
 import datetime as dt
 import ipaddress
+import os
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import envbool, envfloat, envint, envlist, envroles, envstr
+from portal.directory_settings import directory_settings
+from portal.env import envbool, envfloat, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -246,105 +247,12 @@ LOGOUT_REDIRECT_URL = "login"
 # every address would let anyone lock the admins out by failing five times.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 
-# Lab accounts (portal-api-v1.md, "Sign-in for lab accounts"; portal/accounts/directory/). The
-# roles in the order "the highest that matches" reads them; the group names never change.
-_DIRECTORY_ROLES = ("admin", "technician", "viewer")
-
-
-def _is_loopback_host(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-# LDAP (django-auth-ldap): the login form accepts directory users when LDAP_SERVER_URI is set. The
-# service account (LDAP_BIND_DN, LDAP_BIND_PASSWORD; empty: anonymous) finds the user under
-# LDAP_USER_SEARCH_BASE with LDAP_USER_FILTER, then the portal binds as the user with the typed
-# password (stored nowhere) and reads their groups under LDAP_GROUP_SEARCH_BASE.
-LDAP_SERVER_URI = envstr("LDAP_SERVER_URI")
-LDAP_ENABLED = bool(LDAP_SERVER_URI)
-# A directory that does not answer fails the sign-in within 5 s: 2 s to connect, 2 s per operation.
-LDAP_TIMEOUT_S = 2
-if LDAP_ENABLED:
-    import ldap
-    from django_auth_ldap.config import LDAPSearch, MemberDNGroupType
-
-    _ldap_uris = LDAP_SERVER_URI.split()
-    for _uri in _ldap_uris:
-        if urlsplit(_uri).scheme not in ("ldap", "ldaps"):
-            raise ImproperlyConfigured(f"LDAP_SERVER_URI: {_uri!r} is not an ldap:// or ldaps:// URI")
-    LDAP_USER_SEARCH_BASE = envstr("LDAP_USER_SEARCH_BASE")
-    LDAP_GROUP_SEARCH_BASE = envstr("LDAP_GROUP_SEARCH_BASE")
-    LDAP_USER_FILTER = envstr("LDAP_USER_FILTER", "(uid=%(user)s)")
-    LDAP_ROLE_GROUPS = envroles("LDAP_ROLE_GROUPS", _DIRECTORY_ROLES)
-    for _name in ("LDAP_USER_SEARCH_BASE", "LDAP_GROUP_SEARCH_BASE", "LDAP_ROLE_GROUPS"):
-        if not globals()[_name]:
-            raise ImproperlyConfigured(f"{_name} must be set when LDAP_SERVER_URI is")
-    if "%(user)s" not in LDAP_USER_FILTER:
-        raise ImproperlyConfigured("LDAP_USER_FILTER must contain %(user)s, where the typed user name goes")
-    # StartTLS unless the connection is TLS already (ldaps://) or never leaves the machine.
-    LDAP_START_TLS = envbool(
-        "LDAP_START_TLS",
-        not all(urlsplit(u).scheme == "ldaps" or _is_loopback_host(urlsplit(u).hostname or "") for u in _ldap_uris),
-    )
-    AUTH_LDAP_SERVER_URI = LDAP_SERVER_URI
-    AUTH_LDAP_BIND_DN = envstr("LDAP_BIND_DN")
-    AUTH_LDAP_BIND_PASSWORD = envstr("LDAP_BIND_PASSWORD")
-    AUTH_LDAP_START_TLS = LDAP_START_TLS
-    AUTH_LDAP_USER_SEARCH = LDAPSearch(LDAP_USER_SEARCH_BASE, ldap.SCOPE_SUBTREE, LDAP_USER_FILTER)
-    # groupOfNames (OpenLDAP) and Active Directory's group both list members by DN in `member`.
-    AUTH_LDAP_GROUP_SEARCH = LDAPSearch(LDAP_GROUP_SEARCH_BASE, ldap.SCOPE_SUBTREE, "(objectClass=*)")
-    AUTH_LDAP_GROUP_TYPE = MemberDNGroupType(member_attr="member")
-    AUTH_LDAP_USER_ATTR_MAP = {"first_name": "givenName", "last_name": "sn", "email": "mail"}
-    AUTH_LDAP_ALWAYS_UPDATE_USER = True
-    AUTH_LDAP_CACHE_TIMEOUT = 0  # group membership is read again at every sign-in
-    AUTH_LDAP_CONNECTION_OPTIONS = {
-        ldap.OPT_NETWORK_TIMEOUT: LDAP_TIMEOUT_S,
-        ldap.OPT_TIMEOUT: LDAP_TIMEOUT_S,
-        ldap.OPT_REFERRALS: 0,  # Active Directory's referrals would need credentials of their own
-    }
-    AUTH_LDAP_GLOBAL_OPTIONS = {ldap.OPT_X_TLS_REQUIRE_CERT: ldap.OPT_X_TLS_DEMAND}
-    _ldap_ca = envstr("LDAP_CA_FILE")
-    if _ldap_ca:
-        AUTH_LDAP_GLOBAL_OPTIONS[ldap.OPT_X_TLS_CACERTFILE] = _ldap_ca
-
-# OIDC (mozilla-django-oidc): "Sign in with OIDC_PROVIDER_NAME" on the login page when OIDC_ISSUER
-# is set. The endpoints come from the issuer's discovery document (portal/accounts/directory/oidc.py).
-OIDC_ISSUER = envstr("OIDC_ISSUER").rstrip("/")
-OIDC_ENABLED = bool(OIDC_ISSUER)
-OIDC_PROVIDER_NAME = envstr("OIDC_PROVIDER_NAME", "single sign-on")
-OIDC_ROLE_CLAIM = envstr("OIDC_ROLE_CLAIM", "groups")
-if OIDC_ENABLED:
-    _issuer = urlsplit(OIDC_ISSUER)
-    if not (_issuer.scheme == "https" or (_issuer.scheme == "http" and _is_loopback_host(_issuer.hostname or ""))):
-        raise ImproperlyConfigured("OIDC_ISSUER must be an https:// URL (http:// only on a loopback address)")
-    OIDC_RP_CLIENT_ID = envstr("OIDC_CLIENT_ID")
-    OIDC_RP_CLIENT_SECRET = envstr("OIDC_CLIENT_SECRET")
-    OIDC_ROLE_VALUES = envroles("OIDC_ROLE_VALUES", _DIRECTORY_ROLES)
-    if not OIDC_RP_CLIENT_ID or not OIDC_ROLE_VALUES:
-        raise ImproperlyConfigured("OIDC_CLIENT_ID and OIDC_ROLE_VALUES must be set when OIDC_ISSUER is")
-    OIDC_RP_SCOPES = envstr("OIDC_SCOPES", "openid email profile")
-    OIDC_RP_SIGN_ALGO = "RS256"
-    OIDC_USE_PKCE = True
-    OIDC_USE_NONCE = True
-    OIDC_TIMEOUT = 5
-    OIDC_CREATE_USER = True
-    OIDC_AUTHENTICATE_CLASS = "portal.accounts.directory.oidc.OIDCStartView"
-    OIDC_CALLBACK_CLASS = "portal.accounts.directory.oidc.OIDCCallbackView"
-    OIDC_AUTHENTICATION_CALLBACK_URL = "oidc_authentication_callback"
-    # Endpoints: discovered at the first sign-in (the settings are read before any network).
-    OIDC_OP_AUTHORIZATION_ENDPOINT = OIDC_OP_TOKEN_ENDPOINT = OIDC_OP_USER_ENDPOINT = OIDC_OP_JWKS_ENDPOINT = (
-        "discovered"
-    )
-else:
-    OIDC_ROLE_VALUES = {}
-
+# Lab accounts (portal-api-v1.md, "Sign-in for lab accounts"; portal/accounts/directory/): LDAP
+# when LDAP_SERVER_URI is set, OIDC when OIDC_ISSUER is; portal/directory_settings.py reads them.
+globals().update(directory_settings(os.environ))
 AUTHENTICATION_BACKENDS += [
-    *(["portal.accounts.directory.ldap.PortalLDAPBackend"] if LDAP_ENABLED else []),
-    *(["portal.accounts.directory.oidc.PortalOIDCBackend"] if OIDC_ENABLED else []),
+    *(["portal.accounts.directory.ldap.PortalLDAPBackend"] if LDAP_ENABLED else []),  # noqa: F821
+    *(["portal.accounts.directory.oidc.PortalOIDCBackend"] if OIDC_ENABLED else []),  # noqa: F821
 ]
 
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
