@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.http import Http404
 from django.shortcuts import resolve_url
+from django.views import View
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
@@ -222,9 +223,13 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
 class OIDCStartView(OIDCAuthenticationRequestView):
     """/oidc/authenticate/: off the provider's login page with a fresh state, nonce and PKCE verifier."""
 
+    def __init__(self, **kwargs):
+        View.__init__(self, **kwargs)  # the endpoints are read in get (OIDC may be off)
+
     def get(self, request):
         if not settings.OIDC_ENABLED:
             raise Http404
+        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
         try:
             self.OIDC_OP_AUTH_ENDPOINT = oidc_discovery()["authorization_endpoint"]
         except ProviderUnavailable:
