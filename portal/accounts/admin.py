@@ -7,16 +7,6 @@ from django.utils.translation import gettext_lazy as _
 
 from portal.accounts.models import AccountEvent, Source, UserProfile
 
-
-class UserProfileInline(admin.StackedInline):
-    model = UserProfile
-    can_delete = False
-    fields = ("source", "directory_id", "directory_revoked_at", "language")
-    # Where an account comes from is the directory's to say, not a form's.
-    readonly_fields = ("source", "directory_id", "directory_revoked_at")
-    verbose_name_plural = _("account")
-
-
 User = get_user_model()
 if admin.site.is_registered(User):
     admin.site.unregister(User)
@@ -24,15 +14,34 @@ if admin.site.is_registered(User):
 
 @admin.register(User)
 class PortalUserAdmin(UserAdmin):
-    inlines = [UserProfileInline]
     list_display = ("username", "email", "first_name", "last_name", "source", "is_active", "is_superuser")
     list_filter = ("profile__source", "is_active", "is_superuser", "groups")
     list_select_related = ("profile",)
+    # Where an account comes from is the directory's to say, not a form's: shown, never edited.
+    readonly_fields = ("source", "directory_identity", "revoked_by_directory_at")
+    fieldsets = (*UserAdmin.fieldsets, (_("Sign-in"), {"fields": readonly_fields}))
+
+    @staticmethod
+    def _profile(user):
+        try:
+            return user.profile
+        except UserProfile.DoesNotExist:
+            return None
 
     @admin.display(description=_("source"), ordering="profile__source")
     def source(self, user):
-        profile = getattr(user, "profile", None) if hasattr(user, "profile") else None
+        profile = self._profile(user)
         return Source(profile.source).label if profile is not None else Source.LOCAL.label
+
+    @admin.display(description=_("directory identity"))
+    def directory_identity(self, user):
+        profile = self._profile(user)
+        return (profile.directory_id if profile is not None else "") or "-"
+
+    @admin.display(description=_("revoked by the directory at"))
+    def revoked_by_directory_at(self, user):
+        profile = self._profile(user)
+        return profile.directory_revoked_at if profile is not None and profile.directory_revoked_at else "-"
 
 
 @admin.register(AccountEvent)
