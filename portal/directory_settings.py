@@ -57,7 +57,7 @@ def ldap_settings(environ: Mapping[str, str]) -> dict:
     """LDAP_* → django-auth-ldap's AUTH_LDAP_* (and the portal's own LDAP_*)."""
     uri = environ.get("LDAP_SERVER_URI", "").strip()
     if not uri:
-        return {"LDAP_ENABLED": False, "LDAP_ROLE_GROUPS": {}}
+        return {"LDAP_ENABLED": False, "LDAP_ROLE_GROUPS": {}, "LDAP_SYNC_MINUTES": 0}
     import ldap
     from django_auth_ldap.config import LDAPSearch, MemberDNGroupType
 
@@ -81,6 +81,12 @@ def ldap_settings(environ: Mapping[str, str]) -> dict:
     # StartTLS unless the connection is TLS already (ldaps://) or never leaves the machine.
     plain_needed = not all(urlsplit(u).scheme == "ldaps" or is_loopback_host(urlsplit(u).hostname or "") for u in uris)
     start_tls = _bool(environ, "LDAP_START_TLS", plain_needed)
+    try:
+        sync_minutes = int(environ.get("LDAP_SYNC_MINUTES", "").strip() or 15)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"LDAP_SYNC_MINUTES must be an integer, got {environ['LDAP_SYNC_MINUTES']!r}"
+        ) from None
     global_options = {ldap.OPT_X_TLS_REQUIRE_CERT: ldap.OPT_X_TLS_DEMAND}
     if environ.get("LDAP_CA_FILE"):
         global_options[ldap.OPT_X_TLS_CACERTFILE] = environ["LDAP_CA_FILE"]
@@ -89,6 +95,10 @@ def ldap_settings(environ: Mapping[str, str]) -> dict:
         "LDAP_SERVER_URI": uri,
         "LDAP_START_TLS": start_tls,
         "LDAP_ROLE_GROUPS": role_groups,
+        "LDAP_USER_SEARCH_BASE": user_base,
+        "LDAP_USER_FILTER": user_filter,
+        "LDAP_GROUP_SEARCH_BASE": group_base,
+        "LDAP_SYNC_MINUTES": sync_minutes,
         "AUTH_LDAP_SERVER_URI": uri,
         "AUTH_LDAP_BIND_DN": environ.get("LDAP_BIND_DN", ""),
         "AUTH_LDAP_BIND_PASSWORD": environ.get("LDAP_BIND_PASSWORD", ""),

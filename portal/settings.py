@@ -254,6 +254,12 @@ AUTHENTICATION_BACKENDS += [
     *(["portal.accounts.directory.ldap.PortalLDAPBackend"] if LDAP_ENABLED else []),  # noqa: F821
     *(["portal.accounts.directory.oidc.PortalOIDCBackend"] if OIDC_ENABLED else []),  # noqa: F821
 ]
+if LDAP_ENABLED and LDAP_SYNC_MINUTES > 0:  # noqa: F821 (from directory_settings)
+    # LDAP accounts' groups read again without a sign-in: a lost role group ends their sessions.
+    CELERY_BEAT_SCHEDULE["accounts-ldap-sync"] = {
+        "task": "portal.accounts.tasks.ldap_accounts_sync_task",
+        "schedule": LDAP_SYNC_MINUTES * 60.0 * BEAT_SCALE,  # noqa: F821
+    }
 
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15)) or None

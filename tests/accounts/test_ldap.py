@@ -5,9 +5,11 @@ nothing, a lost group that ends sessions and API tokens, a directory down within
 import logging
 import socket
 import time
+from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from portal.accounts.models import AccountEvent, ApiToken, Source
@@ -177,3 +179,28 @@ def test_nothing_logged_holds_a_password(ldap_on, caplog):
     for secret in (DEMO_PEOPLE["ada"][0], "a-wrong-guess-123", ldap_on.root_password):
         assert secret not in logged
     assert "ada" in logged  # the log did say something about the sign-in
+
+
+def test_the_sync_ends_sessions_of_accounts_that_lost_their_groups_without_waiting_for_a_sign_in(ldap_on):
+    vic_session, _ = sign_in("vic", DEMO_PEOPLE["vic"][0])
+    sign_in("tess", DEMO_PEOPLE["tess"][0])
+    secret, _ = api_token_issue(user=User.objects.get(username="vic"))
+    ldap_on.member_set("viewer", [])
+    ldap_on.member_set("admin", ["ada", "tess"])
+
+    out = StringIO()
+    call_command("directory_sync", stdout=out)
+    assert "2 LDAP accounts checked: 1 role changes, 1 revoked." in out.getvalue()
+    assert not User.objects.get(username="vic").is_active
+    assert vic_session.get("/account/").status_code == 302
+    assert Client().get("/api/v1/hosts", HTTP_AUTHORIZATION=f"Token {secret}").status_code == 401
+    assert roles_of(User.objects.get(username="tess")) == {"admin"}
+
+
+def test_a_sync_while_the_directory_is_down_changes_nothing(settings, ldap_on):
+    sign_in("vic", DEMO_PEOPLE["vic"][0])
+    ldap_configure(settings, {**ldap_on.settings(), "LDAP_SERVER_URI": f"ldap://127.0.0.1:{free_port()}"})
+    with pytest.raises(CommandError, match="did not answer"):
+        call_command("directory_sync")
+    vic = User.objects.get(username="vic")
+    assert vic.is_active and roles_of(vic) == {"viewer"}

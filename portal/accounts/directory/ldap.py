@@ -16,6 +16,7 @@ from portal.accounts.directory.services import (
     directory_user_revoke,
     refusal_note,
     role_from_memberships,
+    user_role,
 )
 from portal.accounts.models import Source
 
@@ -74,3 +75,71 @@ def _directory_error(sender, context, user, request, exception, **kwargs):
 
 
 ldap_error.connect(_directory_error, sender=PortalLDAPBackend, dispatch_uid="portal.accounts.ldap_error")
+
+
+def ldap_connection():
+    """A connection bound as the service account, with the sign-in's timeouts and TLS; errors raise."""
+    import ldap
+
+    connection = ldap.initialize(settings.AUTH_LDAP_SERVER_URI)
+    for option, value in {**settings.AUTH_LDAP_GLOBAL_OPTIONS, **settings.AUTH_LDAP_CONNECTION_OPTIONS}.items():
+        connection.set_option(option, value)
+    if settings.AUTH_LDAP_GLOBAL_OPTIONS:
+        connection.set_option(ldap.OPT_X_TLS_NEWCTX, 0)
+    if settings.AUTH_LDAP_START_TLS:
+        connection.start_tls_s()
+    connection.simple_bind_s(settings.AUTH_LDAP_BIND_DN, settings.AUTH_LDAP_BIND_PASSWORD)
+    return connection
+
+
+def ldap_accounts_sync() -> dict[str, int]:
+    """Read every active LDAP account's groups again, as a sign-in would, without its password:
+    a lost role group revokes the account (sessions end, tokens revoked), a changed one changes
+    the role; an account gone from the directory is revoked. Any directory error stops the run
+    before it decides anything more (a directory that does not answer revokes no one)."""
+    import ldap
+    from ldap.filter import escape_filter_chars
+
+    from portal.accounts.models import UserProfile
+
+    counts = {"checked": 0, "revoked": 0, "changed": 0}
+    profiles = list(UserProfile.objects.select_related("user").filter(source=Source.LDAP, user__is_active=True))
+    if not profiles:
+        return counts
+    connection = ldap_connection()
+    try:
+        for profile in profiles:
+            user = profile.user
+            found = [
+                dn
+                for dn, _attrs in connection.search_s(
+                    settings.LDAP_USER_SEARCH_BASE,
+                    ldap.SCOPE_SUBTREE,
+                    settings.LDAP_USER_FILTER % {"user": escape_filter_chars(user.get_username())},
+                    ["1.1"],
+                )
+                if dn  # Active Directory adds referrals without a DN
+            ]
+            groups = []
+            if len(found) == 1:
+                groups = [
+                    dn
+                    for dn, _attrs in connection.search_s(
+                        settings.LDAP_GROUP_SEARCH_BASE,
+                        ldap.SCOPE_SUBTREE,
+                        f"(member={escape_filter_chars(found[0])})",
+                        ["1.1"],
+                    )
+                    if dn
+                ]
+            role = role_from_memberships(memberships=groups, role_values=settings.LDAP_ROLE_GROUPS, casefold=True)
+            counts["checked"] += 1
+            if role is None:
+                directory_user_revoke(user=user, source=Source.LDAP)
+                counts["revoked"] += 1
+            elif user_role(user) != role:
+                directory_user_accept(user=user, source=Source.LDAP, directory_id=found[0], role=role)
+                counts["changed"] += 1
+    finally:
+        connection.unbind_s()
+    return counts
