@@ -11,6 +11,7 @@ import datetime as dt
 import ipaddress
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
@@ -254,6 +255,11 @@ AUTHENTICATION_BACKENDS += [
     *(["portal.accounts.directory.ldap.PortalLDAPBackend"] if LDAP_ENABLED else []),  # noqa: F821
     *(["portal.accounts.directory.oidc.PortalOIDCBackend"] if OIDC_ENABLED else []),  # noqa: F821
 ]
+if OIDC_ENABLED:  # noqa: F821
+    # Signing out (a form) ends at the provider's end_session_endpoint: the CSP lets the form's
+    # redirect go there (Chromium applies form-action to redirects).
+    _issuer = urlsplit(OIDC_ISSUER)  # noqa: F821
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(f"{_issuer.scheme}://{_issuer.netloc}")
 if LDAP_ENABLED and LDAP_SYNC_MINUTES > 0:  # noqa: F821 (from directory_settings)
     # LDAP accounts' groups read again without a sign-in: a lost role group ends their sessions.
     CELERY_BEAT_SCHEDULE["accounts-ldap-sync"] = {

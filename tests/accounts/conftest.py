@@ -94,8 +94,10 @@ def node_provider_available() -> bool:
 
 
 @contextlib.contextmanager
-def oidc_provider_running(folder: Path, *, redirect_uris: list[str], post_logout_redirect_uris: list[str]):
-    port = free_port()
+def oidc_provider_running(
+    folder: Path, *, redirect_uris: list[str], post_logout_redirect_uris: list[str], port: int | None = None
+):
+    port = port or free_port()
     issuer = f"http://127.0.0.1:{port}"
     people_file = folder / "people.json"
     people_file.write_text("{}")
