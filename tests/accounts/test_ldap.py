@@ -204,3 +204,16 @@ def test_a_sync_while_the_directory_is_down_changes_nothing(settings, ldap_on):
         call_command("directory_sync")
     vic = User.objects.get(username="vic")
     assert vic.is_active and roles_of(vic) == {"viewer"}
+
+
+def test_directory_sign_ins_are_throttled_like_local_ones(ldap_on, settings):
+    settings.AXES_ENABLED = True
+    settings.AXES_FAILURE_LIMIT = 3
+    client = Client()
+    assert sign_in("ada", DEMO_PEOPLE["ada"][0], client)[1].status_code == 302
+    for _ in range(2):
+        assert sign_in("tess", "guess", Client())[1].status_code == 200
+    assert sign_in("tess", "guess", Client())[1].status_code == 429  # the third failure locks
+    locked = sign_in("tess", DEMO_PEOPLE["tess"][0], Client())[1]
+    assert locked.status_code == 429  # the right password too
+    assert not User.objects.filter(username="tess").exists()

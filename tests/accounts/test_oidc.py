@@ -211,3 +211,9 @@ def test_off_without_an_issuer(settings):
     assert Client().get("/oidc/authenticate/").status_code == 404
     assert Client().get("/oidc/callback/?code=a&state=b").status_code == 404
     assert "Sign in with" not in Client().get("/login/").content.decode()
+
+
+def test_oidc_sign_in_works_with_login_throttling_on(oidc_on, settings):
+    settings.AXES_ENABLED = True
+    _, response = sign_in("vera")
+    assert response.status_code == 302
