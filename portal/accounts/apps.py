@@ -2,7 +2,7 @@ from django.apps import AppConfig
 from django.contrib.admin import apps as admin_apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_in, user_login_failed
-from django.db.models.signals import post_migrate, pre_save
+from django.db.models.signals import m2m_changed, post_migrate, pre_save
 
 
 class AccountsConfig(AppConfig):
@@ -21,6 +21,10 @@ class AccountsConfig(AppConfig):
         # Every sign-in and every refusal, whatever the door (login form, OIDC callback, admin login).
         user_logged_in.connect(_signed_in, dispatch_uid="portal.accounts.signed_in")
         user_login_failed.connect(_sign_in_failed, dispatch_uid="portal.accounts.sign_in_failed")
+        # A role given or taken locally (the admin site, the shell) is in the audit trail too.
+        m2m_changed.connect(
+            _groups_changing, sender=get_user_model().groups.through, dispatch_uid="portal.accounts.groups_changing"
+        )
 
 
 class PortalAdminConfig(admin_apps.AdminConfig):
@@ -107,3 +111,12 @@ def _sign_in_failed(sender, credentials, request=None, **kwargs):
     )
     if request is not None:
         setattr(request, RECORDED_ATTR, True)
+
+
+def _groups_changing(sender, instance, action, reverse, **kwargs):
+    if reverse or not action.startswith("pre_"):
+        return  # a group's members changed from the group's side: not a door the portal offers
+    from portal.accounts.directory.services import user_groups_changing
+    from portal.core.middleware import audit_actor
+
+    user_groups_changing(user=instance, action=action, actor=audit_actor())

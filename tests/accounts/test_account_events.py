@@ -2,6 +2,8 @@
 source in the admin."""
 
 import pytest
+from auditlog.models import LogEntry
+from django.contrib.auth.models import Group
 from django.test import Client
 
 from portal.accounts.directory.services import directory_user_accept
@@ -63,3 +65,31 @@ def test_the_admin_lists_users_in_a_constant_number_of_queries(client_for, admin
         UserFactory(username=f"u{n}")
     with django_assert_max_num_queries(12):
         assert client.get("/admin/auth/user/").status_code == 200
+
+
+def test_a_local_promotion_in_the_admin_site_is_in_the_audit_trail_as_local(
+    client_for, admin, viewer, django_capture_on_commit_callbacks
+):
+    client = client_for(admin)
+    change = client.get(f"/admin/auth/user/{viewer.pk}/change/")
+    form = change.context["adminform"].form
+    data = {name: value for name, value in form.initial.items() if value is not None and name != "password"}
+    technician_group = Group.objects.get(name="technician")
+    data.update({"groups": [technician_group.pk], "date_joined_0": "2026-01-01",
+                 "date_joined_1": "00:00:00", "user_permissions": []})  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = client.post(f"/admin/auth/user/{viewer.pk}/change/", data)
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    event = AccountEvent.objects.get(kind="role_change")
+    assert (event.source, event.role_before, event.role_after, event.user) == ("local", "viewer", "technician", viewer)
+    entry = LogEntry.objects.get(object_pk=str(event.pk), content_type__model="accountevent")
+    assert entry.actor == admin  # credited to the admin who did it
+
+
+def test_the_directory_s_own_changes_are_recorded_once(django_capture_on_commit_callbacks):
+    user = UserFactory(username="dir-once")
+    with django_capture_on_commit_callbacks(execute=True):
+        directory_user_accept(user=user, source=Source.OIDC, directory_id="iss|dir-once", role="viewer")
+        directory_user_accept(user=user, source=Source.OIDC, directory_id="iss|dir-once", role="admin")
+    changes = list(AccountEvent.objects.order_by("id").values_list("source", "role_before", "role_after"))
+    assert changes == [("oidc", "", "viewer"), ("oidc", "viewer", "admin")]

@@ -9,6 +9,7 @@ its role groups removed. A later sign-in with a role group again brings it back.
 learns of a lost group when the account next signs in or when `manage.py directory_sync` (LDAP)
 runs; from then on, nothing of that account works."""
 
+import contextlib
 import logging
 
 from auditlog.models import LogEntry
@@ -96,8 +97,10 @@ def account_event_record(
     role_before: str = "",
     role_after: str = "",
     client: str | None = None,
+    actor=None,
 ) -> AccountEvent:
-    """Store the event and its audit-trail entry, credited to the account it is about."""
+    """Store the event and its audit-trail entry, credited to `actor` (an admin changing a role),
+    else to the account it is about."""
     event = AccountEvent.objects.create(
         kind=kind,
         source=source,
@@ -119,10 +122,46 @@ def account_event_record(
         object_repr=str(event),
         action=LogEntry.Action.CREATE,
         changes=changes,
-        actor=event.user,
+        actor=actor if actor is not None and actor.pk else event.user,
         remote_addr=client,
     )
     return event
+
+
+@contextlib.contextmanager
+def _directory_changing(user):
+    """The directory's own role changes are recorded by the services below, not by user_groups_changing."""
+    user._portal_directory_changing = True
+    try:
+        yield
+    finally:
+        user._portal_directory_changing = False
+
+
+def user_groups_changing(*, user, action: str, actor=None) -> None:
+    """A local change of a user's groups (the admin site, `user_set_role`, the shell): once the
+    transaction commits, a role that differs from before is in the audit trail, source `local`,
+    credited to whoever made it. Django changes groups in steps (remove, then add): only the
+    result counts."""
+    if getattr(user, "_portal_directory_changing", False) or user.pk is None:
+        return
+    if action.startswith("pre_") and not hasattr(user, "_portal_role_initial"):
+        user._portal_role_initial = user_role(user)
+
+        def settle():
+            initial = user.__dict__.pop("_portal_role_initial", "")
+            after = user_role(user)
+            if after != initial:
+                account_event_record(
+                    kind=AccountEvent.Kind.ROLE_CHANGE,
+                    source=user_source(user),
+                    user=user,
+                    role_before=initial,
+                    role_after=after,
+                    actor=actor,
+                )
+
+        transaction.on_commit(settle)
 
 
 def _profile(user) -> UserProfile:
@@ -169,8 +208,9 @@ def directory_user_accept(*, user, source: str, directory_id: str, role: str, cl
         user.save(update_fields=fields)
     before = user_role(user)
     if before != role:
-        user.groups.remove(*Group.objects.filter(name__in=ROLES))
-        user.groups.add(Group.objects.get(name=role))
+        with _directory_changing(user):
+            user.groups.remove(*Group.objects.filter(name__in=ROLES))
+            user.groups.add(Group.objects.get(name=role))
         account_event_record(
             kind=AccountEvent.Kind.ROLE_CHANGE,
             source=source,
@@ -187,7 +227,8 @@ def directory_user_revoke(*, user, source: str, client: str | None = None) -> No
     """The directory gave `user` no role: no role groups, inactive (sessions end, sockets close,
     API tokens revoked), marked as revoked by the directory so that a role brings it back."""
     before = user_role(user)
-    user.groups.remove(*Group.objects.filter(name__in=ROLES))
+    with _directory_changing(user):
+        user.groups.remove(*Group.objects.filter(name__in=ROLES))
     profile = _profile(user)
     if profile.directory_revoked_at is None:
         profile.directory_revoked_at = timezone.now()
