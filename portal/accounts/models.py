@@ -84,6 +84,8 @@ class AccountEvent(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+        verbose_name = _("account event")
+        verbose_name_plural = _("account events")
 
     def __str__(self):
         return f"{self.kind} {self.username} ({self.source})"
