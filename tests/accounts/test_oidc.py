@@ -13,7 +13,7 @@ from django.test import Client
 from portal.accounts.models import AccountEvent, ApiToken, Source
 from portal.accounts.services import api_token_issue
 from portal.demo.directory import free_port
-from tests.accounts.conftest import OIDC_PEOPLE, oidc_configure
+from tests.accounts.conftest import OIDC_CLIENT_SECRET, OIDC_PEOPLE, oidc_configure
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -165,7 +165,7 @@ def test_a_callback_without_a_started_sign_in_is_refused(oidc_on):
     assert AccountEvent.objects.get().reason == "state"
 
 
-def test_a_pkce_verifier_that_does_not_match_is_refused_by_the_provider(oidc_on):
+def test_a_pkce_verifier_that_does_not_match_is_refused_by_the_provider(oidc_on, caplog):
     def swap_verifier(client, callback):
         session = client.session
         state = parse_qs(callback.query)["state"][0]
@@ -178,6 +178,7 @@ def test_a_pkce_verifier_that_does_not_match_is_refused_by_the_provider(oidc_on)
     assert client.get("/account/").status_code == 302
     assert not User.objects.filter(username="alice").exists()
     assert AccountEvent.objects.get().reason == "provider_refused"
+    assert OIDC_CLIENT_SECRET not in caplog.text and "x" * 64 not in caplog.text  # no secret in the log
 
 
 def test_logout_also_signs_out_at_the_provider(oidc_on):
