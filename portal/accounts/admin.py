@@ -1,8 +1,11 @@
 """The users in the admin show where each account signs in (local, LDAP, OIDC)."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from portal.accounts.models import AccountEvent, Source, UserProfile
@@ -20,6 +23,15 @@ class PortalUserAdmin(UserAdmin):
     # Where an account comes from is the directory's to say, not a form's: shown, never edited.
     readonly_fields = ("source", "directory_identity", "revoked_by_directory_at")
     fieldsets = (*UserAdmin.fieldsets, (_("Sign-in"), {"fields": readonly_fields}))
+
+    def user_change_password(self, request, id, form_url=""):
+        # A directory account's password is the directory's: one set here would let it sign in
+        # past the directory (and its groups).
+        user = self.get_object(request, unquote(id))
+        if user is not None and self._profile(user) is not None and self._profile(user).source != Source.LOCAL:
+            messages.error(request, _("This account signs in with the lab directory: its password is set there."))
+            return HttpResponseRedirect(reverse("admin:auth_user_change", args=[user.pk]))
+        return super().user_change_password(request, id, form_url)
 
     @staticmethod
     def _profile(user):

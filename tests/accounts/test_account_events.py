@@ -93,3 +93,18 @@ def test_the_directory_s_own_changes_are_recorded_once(django_capture_on_commit_
         directory_user_accept(user=user, source=Source.OIDC, directory_id="iss|dir-once", role="admin")
     changes = list(AccountEvent.objects.order_by("id").values_list("source", "role_before", "role_after"))
     assert changes == [("oidc", "", "viewer"), ("oidc", "viewer", "admin")]
+
+
+def test_the_admin_cannot_give_a_directory_account_a_password(client_for, admin):
+    user = UserFactory(username="dir-pw")
+    directory_user_accept(user=user, source=Source.LDAP, directory_id="uid=dir-pw,dc=x", role="viewer")
+    client = client_for(admin)
+    url = f"/admin/auth/user/{user.pk}/password/"
+    answer = client.post(url, {"password1": "A-new-pass-123", "password2": "A-new-pass-123", "usable_password": "true"})
+    assert answer.status_code == 302 and answer["Location"] == f"/admin/auth/user/{user.pk}/change/"
+    user.refresh_from_db()
+    assert not user.has_usable_password()
+    assert Client().post("/login/", {"username": "dir-pw", "password": "A-new-pass-123"}).status_code == 200
+    assert client.get(url).status_code == 302
+    # A local account's password is still the admin's to set.
+    assert client.get(f"/admin/auth/user/{admin.pk}/password/").status_code == 200
