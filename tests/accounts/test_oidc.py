@@ -218,3 +218,13 @@ def test_oidc_sign_in_works_with_login_throttling_on(oidc_on, settings):
     settings.AXES_ENABLED = True
     _, response = sign_in("vera")
     assert response.status_code == 302
+
+
+def test_a_provider_that_answers_with_an_error_is_refused(oidc_on):
+    client = Client()
+    state = parse_qs(urlsplit(start(client)).query)["state"][0]
+    response = client.get(f"/oidc/callback/?error=access_denied&state={state}")
+    assert response.status_code == 400
+    assert "refused the sign-in" in response.content.decode()
+    assert AccountEvent.objects.get().reason == "provider_refused"
+    assert state not in client.session.get("oidc_states", {})  # that state cannot be used again
