@@ -217,3 +217,11 @@ def test_directory_sign_ins_are_throttled_like_local_ones(ldap_on, settings):
     locked = sign_in("tess", DEMO_PEOPLE["tess"][0], Client())[1]
     assert locked.status_code == 429  # the right password too
     assert not User.objects.filter(username="tess").exists()
+
+
+def test_starttls_that_the_directory_cannot_do_fails_closed(settings, directory):
+    # This slapd has no certificate: with StartTLS asked for, no password crosses in clear.
+    ldap_configure(settings, {**directory.settings(), "LDAP_START_TLS": "true"})
+    _, response = sign_in("ada", DEMO_PEOPLE["ada"][0])
+    assert "The lab directory did not answer" in response.content.decode()
+    assert not User.objects.filter(username="ada").exists()
