@@ -43,7 +43,8 @@ def test_each_role_group_signs_in_with_its_role_name_and_mail(ldap_on, username)
     assert user.profile.source == Source.LDAP
     assert user.profile.directory_id == f"uid={username},ou=people,dc=lab,dc=example"
     assert not user.has_usable_password()  # the directory's password is stored nowhere
-    assert client.get("/account/").status_code == 200
+    account = client.get("/account/")
+    assert account.status_code == 200 and "You sign in with the lab directory (LDAP)" in account.content.decode()
     kinds = list(AccountEvent.objects.filter(user=user).order_by("id").values_list("kind", "source", "role_after"))
     assert kinds == [("role_change", "ldap", role), ("sign_in", "ldap", "")]
 

@@ -90,7 +90,8 @@ def test_each_role_value_signs_in_with_its_role(oidc_on, username, role):
     assert user.profile.directory_id == f"{oidc_on.issuer}|{username}"
     assert (user.email, user.first_name) == (f"{username}@lab.example", username.title())
     assert not user.has_usable_password()
-    assert client.get("/account/").status_code == 200
+    account = client.get("/account/")
+    assert account.status_code == 200 and "You sign in with Lab SSO" in account.content.decode()
     events = list(AccountEvent.objects.filter(user=user).order_by("id").values_list("kind", "source"))
     assert events == [("role_change", "oidc"), ("sign_in", "oidc")]
 
