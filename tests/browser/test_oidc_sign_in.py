@@ -14,6 +14,7 @@ from tests.accounts.conftest import (
     oidc_provider_running,
 )
 from tests.browser.conftest import ARTIFACTS
+from tests.browser.site_walk import AXE, AXE_RUN, WCAG_TAGS
 from tests.conftest import skip_or_fail
 from tests.portal_process import manage, portal_env, running_portal
 
@@ -52,8 +53,11 @@ def test_sign_in_through_the_providers_login_page(browser, portal_with_provider)
     portal, provider = portal_with_provider
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page()
+    violations = []
+    page.on("console", lambda message: violations.append(message.text) if "Content Security" in message.text else None)
     page.goto(f"{portal.base_url}/login/")
     page.screenshot(path=str(ARTIFACTS / "oidc-login.png"), full_page=True)
+    assert_accessible(page)
     page.get_by_role("link", name="Sign in with Lab SSO").click()
 
     page.wait_for_url(f"{provider.issuer}/interaction/**")
@@ -77,6 +81,7 @@ def test_sign_in_through_the_providers_login_page(browser, portal_with_provider)
     page.wait_for_url(f"{portal.base_url}/login/")
     page.goto(f"{portal.base_url}/account/")
     assert "/login/" in page.url
+    assert violations == []  # signing out through the provider passes the portal's CSP (form-action)
     page.close()
 
 
@@ -90,4 +95,13 @@ def test_no_role_group_is_refused_with_the_reason_on_the_login_page(browser, por
     page.wait_for_url(f"{portal.base_url}/oidc/callback/**")
     expect(page.get_by_role("alert")).to_contain_text("not in any of the portal's role groups")
     page.screenshot(path=str(ARTIFACTS / "oidc-refused.png"), full_page=True)
+    assert_accessible(page)
     page.close()
+
+
+def assert_accessible(page):
+    """The login page with the provider's button and a refusal passes axe-core (WCAG 2.1 A/AA)."""
+    if not AXE.exists():
+        skip_or_fail(f"{AXE} is missing: run `make axe` (npm ci)")
+    page.evaluate(AXE.read_text() + "\n;0")
+    assert page.evaluate(AXE_RUN, WCAG_TAGS) == []
