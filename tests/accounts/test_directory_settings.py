@@ -1,10 +1,16 @@
 """LDAP_* and OIDC_* as portal-api-v1.md names them: defaults, and a bad value that stops the start
 naming the variable."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.directory_settings import directory_settings, ldap_settings, oidc_settings
+from tests.portal_process import REPO
 
 LDAP = {
     "LDAP_SERVER_URI": "ldap://ldap.lab.example",
@@ -90,3 +96,31 @@ def test_the_issuer_must_be_https_except_on_loopback(issuer):
 def test_a_bad_oidc_value_stops_the_start(changes):
     with pytest.raises(ImproperlyConfigured, match="OIDC_"):
         oidc_settings({**OIDC, **changes})
+
+
+def _settings_with(environ: dict) -> dict:
+    """portal/settings.py read in a fresh interpreter with these variables."""
+    script = (
+        "import json, portal.settings as s; print(json.dumps({'beat': sorted(s.CELERY_BEAT_SCHEDULE), "
+        "'backends': s.AUTHENTICATION_BACKENDS, "
+        "'form_action': s.CONTENT_SECURITY_POLICY['DIRECTIVES']['form-action']}))"
+    )
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("LDAP_", "OIDC_"))}, "DEBUG": "true", **environ}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_settings_switch_on_what_each_needs():
+    off = _settings_with({})
+    assert "accounts-ldap-sync" not in off["beat"] and len(off["backends"]) == 2
+    on = _settings_with({**LDAP, **{**OIDC, "OIDC_ISSUER": "https://sso.lab.example/realms/lab"}})
+    assert "accounts-ldap-sync" in on["beat"]
+    assert on["backends"][-2:] == [
+        "portal.accounts.directory.ldap.PortalLDAPBackend",
+        "portal.accounts.directory.oidc.PortalOIDCBackend",
+    ]
+    assert "https://sso.lab.example" in on["form_action"]  # signing out ends at the provider
+    assert "accounts-ldap-sync" not in _settings_with({**LDAP, "LDAP_SYNC_MINUTES": "0"})["beat"]
