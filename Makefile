@@ -4,15 +4,24 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
+LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 
-$(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
+.PHONY: demo demo-ldap ldap-deps test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
+
+$(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# python-ldap (LDAP sign-in) builds against OpenLDAP's and Cyrus SASL's headers; the LDAP tests and
+# `make demo-ldap` run Debian's slapd with ldap-utils. Installed as root, like Chromium below.
+ldap-deps:
+	@dpkg -s $(LDAP_PACKAGES) >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(LDAP_PACKAGES) >/dev/null; \
+	  else echo "missing: 'sudo apt-get install $(LDAP_PACKAGES)' (python-ldap will not build; LDAP tests skip)"; fi; }
 
 # The translations: locale/<lang>/LC_MESSAGES/*.po compiled to the .mo files Django reads (the .mo
 # are built, never committed). Needs GNU gettext's msgfmt (Debian's gettext, installed as root).
@@ -35,10 +44,10 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends fonts-wqy-microhei >/dev/null; \
 	  else echo "no Chinese font: 'sudo apt-get install fonts-wqy-microhei' (Chinese screenshots show boxes)"; fi; }
 
-# axe-core for the accessibility browser test, pinned in package.json / package-lock.json (in CI
-# that test fails without it).
+# axe-core for the accessibility browser test and oidc-provider for the OIDC sign-in tests, pinned
+# in package.json / package-lock.json (in CI those tests fail without them).
 axe:
-	@test -f node_modules/axe-core/axe.min.js || { \
+	@{ test -f node_modules/axe-core/axe.min.js && test -f node_modules/oidc-provider/package.json; } || { \
 	  command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null; } ; \
 	  npm ci --no-audit --no-fund; }
 
@@ -63,7 +72,11 @@ agent-dist: $(STAMP)
 	-DEBUG=true $(PY) manage.py agent_dist
 
 demo: $(STAMP) messages
-	$(PY) manage.py demo
+	$(PY) manage.py demo $(ARGS)
+
+# The demo with a throwaway LDAP directory (slapd): its people sign in with their directory passwords.
+demo-ldap: $(STAMP) messages
+	$(PY) manage.py demo --ldap $(ARGS)
 
 test: $(STAMP) browser promtool axe strace messages
 	$(PY) -m pytest

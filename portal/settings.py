@@ -11,6 +11,7 @@ import base64
 import datetime as dt
 import hashlib
 import ipaddress
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,6 +19,7 @@ import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
+from portal.directory_settings import directory_settings
 from portal.env import envbool, envfloat, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -253,6 +255,26 @@ LOGOUT_REDIRECT_URL = "login"
 # axes_reset` / `axes_reset_username NAME`). A success resets the count. Locking a user name from
 # every address would let anyone lock the admins out by failing five times.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+
+# Lab accounts (portal-api-v1.md, "Sign-in for lab accounts"; portal/accounts/directory/): LDAP
+# when LDAP_SERVER_URI is set, OIDC when OIDC_ISSUER is; portal/directory_settings.py reads them.
+globals().update(directory_settings(os.environ))
+AUTHENTICATION_BACKENDS += [
+    *(["portal.accounts.directory.ldap.PortalLDAPBackend"] if LDAP_ENABLED else []),  # noqa: F821
+    *(["portal.accounts.directory.oidc.PortalOIDCBackend"] if OIDC_ENABLED else []),  # noqa: F821
+]
+if OIDC_ENABLED:  # noqa: F821
+    # Signing out (a form) ends at the provider's end_session_endpoint: the CSP lets the form's
+    # redirect go there (Chromium applies form-action to redirects).
+    _issuer = urlsplit(OIDC_ISSUER)  # noqa: F821
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(f"{_issuer.scheme}://{_issuer.netloc}")
+if LDAP_ENABLED and LDAP_SYNC_MINUTES > 0:  # noqa: F821 (from directory_settings)
+    # LDAP accounts' groups read again without a sign-in: a lost role group ends their sessions.
+    CELERY_BEAT_SCHEDULE["accounts-ldap-sync"] = {
+        "task": "portal.accounts.tasks.ldap_accounts_sync_task",
+        "schedule": LDAP_SYNC_MINUTES * 60.0 * BEAT_SCALE,  # noqa: F821
+    }
+
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15)) or None
 # Each entry locks by itself; "username+ip_address" locks only that pair.

@@ -1,10 +1,11 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 from django.views.decorators.cache import never_cache
 from django.views.i18n import JavaScriptCatalog
 
+from portal.accounts.directory import views as directory_views
+from portal.accounts.directory.oidc import OIDCCallbackView, OIDCStartView
 from portal.accounts.views import set_language
 from portal.api import api_urls
 from portal.core.views import healthz
@@ -12,8 +13,11 @@ from portal.metrics.views import metrics
 from portal.telemetry.ingest_view import ingest
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", directory_views.LoginView.as_view(), name="login"),
+    path("logout/", directory_views.LogoutView.as_view(), name="logout"),
+    # OpenID Connect sign-in (404 unless OIDC_ISSUER is set).
+    path("oidc/authenticate/", login_not_required(OIDCStartView.as_view()), name="oidc_authentication_init"),
+    path("oidc/callback/", login_not_required(OIDCCallbackView.as_view()), name="oidc_authentication_callback"),
     path("healthz", never_cache(healthz), name="healthz"),
     path("i18n/setlang/", set_language, name="set_language"),
     # The live pages' strings in the user's language (Django's JavaScript catalogue).

@@ -1,8 +1,8 @@
 from django.apps import AppConfig
 from django.contrib.admin import apps as admin_apps
 from django.contrib.auth import get_user_model
-from django.contrib.auth.signals import user_logged_in
-from django.db.models.signals import post_migrate, pre_save
+from django.contrib.auth.signals import user_logged_in, user_login_failed
+from django.db.models.signals import m2m_changed, post_migrate, pre_save
 
 
 class AccountsConfig(AppConfig):
@@ -18,6 +18,13 @@ class AccountsConfig(AppConfig):
         # `manage.py changepassword`, the shell); a save signal sees them all.
         pre_save.connect(_user_saving, sender=get_user_model(), dispatch_uid="portal.accounts.user_saving")
         user_logged_in.connect(_language_into_session, dispatch_uid="portal.accounts.language_into_session")
+        # Every sign-in and every refusal, whatever the door (login form, OIDC callback, admin login).
+        user_logged_in.connect(_signed_in, dispatch_uid="portal.accounts.signed_in")
+        user_login_failed.connect(_sign_in_failed, dispatch_uid="portal.accounts.sign_in_failed")
+        # A role given or taken locally (the admin site, the shell) is in the audit trail too.
+        m2m_changed.connect(
+            _groups_changing, sender=get_user_model().groups.through, dispatch_uid="portal.accounts.groups_changing"
+        )
 
 
 class PortalAdminConfig(admin_apps.AdminConfig):
@@ -72,3 +79,44 @@ def _language_into_session(sender, request, user, **kwargs):
 
     if request is not None and hasattr(request, "session"):
         request.session[SESSION_LANGUAGE_KEY] = user_language(user)
+
+
+def _signed_in(sender, request, user, **kwargs):
+    from portal.accounts.directory.services import account_event_record, client_address, user_source
+    from portal.accounts.models import AccountEvent
+
+    account_event_record(
+        kind=AccountEvent.Kind.SIGN_IN, source=user_source(user), user=user, client=client_address(request)
+    )
+
+
+def _sign_in_failed(sender, credentials, request=None, **kwargs):
+    from portal.accounts.directory.oidc import RECORDED_ATTR
+    from portal.accounts.directory.services import (
+        REFUSAL_ATTR,
+        SOURCE_ATTR,
+        account_event_record,
+        client_address,
+    )
+    from portal.accounts.models import AccountEvent, Source
+
+    # Only the user name is kept (Django has already masked the password in `credentials`).
+    username = str(credentials.get("username") or getattr(request, "_portal_oidc_username", "") or "")
+    account_event_record(
+        kind=AccountEvent.Kind.REFUSED,
+        source=getattr(request, SOURCE_ATTR, None) or Source.LOCAL,
+        username=username,
+        reason=getattr(request, REFUSAL_ATTR, None) or "credentials",
+        client=client_address(request),
+    )
+    if request is not None:
+        setattr(request, RECORDED_ATTR, True)
+
+
+def _groups_changing(sender, instance, action, reverse, **kwargs):
+    if reverse or not action.startswith("pre_"):
+        return  # a group's members changed from the group's side: not a door the portal offers
+    from portal.accounts.directory.services import user_groups_changing
+    from portal.core.middleware import audit_actor
+
+    user_groups_changing(user=instance, action=action, actor=audit_actor())

@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class ApiToken(models.Model):
@@ -25,11 +27,65 @@ class ApiToken(models.Model):
         return self.expires_at is not None and self.expires_at <= (now or timezone.now())
 
 
+class Source(models.TextChoices):
+    """Where an account signs in: the portal's own password, the lab's LDAP directory, or OIDC."""
+
+    LOCAL = "local", pgettext_lazy("account source", "local")
+    LDAP = "ldap", pgettext_lazy("account source", "LDAP")
+    OIDC = "oidc", pgettext_lazy("account source", "OIDC")
+
+
 class UserProfile(models.Model):
-    """What a user chooses for themselves: for now the portal's language (empty: the browser's)."""
+    """What a user chooses for themselves (the portal's language; empty: the browser's), and where
+    the account comes from: a directory account's role follows its groups at every sign-in."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile")
     language = models.CharField(max_length=16, blank=True, choices=settings.LANGUAGES)
+    source = models.CharField(_("source"), max_length=8, choices=Source.choices, default=Source.LOCAL)
+    # The directory's name for the account: the LDAP DN, or the OIDC issuer and subject.
+    directory_id = models.CharField(_("directory identity"), max_length=500, blank=True)
+    # Set when the directory took every role away (the account is then inactive); a sign-in with a
+    # role again clears it. An admin's own deactivation leaves it empty, and a sign-in never undoes that.
+    directory_revoked_at = models.DateTimeField(_("revoked by the directory at"), null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "directory_id"],
+                condition=~models.Q(directory_id=""),
+                name="accounts_profile_unique_directory_id",
+            )
+        ]
 
     def __str__(self):
         return f"{self.user} ({self.language or 'browser'})"
+
+
+class AccountEvent(models.Model):
+    """One sign-in, refused sign-in or role change, with where it came from (the audit trail shows
+    it). `reason` is a code (portal.accounts.directory.events.REASONS), rendered when shown."""
+
+    class Kind(models.TextChoices):
+        SIGN_IN = "sign_in", pgettext_lazy("account event", "sign-in")
+        REFUSED = "refused", pgettext_lazy("account event", "refused sign-in")
+        ROLE_CHANGE = "role_change", pgettext_lazy("account event", "role change")
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    source = models.CharField(max_length=8, choices=Source.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="account_events"
+    )
+    username = models.CharField(max_length=150, blank=True)  # as typed or claimed: data
+    reason = models.CharField(max_length=32, blank=True)
+    role_before = models.CharField(max_length=16, blank=True)
+    role_after = models.CharField(max_length=16, blank=True)
+    client = models.GenericIPAddressField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = _("account event")
+        verbose_name_plural = _("account events")
+
+    def __str__(self):
+        return f"{self.kind} {self.username} ({self.source})"

@@ -15,7 +15,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django.views.i18n import set_language as django_set_language
 
-from portal.accounts.models import ApiToken
+from portal.accounts.directory.services import user_source
+from portal.accounts.models import ApiToken, Source
 from portal.accounts.roles import ROLE_LABELS, ROLES, role_flags
 from portal.accounts.services import (
     TOKEN_DEFAULT_DAYS,
@@ -62,6 +63,7 @@ class ProfileView(View):
     """The user's own page: role and personal API tokens (any logged-in user, even without a role)."""
 
     def get(self, request, form=None, new_token=None, status=200, language_form=None):
+        source = user_source(request.user)
         roles = [ROLE_LABELS[name] for name in request.user.groups.values_list("name", flat=True) if name in ROLES]
         context = {
             "roles": roles,
@@ -70,6 +72,8 @@ class ProfileView(View):
             "form": form or ApiTokenForm(user=request.user),
             "new_token": new_token,
             "language_form": language_form or LanguageForm(initial={"language": user_language(request.user)}),
+            "directory_source": "" if source == Source.LOCAL else source,
+            "oidc_provider_name": settings.OIDC_PROVIDER_NAME,
         }
         return render(request, "accounts/profile.html", context, status=status)
 

@@ -18,6 +18,7 @@ AUDITED_MODELS = {
     "scheduler": ("scheduler", "scheduleraction"),
     "enrolment code": ("enrolment", "enrolmentcode"),
     "enrolment": ("enrolment", "enrolmentattempt"),
+    "account": ("accounts", "accountevent"),
 }
 
 ACTIONS = {

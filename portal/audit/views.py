@@ -21,6 +21,7 @@ MODEL_LABELS = {
     "scheduler": pgettext_lazy("audit filter", "Scheduler"),
     "enrolment code": pgettext_lazy("audit filter", "Enrolment Code"),
     "enrolment": pgettext_lazy("audit filter", "Enrolment"),
+    "account": pgettext_lazy("audit filter", "Sign-ins and roles"),
 }
 ACTION_LABELS = {
     "create": pgettext_lazy("audit filter", "Create"),

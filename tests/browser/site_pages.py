@@ -32,6 +32,8 @@ NOT_PAGES = {
     "accounts:language": "POST only (the account page holds the form)",
     "set_language": "POST only (the header's language switch)",
     "javascript_catalog": "JavaScript",
+    "oidc_authentication_init": "a redirect to the OpenID provider (404 with OIDC off; see test_oidc_sign_in.py)",
+    "oidc_authentication_callback": "the OpenID provider's way back (tests/browser/test_oidc_sign_in.py)",
 }
 # Pages that need a query: a search with results, the checklist start for a host.
 QUERIES = {"fleet:search": "?q={hostname}", "checklists:start": "?host={hostname}"}

@@ -5,16 +5,19 @@ A fresh clone needs nothing but Python: SQLite, the in-memory channel layer and 
 files under VAR_DIR. manage.py turns DEBUG on for this command (the settings are production-safe).
 """
 
+import contextlib
+import os
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from portal.checklists.demo import demo_checklists_seed
 from portal.core.management.commands.run import prepare, start_portal, supervised
 from portal.core.supervise import Child
 from portal.demo import story
+from portal.demo.directory import DEMO_PEOPLE, directory_running, slapd_available
 from portal.wear.demo import wear_demo_seed
 
 
@@ -27,10 +30,31 @@ class Command(BaseCommand):
         parser.add_argument("--no-agents", action="store_true", help="Start the portal only.")
         parser.add_argument("--no-slurm", action="store_true", help="Don't start the local Slurm cluster.")
         parser.add_argument(
+            "--ldap",
+            action="store_true",
+            help="Also start a throwaway LDAP directory (slapd) whose people sign in with their directory passwords.",
+        )
+        parser.add_argument(
             "--speed", type=float, default=720.0, help="Simulated seconds per real second on the drifting host."
         )
 
-    def handle(self, *args, host, port, no_agents, speed, no_slurm=False, **options):
+    def handle(self, *args, host, port, no_agents, speed, no_slurm=False, ldap=False, **options):
+        with contextlib.ExitStack() as stack:
+            if ldap:
+                self.directory_start(stack)
+            self.run_demo(host=host, port=port, no_agents=no_agents, speed=speed, no_slurm=no_slurm, ldap=ldap)
+
+    def directory_start(self, stack) -> None:
+        """slapd on a free loopback port, its LDAP_* handed to the web server and worker."""
+        if not slapd_available():
+            raise CommandError("--ldap needs Debian's slapd and ldap-utils: apt-get install slapd ldap-utils")
+        directory = stack.enter_context(directory_running())
+        os.environ.update(directory.settings())
+        self.stdout.write(f"LDAP directory (slapd) at {directory.uri}; its people sign in on the login page:")
+        for name, (password, _given, _surname, role) in DEMO_PEOPLE.items():
+            self.stdout.write(f"  {name} / {password}  ({role or 'in no role group: refused'})")
+
+    def run_demo(self, *, host, port, no_agents, speed, no_slurm, ldap):
         prepare()
         tokens: dict[str, str] = {}
         slurm = None if no_slurm else story.slurm_start(self.stdout.write)
@@ -66,13 +90,20 @@ class Command(BaseCommand):
                     supervisor.start(Child(f"simulated agent {hostname}", command, env, log))
                     self.stdout.write(f"simulated agent {hostname}: {scenarios} (log: {log})")
             self.stdout.write(f"web server, worker and beat: {log_dir}/web.log, worker.log, beat.log")
-            self.stdout.write(self.style.SUCCESS(self.banner(base_url)))
+            self.stdout.write(self.style.SUCCESS(self.banner(base_url, ldap)))
             supervisor.run_forever()
 
-    def banner(self, base_url: str) -> str:
+    def banner(self, base_url: str, ldap: bool = False) -> str:
         credentials = (Path(settings.VAR_DIR) / "demo-credentials.txt").read_text().splitlines()
         admin_login = next((line for line in credentials if line.startswith("admin ")), "")
         return (
             f"\nThe portal is up: {base_url}/  log in as: {admin_login}  (every demo user: "
-            f"{Path(settings.VAR_DIR) / 'demo-credentials.txt'})\n" + story.TIMELINE + "Ctrl-C stops everything.\n"
+            f"{Path(settings.VAR_DIR) / 'demo-credentials.txt'})\n"
+            + (
+                f"Directory sign-in: ada / {DEMO_PEOPLE['ada'][0]} (admin), tess, vic; nora is refused.\n"
+                if ldap
+                else ""
+            )
+            + story.TIMELINE
+            + "Ctrl-C stops everything.\n"
         )
