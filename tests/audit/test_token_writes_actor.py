@@ -139,7 +139,8 @@ def test_enrolment_codes_made_and_revoked_with_a_token(admin):
 RUNS = "test_checklist_run_answer_photo_complete_abandon_with_token"
 # Writes made without a personal token by design: the agents' ingest (a host token) and the
 # enrolment exchange (the code is the credential; its audit row names the address and code).
-NO_PERSONAL_TOKEN = {("post", "/api/v1/ingest"), ("post", "/api/v1/enrol")}
+# Agents' endpoints: they take host tokens (or an enrolment code), never a person's.
+NO_PERSONAL_TOKEN = {("post", "/api/v1/ingest"), ("post", "/api/v1/enrol"), ("post", "/api/v1/host-tokens/rotate")}
 # Each write endpoint of /api/v1 and the test above (or elsewhere) that makes it with a token.
 TOKEN_WRITE_TESTS = {
     ("post", "/api/v1/records"): "test_record_create_with_token",
