@@ -69,7 +69,8 @@ class HostGpusView(Permission, View):
         now = timezone.now()
         limits = pages.care_limits(host_ids=[host.pk])
         gpus = selectors.host_gpu_rows(host=host, now=now, limits=limits)
-        return render(request, "fleet/_gpu_table.html", {"host": host, "gpus": gpus, "now": now})
+        panels = pages.page_panels("gpu_rows", request=request, gpus=gpus)
+        return render(request, "fleet/_gpu_table.html", {"host": host, "gpus": gpus, "now": now, **panels})
 
 
 class SearchView(Permission, View):
@@ -110,6 +111,7 @@ class HostDetailView(Permission, View):
             Kind.CLEANING: host.last_cleaning_at, Kind.CONNECTION_CHECK: host.last_connection_check_at,
             Kind.BACKUP: host.last_backup_at,
         })  # fmt: skip
+        gpus = selectors.host_gpu_rows(host=host, now=now, limits=limits)
         return render(
             request,
             "fleet/host_detail.html",
@@ -117,7 +119,8 @@ class HostDetailView(Permission, View):
                 "host": host,
                 "agent_update": selectors.agent_version_check(host.agent_version),
                 "ages": ages,
-                "gpus": selectors.host_gpu_rows(host=host, now=now, limits=limits),
+                "gpus": gpus,
+                **pages.page_panels("gpu_rows", request=request, gpus=gpus),
                 "records": selectors.host_timeline(host=host)[:100],
                 "audit_entries": _audit_entries(host),
                 "kinds": MaintenanceRecord.Kind.choices,

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from portal.core.api import application_error_status
 from portal.core.errors import ApplicationError
+from portal.telemetry import hooks
 from portal.telemetry.ratelimit import TokenBucketLimiter
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services import host_token_authenticate
@@ -147,11 +148,18 @@ def _handle(request: HttpRequest) -> JsonResponse:
             # The protocol's answers: 400 with a detail per problem, 403 with the error alone.
             detail = refused.detail() if refused.problems else None
             return _error(application_error_status(refused), refused.message, detail)
+        # Work asked of this host (ingest-v1.md, "Commands"), offered with every answer until the
+        # agent reports it started or it expires; usually none, and the field is then left out.
+        commands = hooks.host_commands(host_id=token.host_id)
     finally:
         _close_stale_connections()
     if result.duplicate:
-        return JsonResponse({"accepted": 0, "duplicate": True}, status=200)
-    return JsonResponse({"accepted": result.accepted, "duplicate": False}, status=202)
+        body, status = {"accepted": 0, "duplicate": True}, 200
+    else:
+        body, status = {"accepted": result.accepted, "duplicate": False}, 202
+    if commands:
+        body["commands"] = commands
+    return JsonResponse(body, status=status)
 
 
 def _plain_http_refused(request: HttpRequest) -> bool:
