@@ -388,8 +388,19 @@ def passing_diagnostic_for_return(gpu: Gpu) -> DiagnosticGpu | None:
         diagnostic__host_id=gpu.host_id, diagnostic__driver_version=driver,
     )  # fmt: skip
     if since is not None:
-        results = results.filter(Q(diagnostic__started_at__gt=since))
+        # Requested after the repair means run after it too, whatever the agent's clock says.
+        results = results.filter(Q(diagnostic__started_at__gt=since) | Q(diagnostic__requested_at__gte=since))
     return results.select_related("diagnostic").order_by("-diagnostic__started_at").first()
+
+
+def latest_for_return(gpu: Gpu) -> DiagnosticGpu | None:
+    """The GPU's newest diagnostic of a level that counts for its return, requested after it went
+    out for repair and after its latest repair record (whatever its state), or None."""
+    since = return_to_service_since(gpu)
+    rows = DiagnosticGpu.objects.filter(gpu=gpu, diagnostic__level__gte=settings.RETURN_TO_SERVICE_LEVEL)
+    if since is not None:
+        rows = rows.filter(diagnostic__requested_at__gte=since)
+    return rows.select_related("diagnostic").order_by("-diagnostic__requested_at").first()
 
 
 def return_to_service_guard(*, gpu: Gpu) -> None:

@@ -269,6 +269,8 @@ def gpu_patch(request, uuid: str, payload: GpuPatchIn):
         values["notes"] = ""
     if "status" in values:
         values["status"] = str(values["status"].value if hasattr(values["status"], "value") else values["status"])
+    if force and values.get("status") != Gpu.Status.IN_SERVICE:
+        raise InvalidInput("nothing to force", field_errors={"force": "Only with status in_service."})
     gpu_update(gpu=gpu, user=request.user, source=GpuStatusChange.Source.API, reason=reason, force=force, **values)
     return _gpu_or_404(uuid)
 

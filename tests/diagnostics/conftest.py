@@ -54,9 +54,7 @@ def agent(db):
 
 @pytest.fixture
 def gpus(agent):
-    return [
-        GpuFactory(host=agent.host, index=i, uuid=f"GPU-0000000{i}-6b9b-4b4e-9d0a-6f1c1a2b3c4d") for i in range(2)
-    ]
+    return [GpuFactory(host=agent.host, index=i, uuid=f"GPU-0000000{i}-6b9b-4b4e-9d0a-6f1c1a2b3c4d") for i in range(2)]
 
 
 def iso(moment: dt.datetime) -> str:
