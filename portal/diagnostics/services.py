@@ -21,8 +21,8 @@ from django.utils import timezone
 from portal.core.errors import Conflict, InvalidInput, NotFound
 from portal.diagnostics.models import LEVELS, Diagnostic, DiagnosticGpu, DiagnosticTest
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
-from portal.maintenance.models import Ticket
-from portal.maintenance.services.tickets import ticket_fire
+from portal.maintenance.models import SEVERITY_RANK, Ticket
+from portal.maintenance.services.tickets import ticket_fire, ticket_history_add, ticket_transition
 
 log = logging.getLogger(__name__)
 
@@ -411,3 +411,101 @@ def return_to_service_guard(*, gpu: Gpu) -> None:
     driver = Host.objects.filter(pk=gpu.host_id).values_list("driver_version", flat=True).first() or "unknown"
     message = RETURN_REFUSED % {"level": settings.RETURN_TO_SERVICE_LEVEL, "driver": driver}
     raise Conflict(message, field_errors={"status": message})
+
+
+# --- the gate after a ticket: resolving a draining ticket asks for a diagnostic ------------------
+
+GATE_LEVEL = 1
+GATE_WINDOW = dt.timedelta(days=7)  # a failed diagnostic reopens tickets resolved this recently
+
+
+def _gate_severity(severity: str) -> bool:
+    """Tickets of SLURM_DRAIN_SEVERITY or worse (critical when that is `none`): the ones that take
+    a node out, with Slurm or without."""
+    threshold = settings.SLURM_DRAIN_SEVERITY if settings.SLURM_DRAIN_SEVERITY in SEVERITY_RANK else "critical"
+    return SEVERITY_RANK.get(severity, -1) >= SEVERITY_RANK[threshold]
+
+
+def ticket_gate_gpus(ticket: Ticket) -> list[Gpu]:
+    """The GPUs a ticket's diagnostic covers: its GPU, or the host's GPUs for a host ticket."""
+    if ticket.gpu_id is not None:
+        return list(Gpu.objects.filter(pk=ticket.gpu_id, status__in=DIAGNOSABLE))
+    return list(Gpu.objects.filter(host_id=ticket.host_id, status__in=DIAGNOSABLE).order_by("index"))
+
+
+def _passed_since(gpus: list[Gpu], since: dt.datetime) -> set[int]:
+    return set(
+        DiagnosticGpu.objects.filter(gpu__in=gpus, result__in=DiagnosticGpu.PASSING, diagnostic__level__gte=GATE_LEVEL)
+        .filter(Q(diagnostic__started_at__gte=since) | Q(diagnostic__requested_at__gte=since))
+        .values_list("gpu_id", flat=True)
+    )
+
+
+def ticket_gate_passed(ticket: Ticket) -> bool:
+    """Whether a diagnostic of level 1 or higher passed on each of the ticket's GPUs since it
+    opened (a ticket below the gate's severity, or one without GPUs, always has)."""
+    if not _gate_severity(ticket.severity):
+        return True
+    gpus = ticket_gate_gpus(ticket)
+    passed = _passed_since(gpus, ticket.first_seen)
+    return all(gpu.pk in passed for gpu in gpus)
+
+
+def ticket_changed(*, ticket: Ticket, event, change: str) -> None:
+    """The maintenance hook: a draining ticket resolved without a diagnostic passed since it
+    opened gets a level-1 diagnostic of its GPUs (unless one is already under way); the scheduler
+    resumes the node when it passes, and a failure reopens the ticket."""
+    if change not in ("resolved", "closed") or ticket_gate_passed(ticket):
+        return
+    gpus = ticket_gate_gpus(ticket)
+    now = timezone.now()
+    under_way = set(
+        DiagnosticGpu.objects.filter(
+            gpu__in=gpus, diagnostic__state__in=Diagnostic.OPEN_STATES, diagnostic__expires_at__gt=now,
+            diagnostic__level__gte=GATE_LEVEL,
+        ).values_list("gpu_id", flat=True)
+    )  # fmt: skip
+    missing = [gpu for gpu in gpus if gpu.pk not in under_way]
+    if missing:
+        diagnostic = diagnostic_request(
+            host=ticket.host, level=GATE_LEVEL, gpus=missing, purpose=Purpose.RESUME, ticket=ticket, now=now
+        )
+        note = f"level {GATE_LEVEL} diagnostic {diagnostic.pk} requested: back in service when it passes"
+    else:  # e.g. the one a repair_return run requested at its sign-off
+        note = "a diagnostic is under way: back in service when it passes"
+    ticket_history_add(ticket=ticket, note=note)
+
+
+def gate_tickets(diagnostic: Diagnostic, gpu_ids: Iterable[int]) -> list[Ticket]:
+    """Resolved draining tickets of the diagnostic's host, recent, opened before it was requested,
+    about some of `gpu_ids` (or the host), still waiting for a passed diagnostic."""
+    gpu_ids = set(gpu_ids)
+    candidates = Ticket.objects.filter(
+        host_id=diagnostic.host_id, state=Ticket.State.RESOLVED, resolved_at__gte=timezone.now() - GATE_WINDOW,
+        first_seen__lte=diagnostic.requested_at,
+    ).select_related("host", "gpu")  # fmt: skip
+    return [
+        ticket
+        for ticket in candidates
+        if _gate_severity(ticket.severity)
+        and (ticket.gpu_id is None or ticket.gpu_id in gpu_ids)
+        and not ticket_gate_passed(ticket)
+    ]
+
+
+def gate_diagnostic_finished(*, diagnostic: Diagnostic) -> None:
+    """A diagnostic failed (or expired) while tickets wait for one: a failure reopens them, naming
+    the failing tests; an expiry says so in their history (the node stays drained; run another)."""
+    rows = list(diagnostic.gpus.select_related("gpu").prefetch_related("tests"))
+    if diagnostic.state == State.FAILED:
+        failing = [row for row in rows if row.result not in DiagnosticGpu.PASSING]
+        names = sorted({test.name for row in failing for test in row.tests.all() if test.result == Result.FAIL})
+        for ticket in gate_tickets(diagnostic, [row.gpu_id for row in failing]):
+            note = f"diagnostic {diagnostic.pk} failed: {', '.join(names) or 'no test passed'}"[:1000]
+            try:
+                ticket_transition(ticket=ticket, to_state=Ticket.State.OPEN, note=note)
+            except (InvalidInput, Conflict):  # another ticket of the same rule and subject is open
+                ticket_history_add(ticket=ticket, note=note)
+    elif diagnostic.state == State.EXPIRED:
+        for ticket in gate_tickets(diagnostic, [row.gpu_id for row in rows]):
+            ticket_history_add(ticket=ticket, note=f"diagnostic {diagnostic.pk} expired: run another one")
