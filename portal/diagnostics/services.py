@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput, NotFound
 from portal.diagnostics.models import LEVELS, Diagnostic, DiagnosticGpu, DiagnosticTest
+from portal.fleet import services as fleet_services
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.maintenance.models import SEVERITY_RANK, Ticket
 from portal.maintenance.services.tickets import ticket_fire, ticket_history_add, ticket_transition
@@ -119,6 +120,7 @@ def diagnostic_request(
         requested_by=user if getattr(user, "is_authenticated", False) else None,
     )  # fmt: skip
     DiagnosticGpu.objects.bulk_create([DiagnosticGpu(diagnostic=diagnostic, gpu=gpu) for gpu in gpus])
+    fleet_services.host_commands_queued(host_id=host.pk)
     return diagnostic
 
 
@@ -294,8 +296,9 @@ def diagnostics_expire(*, now: dt.datetime | None = None) -> int:
 
 
 def host_commands(*, host_id: int) -> list[dict]:
-    """The diagnostics the host's agent has not taken yet (ingest-v1.md, "Commands"). One query on
-    a partial index (requested diagnostics only), usually empty."""
+    """The diagnostics the host's agent has not taken yet (ingest-v1.md, "Commands"): one query on a
+    partial index (requested diagnostics only) and one for their GPUs; ingest asks only while the
+    host has work queued."""
     now = timezone.now()
     pending = list(
         Diagnostic.objects.filter(host_id=host_id, state=State.REQUESTED, expires_at__gt=now)

@@ -266,6 +266,17 @@ def gpu_delete(*, gpu: Gpu) -> None:
     host_inventory_changed(host_ids=[gpu.host_id])
 
 
+def host_commands_queued(*, host_id: int) -> None:
+    """Work for the host's agent was queued: its next ingest answers ask for the commands."""
+    Host.objects.filter(pk=host_id).update(commands_queued_at=timezone.now())
+
+
+def host_commands_done(*, host_id: int, seen: dt.datetime) -> bool:
+    """No work is left for the host's agent: stop asking, unless more was queued since `seen` (the
+    value the caller read; a conditional UPDATE, so a request queued meanwhile is never lost)."""
+    return bool(Host.objects.filter(pk=host_id, commands_queued_at=seen).update(commands_queued_at=None))
+
+
 def host_inventory_changed(*, host_ids) -> None:
     """Mark the hosts' GPU lists as changed (see Host.inventory_version)."""
     Host.objects.filter(pk__in=list(host_ids)).update(inventory_version=F("inventory_version") + 1)

@@ -59,9 +59,9 @@ def oldest_raw_needed() -> dt.datetime | None:
 
 
 # Work the portal asks of a host's agent, carried by the answer to its batches (ingest-v1.md,
-# "Commands"): apps above telemetry (diagnostics) say what is pending for a host. Called on every
-# answer, so a provider must be cheap (one indexed query at most); one that fails is logged and
-# the answer goes out without its commands (the agent gets them with a later batch).
+# "Commands"): apps above telemetry (diagnostics) say what is pending for a host. Asked only while
+# the host's `commands_queued_at` is set (fleet.services.host_commands_queued), so the usual batch
+# costs nothing; one that fails is logged and the answer goes out without its commands.
 CommandProvider = Callable[..., list[dict]]
 _command_providers: list[tuple[str, CommandProvider]] = []
 
@@ -75,11 +75,13 @@ def on_host_commands(name: str) -> Callable[[CommandProvider], CommandProvider]:
     return register
 
 
-def host_commands(*, host_id: int) -> list[dict]:
+def host_commands(*, host_id: int) -> list[dict] | None:
+    """Every provider's commands for the host; None when a provider failed (nothing is known)."""
     commands: list[dict] = []
     for name, provider in list(_command_providers):
         try:
             commands.extend(provider(host_id=host_id))
         except Exception:
             log.exception("command provider %s failed for host %s; answering without its commands", name, host_id)
+            return None
     return commands

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from portal.core.api import application_error_status
 from portal.core.errors import ApplicationError
+from portal.fleet import services as fleet_services
 from portal.telemetry import hooks
 from portal.telemetry.ratelimit import TokenBucketLimiter
 from portal.telemetry.schemas import BatchIn
@@ -148,9 +149,7 @@ def _handle(request: HttpRequest) -> JsonResponse:
             # The protocol's answers: 400 with a detail per problem, 403 with the error alone.
             detail = refused.detail() if refused.problems else None
             return _error(application_error_status(refused), refused.message, detail)
-        # Work asked of this host (ingest-v1.md, "Commands"), offered with every answer until the
-        # agent reports it started or it expires; usually none, and the field is then left out.
-        commands = hooks.host_commands(host_id=token.host_id)
+        commands = _commands(token.host)
     finally:
         _close_stale_connections()
     if result.duplicate:
@@ -160,6 +159,21 @@ def _handle(request: HttpRequest) -> JsonResponse:
     if commands:
         body["commands"] = commands
     return JsonResponse(body, status=status)
+
+
+def _commands(host) -> list[dict]:
+    """Work asked of this host (ingest-v1.md, "Commands"), offered with every answer until the
+    agent reports it started or it expires. Looked for only while the host has some queued (read
+    with its token, no query); the first answer that finds none left stops the looking."""
+    queued = host.commands_queued_at
+    if queued is None:
+        return []
+    commands = hooks.host_commands(host_id=host.pk)
+    if commands is None:
+        return []
+    if not commands:
+        fleet_services.host_commands_done(host_id=host.pk, seen=queued)
+    return commands
 
 
 def _plain_http_refused(request: HttpRequest) -> bool:

@@ -51,24 +51,57 @@ def test_commands_not_offered_once_expired_nor_to_another_host(agent, django_cap
     assert answer.status_code == 202 and "commands" not in answer.json()
 
 
-def test_a_failing_command_provider_never_fails_ingest(agent, monkeypatch):
+def test_a_failing_command_provider_never_fails_ingest_nor_loses_the_command(agent, monkeypatch):
+    post(agent)
+    diagnostic = services.diagnostic_request(host=agent.host, level=1)
+
     def broken(*, host_id):
         raise RuntimeError("database hiccup")
 
-    monkeypatch.setattr(hooks, "_command_providers", [("broken", broken)])
-    answer = post(agent)
+    with monkeypatch.context() as patched:
+        patched.setattr(hooks, "_command_providers", [("broken", broken)])
+        answer = post(agent)
     assert answer.status_code == 202 and answer.json() == {"accepted": 2, "duplicate": False}
+    assert post(agent).json()["commands"][0]["id"] == str(diagnostic.pk)
 
 
-def test_commands_cost_one_query_per_batch(agent, django_assert_num_queries, django_capture_on_commit_callbacks):
+def diagnostics_queries(agent):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    with CaptureQueriesContext(connection) as captured:
+        answer = post(agent)
+    assert answer.status_code == 202
+    return [
+        q["sql"] for q in captured.captured_queries if "diagnostics_" in q["sql"] or 'commands_queued_at" =' in q["sql"]
+    ]
+
+
+def test_commands_cost_no_query_unless_some_are_queued(agent):
+    """The usual batch asks nothing (the host's commands_queued_at comes with its token); while work
+    is queued, the answer looks for it; the first answer that finds none left stops the looking."""
     post(agent)
-    post(agent)  # the GPUs known, the usual batch
-    with CaptureQueriesContext(connection) as with_hook:
-        post(agent)
-    assert [q for q in with_hook.captured_queries if "diagnostics_diagnostic" in q["sql"]].__len__() == 1
+    assert diagnostics_queries(agent) == []
+    diagnostic = services.diagnostic_request(host=agent.host, level=1)
+    assert len(diagnostics_queries(agent)) == 2  # the requested diagnostics, their GPUs
+    services.diagnostic_started(diagnostic_id=diagnostic.pk, host=agent.host, started_at=timezone.now())
+    looked = diagnostics_queries(agent)  # none left: the look, and the looking stops (a conditional UPDATE)
+    assert len(looked) == 2 and "diagnostics_diagnostic" in looked[0] and "UPDATE" in looked[1]
+    agent.host.refresh_from_db()
+    assert agent.host.commands_queued_at is None
+    assert diagnostics_queries(agent) == []
+
+
+def test_work_queued_while_the_answer_looks_is_not_lost(agent):
+    from portal.fleet import services as fleet_services
+
+    post(agent)
+    services.diagnostic_request(host=agent.host, level=1)
+    agent.host.refresh_from_db()
+    seen = agent.host.commands_queued_at
+    newer = services.diagnostic_request(host=agent.host, level=2)  # queued after `seen` was read
+    assert fleet_services.host_commands_done(host_id=agent.host.pk, seen=seen) is False
+    assert str(newer.pk) in [c["id"] for c in post(agent).json()["commands"]]
 
 
 # --- burn-in ------------------------------------------------------------------------------------
