@@ -73,6 +73,11 @@ class Gpu(models.Model):
     # Inventory values the agent reported that no GPU has (a default power limit of 0 W, a shutdown
     # temperature below the slowdown one, …): kept as unknown, each with a line shown on the GPU's page.
     agent_warnings = models.JSONField(default=list, blank=True, editable=False)
+    # The GPU this one took the slot (host and PCI bus id) of: a card swapped in while the old one
+    # was out for repair (fleet.services.gpu_slot_swap); the old one is retired, "replaced by".
+    replaces = models.OneToOneField(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="replaced_by", editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
