@@ -15,7 +15,7 @@ from django.views import View
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
 from portal.fleet import pages, selectors, services
-from portal.fleet.forms import RECORD_LABELS, GpuForm, HostForm, record_form_class
+from portal.fleet.forms import RECORD_LABELS, GpuEditForm, GpuForm, HostForm, record_form_class
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import KIND_SPECS
 
@@ -241,7 +241,7 @@ class GpuCreateView(_ObjectFormView):
 
 class GpuEditView(_ObjectFormView):
     permission_required = "fleet.change_gpu"
-    form_class = GpuForm
+    form_class = GpuEditForm
 
     def get_object(self):
         return get_object_or_404(Gpu.objects.select_related("host"), uuid=self.kwargs["uuid"])
@@ -250,7 +250,10 @@ class GpuEditView(_ObjectFormView):
         return _("Edit GPU %(gpu)s") % {"gpu": obj}
 
     def save(self, obj, cleaned):
-        return services.gpu_update(gpu=Gpu.objects.get(pk=obj.pk), user=self.request.user, **cleaned)
+        force, reason = cleaned.pop("force_return", False), (cleaned.pop("force_reason", "") or "").strip()
+        return services.gpu_update(
+            gpu=Gpu.objects.get(pk=obj.pk), user=self.request.user, force=force, reason=reason, **cleaned
+        )
 
 
 class _DeleteView(Permission, View):

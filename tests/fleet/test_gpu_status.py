@@ -195,6 +195,25 @@ def test_gpu_form_change_is_in_the_history(client_for, admin, gpu):
     assert (row.to_status, row.source, row.changed_by) == ("retired", "portal", admin)
 
 
+def test_gpu_form_return_to_service_needs_a_diagnostic_or_a_forced_reason(client_for, admin, gpu):
+    from portal.fleet.forms import GpuForm
+
+    services.gpu_status_set(gpu=gpu, status="out_for_repair", user=admin, source=Source.API)
+    data = {name: value for name, value in GpuForm(instance=gpu).initial.items() if value is not None}
+    data.update(host=gpu.host_id, status="in_service")
+    url = f"/gpus/{gpu.uuid}/edit/"
+    refused = client_for(admin).post(url, data)
+    assert refused.status_code == 400 and "diagnostic" in refused.content.decode()
+    no_reason = client_for(admin).post(url, {**data, "force_return": "on"})
+    assert no_reason.status_code == 400 and "Say why" in no_reason.content.decode()
+    gpu.refresh_from_db()
+    assert gpu.status == "out_for_repair"
+    forced = client_for(admin).post(url, {**data, "force_return": "on", "force_reason": "Vendor-tested"})
+    assert forced.status_code == 302, forced.content
+    row = history(gpu)[-1]
+    assert (row.to_status, row.override, row.reason) == ("in_service", True, "Vendor-tested")
+
+
 def test_data_migration_initial_rows():
     """The migration's function: one row per existing GPU, as of its registration."""
     import importlib
