@@ -240,3 +240,16 @@ def test_gpu_page_shows_the_status_intervals(client_for, technician, admin, view
     services.gpu_status_set(gpu=gpu, status="in_service", user=admin, reason="swapped", source=Source.API, force=True)
     html = client_for(viewer).get(gpu.get_absolute_url()).content.decode()
     assert "Status history" in html and "fans dead" in html and "admin override" in html
+
+
+def test_django_admin_refuses_a_return_to_service_without_a_diagnostic_on_its_form(client_for, admin, gpu):
+    services.gpu_status_set(gpu=gpu, status="out_for_repair", user=admin, source=Source.API)
+    page = client_for(admin).get(f"/admin/fleet/gpu/{gpu.pk}/change/")
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
+    data.update(status="in_service")
+    answer = client_for(admin).post(f"/admin/fleet/gpu/{gpu.pk}/change/", data)
+    assert answer.status_code == 200 and "diagnostic" in answer.content.decode()
+    gpu.refresh_from_db()
+    assert gpu.status == "out_for_repair"
