@@ -12,6 +12,7 @@ from portal.accounts.services import api_token_authenticate, api_token_refusal
 from portal.checklists.api import router as checklists_router
 from portal.core.api import StrictOpenAPISchema, document_error_answers, install_error_handlers
 from portal.core.middleware import audit_actor_set
+from portal.diagnostics.api import router as diagnostics_router
 from portal.enrolment.api import router as enrolment_router
 from portal.fleet.api import router as fleet_router
 from portal.maintenance.api import router as maintenance_router
@@ -91,6 +92,7 @@ api.add_router("", reports_router)
 api.add_router("", wear_router)
 api.add_router("", checklists_router)
 api.add_router("", scheduler_router)
+api.add_router("", diagnostics_router)
 api.add_router("", enrolment_router)
 
 

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "portal.telemetry",
     "portal.wear",
     "portal.maintenance",
+    "portal.diagnostics",
     "portal.reports",
     "portal.metrics",
     "portal.checklists",
@@ -232,6 +233,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "maintenance-notify": {"task": "portal.maintenance.tasks.notifications_pending_sweep_task", "schedule": 60.0},
     "checklists-verifications": {"task": "portal.checklists.tasks.verifications_finish_task", "schedule": 600.0},
     "scheduler-sweep": {"task": "portal.scheduler.tasks.scheduler_sweep_task", "schedule": 30.0},
+    "diagnostics-expire": {"task": "portal.diagnostics.tasks.diagnostics_expire_task", "schedule": 60.0},
 }
 # Every beat interval times this (the integration tests run the schedule fast with e.g. 0.02).
 BEAT_SCALE = envfloat("BEAT_SCALE", 1.0)
@@ -481,3 +483,13 @@ SLURM_REST_USER = envstr("SLURM_REST_USER", "")
 SLURM_REST_TOKEN = envstr("SLURM_REST_TOKEN", "")
 SLURM_DRAIN_SEVERITY = envstr("SLURM_DRAIN_SEVERITY", "critical")
 SLURM_TIMEOUT = envfloat("SLURM_TIMEOUT", 10.0)
+
+# Diagnostics (portal.diagnostics): the level of the diagnostic a new host's GPUs (and a GPU that
+# appears later) get when their agent first reports them (0: no burn-in), and the least level a
+# passed diagnostic must have for a GPU out for repair to return to service.
+BURN_IN_LEVEL = envint("BURN_IN_LEVEL", 1)
+RETURN_TO_SERVICE_LEVEL = envint("RETURN_TO_SERVICE_LEVEL", 1)
+if not 0 <= BURN_IN_LEVEL <= 3:
+    raise ImproperlyConfigured(f"BURN_IN_LEVEL must be 0 (off) to 3, not {BURN_IN_LEVEL}")
+if not 1 <= RETURN_TO_SERVICE_LEVEL <= 3:
+    raise ImproperlyConfigured(f"RETURN_TO_SERVICE_LEVEL must be 1 to 3, not {RETURN_TO_SERVICE_LEVEL}")

@@ -34,6 +34,7 @@ urlpatterns = [
     path("reports/", include("portal.reports.urls")),
     path("checklists/", include("portal.checklists.urls")),
     path("scheduler/", include("portal.scheduler.urls")),
+    path("diagnostics/", include("portal.diagnostics.urls")),
     path("add-hosts/", include("portal.enrolment.urls")),
     path("agent/", include("portal.enrolment.agent_urls")),
     path("guide/", include("portal.guidance.urls")),

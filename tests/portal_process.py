@@ -64,6 +64,9 @@ def portal_env(var_dir: Path, **overrides: str) -> dict[str, str]:
         CELERY_TASK_ALWAYS_EAGER="true",  # Daphne alone, no worker: tasks run where they are sent
         PIPELINE_DEBOUNCE_S="0",  # ...once per batch, right away
         PYTHONUNBUFFERED="1",
+        # No burn-in diagnostic for the GPUs the tests' agents register (as tests/settings.py);
+        # a test that wants one passes BURN_IN_LEVEL.
+        BURN_IN_LEVEL="0",
     )
     env.update(overrides)
     return env

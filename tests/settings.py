@@ -33,3 +33,7 @@ AXES_ENABLED = False
 # The test client speaks plain HTTP and Django's runner turns DEBUG off, so ingest would refuse
 # every batch; tests/telemetry/test_ingest_plain_http.py turns the refusal back on.
 INGEST_ALLOW_HTTP = True
+
+# No burn-in diagnostic for GPUs the tests' agents register (their answers would carry a command
+# every other test would have to expect); tests/diagnostics/test_burn_in.py turns it on.
+BURN_IN_LEVEL = 0

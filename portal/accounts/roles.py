@@ -26,6 +26,7 @@ ROLE_PERMISSIONS = {
         "maintenance": ["*"],
         "checklists": ["*"],
         "scheduler": ["*"],
+        "diagnostics": ["*"],
         "enrolment": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
@@ -48,6 +49,8 @@ ROLE_PERMISSIONS = {
         "checklists.checklistphoto": ["view", "add"],
         "scheduler": ["view"],
         "scheduler.scheduleraction": ["view", "add"],
+        "diagnostics": ["view"],
+        "diagnostics.diagnostic": ["view", "add"],
         "auditlog": ["view"],
     },
     ROLE_VIEWER: {
@@ -56,6 +59,7 @@ ROLE_PERMISSIONS = {
         "maintenance": ["view"],
         "checklists": ["view"],
         "scheduler": ["view"],
+        "diagnostics": ["view"],
         "auditlog": ["view"],
     },
 }

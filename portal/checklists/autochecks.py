@@ -14,9 +14,12 @@ import math
 from dataclasses import dataclass, field
 from statistics import median
 
+from django.conf import settings
 from django.db.models import Avg, Count, F, Max, Min, Q
 from django.db.models.functions import Floor
 
+from portal.diagnostics import services as diagnostics
+from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.fleet.models import MaintenanceRecord
 from portal.telemetry.models import Reading
 from portal.telemetry.selectors import readings_of
@@ -291,6 +294,62 @@ def cleaning_effect(*, item, run, gpus, now) -> AutoResult:
     return cleaning_effect_judge(run=run, item=item, gpus=gpus, now=now)
 
 
+def diagnostic_passed_judge(*, run, item, gpus, now, request: bool = False, user=None) -> AutoResult:
+    """A diagnostic of level RETURN_TO_SERVICE_LEVEL or higher passed on each GPU after the repair,
+    on the host's current driver (the rule a GPU's return to service follows). At sign-off
+    (`request`), GPUs without one get one requested, and the item waits for it (pending); the beat
+    task judges it again until it passed, failed or expired."""
+    per_gpu, details, wanted = {}, [], []
+    for gpu in gpus:
+        detail = {"gpu": _label(gpu), "uuid": gpu.uuid}
+        passing = diagnostics.passing_diagnostic_for_return(gpu)
+        latest = passing or diagnostics.latest_for_return(gpu)
+        state = latest.diagnostic.state if latest else ""
+        if passing is not None:
+            per_gpu[gpu.pk] = PASS
+        elif latest is not None and state in Diagnostic.OPEN_STATES:
+            per_gpu[gpu.pk] = PENDING
+        elif latest is not None and state in Diagnostic.FINISHED_STATES and latest.result not in DiagnosticGpu.PASSING:
+            per_gpu[gpu.pk] = FAIL
+        elif request:
+            wanted.append(gpu)
+            per_gpu[gpu.pk] = PENDING
+        else:  # expired, or passed on another driver: waiting ends here (run one from the GPU's page)
+            per_gpu[gpu.pk] = UNKNOWN
+        if latest is not None:
+            detail.update(
+                diagnostic=str(latest.diagnostic_id), level=latest.diagnostic.level, state=state,
+                result=latest.result, driver=latest.diagnostic.driver_version,
+            )  # fmt: skip
+        details.append(detail)
+    requested = None
+    if wanted:
+        requested = diagnostics.diagnostic_request(
+            host=run.host, level=settings.RETURN_TO_SERVICE_LEVEL, gpus=wanted, user=user,
+            purpose=Diagnostic.Purpose.RETURN, now=now,
+        )  # fmt: skip
+        for detail in details:
+            if any(gpu.uuid == detail["uuid"] for gpu in wanted):
+                detail.update(diagnostic=str(requested.pk), level=requested.level, state=requested.state, result="")
+    outcome = _combine(per_gpu)
+    summary = {
+        PASS: "a diagnostic passed on every GPU after the repair",
+        FAIL: "a diagnostic failed after the repair",
+        PENDING: "waiting for the diagnostic",
+        UNKNOWN: "no passing diagnostic after the repair (expired, or another driver)",
+    }[outcome]
+    p = {"level": settings.RETURN_TO_SERVICE_LEVEL}
+    return AutoResult(outcome, _evidence(summary, p, details, per_gpu, run.started_at, now))
+
+
+def diagnostic_passed(*, item, run, gpus, now) -> AutoResult:
+    return diagnostic_passed_judge(run=run, item=item, gpus=gpus, now=now, request=True, user=run.started_by)
+
+
+# How a pending item is judged again by the beat task (services.verifications_finish).
+JUDGES = {"cleaning_effect": cleaning_effect_judge, "diagnostic_passed": diagnostic_passed_judge}
+
+
 def _evidence(summary, p, details, per_gpu, start, end) -> dict:
     return {
         "summary": summary,
@@ -307,6 +366,7 @@ CHECKS = {
     "fans_respond": fans_respond,
     "recent_backup": recent_backup,
     "cleaning_effect": cleaning_effect,
+    "diagnostic_passed": diagnostic_passed,
 }
 
 

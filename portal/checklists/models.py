@@ -30,6 +30,7 @@ class AutoCheck(models.TextChoices):
     FANS_RESPOND = "fans_respond", _("Fans respond")
     RECENT_BACKUP = "recent_backup", _("A backup record in the last N days")
     CLEANING_EFFECT = "cleaning_effect", _("Cooler at equal power after the cleaning")
+    DIAGNOSTIC_PASSED = "diagnostic_passed", _("A diagnostic passed after the repair")
 
 
 class ChecklistTemplate(models.Model):

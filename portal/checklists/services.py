@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from portal.checklists.autochecks import AutoResult, auto_check_run, cleaning_effect_judge
+from portal.checklists.autochecks import JUDGES, AutoResult, auto_check_run, cleaning_effect_judge
 from portal.checklists.models import (
     ChecklistAnswer,
     ChecklistPhoto,
@@ -416,6 +416,11 @@ def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | 
             answered_at=now,
         )  # fmt: skip
     failed = _failed_items(run, answers)
+    pending = any(r.outcome == "pending" for r in results.values())
+    if not failed and not pending and template.key == "repair_return":
+        # Before this run's repair record is written: the return-to-service rule counts diagnostics
+        # after a GPU's latest repair record, and this record is of the repair they certified.
+        _return_to_service(run, gpus, user)
     if run.record_kind == MaintenanceRecord.Kind.INSPECTION and "passed" not in fields:
         fields["passed"] = not failed
     notes = _notes(run, answers, signature)
@@ -453,7 +458,6 @@ def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | 
             ]
             raise InvalidInput("the record this run writes is not valid", problems=problems) from None
     run.records.set(records)
-    pending = any(r.outcome == "pending" for r in results.values())
     ChecklistRun.objects.filter(pk=run.pk).update(
         state=State.COMPLETED, completed_at=now, completed_by=user, signature=signature, updated_at=now,
         verification=ChecklistRun.Verification.PENDING if pending else "",
@@ -461,8 +465,6 @@ def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | 
     run.refresh_from_db()
     if failed:
         _open_failure_tickets(run, failed, answers, gpus)
-    elif template.key == "repair_return":
-        _return_to_service(run, gpus, user)
     return run
 
 
@@ -510,7 +512,8 @@ def verification_finish_run(*, run_id: int, now: dt.datetime) -> int:
         answer = answers.get(item["key"])
         if answer is None or answer.outcome != "pending":
             continue
-        result = cleaning_effect_judge(run=run, item=item, gpus=gpus, now=now)
+        judge = JUDGES.get(item.get("auto_check") or "", cleaning_effect_judge)
+        result = judge(run=run, item=item, gpus=gpus, now=now)
         if result.outcome == "pending":
             still_pending = True
             answer.evidence = result.evidence
@@ -525,4 +528,7 @@ def verification_finish_run(*, run_id: int, now: dt.datetime) -> int:
         ChecklistRun.objects.filter(pk=run.pk).update(verification=ChecklistRun.Verification.DONE, updated_at=now)
     if newly_failed:
         _open_failure_tickets(run, newly_failed, answers, gpus)
+    elif not still_pending and run.template.key == "repair_return" and not _failed_items(run, answers):
+        # The wait is over and everything passed (the diagnostic it requested at sign-off, usually).
+        _return_to_service(run, gpus, run.completed_by)
     return 0 if still_pending else 1

@@ -25,6 +25,12 @@ SHIPPED_TEXTS = frozenset(
         gettext_noop("Heatsink fins clean and straight"),
         gettext_noop("Photo after cleaning"),
         gettext_noop("Cooler at equal power after the cleaning (≥ 3 °C)"),
+        gettext_noop("Diagnostic passed after the repair"),
+        gettext_noop(
+            "Judged by the portal: a diagnostic (dcgmi diag, or the agent's NVML checks) of the return-to-service "
+            "level passed on the GPU after the repair, on the host's current driver. Signing off requests one when "
+            "there is none; the GPU returns to service when it passes."
+        ),
         gettext_noop(
             "Judged by the portal from loaded readings after the cleaning against the week before, "
             "compared at equal power draw."

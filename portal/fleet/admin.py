@@ -1,5 +1,8 @@
+from django import forms
 from django.contrib import admin
 
+from portal.core.errors import ApplicationError
+from portal.fleet import hooks
 from portal.fleet.models import Attachment, Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.services import gpu_status_history_start, gpu_status_set, host_inventory_changed
 
@@ -28,8 +31,28 @@ class HostAdmin(admin.ModelAdmin):
             host_inventory_changed(host_ids=[form.instance.pk])
 
 
+class GpuAdminForm(forms.ModelForm):
+    """A GPU out for repair returns to service here under the same rule as elsewhere (a passed
+    diagnostic; forcing it is the GPU page's edit form or the API's `force`): refused on the form."""
+
+    class Meta:
+        model = Gpu
+        fields = "__all__"  # noqa: DJ007 - the admin shows what ModelAdmin.fields/fieldsets say
+
+    def clean_status(self):
+        status = self.cleaned_data.get("status")
+        current = Gpu.objects.filter(pk=self.instance.pk).values_list("status", flat=True).first()
+        if current == Gpu.Status.OUT_FOR_REPAIR and status == Gpu.Status.IN_SERVICE:
+            try:
+                hooks.return_to_service_check(gpu=self.instance)
+            except ApplicationError as refused:
+                raise forms.ValidationError(refused.message) from None
+        return status
+
+
 @admin.register(Gpu)
 class GpuAdmin(admin.ModelAdmin):
+    form = GpuAdminForm
     list_display = ("uuid", "host", "index", "model_name", "serial", "status", "warranty_end")
     list_filter = ("status", "model_name")
     search_fields = ("uuid", "serial", "host__hostname")

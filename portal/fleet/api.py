@@ -9,12 +9,12 @@ from pydantic import AwareDatetime, ConfigDict, model_serializer
 
 import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ApiDateTime, ErrorOut, Pagination, require_perm
-from portal.core.errors import InvalidInput, NotFound
+from portal.core.errors import Forbidden, InvalidInput, NotFound
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_input import record_create_from_fields
 from portal.fleet.record_kinds import ALL_KIND_FIELDS
 from portal.fleet.selectors import gpu_status_history, hosts_with_derived_dates
-from portal.fleet.services import gpu_update
+from portal.fleet.services import FORCE_ADMINS_ONLY, FORCE_NOTES_REQUIRED, gpu_status_override_allowed, gpu_update
 
 router = Router(tags=["fleet"])
 
@@ -210,6 +210,9 @@ class GpuPatchIn(Schema):
     warranty_end: dt.date | None = None
     notes: str | None = Field(None, max_length=20_000)
     reason: str = Field("", max_length=2_000)
+    # With status in_service for a GPU out for repair: return it without a passed diagnostic
+    # (admins only); `notes` then says why and is kept in the status history, not the GPU's notes.
+    force: bool = False
 
 
 class GpuStatusChangeOut(Schema):
@@ -243,20 +246,32 @@ GPU_PATCH_RESPONSES = {200: GpuServiceOut, 400: ErrorOut, 403: ErrorOut, 404: Er
 # Registered on the telemetry router beside `GET /gpus/{uuid}` (one URL pattern answers every method
 # of a path, so both must live in one router): telemetry.api adds it with add_api_operation.
 def gpu_patch(request, uuid: str, payload: GpuPatchIn):
-    """Admins and technicians. A GPU out for repair returns to in_service through a passed
-    repair_return checklist run; here only an admin may do it (kept as an override), anyone else
-    gets 409."""
+    """Admins and technicians. A GPU `out_for_repair` returns to `in_service` only after a
+    diagnostic of level ≥ RETURN_TO_SERVICE_LEVEL passed on it, started after it went out for
+    repair and after its latest repair record, on the driver its host reports now (409 naming
+    `status` otherwise); or with `"force": true` and `notes` saying why (admins only: 403
+    otherwise; 400 naming `notes` without them), kept as an override in its status history."""
     require_perm(request, "fleet.service_gpu")
     gpu = _gpu_or_404(uuid)
     values = payload.model_dump(exclude_unset=True)
     reason = values.pop("reason", "") or ""
+    force = values.pop("force", False)
+    if force:
+        if not gpu_status_override_allowed(user=request.user):
+            raise Forbidden(FORCE_ADMINS_ONLY, field_errors={"force": FORCE_ADMINS_ONLY})
+        notes = (values.pop("notes", None) or "").strip()
+        if not notes:
+            raise InvalidInput("notes required", field_errors={"notes": FORCE_NOTES_REQUIRED})
+        reason = f"{notes}\n\n{reason}".strip() if reason else notes
     if "status" in values and values["status"] is None:
         raise InvalidInput("invalid request", field_errors={"status": "Cannot be null."})
     if values.get("notes", "") is None:
         values["notes"] = ""
     if "status" in values:
         values["status"] = str(values["status"].value if hasattr(values["status"], "value") else values["status"])
-    gpu_update(gpu=gpu, user=request.user, source=GpuStatusChange.Source.API, reason=reason, **values)
+    if force and values.get("status") != Gpu.Status.IN_SERVICE:
+        raise InvalidInput("nothing to force", field_errors={"force": "Only with status in_service."})
+    gpu_update(gpu=gpu, user=request.user, source=GpuStatusChange.Source.API, reason=reason, force=force, **values)
     return _gpu_or_404(uuid)
 
 

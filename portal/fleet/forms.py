@@ -78,6 +78,25 @@ class GpuForm(forms.ModelForm):
         labels = GPU_LABELS
 
 
+class GpuEditForm(GpuForm):
+    """Editing a GPU: an admin may also force a GPU out for repair back into service without the
+    usual check (a passed diagnostic), saying why; it is kept as an override in its history."""
+
+    force_return = forms.BooleanField(
+        required=False, label=_("Return to service without a passed diagnostic (admin override)")
+    )
+    force_reason = forms.CharField(
+        required=False, max_length=2000, label=_("Why (kept in the status history)"),
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )  # fmt: skip
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("force_return") and not (cleaned.get("force_reason") or "").strip():
+            self.add_error("force_reason", _("Say why the GPU returns to service without a passed diagnostic."))
+        return cleaned
+
+
 # Tri-state booleans (yes / no / not recorded) read better as a select than as a checkbox,
 # and let "required" mean "answered", even when the answer is no.
 YES_NO = [("", "—"), ("true", _("Yes")), ("false", _("No"))]

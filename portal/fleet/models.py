@@ -31,6 +31,10 @@ class Host(models.Model):
     # Bumped whenever one of the host's GPUs is created, changed, moved or deleted, so that
     # ingest may keep the host's GPU rows in memory and know at once when they are stale.
     inventory_version = models.PositiveIntegerField(default=0, editable=False)
+    # When work for the host's agent was last queued (a diagnostic requested), until an ingest answer
+    # finds none left: ingest reads it with the host token (no query of its own) and asks for the
+    # commands only while it is set (ingest-v1.md, "Commands").
+    commands_queued_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -69,6 +73,11 @@ class Gpu(models.Model):
     # Inventory values the agent reported that no GPU has (a default power limit of 0 W, a shutdown
     # temperature below the slowdown one, …): kept as unknown, each with a line shown on the GPU's page.
     agent_warnings = models.JSONField(default=list, blank=True, editable=False)
+    # The GPU this one took the slot (host and PCI bus id) of: a card swapped in while the old one
+    # was out for repair (fleet.services.gpu_slot_swap); the old one is retired, "replaced by".
+    replaces = models.OneToOneField(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="replaced_by", editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -17,7 +17,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from portal.core.errors import Conflict, InvalidInput
+from portal.core.errors import Conflict, Forbidden, InvalidInput
+from portal.fleet import hooks
 from portal.fleet.models import Attachment, Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_kinds import ALL_KIND_FIELDS, HOST_ONLY_KINDS, KIND_SPECS
 
@@ -113,6 +114,7 @@ def gpu_create(
     gpu.save()
     gpu_status_history_start(gpu=gpu, user=user, source=source, reason=reason)
     host_inventory_changed(host_ids=[gpu.host_id])
+    hooks.gpu_registered(gpu=gpu, source=source)
     return gpu
 
 
@@ -124,6 +126,7 @@ def gpu_update(
     source: str = GpuStatusChange.Source.PORTAL,
     reason: str = "",
     agent_warnings: list[str] | None = None,
+    force: bool = False,
     **values,
 ) -> Gpu:
     """Change a GPU's fields. A new `status` follows gpu_status_set's rules and is kept in the
@@ -132,7 +135,11 @@ def gpu_update(
     old_host_id = gpu.host_id
     gpu.status = current = _locked_status(gpu)
     changing = new_status is not None and new_status != current
-    override = _check_status_change(gpu=gpu, status=new_status, user=user, source=source) if changing else False
+    override = (
+        _check_status_change(gpu=gpu, status=new_status, user=user, source=source, force=force, reason=reason)
+        if changing
+        else False
+    )
     _apply(gpu, values, GPU_FIELDS)
     if changing:
         gpu.status = new_status
@@ -152,21 +159,44 @@ def gpu_update(
 REPAIR_HOLD_MESSAGE = (
     "A GPU out for repair returns to service only through a passed repair-return checklist run; an admin may override."
 )
+FORCE_ADMINS_ONLY = "Only an admin may force a GPU back into service."
+FORCE_NOTES_REQUIRED = "Required with force: say why the GPU returns to service without the usual check."
 
 
 def gpu_status_override_allowed(*, user) -> bool:
     return user is not None and user.has_perm("fleet.override_gpu")
 
 
-def _check_status_change(*, gpu: Gpu, status: str, user, source: str) -> bool:
-    """Validate a status change; return whether it is an admin's override of the repair hold."""
+def _check_status_change(*, gpu: Gpu, status: str, user, source: str, force: bool = False, reason: str = "") -> bool:
+    """Validate a status change; return whether it is an admin's override of the repair hold.
+
+    A GPU out for repair returns to service when the return-to-service guards (fleet.hooks; the
+    diagnostics app: a passed diagnostic after the repair) let it, or when an admin forces it with
+    a note (kept as an override in the status history). Without guards: through a repair-return
+    checklist run, or an admin (the override)."""
     if status not in Gpu.Status.values:
         choices = ", ".join(Gpu.Status.values)
         raise InvalidInput("invalid status", field_errors={"status": f"Unknown status {status!r} (one of {choices})."})
     if source not in GpuStatusChange.Source.values:
         raise InvalidInput("invalid source", field_errors={"source": f"Unknown source {source!r}."})
     returning = gpu.status == Gpu.Status.OUT_FOR_REPAIR and status == Gpu.Status.IN_SERVICE
-    if not returning or source == GpuStatusChange.Source.CHECKLIST:
+    if force:
+        if not returning:
+            raise InvalidInput(
+                "force applies only to a return to service",
+                field_errors={"force": "Only a GPU out for repair returning to in_service can be forced."},
+            )
+        if not gpu_status_override_allowed(user=user):
+            raise Forbidden(FORCE_ADMINS_ONLY, field_errors={"force": FORCE_ADMINS_ONLY})
+        if not (reason or "").strip():
+            raise InvalidInput("notes required", field_errors={"notes": FORCE_NOTES_REQUIRED})
+        return True
+    if not returning:
+        return False
+    if hooks.return_to_service_guarded():
+        hooks.return_to_service_check(gpu=gpu)
+        return False
+    if source == GpuStatusChange.Source.CHECKLIST:
         return False
     if gpu_status_override_allowed(user=user):
         return True
@@ -182,18 +212,19 @@ def gpu_status_set(
     reason: str = "",
     source: str = GpuStatusChange.Source.PORTAL,
     at: dt.datetime | None = None,
+    force: bool = False,
 ) -> GpuStatusChange | None:
     """Set a GPU's status and keep the change (time, user, from/to, reason, source) in its history.
 
     The one path every status change takes (forms, API, admin, checklists). A GPU out for repair
-    returns to in_service only with source="checklist" (a passed repair_return run); an admin
-    (fleet.override_gpu) may do it from elsewhere, recorded as an override; anyone else gets
+    returns to in_service when the return-to-service guards allow it (_check_status_change), or
+    when an admin (fleet.override_gpu) forces it with a reason, recorded as an override; otherwise
     Conflict. Setting the status it already has changes nothing and returns None.
     """
     gpu.status = current = _locked_status(gpu)
     if status == current:
         return None
-    override = _check_status_change(gpu=gpu, status=status, user=user, source=source)
+    override = _check_status_change(gpu=gpu, status=status, user=user, source=source, force=force, reason=reason)
     gpu.status = status
     gpu.save(update_fields=["status"])  # a save, so the audit trail has it too
     return _status_change_write(
@@ -233,6 +264,45 @@ def gpu_delete(*, gpu: Gpu) -> None:
         raise Conflict("This GPU has maintenance records; retire it instead so its history stays.")
     gpu.delete()
     host_inventory_changed(host_ids=[gpu.host_id])
+
+
+def gpu_slot_swap(*, gpu: Gpu) -> Gpu | None:
+    """A GPU its agent reports for the first time, at the PCI bus id of one of the host's GPUs that
+    is out for repair: a card swapped into the slot. The old GPU is retired ("replaced by <serial>"),
+    the new one links it (`replaces`); the slot's history stays on the host page and in both GPUs'
+    RMA packs. Returns the GPU replaced, or None."""
+    if not gpu.pci_bus_id:
+        return None
+    old = (
+        Gpu.objects.filter(host_id=gpu.host_id, pci_bus_id=gpu.pci_bus_id, status=Gpu.Status.OUT_FOR_REPAIR)
+        .exclude(pk=gpu.pk)
+        .filter(replaced_by__isnull=True)
+        .order_by("-created_at")
+        .first()
+    )
+    if old is None:
+        return None
+    gpu_status_set(
+        gpu=old, status=Gpu.Status.RETIRED, source=GpuStatusChange.Source.AGENT,
+        reason=f"replaced by {gpu.serial or gpu.uuid}",
+    )  # fmt: skip
+    Gpu.objects.filter(pk=gpu.pk).update(replaces=old)
+    gpu.replaces = old
+    GpuStatusChange.objects.filter(gpu=gpu, from_status="").update(
+        reason=f"Registered; replaces {old.serial or old.uuid}."
+    )
+    return old
+
+
+def host_commands_queued(*, host_id: int) -> None:
+    """Work for the host's agent was queued: its next ingest answers ask for the commands."""
+    Host.objects.filter(pk=host_id).update(commands_queued_at=timezone.now())
+
+
+def host_commands_done(*, host_id: int, seen: dt.datetime) -> bool:
+    """No work is left for the host's agent: stop asking, unless more was queued since `seen` (the
+    value the caller read; a conditional UPDATE, so a request queued meanwhile is never lost)."""
+    return bool(Host.objects.filter(pk=host_id, commands_queued_at=seen).update(commands_queued_at=None))
 
 
 def host_inventory_changed(*, host_ids) -> None:
@@ -446,9 +516,11 @@ def gpu_inventory_sync(*, host: Host, reported: dict, existing: Gpu | None, seen
     current = None if existing is None else {column: getattr(existing, column) for column in AGENT_GPU_FIELDS.values()}
     values, warnings = agent_gpu_values(reported=reported, current=current)
     if existing is None:
-        return gpu_create(
+        gpu = gpu_create(
             uuid=reported["uuid"], host=host, source=GpuStatusChange.Source.AGENT, agent_warnings=warnings, **values
         )
+        gpu_slot_swap(gpu=gpu)
+        return gpu
     changes = {name: value for name, value in values.items() if getattr(existing, name) != value}
     if not changes and existing.agent_warnings == warnings:
         return existing

@@ -15,7 +15,7 @@ from django.views import View
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
 from portal.fleet import pages, selectors, services
-from portal.fleet.forms import RECORD_LABELS, GpuForm, HostForm, record_form_class
+from portal.fleet.forms import RECORD_LABELS, GpuEditForm, GpuForm, HostForm, record_form_class
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import KIND_SPECS
 
@@ -69,7 +69,8 @@ class HostGpusView(Permission, View):
         now = timezone.now()
         limits = pages.care_limits(host_ids=[host.pk])
         gpus = selectors.host_gpu_rows(host=host, now=now, limits=limits)
-        return render(request, "fleet/_gpu_table.html", {"host": host, "gpus": gpus, "now": now})
+        panels = pages.page_panels("gpu_rows", request=request, gpus=gpus)
+        return render(request, "fleet/_gpu_table.html", {"host": host, "gpus": gpus, "now": now, **panels})
 
 
 class SearchView(Permission, View):
@@ -110,6 +111,7 @@ class HostDetailView(Permission, View):
             Kind.CLEANING: host.last_cleaning_at, Kind.CONNECTION_CHECK: host.last_connection_check_at,
             Kind.BACKUP: host.last_backup_at,
         })  # fmt: skip
+        gpus = selectors.host_gpu_rows(host=host, now=now, limits=limits)
         return render(
             request,
             "fleet/host_detail.html",
@@ -117,7 +119,8 @@ class HostDetailView(Permission, View):
                 "host": host,
                 "agent_update": selectors.agent_version_check(host.agent_version),
                 "ages": ages,
-                "gpus": selectors.host_gpu_rows(host=host, now=now, limits=limits),
+                "gpus": gpus,
+                **pages.page_panels("gpu_rows", request=request, gpus=gpus),
                 "records": selectors.host_timeline(host=host)[:100],
                 "audit_entries": _audit_entries(host),
                 "kinds": MaintenanceRecord.Kind.choices,
@@ -238,7 +241,7 @@ class GpuCreateView(_ObjectFormView):
 
 class GpuEditView(_ObjectFormView):
     permission_required = "fleet.change_gpu"
-    form_class = GpuForm
+    form_class = GpuEditForm
 
     def get_object(self):
         return get_object_or_404(Gpu.objects.select_related("host"), uuid=self.kwargs["uuid"])
@@ -247,7 +250,10 @@ class GpuEditView(_ObjectFormView):
         return _("Edit GPU %(gpu)s") % {"gpu": obj}
 
     def save(self, obj, cleaned):
-        return services.gpu_update(gpu=Gpu.objects.get(pk=obj.pk), user=self.request.user, **cleaned)
+        force, reason = cleaned.pop("force_return", False), (cleaned.pop("force_reason", "") or "").strip()
+        return services.gpu_update(
+            gpu=Gpu.objects.get(pk=obj.pk), user=self.request.user, force=force, reason=reason, **cleaned
+        )
 
 
 class _DeleteView(Permission, View):

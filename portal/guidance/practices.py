@@ -89,6 +89,8 @@ RULE_PRACTICE: dict[str, str] = {
     "xid_ecc": "repairs",
     "xid_hardware": "repairs",
     "checklist_failed": "repairs",
+    "diagnostic_failed": "repairs",
+    "diagnostic_warned": "repairs",
     "overclock": "overclocking",
 }
 

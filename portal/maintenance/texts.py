@@ -48,6 +48,16 @@ _NOTES = [
      gettext_noop("%(hours)s GPU-hours at high load since the last cleaning")),
     (r"(?P<before>info|warning|critical) → (?P<after>info|warning|critical)",
      gettext_noop("%(before)s → %(after)s")),
+    # portal.diagnostics: a result's ticket, and the gate after a draining ticket is resolved.
+    (r"level (?P<level>\d) diagnostic (?P<id>[0-9a-f-]{36}): (?P<tests>.+)",
+     gettext_noop("level %(level)s diagnostic %(id)s: %(tests)s")),
+    (r"level (?P<level>\d) diagnostic (?P<id>[0-9a-f-]{36}) requested: back in service when it passes",
+     gettext_noop("level %(level)s diagnostic %(id)s requested: back in service when it passes")),
+    (r"diagnostic (?P<id>[0-9a-f-]{36}) failed: (?P<tests>.+)", gettext_noop("diagnostic %(id)s failed: %(tests)s")),
+    (r"a diagnostic is under way: back in service when it passes",
+     gettext_noop("a diagnostic is under way: back in service when it passes")),
+    (r"diagnostic (?P<id>[0-9a-f-]{36}) expired: run another one",
+     gettext_noop("diagnostic %(id)s expired: run another one")),
 ]  # fmt: skip
 
 

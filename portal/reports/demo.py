@@ -20,6 +20,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from portal.diagnostics import services as diagnostics_services
+from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.fleet import services
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket
@@ -51,8 +53,23 @@ def _xid(gpu: Gpu, at: dt.datetime, code: int, rule: str, title: str) -> Ticket:
     )  # fmt: skip
 
 
-def _status(gpu: Gpu, status: str, *, user, at: dt.datetime, reason: str, source: str = Source.PORTAL) -> None:
-    services.gpu_status_set(gpu=gpu, status=status, user=user, source=source, at=at, reason=reason)
+def _status(
+    gpu: Gpu, status: str, *, user, at: dt.datetime, reason: str, source: str = Source.PORTAL, force: bool = False
+) -> None:
+    services.gpu_status_set(gpu=gpu, status=status, user=user, source=source, at=at, reason=reason, force=force)
+
+
+def _diagnostic_passed(gpu: Gpu, *, at: dt.datetime) -> None:
+    """A level-1 diagnostic that passed on the GPU at `at` (what lets it return to service)."""
+    diagnostic = diagnostics_services.diagnostic_request(
+        host=gpu.host, level=1, gpus=[gpu], purpose=Diagnostic.Purpose.RETURN, now=at
+    )
+    minutes = lambda n: at + dt.timedelta(minutes=n)  # noqa: E731
+    Diagnostic.objects.filter(pk=diagnostic.pk).update(
+        state=Diagnostic.State.PASSED, started_at=minutes(1), finished_at=minutes(2), result_at=minutes(2),
+        tool="dcgmi", tool_version="3.3.9", driver_version=gpu.host.driver_version,
+    )  # fmt: skip
+    DiagnosticGpu.objects.filter(diagnostic=diagnostic).update(result=DiagnosticGpu.Result.PASS)
 
 
 def _repair(gpu: Gpu, *, tech, performed_at: dt.datetime, **fields) -> MaintenanceRecord:
@@ -98,6 +115,7 @@ def repair_history_seed(*, now: dt.datetime | None = None) -> bool:
         rma_number=FIRST_RMA, parts="PCIe riser, re-seated card", cost="120.00", downtime_hours="142",
         outcome="fixed", notes="Riser contacts oxidised; riser replaced, card re-seated, 24 h burn-in passed.",
     )  # fmt: skip
+    _diagnostic_passed(lemon, at=days(154) + hours(1))
     _status(lemon, "in_service", user=tech, source=Source.CHECKLIST, at=days(154) + hours(3),
             reason="repair_return checklist passed (stress test 2 h).")  # fmt: skip
     with set_actor(admin):  # the vendor's invoice came in higher: the admin corrects the cost
@@ -114,8 +132,8 @@ def repair_history_seed(*, now: dt.datetime | None = None) -> bool:
         rma_number="RMA-2026-0311", parts="Board swap (same SKU)", cost="0", downtime_hours="166",
         outcome="replaced", notes="Under warranty: board replaced by the vendor.",
     )  # fmt: skip
-    _status(lemon, "in_service", user=admin, at=days(89) + hours(2),
-            reason="Vendor-tested board; no checklist run: admin override.")  # fmt: skip
+    _status(lemon, "in_service", user=admin, at=days(89) + hours(2), force=True,
+            reason="Vendor-tested board; no diagnostic run: admin override.")  # fmt: skip
     _xid(lemon, days(12), 48, "xid_ecc", "Memory error XID")
     Ticket.objects.filter(gpu=lemon, rule="xid_ecc").update(state=Ticket.State.OPEN, resolved_at=None)
 

@@ -63,6 +63,14 @@ def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[
     return samples
 
 
+def _replaced_by(gpu: Gpu) -> Gpu | None:
+    return Gpu.objects.filter(replaces=gpu).first()
+
+
+def _slot_neighbour(other: Gpu | None) -> dict | None:
+    return None if other is None else {"uuid": other.uuid, "serial": other.serial}
+
+
 def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
     host = gpu.host
     records = list(
@@ -116,7 +124,9 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
                 "pci_bus_id": gpu.pci_bus_id, "memory_total_mib": gpu.memory_total_mib, "status": gpu.status,
                 "install_date": _iso(gpu.install_date), "warranty_end": _iso(gpu.warranty_end),
                 "registered_at": _iso(gpu.created_at), "pcie_link_max": {"gen": gpu.pcie_link_gen_max,
-                                                                          "width": gpu.pcie_link_width_max}},
+                                                                          "width": gpu.pcie_link_width_max},
+                # A card swapped in the same slot (fleet.services.gpu_slot_swap): both serials.
+                "replaces": _slot_neighbour(gpu.replaces), "replaced_by": _slot_neighbour(_replaced_by(gpu))},
         "host": {"hostname": host.hostname, "location": host.location, "rack": host.rack,
                  "driver_version": host.driver_version, "cuda_driver_version": host.cuda_driver_version},
         "repeat_offender": gpu_repeat_offender(gpu=gpu, now=now),
@@ -220,6 +230,10 @@ def rma_pdf(evidence: dict) -> bytes:
             [_("Installed / warranty"),
              f"{_when(g['install_date'], 10) or '—'} / {_when(g['warranty_end'], 10) or '—'}"],
             [_("Status"), statuses.get(g["status"], g["status"])],
+            *([[_("Replaced by"), text(f"{g['replaced_by']['serial'] or '—'} ({g['replaced_by']['uuid']})")]]
+              if g.get("replaced_by") else []),
+            *([[_("Replaces"), text(f"{g['replaces']['serial'] or '—'} ({g['replaces']['uuid']})")]]
+              if g.get("replaces") else []),
             [_("Repeat offender"), text("; ".join(evidence["repeat_offender"]) or _("no"))],
         ], widths=columns((45, 141)), align_left=2),
     ]  # fmt: skip

@@ -29,3 +29,9 @@ def ticket_changed(*, ticket, event, change: str) -> None:
     """The maintenance ticket hook (subscribed in SchedulerConfig.ready)."""
     if services.scheduler_ticket_changed(ticket=ticket, change=change):
         host_actions_enqueue(ticket.host_id)
+
+
+def diagnostic_finished(*, diagnostic) -> None:
+    """The diagnostics hook (subscribed in SchedulerConfig.ready): a pass may resume a node."""
+    if services.scheduler_diagnostic_finished(diagnostic=diagnostic):
+        host_actions_enqueue(diagnostic.host_id)

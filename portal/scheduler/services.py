@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
 from portal.core.errors import Conflict, Forbidden, InvalidInput, NotFound
+from portal.diagnostics import services as diagnostics
 from portal.fleet.models import Host
 from portal.maintenance.models import SEVERITY_RANK, Ticket
 from portal.maintenance.services.tickets import ticket_history_add
@@ -233,10 +234,40 @@ def _ticket_actions(ticket: Ticket, change: str) -> bool:
             host=host, kind=Action.Kind.DRAIN, source=Action.Source.TICKET, ticket=ticket, reason=drain_reason(ticket)
         )
         wrote = True
-    elif change in ("resolved", "closed") and _drains(ticket.severity):
+    elif (
+        change in ("resolved", "closed")
+        and _drains(ticket.severity)
+        # Resumed only once a diagnostic passed since the ticket opened (portal.diagnostics requests
+        # one); otherwise scheduler_diagnostic_finished resumes the node when it passes.
+        and diagnostics.ticket_gate_passed(ticket)
+    ):
         _action_add(host=host, kind=Action.Kind.RESUME, source=Action.Source.TICKET, ticket=ticket)
         wrote = True
     return wrote
+
+
+def scheduler_diagnostic_finished(*, diagnostic) -> bool:
+    """A diagnostic passed (portal.diagnostics' hook, through portal.scheduler.enqueue): a node that
+    a resolved ticket drained, waiting for it, is resumed (the resume action itself leaves it drained
+    while a draining ticket is open, or when a person drained it). Returns whether it wrote an action."""
+    if not scheduler_enabled() or diagnostic.state not in ("passed", "warned"):
+        return False
+    recent = timezone.now() - diagnostics.GATE_WINDOW
+    waiting = [
+        ticket
+        for ticket in Ticket.objects.filter(
+            host_id=diagnostic.host_id, state__in=[Ticket.State.RESOLVED, Ticket.State.CLOSED], resolved_at__gte=recent
+        ).order_by("-resolved_at")
+        if _drains(ticket.severity)
+        and Action.objects.filter(ticket=ticket, kind=Action.Kind.DRAIN).exists()
+        and not Action.objects.filter(ticket=ticket, kind=Action.Kind.RESUME, source=Action.Source.TICKET).exists()
+        and diagnostics.ticket_gate_passed(ticket)
+    ]
+    if not waiting:
+        return False
+    with transaction.atomic():
+        _action_add(host=waiting[0].host, kind=Action.Kind.RESUME, source=Action.Source.TICKET, ticket=waiting[0])
+    return True
 
 
 def scheduler_rest_request(

@@ -56,3 +56,32 @@ def oldest_raw_needed() -> dt.datetime | None:
     """The oldest moment any registered consumer still needs raw readings from, or None."""
     needed = [moment for oldest in _raw_needed.values() if (moment := oldest()) is not None]
     return min(needed, default=None)
+
+
+# Work the portal asks of a host's agent, carried by the answer to its batches (ingest-v1.md,
+# "Commands"): apps above telemetry (diagnostics) say what is pending for a host. Asked only while
+# the host's `commands_queued_at` is set (fleet.services.host_commands_queued), so the usual batch
+# costs nothing; one that fails is logged and the answer goes out without its commands.
+CommandProvider = Callable[..., list[dict]]
+_command_providers: list[tuple[str, CommandProvider]] = []
+
+
+def on_host_commands(name: str) -> Callable[[CommandProvider], CommandProvider]:
+    def register(provider: CommandProvider) -> CommandProvider:
+        _command_providers[:] = [entry for entry in _command_providers if entry[0] != name]
+        _command_providers.append((name, provider))
+        return provider
+
+    return register
+
+
+def host_commands(*, host_id: int) -> list[dict] | None:
+    """Every provider's commands for the host; None when a provider failed (nothing is known)."""
+    commands: list[dict] = []
+    for name, provider in list(_command_providers):
+        try:
+            commands.extend(provider(host_id=host_id))
+        except Exception:
+            log.exception("command provider %s failed for host %s; answering without its commands", name, host_id)
+            return None
+    return commands

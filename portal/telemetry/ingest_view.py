@@ -17,6 +17,8 @@ from pydantic import ValidationError
 
 from portal.core.api import application_error_status
 from portal.core.errors import ApplicationError
+from portal.fleet import services as fleet_services
+from portal.telemetry import hooks
 from portal.telemetry.ratelimit import TokenBucketLimiter
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services import host_token_authenticate, host_token_rotation_finish
@@ -149,11 +151,31 @@ def _handle(request: HttpRequest) -> JsonResponse:
             return _error(application_error_status(refused), refused.message, detail)
         if token.replaces_id is not None:  # the first batch with a rotated token: the old one goes
             host_token_rotation_finish(token=token)
+        commands = _commands(token.host)
     finally:
         _close_stale_connections()
     if result.duplicate:
-        return JsonResponse({"accepted": 0, "duplicate": True}, status=200)
-    return JsonResponse({"accepted": result.accepted, "duplicate": False}, status=202)
+        body, status = {"accepted": 0, "duplicate": True}, 200
+    else:
+        body, status = {"accepted": result.accepted, "duplicate": False}, 202
+    if commands:
+        body["commands"] = commands
+    return JsonResponse(body, status=status)
+
+
+def _commands(host) -> list[dict]:
+    """Work asked of this host (ingest-v1.md, "Commands"), offered with every answer until the
+    agent reports it started or it expires. Looked for only while the host has some queued (read
+    with its token, no query); the first answer that finds none left stops the looking."""
+    queued = host.commands_queued_at
+    if queued is None:
+        return []
+    commands = hooks.host_commands(host_id=host.pk)
+    if commands is None:
+        return []
+    if not commands:
+        fleet_services.host_commands_done(host_id=host.pk, seen=queued)
+    return commands
 
 
 def plain_http_refused(request: HttpRequest) -> bool:

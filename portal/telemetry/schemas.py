@@ -125,9 +125,19 @@ class BatchIn(_Strict):
     readings: Annotated[list[ReadingIn], Field(max_length=MAX_READINGS_PER_BATCH)]
 
 
+class Command(BaseModel):
+    """Work the portal asks of the host (ingest-v1.md, "Commands"): today only `diagnose`."""
+
+    id: str
+    kind: str
+    level: int | None = None
+    gpus: list[str] = []
+
+
 class IngestAccepted(BaseModel):
     accepted: int
     duplicate: bool
+    commands: list[Command] | None = None
 
 
 class ErrorDetail(BaseModel):

@@ -25,6 +25,7 @@ NOT_PAGES = {
     "scheduler:host_drain": "POST only (the host page's Slurm panel holds the form)",
     "scheduler:host_resume": "POST only (the host page's Slurm panel holds the form)",
     "scheduler:ticket_rest": "POST only (the no-rest ticket's page holds the form)",
+    "diagnostics:request": "POST only (the host and GPU pages' Diagnostics panel holds the form)",
     "enrolment:revoke": "POST only",
     "agent:install_sh": "a shell script",
     "agent:version": "JSON",

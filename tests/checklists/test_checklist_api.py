@@ -5,6 +5,7 @@ import io
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 from PIL import Image
 
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun, ChecklistTemplate
@@ -255,8 +256,18 @@ def test_photos_images_only_size_bound_signed_in_only(api, client_for, technicia
 
 
 def test_repair_return_puts_the_gpu_back_in_service(api, technician, host):
+    """With a diagnostic passed after the GPU went out for repair (tests/diagnostics has the run that
+    requests one and waits for it)."""
+    from portal.diagnostics.models import Diagnostic, DiagnosticGpu
+
     gpu = host.gpus.get(index=0)
     Gpu.objects.filter(pk=gpu.pk).update(status="out_for_repair")
+    now = timezone.now()
+    passed = Diagnostic.objects.create(
+        host=host, level=1, state="passed", requested_at=now, expires_at=now, started_at=now, finished_at=now,
+        result_at=now, tool="dcgmi",
+    )  # fmt: skip
+    DiagnosticGpu.objects.create(diagnostic=passed, gpu=gpu, result="pass")
     call = api(technician)
     run = start(call, template="repair_return", gpus=[gpu.uuid])
     answers = [

@@ -243,17 +243,18 @@ PAGE_QUERIES = {
     # hosts with their newest records by kind, rule configuration, slowdown temperatures present,
     # GPU counts per host, open tickets by host, open tickets by severity (the tile)
     "/": REQUEST + HTML + 6,
-    # the host, the rule configuration, its GPUs with latest reading and derived dates
-    "/hosts/{host}/gpus/": REQUEST + HTML + 3,
+    # the host, the rule configuration, its GPUs with latest reading and derived dates; the GPUs'
+    # diagnostics (latest, burn-in)
+    "/hosts/{host}/gpus/": REQUEST + HTML + 3 + 1,
     # the heatmap's state: GPUs with their latest reading, the rule configuration
     "/live/fleet/state/": REQUEST + 2,
     # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
-    # attachments, audit entries
-    "/hosts/{host}/": REQUEST + HTML + 8,
+    # attachments, audit entries; the GPUs' diagnostics (latest, burn-in), the host's diagnostics
+    "/hosts/{host}/": REQUEST + HTML + 8 + 2,
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
-    # lifetime state, months, thermal resistance per day, cleanings
-    "/gpus/{gpu}/": REQUEST + HTML + 8 + 4,
+    # lifetime state, months, thermal resistance per day, cleanings; the GPU's diagnostics
+    "/gpus/{gpu}/": REQUEST + HTML + 8 + 4 + 1,
 }
 
 

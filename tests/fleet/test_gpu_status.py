@@ -8,7 +8,7 @@ import json
 import pytest
 from django.utils import timezone
 
-from portal.core.errors import Conflict, InvalidInput
+from portal.core.errors import Conflict, Forbidden, InvalidInput
 from portal.fleet import services
 from portal.fleet.models import Gpu, GpuStatusChange
 from tests.factories import GpuFactory, HostFactory
@@ -53,7 +53,11 @@ def test_status_set_keeps_time_user_from_to_reason_source(technician, gpu):
     assert len(history(gpu)) == 1
 
 
-def test_repair_hold_only_a_checklist_or_an_admin_override(technician, admin, gpu):
+def test_without_guards_the_repair_hold_is_a_checklist_or_an_admin_override(technician, admin, gpu, monkeypatch):
+    """Fleet by itself (no app guards the return to service)."""
+    from portal.fleet import hooks
+
+    monkeypatch.setattr(hooks, "_guards", [])
     services.gpu_status_set(gpu=gpu, status="out_for_repair", user=technician, source=Source.API)
     with pytest.raises(Conflict) as refused:
         services.gpu_status_set(gpu=gpu, status="in_service", user=technician, source=Source.API)
@@ -69,6 +73,21 @@ def test_repair_hold_only_a_checklist_or_an_admin_override(technician, admin, gp
     # Retiring a GPU out for repair is not a return to service: allowed.
     services.gpu_status_set(gpu=gpu, status="out_for_repair", user=technician, source=Source.API)
     assert services.gpu_status_set(gpu=gpu, status="retired", user=technician, source=Source.API).override is False
+
+
+def test_with_the_diagnostics_guard_even_an_admin_or_a_checklist_needs_a_pass_or_a_force(technician, admin, gpu):
+    services.gpu_status_set(gpu=gpu, status="out_for_repair", user=technician, source=Source.API)
+    for user, source in ((technician, Source.API), (admin, Source.API), (technician, Source.CHECKLIST)):
+        with pytest.raises(Conflict) as refused:
+            services.gpu_status_set(gpu=gpu, status="in_service", user=user, source=source)
+        assert "diagnostic" in refused.value.message and refused.value.field_errors.keys() == {"status"}
+    with pytest.raises(Forbidden):
+        services.gpu_status_set(gpu=gpu, status="in_service", user=technician, reason="x", force=True)
+    with pytest.raises(InvalidInput) as refused:
+        services.gpu_status_set(gpu=gpu, status="in_service", user=admin, reason=" ", force=True)
+    assert refused.value.field_errors.keys() == {"notes"}
+    change = services.gpu_status_set(gpu=gpu, status="in_service", user=admin, reason="vendor-tested", force=True)
+    assert change.override is True and change.changed_by == admin and change.reason == "vendor-tested"
 
 
 def test_status_set_bad_status_is_invalid_input(admin, gpu):
@@ -113,17 +132,26 @@ def test_patch_only_changes_what_is_sent(client_for, technician, gpu):
     assert history(gpu) == []
 
 
-def test_patch_return_to_service_409_for_technician_override_for_admin(client_for, technician, admin, gpu):
+def test_patch_return_to_service_409_without_a_diagnostic_force_for_admin(client_for, technician, admin, gpu):
     assert patch(client_for(technician), gpu.uuid, {"status": "out_for_repair"}).status_code == 200
-    response = patch(client_for(technician), gpu.uuid, {"status": "in_service", "notes": "fixed"})
-    assert response.status_code == 409
-    assert "repair-return checklist" in response.json()["error"]
-    assert response.json()["detail"][0]["loc"] == "status"
+    for user in (technician, admin):
+        response = patch(client_for(user), gpu.uuid, {"status": "in_service", "notes": "fixed"})
+        assert response.status_code == 409
+        assert "diagnostic" in response.json()["error"]
+        assert response.json()["detail"][0]["loc"] == "status"
     gpu.refresh_from_db()
     assert (gpu.status, gpu.notes) == ("out_for_repair", "")
-    response = patch(client_for(admin), gpu.uuid, {"status": "in_service", "reason": "vendor confirmed"})
+    forced = {"status": "in_service", "force": True, "notes": "vendor confirmed"}
+    assert patch(client_for(technician), gpu.uuid, forced).status_code == 403
+    response = patch(client_for(admin), gpu.uuid, {"status": "in_service", "force": True})
+    assert response.status_code == 400 and response.json()["detail"][0]["loc"] == "notes"
+    assert patch(client_for(admin), gpu.uuid, {"force": True, "notes": "x"}).status_code == 400  # nothing to force
+    gpu.refresh_from_db()
+    assert gpu.status == "out_for_repair"
+    response = patch(client_for(admin), gpu.uuid, forced)
     assert response.status_code == 200
-    assert history(gpu)[-1].override is True
+    assert response.json()["notes"] == ""  # the notes went to the status history, not the GPU's notes
+    assert (history(gpu)[-1].override, history(gpu)[-1].reason) == (True, "vendor confirmed")
 
 
 @pytest.mark.parametrize(
@@ -167,6 +195,25 @@ def test_gpu_form_change_is_in_the_history(client_for, admin, gpu):
     assert (row.to_status, row.source, row.changed_by) == ("retired", "portal", admin)
 
 
+def test_gpu_form_return_to_service_needs_a_diagnostic_or_a_forced_reason(client_for, admin, gpu):
+    from portal.fleet.forms import GpuForm
+
+    services.gpu_status_set(gpu=gpu, status="out_for_repair", user=admin, source=Source.API)
+    data = {name: value for name, value in GpuForm(instance=gpu).initial.items() if value is not None}
+    data.update(host=gpu.host_id, status="in_service")
+    url = f"/gpus/{gpu.uuid}/edit/"
+    refused = client_for(admin).post(url, data)
+    assert refused.status_code == 400 and "diagnostic" in refused.content.decode()
+    no_reason = client_for(admin).post(url, {**data, "force_return": "on"})
+    assert no_reason.status_code == 400 and "Say why" in no_reason.content.decode()
+    gpu.refresh_from_db()
+    assert gpu.status == "out_for_repair"
+    forced = client_for(admin).post(url, {**data, "force_return": "on", "force_reason": "Vendor-tested"})
+    assert forced.status_code == 302, forced.content
+    row = history(gpu)[-1]
+    assert (row.to_status, row.override, row.reason) == ("in_service", True, "Vendor-tested")
+
+
 def test_data_migration_initial_rows():
     """The migration's function: one row per existing GPU, as of its registration."""
     import importlib
@@ -190,6 +237,19 @@ def test_data_migration_initial_rows():
 
 def test_gpu_page_shows_the_status_intervals(client_for, technician, admin, viewer, gpu):
     services.gpu_status_set(gpu=gpu, status="out_for_repair", user=technician, reason="fans dead", source=Source.API)
-    services.gpu_status_set(gpu=gpu, status="in_service", user=admin, reason="swapped", source=Source.API)
+    services.gpu_status_set(gpu=gpu, status="in_service", user=admin, reason="swapped", source=Source.API, force=True)
     html = client_for(viewer).get(gpu.get_absolute_url()).content.decode()
     assert "Status history" in html and "fans dead" in html and "admin override" in html
+
+
+def test_django_admin_refuses_a_return_to_service_without_a_diagnostic_on_its_form(client_for, admin, gpu):
+    services.gpu_status_set(gpu=gpu, status="out_for_repair", user=admin, source=Source.API)
+    page = client_for(admin).get(f"/admin/fleet/gpu/{gpu.pk}/change/")
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
+    data.update(status="in_service")
+    answer = client_for(admin).post(f"/admin/fleet/gpu/{gpu.pk}/change/", data)
+    assert answer.status_code == 200 and "diagnostic" in answer.content.decode()
+    gpu.refresh_from_db()
+    assert gpu.status == "out_for_repair"

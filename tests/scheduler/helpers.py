@@ -45,5 +45,31 @@ def repair_return_passed(capture, *, host: Host, gpu_index: int, user):
         checklists.run_complete(run=run, signature="Bob Builder", user=user)
 
 
+def diagnostics_pass(capture, *, host: Host, token: str) -> int:
+    """The host's agent reports every requested diagnostic passed (what resumes a node once the
+    ticket that drained it is resolved). Returns how many."""
+    import json
+
+    from django.utils import timezone
+
+    from portal.diagnostics.models import Diagnostic
+
+    waiting = list(Diagnostic.objects.filter(host=host, state__in=Diagnostic.OPEN_STATES))
+    for diagnostic in waiting:
+        now = timezone.now().isoformat()
+        gpus = [
+            {"uuid": uuid, "result": "pass", "tests": [{"name": "PCIe", "category": "Integration", "result": "pass"}]}
+            for uuid in diagnostic.gpus.values_list("gpu__uuid", flat=True)
+        ]
+        body = {"started_at": now, "finished_at": now, "tool": "nvml", "gpus": gpus}
+        with capture(execute=True):
+            answer = Client().post(
+                f"/api/v1/diagnostics/{diagnostic.pk}/result", json.dumps(body), content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {token}",
+            )  # fmt: skip
+        assert answer.status_code == 200, answer.content
+    return len(waiting)
+
+
 def node(cluster):
     return SlurmCli().node(cluster.node)

@@ -14,7 +14,7 @@ from portal.scheduler.enqueue import host_actions_enqueue
 from portal.scheduler.models import SchedulerAction
 from portal.scheduler.services import scheduler_rest_request, scheduler_sweep
 from portal.telemetry import ingest_view
-from tests.scheduler.helpers import enrol, node, post_xid, repair_return_passed
+from tests.scheduler.helpers import diagnostics_pass, enrol, node, post_xid, repair_return_passed
 
 pytestmark = pytest.mark.django_db
 
@@ -66,6 +66,9 @@ def test_xid_79_drains_the_node_and_a_passed_repair_return_resumes_it(
 
     ticket.refresh_from_db()
     assert ticket.state == "resolved"
+    # Resumed once the diagnostic the run requested passes (tests/scheduler/test_diagnostic_gate.py).
+    assert "DRAIN" in slurm.node_line()
+    assert diagnostics_pass(django_capture_on_commit_callbacks, host=host, token=token) == 1
     # Resumed, the job still runs (Slurm marks a resumed node not_responding until its next ping).
     assert base_state(slurm) == "mixed"
     assert "DRAIN" not in slurm.node_line()
@@ -82,11 +85,14 @@ def test_the_node_stays_drained_while_another_draining_ticket_is_open(slurm, dja
 
     with django_capture_on_commit_callbacks(execute=True):
         ticket_transition(ticket=first, to_state="resolved", user=admin)
+    diagnostics_pass(django_capture_on_commit_callbacks, host=host, token=token)
     assert base_state(slurm) == "drained"
     assert history(first)[-1] == f"Slurm node {slurm.node} stays drained: ticket #{second.pk} is open"
 
     with django_capture_on_commit_callbacks(execute=True):
         ticket_transition(ticket=second, to_state="resolved", user=admin)
+    assert base_state(slurm) == "drained"  # until GPU 1's own diagnostic passes
+    diagnostics_pass(django_capture_on_commit_callbacks, host=host, token=token)
     assert base_state(slurm) == "idle"
 
 
@@ -99,6 +105,7 @@ def test_a_persons_own_drain_is_never_resumed(slurm, django_capture_on_commit_ca
 
     with django_capture_on_commit_callbacks(execute=True):
         ticket_transition(ticket=ticket, to_state="resolved", user=admin)
+    diagnostics_pass(django_capture_on_commit_callbacks, host=host, token=token)
 
     state = node(slurm)
     assert (state.state.split("+")[0], state.reason) == ("drained", "rack 4 power work")

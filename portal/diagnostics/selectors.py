@@ -1,0 +1,79 @@
+"""Functions that read diagnostics (query shape lives here)."""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch
+
+from portal.core.errors import NotFound
+from portal.diagnostics.models import Diagnostic, DiagnosticGpu, DiagnosticTest
+from portal.fleet.models import Gpu, Host
+
+
+def _with_results(queryset):
+    return queryset.select_related("host", "requested_by").prefetch_related(
+        Prefetch(
+            "gpus",
+            queryset=DiagnosticGpu.objects.select_related("gpu").prefetch_related(
+                Prefetch("tests", queryset=DiagnosticTest.objects.order_by("position"))
+            ),
+        )
+    )
+
+
+def diagnostic_get(*, diagnostic_id) -> Diagnostic:
+    diagnostic = _with_results(Diagnostic.objects.filter(pk=diagnostic_id)).first()
+    if diagnostic is None:
+        raise NotFound("no such diagnostic", field_errors={"id": "No diagnostic with this id."})
+    return diagnostic
+
+
+def host_get(*, hostname: str) -> Host:
+    host = Host.objects.filter(hostname=hostname).first()
+    if host is None:
+        raise NotFound(f"no host {hostname}", field_errors={"hostname": "No host with this name."})
+    return host
+
+
+def gpu_get(*, uuid: str) -> Gpu:
+    gpu = Gpu.objects.select_related("host").filter(uuid=uuid).first()
+    if gpu is None:
+        raise NotFound(f"no GPU {uuid}", field_errors={"uuid": "No GPU with this uuid."})
+    return gpu
+
+
+def gpu_diagnostics(*, gpu: Gpu, limit: int | None = None) -> list[Diagnostic]:
+    """The GPU's diagnostics, newest first, each with its results (every GPU of the run)."""
+    queryset = _with_results(Diagnostic.objects.filter(gpus__gpu=gpu).order_by("-requested_at"))
+    return list(queryset[:limit] if limit else queryset)
+
+
+def host_diagnostics(*, host: Host, limit: int = 20) -> list[Diagnostic]:
+    return list(_with_results(Diagnostic.objects.filter(host=host).order_by("-requested_at"))[:limit])
+
+
+def latest_by_gpu(*, gpu_ids) -> dict[int, dict]:
+    """Each GPU's latest diagnostic and latest burn-in, in one query:
+    {gpu id: {"latest": DiagnosticGpu, "burn_in": DiagnosticGpu | None}}."""
+    rows = (
+        DiagnosticGpu.objects.filter(gpu_id__in=list(gpu_ids))
+        .select_related("diagnostic")
+        .order_by("gpu_id", "-diagnostic__requested_at")
+    )
+    found: dict[int, dict] = {}
+    for row in rows:
+        entry = found.setdefault(row.gpu_id, {"latest": row, "burn_in": None})
+        if entry["burn_in"] is None and row.diagnostic.purpose == Diagnostic.Purpose.BURN_IN:
+            entry["burn_in"] = row
+    return found
+
+
+def burn_in_word(row: DiagnosticGpu | None) -> str:
+    """pending / passed / failed / expired for a GPU's burn-in row; "" without one."""
+    if row is None:
+        return ""
+    state = row.diagnostic.state
+    if state in Diagnostic.OPEN_STATES:
+        return "pending"
+    if state == Diagnostic.State.EXPIRED:
+        return "expired"
+    return "passed" if row.result in DiagnosticGpu.PASSING else "failed"
