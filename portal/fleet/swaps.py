@@ -136,10 +136,11 @@ class Slot:
         return sum(1 for stint in self.stints if stint.swap_out is not None)
 
 
-def host_slot_history(*, host: Host) -> list[Slot]:
+def host_slot_history(*, host: Host, gpus: list[Gpu]) -> list[Slot]:
     """The host's slots (PCI bus ids) that have held more than one GPU, each with the GPUs that
-    sat there, oldest first, and the swaps between them. Two queries whatever the host's size."""
-    gpus = list(Gpu.objects.filter(host=host).exclude(pci_bus_id="").order_by("pci_bus_id", "created_at", "id"))
+    sat there, oldest first, and the swaps between them. `gpus`: every GPU of the host, as the
+    page loaded them already; one query (the swaps) whatever the host's size."""
+    gpus = sorted((gpu for gpu in gpus if gpu.pci_bus_id), key=lambda gpu: (gpu.pci_bus_id, gpu.created_at, gpu.pk))
     swaps = list(
         GpuSwap.objects.filter(host=host).select_related("repair", "old_gpu", "new_gpu").order_by("swapped_at", "id")
     )

@@ -110,6 +110,7 @@ class HostDetailView(Permission, View):
             Kind.CLEANING: host.last_cleaning_at, Kind.CONNECTION_CHECK: host.last_connection_check_at,
             Kind.BACKUP: host.last_backup_at,
         })  # fmt: skip
+        gpus = selectors.host_gpu_rows(host=host, now=now, limits=limits)
         return render(
             request,
             "fleet/host_detail.html",
@@ -117,9 +118,9 @@ class HostDetailView(Permission, View):
                 "host": host,
                 "agent_update": selectors.agent_version_check(host.agent_version),
                 "ages": ages,
-                "gpus": selectors.host_gpu_rows(host=host, now=now, limits=limits),
+                "gpus": gpus,
                 "records": selectors.host_timeline(host=host)[:100],
-                "slots": swaps.host_slot_history(host=host),
+                "slots": swaps.host_slot_history(host=host, gpus=gpus),
                 "audit_entries": _audit_entries(host),
                 "kinds": MaintenanceRecord.Kind.choices,
                 "now": now,

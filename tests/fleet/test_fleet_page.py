@@ -248,12 +248,13 @@ PAGE_QUERIES = {
     # the heatmap's state: GPUs with their latest reading, the rule configuration
     "/live/fleet/state/": REQUEST + 2,
     # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
-    # attachments, audit entries
-    "/hosts/{host}/": REQUEST + HTML + 8,
+    # attachments, audit entries, the swaps in its slots
+    "/hosts/{host}/": REQUEST + HTML + 9,
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
-    # lifetime state, months, thermal resistance per day, cleanings
-    "/gpus/{gpu}/": REQUEST + HTML + 8 + 4,
+    # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its
+    # slot or took it out
+    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4,
 }
 
 
