@@ -234,7 +234,7 @@ def rma_pdf(evidence: dict) -> bytes:
              f"{_when(g['install_date'], 10) or '—'} / {_when(g['warranty_end'], 10) or '—'}"],
             [_("Status"), statuses.get(g["status"], g["status"])],
             *([[_("Replaced by"), text(_swap_line(evidence["replaced_by"]))]] if evidence["replaced_by"] else []),
-            *([[_("Replaced"), text(_swap_line(evidence["replaced"]))]] if evidence["replaced"] else []),
+            *([[_("In place of"), text(_swap_line(evidence["replaced"]))]] if evidence["replaced"] else []),
             [_("Repeat offender"), text("; ".join(evidence["repeat_offender"]) or _("no"))],
         ], widths=columns((45, 141)), align_left=2),
     ]  # fmt: skip
