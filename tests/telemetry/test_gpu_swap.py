@@ -248,6 +248,9 @@ def test_host_gpu_and_record_pages_show_the_slot_history_with_serials_as_data(ag
     assert section.index(OLD_SERIAL) < section.index("&lt;b id=")  # oldest first
     assert f"/gpus/{NEW}/" in section and repair.get_absolute_url() in section
 
+    gpu_table = page.split('<table class="gpus">', 1)[1].split("</table>", 1)[0]
+    assert gpu_table.index(f"/gpus/{NEW}/") < gpu_table.index(f"/gpus/{OLD}/")  # retired last, same index
+
     old_page = client.get(f"/gpus/{OLD}/").content.decode()
     assert 'id="gpu-replaced-by"' in old_page and f"/gpus/{NEW}/" in old_page
     assert '<b id="x">' not in old_page
