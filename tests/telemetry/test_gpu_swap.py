@@ -313,3 +313,17 @@ def test_two_new_cards_at_once_in_one_slot_swap_it_once(transactional_db, requir
     assert old.status == Gpu.Status.RETIRED
     assert old.status_changes.filter(to_status=Gpu.Status.RETIRED).count() == 1
     assert old.status_changes.last().reason == f"Replaced by {swap.new_gpu.serial}."
+
+
+@pytest.mark.django_db
+def test_the_django_admin_lists_swaps_read_only(agent, t0, client_for, admin):
+    old = register_old(agent, t0)
+    fleet_services.gpu_status_set(gpu=old, status=Gpu.Status.OUT_FOR_REPAIR)
+    assert agent.post(swap_batch(agent, t0 + dt.timedelta(hours=1))).status_code == 202
+    client = client_for(admin)
+    listing = client.get("/admin/fleet/gpuswap/")
+    assert listing.status_code == 200 and BUS in listing.content.decode()
+    assert client.get("/admin/fleet/gpuswap/add/").status_code == 403
+    swap = GpuSwap.objects.get()
+    assert client.post(f"/admin/fleet/gpuswap/{swap.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert GpuSwap.objects.filter(pk=swap.pk).exists()
