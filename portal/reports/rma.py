@@ -330,10 +330,7 @@ def rma_pdf(evidence: dict) -> bytes:
                 text(r["vendor"]),
                 text(r["rma_number"]),
                 text(r["parts"]),
-                text(
-                    outcomes.get(r["outcome"], r["outcome"])
-                    + (f" → {r['replacement']['serial'] or r['replacement']['uuid']}" if r["replacement"] else "")
-                ),
+                text(outcomes.get(r["outcome"], r["outcome"])),  # the replacement: the first table's "Replaced by"
                 _fmt(r["downtime_hours"]),
                 _fmt(r["cost"]),
             ]
