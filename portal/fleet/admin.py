@@ -3,7 +3,7 @@ from django.contrib import admin
 
 from portal.core.errors import ApplicationError
 from portal.fleet import hooks
-from portal.fleet.models import Attachment, Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.fleet.models import Attachment, Gpu, GpuStatusChange, GpuSwap, Host, MaintenanceRecord
 from portal.fleet.services import gpu_status_history_start, gpu_status_set, host_inventory_changed
 
 
@@ -111,3 +111,21 @@ class MaintenanceRecordAdmin(admin.ModelAdmin):
     list_select_related = ("host", "gpu")
     date_hierarchy = "performed_at"
     inlines = [AttachmentInline]
+
+
+@admin.register(GpuSwap)
+class GpuSwapAdmin(admin.ModelAdmin):
+    """Read-only: ingest records swaps (fleet.swaps), which also retire the old GPU."""
+
+    list_display = ("swapped_at", "host", "pci_bus_id", "old_gpu", "new_gpu", "repair")
+    search_fields = ("host__hostname", "pci_bus_id", "old_gpu__serial", "new_gpu__serial", "old_gpu__uuid")
+    list_select_related = ("host", "old_gpu__host", "new_gpu__host", "repair__host", "repair__gpu")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -73,11 +73,6 @@ class Gpu(models.Model):
     # Inventory values the agent reported that no GPU has (a default power limit of 0 W, a shutdown
     # temperature below the slowdown one, …): kept as unknown, each with a line shown on the GPU's page.
     agent_warnings = models.JSONField(default=list, blank=True, editable=False)
-    # The GPU this one took the slot (host and PCI bus id) of: a card swapped in while the old one
-    # was out for repair (fleet.services.gpu_slot_swap); the old one is retired, "replaced by".
-    replaces = models.OneToOneField(
-        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="replaced_by", editable=False
-    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -248,3 +243,30 @@ class Attachment(models.Model):
 
     def __str__(self):
         return self.original_name
+
+
+class GpuSwap(models.Model):
+    """A card swapped in a slot: at `swapped_at` the host's agent reported a GPU never seen before
+    (`new_gpu`) at the PCI bus id of one that was out for repair or silent since its repair record
+    (`old_gpu`, retired by the swap). One row per swap rather than a `Gpu.replaced_by` column: the
+    slot's history on the host page and the RMA pack read the host, bus id, time and repair record
+    from it without walking GPU chains, and the unique old/new GPUs make a swap happen once."""
+
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="swaps")
+    pci_bus_id = models.CharField(_("PCI bus id"), max_length=32)
+    old_gpu = models.OneToOneField(Gpu, on_delete=models.PROTECT, related_name="swapped_out")
+    new_gpu = models.OneToOneField(Gpu, on_delete=models.PROTECT, related_name="swapped_in")
+    # The repair record the old GPU left for (its latest), which thereby names its replacement.
+    repair = models.ForeignKey(
+        MaintenanceRecord, on_delete=models.SET_NULL, null=True, blank=True, related_name="swaps"
+    )
+    swapped_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["host_id", "pci_bus_id", "swapped_at", "id"]
+        indexes = [models.Index(fields=["host", "pci_bus_id"])]
+        verbose_name = _("GPU swap")
+
+    def __str__(self):
+        return f"{self.host_id} {self.pci_bus_id}: {self.old_gpu_id} → {self.new_gpu_id}"

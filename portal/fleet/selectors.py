@@ -329,9 +329,9 @@ def _problems(row: HostRow) -> list[str]:
 def host_gpu_rows(*, host: Host, now: dt.datetime, limits: pages.CareLimits) -> list[Gpu]:
     """A host's GPUs (retired last) with their latest reading and, as attributes, `hot`, `silent`,
     `age_s` and `ages` (cleaning and driver update by the schedules in force): one query."""
-    gpus = list(
-        gpus_with_derived_dates(host.gpus.select_related("latest", "replaces", "replaced_by")).order_by("index")
-    )
+    gpus = list(gpus_with_derived_dates(host.gpus.select_related("latest")).order_by("index", "created_at"))
+    # retired last: a card swapped into a slot has the index of the one it replaced
+    gpus.sort(key=lambda gpu: gpu.status == Gpu.Status.RETIRED)
     for gpu in gpus:
         latest = gpu.latest_or_none
         gpu.age_s = None if latest is None else max(0, int((now - latest.ts).total_seconds()))

@@ -266,34 +266,6 @@ def gpu_delete(*, gpu: Gpu) -> None:
     host_inventory_changed(host_ids=[gpu.host_id])
 
 
-def gpu_slot_swap(*, gpu: Gpu) -> Gpu | None:
-    """A GPU its agent reports for the first time, at the PCI bus id of one of the host's GPUs that
-    is out for repair: a card swapped into the slot. The old GPU is retired ("replaced by <serial>"),
-    the new one links it (`replaces`); the slot's history stays on the host page and in both GPUs'
-    RMA packs. Returns the GPU replaced, or None."""
-    if not gpu.pci_bus_id:
-        return None
-    old = (
-        Gpu.objects.filter(host_id=gpu.host_id, pci_bus_id=gpu.pci_bus_id, status=Gpu.Status.OUT_FOR_REPAIR)
-        .exclude(pk=gpu.pk)
-        .filter(replaced_by__isnull=True)
-        .order_by("-created_at")
-        .first()
-    )
-    if old is None:
-        return None
-    gpu_status_set(
-        gpu=old, status=Gpu.Status.RETIRED, source=GpuStatusChange.Source.AGENT,
-        reason=f"replaced by {gpu.serial or gpu.uuid}",
-    )  # fmt: skip
-    Gpu.objects.filter(pk=gpu.pk).update(replaces=old)
-    gpu.replaces = old
-    GpuStatusChange.objects.filter(gpu=gpu, from_status="").update(
-        reason=f"Registered; replaces {old.serial or old.uuid}."
-    )
-    return old
-
-
 def host_commands_queued(*, host_id: int) -> None:
     """Work for the host's agent was queued: its next ingest answers ask for the commands."""
     Host.objects.filter(pk=host_id).update(commands_queued_at=timezone.now())
@@ -519,7 +491,6 @@ def gpu_inventory_sync(*, host: Host, reported: dict, existing: Gpu | None, seen
         gpu = gpu_create(
             uuid=reported["uuid"], host=host, source=GpuStatusChange.Source.AGENT, agent_warnings=warnings, **values
         )
-        gpu_slot_swap(gpu=gpu)
         return gpu
     changes = {name: value for name, value in values.items() if getattr(existing, name) != value}
     if not changes and existing.agent_warnings == warnings:

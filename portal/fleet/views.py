@@ -14,7 +14,7 @@ from django.views import View
 
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
-from portal.fleet import pages, selectors, services
+from portal.fleet import pages, selectors, services, swaps
 from portal.fleet.forms import RECORD_LABELS, GpuEditForm, GpuForm, HostForm, record_form_class
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import KIND_SPECS
@@ -122,6 +122,7 @@ class HostDetailView(Permission, View):
                 "gpus": gpus,
                 **pages.page_panels("gpu_rows", request=request, gpus=gpus),
                 "records": selectors.host_timeline(host=host)[:100],
+                "slots": swaps.host_slot_history(host=host, gpus=gpus),
                 "audit_entries": _audit_entries(host),
                 "kinds": MaintenanceRecord.Kind.choices,
                 "now": now,
@@ -150,6 +151,7 @@ class GpuDetailView(Permission, View):
                 "ages": ages,
                 "records": records,
                 "status_changes": selectors.gpu_status_intervals(gpu=gpu),
+                "swaps": swaps.gpu_swaps(gpu=gpu),
                 "audit_entries": _audit_entries(gpu),
                 "kinds": [(k, label) for k, label in MaintenanceRecord.Kind.choices if k != "backup"],
                 "now": now,
@@ -403,7 +405,12 @@ class RecordDetailView(Permission, View):
         return render(
             request,
             "fleet/record_detail.html",
-            {"record": record, "details": details, "audit_entries": _audit_entries(record)},
+            {
+                "record": record,
+                "details": details,
+                "audit_entries": _audit_entries(record),
+                "record_swaps": swaps.record_swaps(record=record),
+            },  # fmt: skip
         )
 
 

@@ -21,6 +21,7 @@ class MaintenanceConfig(AppConfig):
         pipeline_stage("rules", order=10)(rules_prepare)
         hooks.on_notifications_ready(enqueue.notifications_enqueue)
         _fleet_pages()
+        _fleet_swaps()
 
         post_save.connect(_record_saved, sender=MaintenanceRecord, dispatch_uid="maintenance.record_saved")
 
@@ -39,6 +40,19 @@ def _fleet_pages():
     @pages.on_page("gpu", "maintenance")
     def _gpu_tickets(*, gpu, **context):
         return {"open_ticket_list": selectors.open_tickets_for(gpu=gpu)}
+
+
+def _fleet_swaps():
+    """A GPU replaced by a card swapped into its slot no longer counts as silent (fleet.swaps)."""
+    from portal.fleet import swaps
+    from portal.maintenance.services.tickets import tickets_resolve_swapped_out
+
+    @swaps.on_gpu_swapped("maintenance")
+    def _swapped_out(*, swap):
+        tickets_resolve_swapped_out(
+            host_id=swap.host_id, gpu_id=swap.old_gpu_id, at=swap.swapped_at,
+            replacement=swap.new_gpu.serial or swap.new_gpu.uuid,
+        )  # fmt: skip
 
 
 def _record_saved(sender, instance, created, raw=False, **kwargs):

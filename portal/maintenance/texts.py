@@ -33,6 +33,7 @@ _NOTES = [
     (r"fired again within 24 h of being resolved", gettext_noop("fired again within 24 h of being resolved")),
     (r"the clear condition held", gettext_noop("the clear condition held")),
     (r"every grouped GPU ticket resolved", gettext_noop("every grouped GPU ticket resolved")),
+    (r"the GPU was replaced by (?P<serial>.+)", gettext_noop("the GPU was replaced by %(serial)s")),
     (r"(?P<count>\d+) of (?P<total>\d+) GPUs", gettext_noop("%(count)s of %(total)s GPUs")),
     (r"grouped under #(?P<parent>\d+)", gettext_noop("grouped under #%(parent)s")),
     (r"assigned to (?P<user>.+)", gettext_noop("assigned to %(user)s")),

@@ -6,8 +6,8 @@ repair-return checklist; fell off the bus again two months later (a hardware XID
 a repeat offender), repaired again and returned by an admin's override; a double-bit ECC error
 (XID 48) since. Its first repair's cost was corrected afterwards by the admin (the audit trail
 shows who recorded and who changed it). dgx-01 GPU 3 is out for repair now (PCIe link dropping to
-x8), and ws-lab-03 GPU 0 was retired last spring. Idempotent: does nothing once the lemon has
-its repairs.
+x8), and ws-lab-03 GPU 0 was swapped for an exchange card last spring (the swap retired it).
+Idempotent: does nothing once the lemon has its repairs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from portal.diagnostics import services as diagnostics_services
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu
-from portal.fleet import services
+from portal.fleet import services, swaps
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.telemetry.models import XidEvent
@@ -146,5 +146,26 @@ def repair_history_seed(*, now: dt.datetime | None = None) -> bool:
                 reason="PCIe link trains at x8 instead of x16; riser ordered.")  # fmt: skip
     old = Gpu.objects.filter(host__hostname="ws-lab-03", index=0).first()
     if old is not None:
-        _status(old, "retired", user=admin, at=days(200), reason="Replaced by a newer card; kept as a spare.")
+        _swap(old, tech=tech, at=days(200))
     return True
+
+
+def _swap(old: Gpu, *, tech, at: dt.datetime) -> None:
+    """ws-lab-03 GPU 0 went out for repair; the vendor sent another card, and the agent reported it
+    in the same slot: the swap retired the old one ("Replaced by <serial>.") and the host page's
+    slot history shows both."""
+    _status(old, "out_for_repair", user=tech, at=at - dt.timedelta(days=9),
+            reason="Fan bearing grinding; artefacts under load.")  # fmt: skip
+    repair = _repair(
+        old, tech=tech, performed_at=at - dt.timedelta(days=8), performed_by="ACME GPU Service",
+        vendor="ACME GPU Service", rma_number="RMA-2026-0107", parts="Card exchange", outcome="pending",
+        notes="Card sent to the vendor; an exchange card is on its way.",
+    )  # fmt: skip
+    new = services.gpu_create(
+        uuid="GPU-demo0200-5a5a-4000-8000-000002000099", serial="1650724099201", model_name=old.model_name,
+        host=old.host, index=old.index, pci_bus_id=old.pci_bus_id, memory_total_mib=old.memory_total_mib,
+        power_limit_default_w=old.power_limit_default_w, temp_slowdown_c=old.temp_slowdown_c,
+        temp_shutdown_c=old.temp_shutdown_c, install_date=at.date(), source=Source.AGENT,
+    )  # fmt: skip
+    _register_at_install(new)
+    swaps.gpu_swap_record(old_gpu=old, new_gpu=new, repair=repair, at=at + dt.timedelta(hours=9))

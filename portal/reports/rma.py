@@ -26,6 +26,7 @@ from reportlab.platypus import SimpleDocTemplate, Spacer
 
 from portal.core.exports import pdf_paragraph
 from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.fleet.swaps import gpu_swaps
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
 from portal.reports.exports import pdf_table
@@ -63,14 +64,6 @@ def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[
     return samples
 
 
-def _replaced_by(gpu: Gpu) -> Gpu | None:
-    return Gpu.objects.filter(replaces=gpu).first()
-
-
-def _slot_neighbour(other: Gpu | None) -> dict | None:
-    return None if other is None else {"uuid": other.uuid, "serial": other.serial}
-
-
 def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
     host = gpu.host
     records = list(
@@ -85,10 +78,14 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         for r in records
         if r.kind in (MaintenanceRecord.Kind.DRIVER_UPDATE, MaintenanceRecord.Kind.FIRMWARE_UPDATE)
     ]
+    swaps = gpu_swaps(gpu=gpu)
+    replaced_by, replaced = swaps["replaced_by"], swaps["replaced"]
     repairs = [
         {"at": _iso(r.performed_at), "by": r.performed_by, "vendor": r.vendor, "rma_number": r.rma_number,
          "parts": r.parts, "outcome": r.outcome, "cost": _num(r.cost), "downtime_hours": _num(r.downtime_hours),
-         "notes": r.notes}
+         "notes": r.notes,
+         "replacement": _swapped_gpu(replaced_by.new_gpu, replaced_by)
+         if replaced_by is not None and replaced_by.repair_id == r.pk else None}
         for r in records if r.kind == MaintenanceRecord.Kind.REPAIR and r.gpu_id == gpu.pk
     ]  # fmt: skip
     xids = list(XidEvent.objects.filter(gpu=gpu).order_by("-ts").values_list("ts", "code")[:XID_LIMIT])[::-1]
@@ -124,11 +121,12 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
                 "pci_bus_id": gpu.pci_bus_id, "memory_total_mib": gpu.memory_total_mib, "status": gpu.status,
                 "install_date": _iso(gpu.install_date), "warranty_end": _iso(gpu.warranty_end),
                 "registered_at": _iso(gpu.created_at), "pcie_link_max": {"gen": gpu.pcie_link_gen_max,
-                                                                          "width": gpu.pcie_link_width_max},
-                # A card swapped in the same slot (fleet.services.gpu_slot_swap): both serials.
-                "replaces": _slot_neighbour(gpu.replaces), "replaced_by": _slot_neighbour(_replaced_by(gpu))},
+                                                                          "width": gpu.pcie_link_width_max}},
         "host": {"hostname": host.hostname, "location": host.location, "rack": host.rack,
                  "driver_version": host.driver_version, "cuda_driver_version": host.cuda_driver_version},
+        # A card swapped in its slot: the GPU that took this one's place, and the one this replaced.
+        "replaced_by": _swapped_gpu(replaced_by.new_gpu, replaced_by) if replaced_by is not None else None,
+        "replaced": _swapped_gpu(replaced.old_gpu, replaced) if replaced is not None else None,
         "repeat_offender": gpu_repeat_offender(gpu=gpu, now=now),
         "driver_history": driver_history,
         "xid_timeline": xid_timeline,
@@ -143,6 +141,11 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         "status_history": [{**i, "from": _iso(i["from"]), "to": _iso(i["to"])} for i in intervals],
         "checklists": checklists,
     }  # fmt: skip
+
+
+def _swapped_gpu(other: Gpu, swap) -> dict:
+    return {"uuid": other.uuid, "serial": other.serial, "model": other.model_name, "pci_bus_id": swap.pci_bus_id,
+            "swapped_at": _iso(swap.swapped_at)}  # fmt: skip
 
 
 def _checklists_done(gpu: Gpu):
@@ -230,10 +233,8 @@ def rma_pdf(evidence: dict) -> bytes:
             [_("Installed / warranty"),
              f"{_when(g['install_date'], 10) or '—'} / {_when(g['warranty_end'], 10) or '—'}"],
             [_("Status"), statuses.get(g["status"], g["status"])],
-            *([[_("Replaced by"), text(f"{g['replaced_by']['serial'] or '—'} ({g['replaced_by']['uuid']})")]]
-              if g.get("replaced_by") else []),
-            *([[_("Replaces"), text(f"{g['replaces']['serial'] or '—'} ({g['replaces']['uuid']})")]]
-              if g.get("replaces") else []),
+            *([[_("Replaced by"), text(_swap_line(evidence["replaced_by"]))]] if evidence["replaced_by"] else []),
+            *([[_("In place of"), text(_swap_line(evidence["replaced"]))]] if evidence["replaced"] else []),
             [_("Repeat offender"), text("; ".join(evidence["repeat_offender"]) or _("no"))],
         ], widths=columns((45, 141)), align_left=2),
     ]  # fmt: skip
@@ -329,7 +330,7 @@ def rma_pdf(evidence: dict) -> bytes:
                 text(r["vendor"]),
                 text(r["rma_number"]),
                 text(r["parts"]),
-                text(outcomes.get(r["outcome"], r["outcome"])),
+                text(outcomes.get(r["outcome"], r["outcome"])),  # the replacement: the first table's "Replaced by"
                 _fmt(r["downtime_hours"]),
                 _fmt(r["cost"]),
             ]
@@ -362,6 +363,14 @@ def rma_pdf(evidence: dict) -> bytes:
                                small))  # fmt: skip
     doc.build(story)
     return buffer.getvalue()  # fmt: skip
+
+
+def _swap_line(swapped: dict) -> str:
+    """The other GPU of a swap, for the PDF: serial, uuid, slot and when."""
+    return _("%(serial)s (%(uuid)s), PCI bus id %(bus)s, %(at)s UTC") % {
+        "serial": swapped["serial"] or "—", "uuid": swapped["uuid"], "bus": swapped["pci_bus_id"],
+        "at": _when(swapped["swapped_at"]),
+    }  # fmt: skip
 
 
 def _fmt(value):

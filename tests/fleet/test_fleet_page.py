@@ -249,12 +249,14 @@ PAGE_QUERIES = {
     # the heatmap's state: GPUs with their latest reading, the rule configuration
     "/live/fleet/state/": REQUEST + 2,
     # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
-    # attachments, audit entries; the GPUs' diagnostics (latest, burn-in), the host's diagnostics
-    "/hosts/{host}/": REQUEST + HTML + 8 + 2,
+    # attachments, audit entries, the swaps in its slots; the GPUs' diagnostics (latest, burn-in),
+    # the host's diagnostics
+    "/hosts/{host}/": REQUEST + HTML + 9 + 2,
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
-    # lifetime state, months, thermal resistance per day, cleanings; the GPU's diagnostics
-    "/gpus/{gpu}/": REQUEST + HTML + 8 + 4 + 1,
+    # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its
+    # slot or took it out; the GPU's diagnostics
+    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1,
 }
 
 

@@ -400,3 +400,27 @@ def ticket_history_add(*, ticket: Ticket, note: str, user=None) -> TicketEvent:
     """A line in the ticket's history from a higher app (the scheduler: node drained, resumed, the
     job that was running on the GPU). Not a state change, so no hooks run."""
     return TicketEvent.objects.create(ticket=ticket, kind=Kind.SCHEDULER, at=timezone.now(), user=user, note=note)
+
+
+def tickets_resolve_swapped_out(*, host_id: int, gpu_id: int, replacement: str, at: dt.datetime) -> list[Ticket]:
+    """A GPU replaced by a card swapped into its slot (fleet.swaps) is not silent, it is gone: its
+    open "Agent silent" ticket resolves, marked automatic, noting the replacement (`replacement`:
+    its serial, or uuid), and the host's with it when it holds no other open GPU ticket; the
+    rule's state for the GPU goes back to ok. Running it twice changes nothing more."""
+    fp = fingerprint("agent_silent", gpu_id=gpu_id, host_id=host_id)
+    resolved = []
+    with transaction.atomic():
+        for ticket in Ticket.objects.select_for_update().filter(fingerprint=fp, state__in=OPEN_STATES):
+            note = f"the GPU was replaced by {replacement}"
+            if _resolve(ticket, at=max(at, ticket.last_seen), kind=Kind.AUTO_RESOLVED, auto=True, note=note):
+                resolved.append(ticket)
+        for ticket in resolved:
+            if (
+                ticket.parent_id
+                and not Ticket.objects.filter(parent_id=ticket.parent_id, state__in=OPEN_STATES).exists()
+            ):
+                parent = Ticket.objects.get(pk=ticket.parent_id)
+                _resolve(parent, at=max(at, parent.last_seen), kind=Kind.AUTO_RESOLVED, auto=True,
+                         note="every grouped GPU ticket resolved")  # fmt: skip
+        RuleState.objects.filter(key=fp).update(state="ok", since_ts=None)
+    return resolved

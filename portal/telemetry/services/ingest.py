@@ -23,6 +23,7 @@ from django.utils import timezone
 from portal.core.db import hot_cursor
 from portal.core.errors import Forbidden, InvalidInput
 from portal.fleet import services as fleet_services
+from portal.fleet import swaps
 from portal.fleet.models import Gpu, Host
 from portal.telemetry import hooks
 from portal.telemetry.models import (
@@ -182,7 +183,28 @@ def _sync_inventory(host: Host, batch: BatchIn, known: dict[str, dict], seen_at:
             # 4xx, not a 5xx that the agent would retry for ever. Rolls back the whole batch.
             raise InvalidInput("invalid GPU inventory", problems=_inventory_problems(position, error)) from None
         gpu_ids[gpu.uuid] = gpu.pk
+        if existing is None:  # only a GPU registered just now may be a card swapped into a slot
+            _swap_check(host=host, new_gpu=gpu, batch=batch, seen_at=seen_at)
     return gpu_ids
+
+
+def _swap_check(*, host: Host, new_gpu: Gpu, batch: BatchIn, seen_at: dt.datetime) -> None:
+    """A new GPU at the PCI bus id of one that left its slot for repair is its replacement: the
+    old one is retired and linked to it (fleet.swaps). It left when it is out for repair, or when
+    it has a repair record and no reading since; a GPU the agent still lists, or one reporting
+    since its repair, keeps its slot (the new GPU is then registered beside it, as before)."""
+    candidates = swaps.swap_candidates(
+        host=host, pci_bus_id=new_gpu.pci_bus_id, exclude_uuids=[gpu.uuid for gpu in batch.gpus]
+    )
+    if not candidates:
+        return
+    last_read = dict(GpuLatest.objects.filter(gpu_id__in=[gpu.pk for gpu, _ in candidates]).values_list("gpu_id", "ts"))
+    for old_gpu, repair in candidates:
+        last = last_read.get(old_gpu.pk)
+        silent_since_repair = repair is not None and (last is None or last < repair.performed_at)
+        if old_gpu.status == Gpu.Status.OUT_FOR_REPAIR or silent_since_repair:
+            swaps.gpu_swap_record(old_gpu=old_gpu, new_gpu=new_gpu, repair=repair, at=seen_at)
+            return
 
 
 def _inventory_problems(position: int, error: InvalidInput) -> list[tuple[str, str]]:
