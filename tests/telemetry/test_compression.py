@@ -15,7 +15,8 @@ from portal.reports.rma import rma_evidence
 from portal.telemetry import hooks, pipeline
 from portal.telemetry.columns import READING_ROW_COLUMNS
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading, Rollup1h, Rollup1m
-from portal.telemetry.selectors import gpu_series, readings_of
+from portal.telemetry.selectors import gpu_series
+from portal.telemetry.store import readings_of
 from portal.telemetry.services import compression, partitions
 from portal.telemetry.services.retention import telemetry_prune
 from tests.factories import GpuFactory
