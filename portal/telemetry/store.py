@@ -335,7 +335,7 @@ def readings_aggregate(
 
 def _spec(name: str, aggregate) -> tuple[str, str, Q | None]:
     kind = _AGGREGATES.get(type(aggregate))
-    sources = aggregate.get_source_expressions()
+    sources = aggregate.source_expressions
     column = getattr(sources[0], "name", None) if len(sources) == 1 else None
     if kind is None or column not in READING_ROW_COLUMNS or getattr(aggregate, "distinct", False):
         raise InvalidInput(f"{name}: Count, Max, Min, Sum or Avg of one reading column",
