@@ -30,10 +30,12 @@ import math
 import operator
 from collections.abc import Callable, Iterable
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Floor, TruncHour
+from django.utils import timezone
 
 from portal.core.errors import InvalidInput
 from portal.telemetry.columns import READING_ROW_COLUMNS, tuple_picker
@@ -182,7 +184,7 @@ def readings_in_spans(
     """The readings of several periods at once, each (gpu_ids, start, end) with both ends
     included, raw or compressed alike, as tuples of `columns` (in no particular order; a reading
     in two periods comes once). One query per 100 periods (SQLite limits an expression's depth),
-    and one to learn whether any of them holds a compressed hour."""
+    and, for periods old enough to be compressed, one to learn whether any holds a compressed hour."""
     spans = [(list(ids), start, end) for ids, start, end in spans if ids]
     rows = []
     for part in range(0, len(spans), 100):
@@ -191,8 +193,9 @@ def readings_in_spans(
             condition |= Q(gpu_id__in=ids, ts__gte=start, ts__lte=end)
         rows += Reading.objects.filter(condition).values_list(*columns)
     hours = compression.chunk_hour_counts(
-        [(gpu_id, _floor_hour(start), end + _TICK) for ids, start, end in spans for gpu_id in ids]
-    )
+        [(gpu_id, _floor_hour(start), end + _TICK) for ids, start, end in spans for gpu_id in ids
+         if _may_be_compressed(start)]
+    )  # fmt: skip
     if hours:
         gpu_at, ts_at = columns.index("gpu_id"), columns.index("ts")
         by_key = {(row[gpu_at], row[ts_at]): row for row in rows}
@@ -206,7 +209,23 @@ def readings_in_spans(
     return rows
 
 
+def _may_be_compressed(moment: dt.datetime) -> bool:
+    """Whether readings at or after `moment` may be compressed: only readings older than
+    READINGS_COMPRESS_AFTER_HOURS are (an hour's slack for a clock a little ahead), so a reader of
+    fresh readings (the pipeline's pending batches) asks nothing of the compressed form."""
+    horizon = timezone.now() - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS) + HOUR
+    return connection.vendor == "postgresql" and moment < horizon
+
+
 # Counts -------------------------------------------------------------------------------------------
+
+
+def gpus_with_compressed_hours(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> set[int]:
+    """The GPUs of these (gpu_id, start, end) spans with compressed hours in them: for a reader
+    that aggregates raw readings in SQL itself (the rollups) and must read the others' through
+    readings_of. One query, none when every span is too recent to be compressed."""
+    old = [(gpu_id, _floor_hour(lo), hi) for gpu_id, lo, hi in spans if _may_be_compressed(lo)]
+    return {gpu_id for gpu_id, _ in compression.chunk_hour_counts(old)}
 
 
 def hour_counts(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> dict[tuple[int, dt.datetime], int]:

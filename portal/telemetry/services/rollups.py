@@ -291,7 +291,7 @@ def _compressed(touched: dict[int, list[Span]]) -> set[int]:
     READINGS_COMPRESS_AFTER_HOURS can be, so fresh batches cost no query."""
     compressed_before = timezone.now() - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS) + _HOUR
     old = [(gpu_id, _hour(lo), hi) for gpu_id, spans in touched.items() for lo, hi in spans if lo < compressed_before]
-    return {gpu_id for gpu_id, _ in store.hour_counts(old)}
+    return store.gpus_with_compressed_hours(old)
 
 
 def _computed(touched, gaps, readings):
