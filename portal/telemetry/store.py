@@ -133,9 +133,10 @@ def readings_after(
 ) -> list[tuple]:
     """The readings of each GPU of `after` newer than its own mark ({gpu_id: ts, or None: all of
     them}), raw or compressed alike, as tuples (gpu_id, *columns) in (gpu_id, ts) order, at most
-    `limit`. One query for the raw readings; one more per distinct mark when any of these GPUs
-    has compressed readings past the oldest mark (a GPU whose readings were compressed before
-    they were counted)."""
+    `limit`. One query for the raw readings; when a mark is old enough for compressed readings
+    to follow it (or None), one to learn whether any do, and then one per distinct mark (a GPU
+    whose readings were compressed before they were counted, e.g. meters started on a lab with
+    history). Fresh marks, the usual case, cost no more than the raw query."""
     groups: dict[dt.datetime | None, list[int]] = {}
     for gpu_id, mark in after.items():
         groups.setdefault(mark, []).append(gpu_id)
@@ -155,7 +156,8 @@ def readings_after(
         rows = [tuple(row) for row in queryset.values_list(*wanted)[:limit]]
         if epoch:
             rows = [(row[0], row[1].timestamp(), *row[2:]) for row in rows]
-    if after and _any_chunk(list(after), None if None in groups else min(groups)):
+    oldest = None if None in groups else min(groups, default=None)
+    if after and (oldest is None or _may_be_compressed(oldest)) and _any_chunk(list(after), oldest):
         packed = []
         for mark, ids in groups.items():
             packed += compression.chunk_readings(ids, mark, None, wanted, start_open=True, limit=limit, epoch=epoch)
