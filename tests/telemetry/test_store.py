@@ -216,3 +216,38 @@ def test_a_module_going_around_the_door_fails_the_check(tmp_path, source):
     result = _door_check(package)
     assert result.returncode == 1
     assert "wear/selectors.py:" in result.stdout and "store.py" not in result.stdout.split("\n")[0]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_meters_started_on_compressed_history_count_it_all(require_postgres, monkeypatch):
+    """A GPU whose readings were compressed before the meters counted them (meters started on a
+    lab with history): its new readings (store.readings_after) include the compressed ones."""
+    from portal.wear.models import WearDay, WearHour, WearState
+
+    monkeypatch.setattr(hooks, "_raw_needed", {})
+    gpus = _fleet()
+    for gpu in gpus:
+        wear_gpu_update(gpu_id=gpu.pk)
+
+    def counted():
+        return [
+            (
+                wear_lifetime(gpu=gpu),
+                list(WearHour.objects.filter(gpu=gpu).order_by("hour").values_list("hour", "readings")),
+            )
+            for gpu in gpus
+        ]
+
+    counted_raw = counted()
+    for model in (WearHour, WearDay, WearState):
+        model.objects.all().delete()
+    compression.readings_compress(now=NOON)
+    assert not Reading.objects.exists()
+    for gpu in gpus:
+        wear_gpu_update(gpu_id=gpu.pk)
+    counted_compressed = counted()
+    assert counted_compressed == counted_raw
+    assert sum(count for _, hours in counted_compressed for _, count in hours) == Reading.objects.count() + len(
+        store.readings_of(gpu_ids=[g.pk for g in gpus], columns=("ts",))
+    )
