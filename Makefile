@@ -95,6 +95,7 @@ lint: $(STAMP)
 	DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) .ci/import_cycles.py
+	$(PY) .ci/readings_door.py
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
 serve: $(STAMP) messages

@@ -10,19 +10,16 @@ queries, whatever the number of readings.
 from __future__ import annotations
 
 import datetime as dt
-import math
 from dataclasses import dataclass, field
 from statistics import median
 
 from django.conf import settings
-from django.db.models import Avg, Count, F, Max, Min, Q
-from django.db.models.functions import Floor
+from django.db.models import Avg, Count, Max, Min, Q
 
 from portal.diagnostics import services as diagnostics
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.fleet.models import MaintenanceRecord
-from portal.telemetry.models import Reading
-from portal.telemetry.selectors import readings_of
+from portal.telemetry import store
 
 PASS, FAIL, UNKNOWN, PENDING = "pass", "fail", "unknown", "pending"
 
@@ -67,18 +64,19 @@ def _label(gpu) -> str:
 def _per_gpu(gpus, start: dt.datetime, end: dt.datetime, *conditions: Q, **aggregates) -> dict[int, dict]:
     """The aggregates of each GPU's readings in [start, end) that meet the conditions, in one
     query: {GPU id: row}; a GPU without such readings is missing."""
-    readings = Reading.objects.filter(*conditions, gpu_id__in=[g.pk for g in gpus], ts__gte=start, ts__lt=end)
-    return {row["gpu_id"]: row for row in readings.values("gpu_id").annotate(**aggregates)}
+    rows = store.readings_aggregate(gpu_ids=[g.pk for g in gpus], start=start, end=end, where=Q(*conditions),
+                                    **aggregates)  # fmt: skip
+    return {row["gpu_id"]: row for row in rows}
 
 
 def idle_temperature(*, item, run, gpus, now) -> AutoResult:
     p = params_for(item)
     start = now - dt.timedelta(minutes=p["window_min"])
     temps: dict[int, list[int]] = {gpu.pk: [] for gpu in gpus}
-    rows = Reading.objects.filter(
-        gpu_id__in=list(temps), ts__gte=start, ts__lt=now, utilization_gpu_pct__lte=p["idle_util_pct"],
-        temperature_c__isnull=False,
-    ).values_list("gpu_id", "temperature_c")  # fmt: skip
+    rows = store.readings_of(
+        gpu_ids=list(temps), columns=("gpu_id", "temperature_c"), start=start, end=now,
+        where=Q(utilization_gpu_pct__lte=p["idle_util_pct"], temperature_c__isnull=False),
+    )  # fmt: skip
     for gpu_id, temperature in rows:
         temps[gpu_id].append(temperature)
     per_gpu, details = {}, []
@@ -205,33 +203,14 @@ def recent_backup(*, item, run, gpus, now) -> AutoResult:
 
 def _binned(gpu_ids, start, end, p) -> dict[int, dict[int, tuple[int, float]]]:
     """Loaded readings of each GPU between start and end, by power bin: {gpu: {bin: (n, mean °C)}}."""
-    rows = (
-        Reading.objects.filter(
-            gpu_id__in=gpu_ids,
-            ts__gte=start,
-            ts__lt=end,
-            power_w__isnull=False,
-            temperature_c__isnull=False,
-            utilization_gpu_pct__gte=p["loaded_util_pct"],
-        )  # fmt: skip
-        .annotate(power_bin=Floor(F("power_w") / float(p["power_bin_w"])))
-        .values("gpu_id", "power_bin")
-        .annotate(n=Count("ts"), temp=Avg("temperature_c"))
-    )
+    rows = store.readings_aggregate(
+        gpu_ids=gpu_ids, start=start, end=end,
+        where=Q(power_w__isnull=False, temperature_c__isnull=False, utilization_gpu_pct__gte=p["loaded_util_pct"]),
+        bins={"power_bin": ("power_w", p["power_bin_w"])}, n=Count("ts"), temp=Avg("temperature_c"),
+    )  # fmt: skip
     out: dict[int, dict[int, tuple[int, float]]] = {gpu_id: {} for gpu_id in gpu_ids}
     for row in rows:
         out[row["gpu_id"]][int(row["power_bin"])] = (row["n"], float(row["temp"]))
-    # the window reaches back days: readings older than a day may be stored compressed (PostgreSQL)
-    packed = readings_of(
-        gpu_ids=list(gpu_ids), columns=("gpu_id", "power_w", "temperature_c", "utilization_gpu_pct"), start=start,
-        end=end, compressed_only=True,
-    )  # fmt: skip
-    for gpu_id, power, temperature, utilization in packed:
-        if power is None or temperature is None or utilization is None or utilization < p["loaded_util_pct"]:
-            continue
-        power_bin = math.floor(power / float(p["power_bin_w"]))
-        n, mean = out[gpu_id].get(power_bin, (0, 0.0))
-        out[gpu_id][power_bin] = (n + 1, (mean * n + temperature) / (n + 1))
     return out
 
 

@@ -127,7 +127,7 @@ def backfill_history(now: dt.datetime | None = None, span: dt.timedelta = HISTOR
     have readings are left alone. Returns the number of readings stored."""
     from agents.simulate import SimulatedDeviceClient
     from portal.fleet.models import Host
-    from portal.telemetry.models import Reading
+    from portal.telemetry import store
     from portal.telemetry.schemas import BatchIn
     from portal.telemetry.services.ingest import reading_batch_ingest
 
@@ -136,7 +136,7 @@ def backfill_history(now: dt.datetime | None = None, span: dt.timedelta = HISTOR
     stored = 0
     for hostname, *_ in SIMULATED_HOSTS:
         host = Host.objects.get(hostname=hostname)
-        if Reading.objects.filter(gpu__host=host).exists():
+        if store.readings_of(gpu_ids=list(host.gpus.values_list("pk", flat=True)), columns=("ts",), limit=1):
             continue
         clock = _Clock(start.timestamp())
         client = SimulatedDeviceClient(

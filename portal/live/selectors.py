@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import Subquery
 from django.db.models.functions import Greatest
 from django.urls import reverse
 from django.utils import timezone
@@ -14,8 +13,9 @@ from portal.core.converters import url_segment
 from portal.core.db import EpochMs
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance import selectors as maintenance_selectors
+from portal.telemetry import store
 from portal.telemetry.columns import ReadingColumns
-from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading
+from portal.telemetry.models import THROTTLE_BIT, IngestBatch
 
 # The compact point: one list per reading, in this order (the pages read the names from "fields").
 # A point's values after its GPU and time (ms), as pages receive them.
@@ -38,22 +38,18 @@ def ts_ms(moment: dt.datetime) -> int:
 
 
 def batch_points(*, batch_pk: int, gpu_ids: list[int]) -> list[list]:
-    """The batch's readings as compact points (POINT_FIELDS), oldest first, in one query.
+    """The batch's readings as compact points (POINT_FIELDS), oldest first: the batch's span, then
+    its readings (store.readings_of: raw, or compressed when a late batch landed in an old hour).
 
     Readings carry no batch key, so this selects the batch's GPUs over the batch's time span.
     A reading of another batch in the same span (an agent's spool replay) may come along; the
     pages merge points by timestamp, so that costs nothing.
     """
-    batch = IngestBatch.objects.filter(pk=batch_pk)
-    rows = (
-        Reading.objects.filter(
-            gpu_id__in=gpu_ids,
-            ts__gte=Subquery(batch.values("first_ts")[:1]),
-            ts__lte=Subquery(batch.values("last_ts")[:1]),
-        )
-        .order_by("ts")
-        .values_list("gpu_id", "ts", *READING_COLUMNS)
-    )
+    span = IngestBatch.objects.filter(pk=batch_pk).values_list("first_ts", "last_ts").first()
+    if span is None or span[0] is None:
+        return []
+    rows = store.readings_of(gpu_ids=gpu_ids, columns=POINT_FIELDS, start=span[0], end=span[1], end_closed=True)
+    rows.sort(key=lambda row: row[1])
     return [[row[0], ts_ms(row[1]), *row[2:]] for row in rows]
 
 

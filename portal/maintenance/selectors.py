@@ -73,11 +73,11 @@ def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=
         return None
     import plotly.graph_objects as go
 
-    from portal.telemetry.selectors import readings_of
+    from portal.telemetry import store
 
     end = (ticket.resolved_at or ticket.last_seen) + margin
     # raw or compressed alike: a ticket's evidence outlives the day its readings are compressed
-    rows = readings_of(
+    rows = store.readings_of(
         gpu_ids=[ticket.gpu_id], columns=("ts", metric), start=ticket.first_seen - margin, end=end, end_closed=True,
         limit=limit,
     )  # fmt: skip

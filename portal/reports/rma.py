@@ -31,8 +31,8 @@ from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
 from portal.reports.exports import pdf_table
 from portal.reports.selectors import gpu_repeat_offender, status_intervals
+from portal.telemetry import store
 from portal.telemetry.models import Rollup1h, XidEvent
-from portal.telemetry.selectors import readings_of
 
 TREND_DAYS = 30
 THERMAL_WINDOW = dt.timedelta(hours=48)
@@ -54,7 +54,7 @@ def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[
     samples = []
     for point in points:
         # raw or compressed alike (the trend reaches back past the day readings stay raw)
-        found = readings_of(
+        found = store.readings_of(
             gpu_ids=[gpu.pk], columns=("ts", *fields), start=point - dt.timedelta(days=1), end=point,
             descending=True, limit=1,
         )  # fmt: skip

@@ -163,7 +163,7 @@ class Reading(models.Model):
 class ReadingChunk(models.Model):
     """A GPU's readings of one hour, compressed (services/compression.py): PostgreSQL only (the
     table exists there, from migration 0005). One bytea per reading column. Read through
-    telemetry.selectors.readings_of, never row by row. The GPU's deletion cascades in the database."""
+    telemetry.store (the one door to readings), never row by row. The GPU's deletion cascades in the database."""
 
     pk = models.CompositePrimaryKey("gpu", "start")
     gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, related_name="+", db_index=False)

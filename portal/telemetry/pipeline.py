@@ -33,8 +33,9 @@ from django.utils import timezone
 
 from portal.core.locks import pass_lock
 from portal.fleet.models import Gpu
+from portal.telemetry import store
 from portal.telemetry.columns import READING_ROW_COLUMNS, ReadingColumns, tuple_picker
-from portal.telemetry.models import IngestBatch, PipelineCursor, Reading, StageDone, XidEvent
+from portal.telemetry.models import IngestBatch, PipelineCursor, StageDone, XidEvent
 
 log = logging.getLogger(__name__)
 
@@ -238,19 +239,15 @@ def block_read(batches: list[StoredBatch]) -> Block:
     gpus_by_host: dict[int, list[int]] = defaultdict(list)
     for gpu_id, host_id in gpu_hosts.items():
         gpus_by_host[host_id].append(gpu_id)
-    clauses = [
-        Q(gpu_id__in=gpus_by_host[host_id], ts__gte=start, ts__lte=end)
+    periods = [
+        (gpus_by_host[host_id], start, end)
         for host_id, host_spans in spans.items()
         if gpus_by_host[host_id]
         for start, end in host_spans
     ]
     readings: dict[int, list[tuple]] = defaultdict(list)
-    for part in range(0, len(clauses), 100):
-        condition = Q()
-        for clause in clauses[part : part + 100]:
-            condition |= clause
-        for row in Reading.objects.filter(condition).values_list(*READING_ROW_COLUMNS):
-            readings[row[0]].append(row)
+    for row in store.readings_in_spans(spans=periods, columns=READING_ROW_COLUMNS):
+        readings[row[0]].append(row)
     for rows in readings.values():
         rows.sort(key=lambda row: row[1])
     xids: dict[int, list] = defaultdict(list)

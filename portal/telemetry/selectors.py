@@ -4,23 +4,19 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import QuerySet
-from django.db.models.expressions import RawSQL
 
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
-from portal.telemetry.columns import tuple_picker
+from portal.telemetry import store
 from portal.telemetry.models import (
     READING_METRICS,
     ROLLUP_METRICS,
     HostToken,
-    Reading,
     Rollup1h,
     Rollup1m,
     throttle_names,
 )
-from portal.telemetry.services import compression
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
@@ -61,72 +57,9 @@ class Series:
     maximum: dict[str, list] | None = None
 
 
-def readings_of(
-    *,
-    gpu_ids: list[int],
-    columns: tuple[str, ...],
-    start: dt.datetime | None = None,
-    end: dt.datetime | None = None,
-    start_open: bool = False,
-    end_closed: bool = False,
-    descending: bool = False,
-    limit: int | None = None,
-    epoch: bool = False,
-    compressed_only: bool = False,
-) -> list[tuple]:
-    """The readings of these GPUs from start (included unless start_open) to end (excluded unless
-    end_closed), raw or compressed alike (services/compression.py), as tuples of `columns`
-    (reading column names, e.g. "ts", "temperature_c"), in (gpu_id, ts) order, or reversed with
-    `descending`; at most `limit`. A raw reading at the instant of a compressed one (a late
-    duplicate) is left out, as a second reading of a GPU at one instant always is. `epoch`: ts as
-    seconds since the epoch (a float; on PostgreSQL the database computes it, cheaper than parsing
-    thousands of timestamps in Python). `compressed_only`: the compressed readings alone, for a
-    reader that aggregates the raw ones in the database (a late duplicate is then counted twice)."""
-    wanted = tuple(dict.fromkeys(("gpu_id", "ts", *columns)))
-    raw = Reading.objects.filter(gpu_id__in=list(gpu_ids))
-    if start is not None:
-        raw = raw.filter(**{"ts__gt" if start_open else "ts__gte": start})
-    if end is not None:
-        raw = raw.filter(**{"ts__lte" if end_closed else "ts__lt": end})
-    order = ("-gpu_id", "-ts") if descending else ("gpu_id", "ts")
-    raw = raw.order_by(*order)
-    postgres = connection.vendor == "postgresql"
-    if epoch and postgres:
-        raw = raw.annotate(epoch_s=RawSQL("EXTRACT(EPOCH FROM ts)::float8", ())).values_list(
-            *("epoch_s" if name == "ts" else name for name in wanted)
-        )
-    else:
-        raw = raw.values_list(*wanted)
-    rows = [] if compressed_only else list(raw if limit is None else raw[:limit])
-    if epoch and not postgres:
-        rows = [(row[0], row[1].timestamp(), *row[2:]) for row in rows]
-    packed = compression.chunk_readings(
-        list(gpu_ids), start, end, wanted, start_open=start_open, end_closed=end_closed, descending=descending,
-        limit=limit, epoch=epoch,
-    )  # fmt: skip
-    if packed:
-        stored = {(row[0], row[1]) for row in packed}
-        rows = sorted(packed + [row for row in rows if (row[0], row[1]) not in stored], key=lambda row: row[:2],
-                      reverse=descending)  # fmt: skip
-        if limit is not None:
-            rows = rows[:limit]
-    if wanted == columns:
-        return rows
-    return list(map(tuple_picker([wanted.index(name) for name in columns]), rows))
-
-
-def compressed_hour_counts(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> dict[tuple[int, dt.datetime], int]:
-    """Compressed readings per GPU-hour in these (gpu_id, lo, hi) spans, {(gpu_id, hour): count}:
-    with a count of raw readings per hour, how many readings each hour holds."""
-    return compression.chunk_hour_counts(spans)
-
-
 def resolution_for(*, gpu: Gpu, start: dt.datetime, end: dt.datetime) -> str:
     """The finest resolution that keeps the answer under MAX_POINTS points."""
-    raw_count = Reading.objects.filter(gpu=gpu, ts__gte=start, ts__lt=end).order_by()[: MAX_POINTS + 1].count()
-    if raw_count <= MAX_POINTS:
-        raw_count += compression.chunk_count(gpu.pk, start, end)
-    if raw_count <= MAX_POINTS:
+    if store.reading_count(gpu_id=gpu.pk, start=start, end=end, at_most=MAX_POINTS) <= MAX_POINTS:
         return "raw"
     if (end - start) / _STEP["1m"] <= MAX_POINTS:
         return "1m"
@@ -148,7 +81,7 @@ def gpu_series(
         raise _refused("metrics", f"not available at resolution {resolution}: {', '.join(unknown)}")
     limit = settings.READINGS_MAX_POINTS
     if resolution == "raw":
-        rows = readings_of(gpu_ids=[gpu.pk], columns=("ts", *metrics), start=start, end=end, limit=limit + 1)
+        rows = store.readings_of(gpu_ids=[gpu.pk], columns=("ts", *metrics), start=start, end=end, limit=limit + 1)
         if len(rows) > limit:
             raise _too_many_points(resolution, start, end)
         values = {metric: [row[position + 1] for row in rows] for position, metric in enumerate(metrics)}

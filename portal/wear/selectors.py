@@ -26,8 +26,7 @@ from django.utils.translation import gettext_lazy
 
 from portal.fleet import care
 from portal.fleet.models import Gpu, MaintenanceRecord
-from portal.telemetry.models import Reading
-from portal.telemetry.selectors import compressed_hour_counts, readings_of
+from portal.telemetry import store
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak
 from portal.wear.models import WearDay, WearHour, WearState
@@ -60,12 +59,11 @@ def _epoch_dt(seconds: float) -> dt.datetime:
 def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucket, list[float]]:
     """Meters and temperatures of readings with start <= ts < end, all inside `hour`."""
     # raw or compressed alike: a period's edge hour may be older than the day readings stay raw
-    readings = readings_of(
+    readings = store.readings_of(
         gpu_ids=[gpu.pk], columns=meters.READING_FIELDS, start=_epoch_dt(start - meters.MAX_GAP_S), end=_epoch_dt(end),
         epoch=True,
     )  # fmt: skip
-    raw_in_hour = Reading.objects.filter(gpu_id=gpu.pk, ts__gte=_epoch_dt(hour), ts__lt=_epoch_dt(hour + 3600)).count()
-    raw_in_hour += sum(compressed_hour_counts([(gpu.pk, _epoch_dt(hour), _epoch_dt(hour + 1))]).values())
+    raw_in_hour = sum(store.hour_counts([(gpu.pk, _epoch_dt(hour), _epoch_dt(hour + 3600))]).values())
     stored = WearHour.objects.filter(gpu_id=gpu.pk, hour=_epoch_dt(hour)).first()
     if stored is None or raw_in_hour >= stored.readings:
         return meters.figures_over(readings, None, hot_c, start, end)

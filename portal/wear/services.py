@@ -19,16 +19,13 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q
-from django.db.models.expressions import RawSQL
-from django.db.models.functions import TruncHour
+from django.db.models import F, Q
 from django.utils import timezone
 
 from portal.core.db import EpochMs
 from portal.fleet.models import Gpu
-from portal.telemetry.models import Reading
+from portal.telemetry import store
 from portal.telemetry.pipeline import Prepared
-from portal.telemetry.selectors import compressed_hour_counts, readings_of
 from portal.wear import meters
 from portal.wear.meters import Bucket, Hysteresis, Streak, Turns
 from portal.wear.models import WearDay, WearHour, WearState
@@ -45,8 +42,8 @@ def _epoch_dt(seconds: float) -> dt.datetime:
 def _readings(gpu_id: int, start: dt.datetime, end: dt.datetime, *, end_closed: bool = False) -> list[tuple]:
     """A GPU's readings in [start, end) (or [start, end]) as meters tuples, raw or compressed
     alike (a late stretch may reach into hours already compressed)."""
-    rows = readings_of(gpu_ids=[gpu_id], columns=meters.READING_FIELDS, start=start, end=end, end_closed=end_closed,
-                       epoch=True)  # fmt: skip
+    rows = store.readings_of(gpu_ids=[gpu_id], columns=meters.READING_FIELDS, start=start, end=end,
+                             end_closed=end_closed, epoch=True)  # fmt: skip
     return [tuple(row) for row in rows]
 
 
@@ -256,22 +253,8 @@ STATE_FIELDS = ["last_ts", "last_reading", *SUM_FIELDS, "cycles_total", "first_h
 def _new_readings(gpu_ids: list[int], states: dict[int, WearState]) -> list[tuple]:
     """The readings newer than each GPU's newest counted one, for all of `gpu_ids` in one query,
     ordered by GPU and `ts`, at most CHUNK: rows of (gpu_id, *meters tuple)."""
-    after: dict[dt.datetime | None, list[int]] = {}
-    for gpu_id in gpu_ids:
-        state = states.get(gpu_id)
-        after.setdefault(state.last_ts if state else None, []).append(gpu_id)
-    condition = Q()
-    for last_ts, ids in after.items():
-        condition |= Q(gpu_id__in=ids) if last_ts is None else Q(gpu_id__in=ids, ts__gt=last_ts)
-    queryset = Reading.objects.filter(condition).order_by("gpu_id", "ts")
-    if connection.vendor == "postgresql":
-        rows = queryset.annotate(epoch=RawSQL("EXTRACT(EPOCH FROM ts)::float8", ())).values_list(
-            "gpu_id", "epoch", *meters.READING_FIELDS[1:]
-        )[:CHUNK]
-        return [tuple(row) for row in rows]
-    return [
-        (row[0], row[1].timestamp(), *row[2:]) for row in queryset.values_list("gpu_id", *meters.READING_FIELDS)[:CHUNK]
-    ]
+    after = {gpu_id: states[gpu_id].last_ts if gpu_id in states else None for gpu_id in gpu_ids}
+    return store.readings_after(after=after, columns=meters.READING_FIELDS, limit=CHUNK, epoch=True)
 
 
 @dataclass
@@ -373,7 +356,7 @@ def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to
     """Recompute the hours a late stretch [late_from, late_to] touches, from raw readings."""
     last = state.last_ts.timestamp()
     h0 = meters.hour_of(late_from)
-    following = readings_of(
+    following = store.readings_of(
         gpu_ids=[gpu.pk], columns=("ts",), start=_epoch_dt(min(late_to, last)), start_open=True, end=state.last_ts,
         end_closed=True, limit=1, epoch=True,
     )  # fmt: skip
@@ -443,24 +426,14 @@ def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearStat
     (each web process sends its own ranges), and then nothing is rebuilt. Two queries for all."""
     if not spans:
         return []
-    raw_condition, row_condition, hour_spans = Q(), Q(), []
+    row_condition, hour_spans = Q(), []
     for gpu_id, (start, end) in spans.items():
         last = states[gpu_id].last_ts
         lo, hi = _epoch_dt(meters.hour_of(start)), _epoch_dt(meters.hour_of(min(end, last.timestamp())) + 3600)
-        raw_condition |= Q(gpu_id=gpu_id, ts__gte=lo, ts__lt=hi, ts__lte=last)
         row_condition |= Q(gpu_id=gpu_id, hour__gte=lo, hour__lt=hi)
-        hour_spans.append((gpu_id, lo, hi))
-    raw = {
-        (row["gpu_id"], int(row["at"].timestamp())): row["n"]
-        for row in Reading.objects.filter(raw_condition)
-        .annotate(at=TruncHour("ts", tzinfo=dt.UTC))
-        .values("gpu_id", "at")
-        .annotate(n=Count("ts"))
-    }
-    # hours already compressed count too (compressed hours are older than any counted reading)
-    for (gpu_id, hour), count in compressed_hour_counts(hour_spans).items():
-        key = (gpu_id, int(hour.timestamp()))
-        raw[key] = raw.get(key, 0) + count
+        hour_spans.append((gpu_id, lo, min(hi, last + dt.timedelta(microseconds=1))))  # up to the newest counted
+    # raw or compressed alike (a late stretch may reach into compressed hours), a duplicate once
+    raw = {(gpu_id, int(hour.timestamp())): count for (gpu_id, hour), count in store.hour_counts(hour_spans).items()}
     stored = {
         (gpu_id, int(hour.timestamp())): count
         for gpu_id, hour, count in WearHour.objects.filter(row_condition).values_list("gpu_id", "hour", "readings")

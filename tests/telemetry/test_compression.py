@@ -15,9 +15,10 @@ from portal.reports.rma import rma_evidence
 from portal.telemetry import hooks, pipeline
 from portal.telemetry.columns import READING_ROW_COLUMNS
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading, Rollup1h, Rollup1m
-from portal.telemetry.selectors import gpu_series, readings_of
+from portal.telemetry.selectors import gpu_series
 from portal.telemetry.services import compression, partitions
 from portal.telemetry.services.retention import telemetry_prune
+from portal.telemetry.store import readings_of
 from tests.factories import GpuFactory
 from tests.telemetry.batches import gpu_uuid, make_batch
 from tests.telemetry.conftest import agent_for

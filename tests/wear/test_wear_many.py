@@ -99,7 +99,8 @@ def test_a_range_reaching_back_over_counted_readings_rebuilds_nothing():
     wear_update_many(ranges=dict.fromkeys(ranges, (None, None)))  # the first process's task
     with CaptureQueriesContext(connection) as queries:
         wear_update_many(ranges=ranges)  # the second's: the same readings
-    assert len(queries) <= 8, [query["sql"][:80] for query in queries]
+    # (on PostgreSQL one of them asks whether compressed readings follow the marks: these are old)
+    assert len(queries) <= 9, [query["sql"][:80] for query in queries]
     for gpu in gpus:
         check(gpu, series(gpu.pk, n=300), -math.inf, math.inf)
 

@@ -23,7 +23,7 @@ READINGS_COMPRESS_AFTER_HOURS and older than anything a pipeline stage still nee
 written (merged with the chunk already there, when a late reading came in for a compressed hour)
 and the raw rows deleted together, so a crash leaves either. A day partition left empty is then
 dropped and created again empty (no dead rows for vacuum; ingest may still write late readings
-to it). Readers get raw and compressed readings alike through telemetry.selectors.readings_of.
+to it). Readers get raw and compressed readings alike through telemetry.store (the one door).
 
 SQLite keeps raw readings only: every function here does nothing there. On PostgreSQL the readers
 query the chunk table whenever they read readings (one index probe on (gpu_id, start)): it exists

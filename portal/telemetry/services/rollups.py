@@ -20,10 +20,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from portal.telemetry import store
 from portal.telemetry.columns import READING_ROW_COLUMNS, ROW_TS
-from portal.telemetry.models import ROLLUP_METRICS, THERMAL_THROTTLE_MASK, Reading, Rollup1h, Rollup1m
+from portal.telemetry.models import ROLLUP_METRICS, THERMAL_THROTTLE_MASK, Rollup1h, Rollup1m
 from portal.telemetry.pipeline import Prepared
-from portal.telemetry.services import compression
 
 _STAT_FIELDS = [f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("min", "max", "mean")]
 _COUNT_FIELDS = [f"{metric}_count" for metric in ROLLUP_METRICS]
@@ -291,7 +291,7 @@ def _compressed(touched: dict[int, list[Span]]) -> set[int]:
     READINGS_COMPRESS_AFTER_HOURS can be, so fresh batches cost no query."""
     compressed_before = timezone.now() - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS) + _HOUR
     old = [(gpu_id, _hour(lo), hi) for gpu_id, spans in touched.items() for lo, hi in spans if lo < compressed_before]
-    return {gpu_id for gpu_id, _ in compression.chunk_hour_counts(old)}
+    return store.gpus_with_compressed_hours(old)
 
 
 def _computed(touched, gaps, readings):
@@ -300,11 +300,9 @@ def _computed(touched, gaps, readings):
     # raw and compressed (the block and the gaps hold raw readings only).
     packed = _compressed(touched)
     if packed:
-        from portal.telemetry.selectors import readings_of  # (here: selectors import the services package)
-
         for gpu_id in packed:
             for lo, hi in touched[gpu_id]:
-                rows = readings_of(gpu_ids=[gpu_id], columns=READING_ROW_COLUMNS, start=lo, end=hi)
+                rows = store.readings_of(gpu_ids=[gpu_id], columns=READING_ROW_COLUMNS, start=lo, end=hi)
                 if rows:
                     for minute, partial in _block_minutes(rows).items():
                         minutes[gpu_id, minute] = partial
@@ -315,7 +313,7 @@ def _computed(touched, gaps, readings):
             for minute, partial in _block_minutes(rows).items():
                 minutes[gpu_id, minute] = partial
     gap_spans = [(gpu_id, lo, hi) for gpu_id, spans in gaps.items() for lo, hi in spans]
-    for key, partial in _partials(Reading._meta.db_table, "ts", _MINUTE, gap_spans, _raw_sql()).items():
+    for key, partial in _partials(store.RAW_TABLE, "ts", _MINUTE, gap_spans, _raw_sql()).items():
         if key in minutes:
             _add(minutes[key], partial)
         else:
