@@ -70,6 +70,16 @@ def test_gpu_patch_with_token(token_client, technician, host):
                   technician)  # fmt: skip
 
 
+def test_diagnostic_requested_with_token(token_client, technician, host):
+    from portal.diagnostics.models import Diagnostic
+
+    response = post(token_client, "/hosts/node-a/diagnostics", {"level": 1})
+    assert response.status_code == 201, response.content
+    diagnostic = Diagnostic.objects.get(pk=response.json()["id"])
+    assert diagnostic.requested_by == technician and response.json()["requested_by"] == technician.username
+    assert_all_by(entries_for(Diagnostic, diagnostic.pk), technician)
+
+
 def test_checklist_run_answer_photo_complete_abandon_with_token(token_client, technician, host, media_root):
     run = post(token_client, "/checklists/runs", {"template": "cleaning", "host": "node-a"}).json()
     answered = post(token_client, f"/checklists/runs/{run['id']}/answers", {"answers": CLEANING_ANSWERS})
@@ -140,7 +150,10 @@ RUNS = "test_checklist_run_answer_photo_complete_abandon_with_token"
 # Writes made without a personal token by design: the agents' ingest (a host token) and the
 # enrolment exchange (the code is the credential; its audit row names the address and code).
 # Agents' endpoints: they take host tokens (or an enrolment code), never a person's.
-NO_PERSONAL_TOKEN = {("post", "/api/v1/ingest"), ("post", "/api/v1/enrol"), ("post", "/api/v1/host-tokens/rotate")}
+NO_PERSONAL_TOKEN = {
+    ("post", "/api/v1/ingest"), ("post", "/api/v1/enrol"), ("post", "/api/v1/host-tokens/rotate"),
+    ("post", "/api/v1/diagnostics/{id}/result"),
+}  # fmt: skip
 # Each write endpoint of /api/v1 and the test above (or elsewhere) that makes it with a token.
 TOKEN_WRITE_TESTS = {
     ("post", "/api/v1/records"): "test_record_create_with_token",
@@ -155,6 +168,7 @@ TOKEN_WRITE_TESTS = {
     ("post", "/api/v1/hosts/{hostname}/scheduler/drain"): "test_token_drain_and_resume_are_the_token_users",
     ("post", "/api/v1/hosts/{hostname}/scheduler/resume"): "test_token_drain_and_resume_are_the_token_users",
     ("post", "/api/v1/enrolments"): "test_enrolment_codes_made_and_revoked_with_a_token",
+    ("post", "/api/v1/hosts/{hostname}/diagnostics"): "test_diagnostic_requested_with_token",
     ("delete", "/api/v1/enrolments/{code_id}"): "test_enrolment_codes_made_and_revoked_with_a_token",
 }
 
