@@ -1,4 +1,4 @@
-"""The agent's collection cadence while diagnostics run beside it (#33): interval jitter with no
+"""The agent's collection cadence while diagnostics run beside it: interval jitter with no
 diagnostic, with level-1 diagnostics, and with a level-3 one, side by side.
 
     .venv/bin/python bench/agent_diagnose.py            # make bench-agent-diagnose

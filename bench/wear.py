@@ -1,4 +1,4 @@
-"""Wear and /metrics benchmark (issue 16), in one run on scratch PostgreSQL databases.
+"""Wear and /metrics benchmark, in one run on scratch PostgreSQL databases.
 
 1. `GET /api/v1/gpus/{uuid}/wear` for a GPU with a year of 1 Hz readings behind its meters
    (8,760 hour rows computed by the portal's own meter code from 1 Hz hours: load cycles, idle

@@ -8,7 +8,8 @@ tickets belong to `live` and `maintenance`. Those apps register here in `AppConf
   (maintenance: the rule configuration in force, per-host overrides included), so a page colours
   a value exactly where a ticket would open. Without one, nothing is coloured.
 - `on_page(page, name)(provider)`: `provider(**context)` returns extra template context for
-  `page` ("fleet", "host", "gpu"), e.g. the open tickets of the host. Each runs its own
+  `page` ("fleet", "host", "gpu", "gpu_rows": the GPU rows of the fleet and host pages,
+  "ticket": maintenance's ticket page), e.g. the open tickets of the host. Each runs its own
   queries through its app's selectors; templates only render.
 """
 

@@ -1,4 +1,4 @@
-"""Diagnostics on the host (#33): dcgmi's DCGM 3 and 4 documents, the agent's own NVML checks,
+"""Diagnostics on the host: dcgmi's DCGM 3 and 4 documents, the agent's own NVML checks,
 the simulator's faults, time limits, and `gpu-fleet-agent diagnose`.
 
 The DCGM documents in fixtures/dcgm/ are written by hand from NVIDIA's published schema

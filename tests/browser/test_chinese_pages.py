@@ -1,4 +1,4 @@
-"""The main pages in Simplified Chinese (issue #27): a user whose language is zh-hans walks the
+"""The main pages in Simplified Chinese: a user whose language is zh-hans walks the
 fleet, host, GPU, ticket, checklist, report, wear, account and guidance pages, and no visible
 text is English interface text.
 

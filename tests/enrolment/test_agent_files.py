@@ -85,8 +85,8 @@ def test_install_sh_is_served_and_unknown_files_are_404(prepared, dist_dir):
 
 
 def test_a_request_never_builds_the_wheel(prepared, dist_dir, monkeypatch):
-    """Every GET used to rebuild the agent's wheel through one shared temporary file: concurrent
-    downloads could get a truncated wheel or a 500. Requests now serve what the start prepared."""
+    """A GET serves what the start prepared and never builds the agent's wheel: built per request
+    through one shared temporary file, concurrent downloads could get a truncated wheel or a 500."""
     served_before = (dist_dir / AGENT_WHEEL).stat()
 
     def no_building(*args, **kwargs):

@@ -1,4 +1,4 @@
-"""The seed article's practices as guidance pages (issue #27): one page per practice and an index,
+"""The seed article's practices as guidance pages: one page per practice and an index,
 in English and Simplified Chinese; every rule and every shipped checklist template belongs to a
 practice, and the ticket and checklist pages link to it."""
 

@@ -27,7 +27,7 @@ UTC = dt.UTC
 REGISTERED = dt.datetime(2024, 1, 1, tzinfo=UTC)
 AT = dt.datetime(2025, 6, 1, tzinfo=UTC)
 
-# A real 1x1 PNG: on the old code `<img src=…>` in a paragraph embedded it in the PDF.
+# A real 1x1 PNG: were typed `<img src=…>` taken as markup, the PDF would embed the file.
 PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"
     b"\x00\x00\x00\rIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7V\xbd\xfa\x00\x00\x00\x00IEND\xaeB`\x82"

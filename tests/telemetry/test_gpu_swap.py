@@ -1,4 +1,4 @@
-"""A card swapped in a slot (issue #33 item 7), through the real ingest endpoint: a new GPU at the
+"""A card swapped in a slot, through the real ingest endpoint: a new GPU at the
 PCI bus id of one out for repair, or silent since its repair record, replaces it: the old GPU is
 retired ("Replaced by <serial>."), linked from the new one and from the repair record, its "Agent
 silent" ticket resolves and never opens again, and the new GPU is registered like any new GPU.

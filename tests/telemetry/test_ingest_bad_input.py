@@ -92,7 +92,7 @@ CASES = [
      "readings.0.xid_events.0.ts"),
     ("naive-ts", _set(["readings", 0, "ts"], lambda now: now.replace(tzinfo=None).isoformat()), 400, "readings.0.ts"),
     ("naive-sent_at", _set(["sent_at"], lambda now: now.replace(tzinfo=None).isoformat()), 400, "sent_at"),
-    # regression: instants that leave datetime's range when moved to UTC were a 500 (found by the fuzz test)
+    # instants that leave datetime's range when moved to UTC: bad input, not a 500
     ("sent_at-before-year-1-in-utc", _set(["sent_at"], "0001-01-01T00:00:00.0+01:00"), 400, "sent_at"),
     ("sent_at-after-year-9999-in-utc", _set(["sent_at"], "9999-12-31T23:00:00-05:00"), 400, "sent_at"),
     ("ts-before-year-1-in-utc", _set(["readings", 0, "ts"], "0001-01-01T00:30:00+01:00"), 400, "readings.0.ts"),
@@ -141,8 +141,8 @@ def test_a_bad_reading_rejects_the_whole_batch(agent, counts):
 
 @pytest.mark.parametrize("sent_at", ["0001-01-01T00:00:00.0+01:00", "9999-12-31T23:00:00-05:00"])
 def test_a_batch_without_readings_and_sent_at_at_the_edge_of_time_is_400(agent, counts, sent_at):
-    # regression (found by the OpenAPI fuzz test): with no readings, sent_at is the host's last
-    # contact, and moving this one to UTC overflowed: a 500
+    # with no readings, sent_at is the host's last contact, and moving this one to UTC would
+    # overflow: a 400, not a 500
     batch = make_batch(agent.hostname, gpus=[A], readings=0, sent_at=sent_at)
     before = counts()
     response = agent.post(batch)

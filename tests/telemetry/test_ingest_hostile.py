@@ -1,4 +1,4 @@
-"""Agents that misbehave must not break the portal (issue 12).
+"""Agents that misbehave must not break the portal.
 
 Identifiers that cannot live in a URL are refused with a 400 naming the field; pages stay up
 whatever a stored identifier holds; an empty version is "unknown", not a 500; odd inventory values

@@ -197,8 +197,8 @@ def test_nothing_is_prepared_on_a_connection_opened_per_request(require_postgres
 @pytest.mark.django_db
 @pytest.mark.parametrize("method", ingest.PG_WRITE_METHODS)
 def test_times_with_a_zone_offset_past_15_59_are_stored_in_utc(require_postgres, settings, monkeypatch, method):
-    # regression (found by the OpenAPI fuzz test): RFC 3339 allows +19:04, PostgreSQL refuses
-    # offsets over 15:59, and each such time in a batch was a 500
+    # RFC 3339 allows +19:04 and PostgreSQL refuses offsets over 15:59: each such time in a batch
+    # is stored in UTC, not a 500
     monkeypatch.setattr(ingest_view, "run_in_pool", False)
     monkeypatch.setattr(ingest, "pg_write_method", method)
     agent = agent_for("dgx-" + method.replace(" ", "-"))

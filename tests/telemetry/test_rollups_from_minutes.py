@@ -1,4 +1,4 @@
-"""Rollups from the pass's readings and hours from minutes (issue 23) are what an aggregate over
+"""Rollups from the pass's readings and hours from minutes are what an aggregate over
 the raw readings gives: every minute and hour row against a direct SQL aggregate of the readings
 table, after batches with nulls, stored out of order, in passes of a few batches, with late ones
 into minutes and an hour already rolled up. Runs on the database the tests run on (SQLite, or

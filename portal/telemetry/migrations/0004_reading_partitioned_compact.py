@@ -1,4 +1,4 @@
-"""Readings keyed by (gpu, ts), no surrogate id; on PostgreSQL partitioned by day (issue 24).
+"""Readings keyed by (gpu, ts), no surrogate id; on PostgreSQL partitioned by day.
 
 The table is rebuilt and its rows copied over (a second reading of a GPU at the same instant is
 dropped). PostgreSQL: a table partitioned by RANGE (ts), a partition per UTC day (the days of the

@@ -1,4 +1,4 @@
-"""Compressed readings, one row per GPU and hour (issue 24): telemetry_chunk, PostgreSQL
+"""Compressed readings, one row per GPU and hour: telemetry_chunk, PostgreSQL
 only (services/compression.py describes the encoding). SQLite keeps raw readings only."""
 
 import django.db.models.deletion

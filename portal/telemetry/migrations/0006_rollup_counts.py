@@ -1,4 +1,4 @@
-"""Per-metric counts of known values in the 1-minute rollups (issue 23): hours are built from
+"""Per-metric counts of known values in the 1-minute rollups: hours are built from
 their minutes, and a mean over a nullable metric weighs each minute by them.
 
 Existing minute rows are filled in: exactly, from the raw readings, for the minutes whose hours a
