@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-ingest-cpu bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -114,6 +114,11 @@ bench-agent-portal: $(STAMP)
 # Needs the local PostgreSQL and Redis; uses a scratch database bench_ingest.
 bench-ingest: $(STAMP)
 	$(PY) bench/ingest.py
+
+# Ingest's CPU per reading by stage (decode+validate, convert, write, answer), the previous path beside
+# the current one, on SQLite and on the local PostgreSQL (scratch database bench_ingest_cpu).
+bench-ingest-cpu: $(STAMP)
+	$(PY) bench/ingest_cpu.py
 
 bench-anomaly: $(STAMP)
 	$(PY) bench/anomaly.py
