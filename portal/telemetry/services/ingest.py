@@ -259,6 +259,9 @@ def _insert_readings(rows: list[tuple], now: dt.datetime) -> None:
     # SQLite ingest's CPU compiling 100 model instances into SQL. Only the time needs adapting (the
     # ORM's UTC text); numbers and booleans are stored as they come.
     adapt = connection.ops.adapt_datetimefield_value
+    if settings.USE_TZ and connection.timezone_name == "UTC":
+        # What adapt does to the schema's UTC times (Instant), at half its CPU: the naive time's text.
+        adapt = _naive_text
     with connection.cursor() as cursor:
         cursor.executemany(_sqlite_insert_sql(), [(row[0], adapt(row[1]), *row[2:]) for row in rows])
 
@@ -302,6 +305,10 @@ def _partitions_create(rows: list[tuple], now: dt.datetime) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_PARTITIONS_LOCK])
         created = partitions.reading_partitions_ensure(days=sorted(days), cursor=cursor)
     log.warning("ingest: created missing reading partitions %s; is beat running?", ", ".join(created) or "none")
+
+
+def _naive_text(moment: dt.datetime) -> str:
+    return str(moment.replace(tzinfo=None))
 
 
 @functools.cache
