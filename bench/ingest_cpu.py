@@ -252,7 +252,7 @@ def _child(backend: str) -> dict:
         profiler.enable()
         whole("profile", bodies[1:])
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(70)
         return results
     for path in ("before", "after"):
         with _path(path):
