@@ -210,3 +210,20 @@ def test_the_view_stores_what_either_path_accepts(agent):
     assert sorted(mask for _, mask in stored) == [4, 4, 4 | 64]
     assert GpuLatest.objects.count() == 1
     assert ingest_view.fast_path
+
+
+@pytest.mark.parametrize(
+    "raw_reading",
+    [
+        b'"temperature_c":64,"temperature_c":300', b'"temperature_c":300,"temperature_c":64',
+        b'"energy_mj":1e400', b'"energy_mj":-1e400', b'"energy_mj":100000000000000000000000',
+        b'"energy_mj":1E5', b'"energy_mj":-0', b'"pcie_replay_count":1e2', b'"pcie_replay_count":100.0',
+        b'"pcie_replay_count":18446744073709551616', b'"pcie_replay_count":-9223372036854775809',
+        b'"power_w":1.00000000000000000000001', b'"power_w":0.1e-400',
+    ],
+)  # fmt: skip
+def test_numbers_and_repeated_keys_as_written(raw_reading):
+    """Bytes json.dumps never writes: a key twice in a reading, numbers past float or int64."""
+    body = _body(_batch([_reading()]))
+    reading_start = body.index(b'"gpu_uuid"')
+    _agree(body[:reading_start] + raw_reading + b"," + body[reading_start:])
