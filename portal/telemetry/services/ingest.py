@@ -233,7 +233,7 @@ def reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
             _throttle_mask(reading.throttle_reasons),
             *_metrics_after_throttle(reading),
             len(reading.xid_events),
-        )  # fmt: skip
+        )
         for reading in batch.readings
     ]
 
