@@ -9,6 +9,7 @@ about, and raw bytes a JSON parser may or may not take.
 
 import datetime as dt
 import json
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -21,6 +22,7 @@ from portal.telemetry.models import GpuLatest, Reading
 from portal.telemetry.schemas import BatchIn
 from tests.telemetry.batches import gpu_uuid, make_batch, make_gpu, make_reading
 
+FIXTURES = Path(__file__).resolve().parents[1] / "agents" / "fixtures"
 NOW = dt.datetime(2026, 12, 2, 10, 0, 5, tzinfo=dt.UTC)
 UUID = gpu_uuid(1)
 
@@ -227,3 +229,9 @@ def test_numbers_and_repeated_keys_as_written(raw_reading):
     body = _body(_batch([_reading()]))
     reading_start = body.index(b'"gpu_uuid"')
     _agree(body[:reading_start] + raw_reading + b"," + body[reading_start:])
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("real_gpu_*.json")), ids=lambda path: path.stem)
+def test_batches_of_real_gpus_take_the_fast_path(fixture):
+    """What NVML really reported on an H200, as the agent sends it: fast, or the speed is gone unnoticed."""
+    assert _agree(_body(json.loads(fixture.read_text()))) == "fast"
