@@ -262,10 +262,10 @@ def _child(backend: str) -> dict:
 
 def _report(results: dict) -> None:
     print(f"\n{results['backend']}: CPU µs per reading ({BATCHES} batches of {READINGS} readings, {GPUS} GPUs)")
-    print(f"  {'stage':10s} {'before':>8s} {'after':>8s}")
+    print(f"  {'stage':16s} {'before':>8s} {'after':>8s}")
     for stage in (*STAGES, "total", "decode"):
         before, after = results["before"][stage], results["after"][stage]
-        print(f"  {stage:10s} {before:8.2f} {after:8.2f}")
+        print(f"  {stage:16s} {before:8.2f} {after:8.2f}")
     before, after = results["before"]["total"], results["after"]["total"]
     print(f"  whole request: {before / after:.2f}x less CPU; {1e6 / after:,.0f} readings/s per core (was "
           f"{1e6 / before:,.0f})")  # fmt: skip
