@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 
-.PHONY: demo demo-ldap ldap-deps test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo demo-ldap ldap-deps test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -132,6 +132,11 @@ bench-agent-diagnose: $(STAMP)
 # Needs the local PostgreSQL and Redis; uses a scratch database bench_ingest.
 bench-ingest: $(STAMP)
 	$(PY) bench/ingest.py
+
+# Ingest's CPU per reading by stage (decode+validate, convert, write, answer), the previous path beside
+# the current one, on SQLite and on the local PostgreSQL (scratch database bench_ingest_cpu).
+bench-ingest-cpu: $(STAMP)
+	$(PY) bench/ingest_cpu.py
 
 bench-anomaly: $(STAMP)
 	$(PY) bench/anomaly.py

@@ -1,0 +1,318 @@
+"""Ingest's CPU per reading on the web side, stage by stage, before and after its fast path.
+
+Run with `make bench-ingest-cpu`. CPU time (time.process_time, every thread of this process), not
+wall-clock, so that the figures mean something on a busy machine. In-process: the ASGI ingest
+application (portal.core.asgi_ingest) is called directly, as the server would, with 100-reading
+gzip batches of 8-GPU hosts; the database work runs on the view's thread pool as in production.
+
+Each database backend runs in a child process (one Django configuration each): SQLite (the
+embedded recipe, a throwaway file) and PostgreSQL (the production recipe, a scratch database
+bench_ingest_cpu; skipped with a note when PostgreSQL does not answer). Stages, in µs of CPU per
+reading:
+
+- decode+validate: gunzip, and the JSON parsed into the checked batch (both paths do it in one
+            pass; "decode" below it, gunzip and parsing alone into plain values, for the comparison)
+- convert:  the batch into the stored rows (and, on PostgreSQL, the one statement's JSON)
+- write:    the service (reading_batch_ingest) minus convert: queries, the database driver
+- answer:   the whole request through the ASGI application minus the above (token, rate limit,
+            body handling, the JSON answer, thread hop)
+
+"before" is the previous path (pydantic's BatchIn.model_validate_json, and the row building, JSON
+rows and timestamp check kept below, put in place of the service's for the run); "after" the
+current one.
+`--profile` prints a cProfile of the current whole path instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import cProfile
+import datetime as dt
+import gzip
+import json
+import os
+import pstats
+import subprocess
+import sys
+import time
+import uuid
+import zlib
+from pathlib import Path
+
+import pydantic_core
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BATCHES = int(os.environ.get("BENCH_BATCHES", "400"))
+READINGS = 100
+GPUS = 8
+PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+PG_DB = "bench_ingest_cpu"
+STAGES = ("decode+validate", "convert", "write", "answer")
+
+
+def _bodies(hostname: str, count: int, start_batch: int = 0) -> list[bytes]:
+    """count gzip batches of one host (8 GPUs, 100 readings, one second apart), in time order,
+    ending a minute ago; only the first lists the GPUs (as the agent sends them)."""
+    from tests.telemetry.batches import gpu_uuid, make_batch
+
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
+    per_batch = dt.timedelta(seconds=-(-READINGS // GPUS))
+    uuids = [gpu_uuid(hash(hostname) % 10_000 * 100 + i) for i in range(GPUS)]
+    bodies = []
+    for number in range(start_batch, start_batch + count):
+        batch = make_batch(
+            hostname, gpus=uuids, readings=READINGS, now=now - per_batch * (start_batch + count - number),
+            inventory=number == 0,
+        )  # fmt: skip
+        bodies.append(gzip.compress(json.dumps(batch, separators=(",", ":")).encode(), compresslevel=1))
+    return bodies
+
+
+def _scope(token: str, length: int) -> dict:
+    headers = [
+        (b"host", b"127.0.0.1"), (b"authorization", f"Bearer {token}".encode()),
+        (b"content-type", b"application/json"), (b"content-encoding", b"gzip"),
+        (b"content-length", str(length).encode()),
+    ]  # fmt: skip
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/api/v1/ingest", "raw_path": b"/api/v1/ingest", "query_string": b"", "root_path": "",
+        "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
+    }  # fmt: skip
+
+
+async def _post(app, token: str, body: bytes) -> tuple[int, bytes]:
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    await app(_scope(token, len(body)), receive, send)
+    return sent[0]["status"], sent[1]["body"]
+
+
+# The previous path's stages, as they were before the fast path.
+
+
+def _reference_reading_rows(batch, gpu_ids: dict[str, int]) -> list[tuple]:
+    from portal.telemetry.models import READING_METRICS, THROTTLE_BIT
+
+    throttle_position = READING_METRICS.index("throttle_reasons")
+    rows = []
+    for reading in batch.readings:
+        values = reading.__dict__
+        metrics = [values[name] for name in READING_METRICS]
+        reasons = metrics[throttle_position]
+        if reasons is not None:
+            metrics[throttle_position] = sum(THROTTLE_BIT[name] for name in set(reasons))
+        rows.append((gpu_ids[reading.gpu_uuid], reading.ts, *metrics, len(reading.xid_events)))
+    return rows
+
+
+def _reference_rows_json(rows: list[tuple]) -> str:
+    return pydantic_core.to_json(rows).decode()
+
+
+def _reference_check_timestamps(batch, timestamps, now: dt.datetime) -> None:
+    from django.conf import settings
+
+    from portal.core.errors import InvalidInput
+    from portal.telemetry.services.ingest import MAX_FUTURE
+
+    max_age_h = settings.INGEST_MAX_AGE_HOURS
+    oldest, newest = now - dt.timedelta(hours=max_age_h), now + MAX_FUTURE
+    errors = []
+    for position, reading in enumerate(batch.readings):
+        if reading.ts < oldest:
+            errors.append((f"readings.{position}.ts", f"more than {max_age_h} h old"))
+        elif reading.ts > newest:
+            errors.append((f"readings.{position}.ts", "more than 5 min in the future"))
+        for event_position, event in enumerate(reading.xid_events):
+            if not oldest <= event.ts <= newest:
+                errors.append((f"readings.{position}.xid_events.{event_position}.ts", "outside the accepted window"))
+        if len(errors) >= 20:
+            break
+    if errors:
+        raise InvalidInput("reading timestamps outside the accepted window", problems=errors)
+
+
+@contextlib.contextmanager
+def _path(path: str):
+    """The view and the service as they were ("before") or are ("after") for the block."""
+    from portal.telemetry import ingest_view
+    from portal.telemetry.services import ingest as ingest_service
+
+    saved = ingest_service.reading_rows, ingest_service.rows_json, ingest_service._check_timestamps
+    if path == "before":
+        ingest_view.fast_path = False
+        ingest_service.reading_rows, ingest_service.rows_json = _reference_reading_rows, _reference_rows_json
+        ingest_service._check_timestamps = _reference_check_timestamps
+    try:
+        yield
+    finally:
+        ingest_view.fast_path = True
+        ingest_service.reading_rows, ingest_service.rows_json, ingest_service._check_timestamps = saved
+
+
+def _cpu(function, items) -> float:
+    """CPU seconds of function over items."""
+    started = time.process_time()
+    for item in items:
+        function(item)
+    return time.process_time() - started
+
+
+def _measure(path: str, bodies: list[bytes], whole) -> dict[str, float]:
+    """CPU µs per reading of each stage of one path ("before" or "after") over bodies."""
+    from django.db import connection
+
+    from portal.telemetry import ingest_fast
+    from portal.telemetry.schemas import BatchIn
+    from portal.telemetry.services import ingest as ingest_service
+
+    whole(path, bodies[:1])  # the inventory, caches, prepared statements
+    plain = [zlib.decompress(body, 31) for body in bodies[1:]]
+    if path == "before":
+        parse, validate = pydantic_core.from_json, BatchIn.model_validate_json
+    else:
+        parse, validate = ingest_fast.decode_only, ingest_fast.batch_parse
+    rows_of, to_json = ingest_service.reading_rows, ingest_service.rows_json
+    decode = _cpu(lambda body: parse(zlib.decompress(body, 31)), bodies[1:])
+    validated = _cpu(lambda body: validate(zlib.decompress(body, 31)), bodies[1:])
+    batches = [validate(body) for body in plain]
+    host = ingest_service.Host.objects.get(hostname=batches[0].host.hostname)
+    gpu_ids = {row["uuid"]: row["id"] for row in ingest_service.Gpu.objects.filter(host=host).values("uuid", "id")}
+    one_statement = connection.vendor == "postgresql"
+    convert = _cpu(
+        lambda batch: to_json(rows_of(batch, gpu_ids)) if one_statement else rows_of(batch, gpu_ids), batches
+    )
+    total = whole(path, bodies[1:])
+    # The service alone, on fresh batches of the same host (batch_id is the idempotency key).
+    fresh = [zlib.decompress(body, 31) for body in _bodies(host.hostname, BATCHES, start_batch=BATCHES + 1)]
+    fresh = [validate(body) for body in fresh]
+    service = _cpu(lambda batch: ingest_service.reading_batch_ingest(host=host, batch=batch), fresh)
+    seconds = {
+        "decode": decode, "decode+validate": validated, "convert": convert, "write": service - convert,
+        "answer": total - validated - service, "total": total,
+    }  # fmt: skip
+    return {name: value / (READINGS * BATCHES) * 1e6 for name, value in seconds.items()}
+
+
+def _child(backend: str) -> dict:
+    from bench.harness import django_setup
+
+    scratch = django_setup(
+        DEBUG="false", ALLOWED_HOSTS="127.0.0.1", INGEST_ALLOW_HTTP="true", INGEST_RATE_PER_S="1000000",
+        INGEST_RATE_BURST="1000000", LOG_LEVEL="WARNING", DATABASE_CONN_MAX_AGE="600",
+    )  # fmt: skip
+    from django.db import connection
+
+    from portal.asgi import ingest_asgi_app
+    from portal.telemetry import ingest_view
+    from portal.telemetry.services.tokens import host_token_issue
+
+    hosts = {}
+    for path in ("before", "after", "profile"):
+        hostname = f"bench-{path}-{uuid.uuid4().hex[:6]}"
+        hosts[path] = (host_token_issue(hostname=hostname, create_host=True).token, _bodies(hostname, BATCHES + 1))
+
+    def whole(path: str, bodies: list[bytes]) -> float:
+        token = hosts[path][0]
+
+        async def run():
+            started = time.process_time()
+            for body in bodies:
+                status, answer = await _post(ingest_asgi_app, token, body)
+                if status != 202:
+                    raise SystemExit(f"{backend}: ingest answered {status} {answer[:300]!r}")
+            return time.process_time() - started
+
+        return asyncio.run(run())
+
+    results = {"backend": connection.vendor, "_scratch": str(scratch)}
+    if "--profile" in sys.argv:
+        # cProfile sees one thread: the database work on the event loop's, not on the pool's.
+        def inline(function):
+            async def run(*args):
+                return function(*args)
+
+            return run
+
+        ingest_view._run_db = inline
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+        token, bodies = hosts["profile"]
+        whole("profile", bodies[:1])
+        profiler = cProfile.Profile(time.process_time)
+        profiler.enable()
+        whole("profile", bodies[1:])
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(70)
+        return results
+    for path in ("before", "after"):
+        with _path(path):
+            results[path] = _measure(path, hosts[path][1], whole)
+    return results
+
+
+def _report(results: dict) -> None:
+    print(f"\n{results['backend']}: CPU µs per reading ({BATCHES} batches of {READINGS} readings, {GPUS} GPUs)")
+    print(f"  {'stage':16s} {'before':>8s} {'after':>8s}")
+    for stage in (*STAGES, "total", "decode"):
+        before, after = results["before"][stage], results["after"][stage]
+        print(f"  {stage:16s} {before:8.2f} {after:8.2f}")
+    before, after = results["before"]["total"], results["after"]["total"]
+    print(f"  whole request: {before / after:.2f}x less CPU; {1e6 / after:,.0f} readings/s per core (was "
+          f"{1e6 / before:,.0f})")  # fmt: skip
+
+
+def _pg_database() -> str | None:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {PG_DB}")
+    except Exception as error:  # noqa: BLE001 - any failure means "no PostgreSQL here"
+        print(f"PostgreSQL skipped: {error}")
+        return None
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_DB
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "child":
+        results = _child(sys.argv[2])
+        if "--profile" not in sys.argv:
+            print("RESULT " + json.dumps(results))
+        return
+    from bench.harness import machine_load
+
+    print(f"bench-ingest-cpu: {machine_load()}")
+    extra = [arg for arg in sys.argv[1:] if arg == "--profile"]
+    backends = [arg for arg in sys.argv[1:] if arg in ("sqlite", "postgresql")] or ["sqlite", "postgresql"]
+    for backend in backends:
+        env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "VAR_DIR")}
+        if backend == "postgresql":
+            url = _pg_database()
+            if url is None:
+                continue
+            env["DATABASE_URL"] = url
+        child = subprocess.run(
+            [sys.executable, __file__, "child", backend, *extra], env=env, capture_output=True, text=True, check=False
+        )
+        if child.returncode != 0 or "--profile" in extra:
+            print(child.stdout[-20000:], child.stderr[-5000:])
+            if child.returncode != 0:
+                raise SystemExit(f"{backend}: the bench failed")
+            continue
+        line = next(line for line in child.stdout.splitlines() if line.startswith("RESULT "))
+        _report(json.loads(line.removeprefix("RESULT ")))
+
+
+if __name__ == "__main__":
+    main()
