@@ -20,12 +20,13 @@ from portal.telemetry.models import (
     Rollup1m,
     throttle_names,
 )
-from portal.telemetry.services import compression
+from portal.telemetry.services import compression, rollup_chunks
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
 DEFAULT_METRICS = ("temperature_c", "power_w", "utilization_gpu_pct", "fan_speed_pct")
 _STEP = {"1m": dt.timedelta(minutes=1), "1h": dt.timedelta(hours=1)}
+_ROLLUP_MODELS = {"1m": Rollup1m, "1h": Rollup1h}
 
 
 def _refused(field: str, message: str) -> InvalidInput:
@@ -115,6 +116,37 @@ def readings_of(
     return list(map(tuple_picker([wanted.index(name) for name in columns]), rows))
 
 
+def rollups_of(
+    *,
+    gpu_ids: list[int],
+    resolution: str,
+    columns: tuple[str, ...],
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+) -> list[tuple]:
+    """The rollups ("1m" or "1h") of these GPUs with start <= bucket < end, raw rows and compressed
+    days alike (services/rollup_chunks.py), as tuples of `columns` ("gpu_id", "bucket" and rollup
+    fields, e.g. "temperature_c_mean"), in (gpu_id, bucket) order. A raw row of a bucket that is
+    also compressed (written again after a late reading) is the one given: the next compression
+    run merges it. Every reader of rollups reads them here."""
+    model = _ROLLUP_MODELS[resolution]
+    wanted = tuple(dict.fromkeys(("gpu_id", "bucket", *columns)))
+    raw = model.objects.filter(gpu_id__in=list(gpu_ids))
+    if start is not None:
+        raw = raw.filter(bucket__gte=start)
+    if end is not None:
+        raw = raw.filter(bucket__lt=end)
+    # Raw rows first: a compression run committing in between moves rows into a chunk, never out.
+    rows = list(raw.order_by("gpu_id", "bucket").values_list(*wanted))
+    packed = rollup_chunks.chunk_rollups(resolution, list(gpu_ids), start, end, wanted)
+    if packed:
+        stored = {(row[0], row[1]) for row in rows}
+        rows = sorted(rows + [row for row in packed if (row[0], row[1]) not in stored], key=lambda row: row[:2])
+    if wanted == columns:
+        return rows
+    return list(map(tuple_picker([wanted.index(name) for name in columns]), rows))
+
+
 def compressed_hour_counts(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> dict[tuple[int, dt.datetime], int]:
     """Compressed readings per GPU-hour in these (gpu_id, lo, hi) spans, {(gpu_id, hour): count}:
     with a count of raw readings per hour, how many readings each hour holds."""
@@ -157,12 +189,9 @@ def gpu_series(
         return Series(resolution, start, end, [row[0] for row in rows], values)
     if (end - start) / _STEP[resolution] + 1 > limit:  # buckets from the one holding 'from' on
         raise _too_many_points(resolution, start, end)
-    model = Rollup1m if resolution == "1m" else Rollup1h
     columns = [f"{metric}_{stat}" for metric in metrics for stat in ("mean", "min", "max")]
-    rows = list(
-        model.objects.filter(gpu=gpu, bucket__gte=start - _STEP[resolution], bucket__lt=end)
-        .order_by("bucket")
-        .values_list("bucket", *columns)
+    rows = rollups_of(
+        gpu_ids=[gpu.pk], resolution=resolution, columns=("bucket", *columns), start=start - _STEP[resolution], end=end
     )
     series = Series(resolution, start, end, [row[0] for row in rows], {}, {}, {})
     for position, metric in enumerate(metrics):

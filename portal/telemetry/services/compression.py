@@ -167,12 +167,12 @@ def decode(kind: _Kind, blob: bytes, count: int) -> list:
     return values
 
 
-def _micros(moment: dt.datetime) -> int:
+def micros(moment: dt.datetime) -> int:
     delta = moment - _EPOCH
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _moment(micros: int) -> dt.datetime:
+def moment(micros: int) -> dt.datetime:
     return _EPOCH + dt.timedelta(microseconds=micros)
 
 
@@ -223,8 +223,8 @@ def chunk_readings(
 
 
 def _decoded(chunks, wanted, columns, start, end, start_open, end_closed, descending, epoch) -> list[tuple]:
-    lo = None if start is None else _micros(start)
-    hi = None if end is None else _micros(end)
+    lo = None if start is None else micros(start)
+    hi = None if end is None else micros(end)
     out = []
     for gpu_id, count, *blobs in chunks:
         decoded = {name: decode(KINDS[name], blob, count) for name, blob in zip(wanted, blobs, strict=True)}
@@ -236,7 +236,7 @@ def _decoded(chunks, wanted, columns, start, end, start_open, end_closed, descen
         ]
         if not keep:
             continue
-        decoded["ts"] = [micros / 1e6 if epoch else _moment(micros) for micros in decoded["ts"]]
+        decoded["ts"] = [micros / 1e6 if epoch else moment(micros) for micros in decoded["ts"]]
         decoded["gpu_id"] = [gpu_id] * count
         picked = [decoded[name] for name in columns]
         if descending:
@@ -290,21 +290,22 @@ def _merged_hour(existing: tuple, raw_rows: list[tuple]) -> tuple[int, list[byte
     return len(rows), _encode_rows(rows)
 
 
+def encode_values(kind: _Kind, values: list) -> bytes:
+    """One column of a chunk from Python values (None where NULL; ts as microseconds since the
+    epoch), encoded exactly as from the database's send functions."""
+    nulls = "".join("1" if value is None else "0" for value in values)
+    if kind.transform == "xor":
+        packed = array("q", array("d", [0.0 if v is None else v for v in values]).tobytes())
+    else:
+        packed = array(kind.code, [0 if v is None else int(v) if kind.to_python else v for v in values])
+    if _SWAP:
+        packed.byteswap()
+    return encode(kind, packed.tobytes(), nulls)
+
+
 def _encode_rows(rows: list[tuple]) -> list[bytes]:
     """Encode decoded rows (ts in microseconds, COLUMNS order) as a chunk's columns."""
-    out = []
-    for position, name in enumerate(COLUMNS):
-        kind = KINDS[name]
-        values = [row[position] for row in rows]
-        nulls = "".join("1" if value is None else "0" for value in values)
-        if kind.transform == "xor":
-            packed = array("q", array("d", [0.0 if v is None else v for v in values]).tobytes())
-        else:
-            packed = array(kind.code, [0 if v is None else int(v) if kind.to_python else v for v in values])
-        if _SWAP:
-            packed.byteswap()
-        out.append(encode(kind, packed.tobytes(), nulls))
-    return out
+    return [encode_values(KINDS[name], [row[position] for row in rows]) for position, name in enumerate(COLUMNS)]
 
 
 def _raw_rows(cursor, gpu_id: int, start: dt.datetime, end: dt.datetime) -> list[tuple]:

@@ -1,0 +1,259 @@
+"""Rollups older than a day stored compressed, one row per GPU and UTC day, on PostgreSQL (issue 35).
+
+A 1-minute rollup row costs about 190 bytes (a tuple of 37 columns, its id and the (gpu, bucket)
+index): stored raw for the default 90 days it was most of the database. `telemetry_rollup1m_chunk`
+and `telemetry_rollup1h_chunk` (migration 0008) hold a row per (gpu_id, day): `buckets` (the rollup
+rows it holds), `bucket` and one bytea per rollup field, each encoded with the readings' codec
+(services/compression.py: little-endian, byte-shuffled, zlib; buckets as microseconds delta-coded,
+counts as integers, statistics as the 4-byte reals they are stored as, the energy maximum's float
+bits XORed with the previous bucket's). Decoded, every value is exactly the one the row held.
+
+`rollups_compress` (hourly, from telemetry_prune_task, after the readings') converts the rollup
+rows of the UTC days wholly before compression.compress_before(now) (READINGS_COMPRESS_AFTER_HOURS,
+and nothing the pipeline still needs), one GPU and day per transaction: the chunk written and the
+raw rows it took deleted together (by id: a row the rollups stage writes meanwhile stays raw), so
+a crash leaves either.
+
+A late reading into a compressed day makes the rollups stage write its minute and hour again, as
+raw rows: readers (telemetry.selectors.rollups_of) take a raw row over the compressed value of the
+same bucket, and the next run merges it into the chunk. An hour is built from its minutes raw and
+compressed alike (services/rollups.py). Retention deletes whole days: one row per GPU and day.
+
+SQLite keeps raw rollup rows only: every function here does nothing there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from portal.telemetry.models import (
+    ROLLUP_HOUR_FIELDS,
+    ROLLUP_MINUTE_FIELDS,
+    Rollup1h,
+    Rollup1hChunk,
+    Rollup1m,
+    Rollup1mChunk,
+)
+from portal.telemetry.services import compression
+
+DAY = dt.timedelta(days=1)
+
+
+class _Resolution:
+    def __init__(self, name: str, model, chunk_model, fields: tuple[str, ...]):
+        self.name, self.fields = name, fields
+        self.table, self.chunk_table = model._meta.db_table, chunk_model._meta.db_table
+        self.columns = ("bucket", *fields)  # a chunk's encoded columns, in its order
+
+
+RESOLUTIONS = {
+    "1m": _Resolution("1m", Rollup1m, Rollup1mChunk, ROLLUP_MINUTE_FIELDS),
+    "1h": _Resolution("1h", Rollup1h, Rollup1hChunk, ROLLUP_HOUR_FIELDS),
+}
+
+
+def kind(name: str):
+    """How a rollup column is encoded."""
+    if name == "bucket":
+        return compression._TS
+    if name == "energy_mj_max":
+        return compression._DOUBLE
+    if name.endswith(("_min", "_max", "_mean")):
+        return compression._REAL
+    return compression._INT  # the counts
+
+
+def enabled() -> bool:
+    return compression.enabled()
+
+
+def _day(moment: dt.datetime) -> dt.datetime:
+    moment = moment.astimezone(dt.UTC)
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+# Reading ------------------------------------------------------------------------------------------
+
+
+def chunk_rollups(
+    resolution: str, gpu_ids: list[int], start: dt.datetime | None, end: dt.datetime | None, columns: tuple[str, ...]
+) -> list[tuple]:
+    """The compressed rollups of these GPUs with start <= bucket < end (None: no bound) as tuples
+    of `columns` ("gpu_id", "bucket", rollup fields), in (gpu_id, bucket) order. Decodes only the
+    columns asked for."""
+    if not gpu_ids or connection.vendor != "postgresql":
+        return []
+    res = RESOLUTIONS[resolution]
+    wanted = list(dict.fromkeys(["bucket", *(name for name in columns if name != "gpu_id")]))
+    where, params = ["gpu_id = ANY(%s)"], [list(gpu_ids)]
+    if start is not None:
+        where.append("start > %s")
+        params.append(start - DAY)
+    if end is not None:
+        where.append("start < %s")
+        params.append(end)
+    lo = None if start is None else compression.micros(start)
+    hi = None if end is None else compression.micros(end)
+    out = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT gpu_id, buckets, {', '.join(wanted)} FROM {res.chunk_table} WHERE {' AND '.join(where)} "
+            "ORDER BY gpu_id, start",
+            params,
+        )
+        for gpu_id, count, *blobs in cursor.fetchall():
+            decoded = {
+                name: compression.decode(kind(name), blob, count) for name, blob in zip(wanted, blobs, strict=True)
+            }
+            keep = [
+                position
+                for position, micros in enumerate(decoded["bucket"])
+                if (lo is None or micros >= lo) and (hi is None or micros < hi)
+            ]
+            if not keep:
+                continue
+            decoded["bucket"] = [compression.moment(micros) for micros in decoded["bucket"]]
+            decoded["gpu_id"] = [gpu_id] * count
+            picked = [decoded[name] for name in columns]
+            out += [tuple(values[position] for values in picked) for position in keep]
+    return out
+
+
+def chunk_gpus(resolution: str, spans: list[tuple[int, dt.datetime, dt.datetime]]) -> set[int]:
+    """The GPUs of these (gpu_id, lo, hi) spans with a compressed day overlapping their span."""
+    if not spans or connection.vendor != "postgresql":
+        return set()
+    res = RESOLUTIONS[resolution]
+    gpu_ids, los, his = (list(column) for column in zip(*spans, strict=True))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT DISTINCT c.gpu_id FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) "
+            f"AS spans (gpu_id, lo, hi) JOIN {res.chunk_table} c ON c.gpu_id = spans.gpu_id "
+            "AND c.start > spans.lo - interval '1 day' AND c.start < spans.hi",
+            [gpu_ids, los, his],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+# Compressing --------------------------------------------------------------------------------------
+
+
+def compress_gpu_day(resolution: str, gpu_id: int, day: dt.datetime) -> int:
+    """Compress one GPU's raw rollup rows of one UTC day into its chunk, in one transaction: the
+    chunk written (merged with the one already there: a raw row wins over the compressed value of
+    its bucket) and the raw rows deleted. Returns the raw rows compressed."""
+    res = RESOLUTIONS[resolution]
+    fields = ", ".join(res.fields)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, bucket, {fields} FROM {res.table} WHERE gpu_id = %s AND bucket >= %s AND bucket < %s "
+            "ORDER BY bucket FOR UPDATE",
+            [gpu_id, day, day + DAY],
+        )
+        raw = cursor.fetchall()
+        if not raw:
+            return 0
+        cursor.execute(
+            f"SELECT buckets, {', '.join(res.columns)} FROM {res.chunk_table} "
+            "WHERE gpu_id = %s AND start = %s FOR UPDATE",
+            [gpu_id, day],
+        )
+        existing = cursor.fetchone()
+        rows = {}
+        if existing is not None:
+            count, *blobs = existing
+            decoded = [
+                compression.decode(kind(name), blob, count) for name, blob in zip(res.columns, blobs, strict=True)
+            ]
+            rows = {row[0]: row for row in zip(*decoded, strict=True)}
+        for _, bucket, *values in raw:
+            rows[compression.micros(bucket)] = (compression.micros(bucket), *values)
+        ordered = [rows[key] for key in sorted(rows)]
+        blobs = [
+            compression.encode_values(kind(name), [row[position] for row in ordered])
+            for position, name in enumerate(res.columns)
+        ]
+        cursor.execute(
+            f"INSERT INTO {res.chunk_table} (gpu_id, start, buckets, {', '.join(res.columns)}) "
+            f"VALUES (%s, %s, %s, {', '.join(['%s'] * len(res.columns))}) "
+            f"ON CONFLICT (gpu_id, start) DO UPDATE SET buckets = excluded.buckets, "
+            + ", ".join(f"{name} = excluded.{name}" for name in res.columns),
+            [gpu_id, day, len(ordered), *blobs],
+        )
+        cursor.execute(f"DELETE FROM {res.table} WHERE id = ANY(%s)", [[row[0] for row in raw]])
+    return len(raw)
+
+
+def compress_before(now: dt.datetime) -> dt.datetime:
+    """Rollups of the UTC days wholly before this may be compressed: the readings' cutoff
+    (READINGS_COMPRESS_AFTER_HOURS, nothing the pipeline still needs), down to a day."""
+    return _day(compression.compress_before(now))
+
+
+def rollups_compress(*, now: dt.datetime | None = None) -> dict[str, int]:
+    """Compress every raw 1-minute and 1-hour rollup row of the days before compress_before(now),
+    a GPU and day per transaction. Rerun, it finds nothing to do."""
+    if not enabled():
+        return {"rollups_1m": 0, "rollups_1h": 0}
+    before = compress_before(now or timezone.now())
+    done = {}
+    for name, res in RESOLUTIONS.items():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT gpu_id, date_trunc('day', bucket AT TIME ZONE 'UTC') FROM {res.table} WHERE bucket < %s "
+                "GROUP BY 1, 2 ORDER BY 2, 1",
+                [before],
+            )
+            spans = cursor.fetchall()
+        done[f"rollups_{name}"] = sum(
+            compress_gpu_day(name, gpu_id, day.replace(tzinfo=dt.UTC)) for gpu_id, day in spans
+        )
+    return done
+
+
+def chunks_prune(resolution: str, before: dt.datetime, *, chunk: int = 10_000) -> int:
+    """Delete the compressed days wholly before `before` (retention: a row per GPU and day);
+    returns the rollup rows they held."""
+    if not enabled():
+        return 0
+    table = RESOLUTIONS[resolution].chunk_table
+    deleted = 0
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"DELETE FROM {table} WHERE (gpu_id, start) IN (SELECT gpu_id, start FROM {table} "
+                "WHERE start <= %s LIMIT %s) RETURNING buckets",
+                [before - DAY, chunk],
+            )
+            rows = cursor.fetchall()
+        deleted += sum(row[0] for row in rows)
+        if len(rows) < chunk:
+            return deleted
+
+
+def chunks_restore_all() -> int:
+    """Every compressed day back into raw rollup rows (migrating back), a GPU per transaction;
+    returns the rows restored."""
+    if connection.vendor != "postgresql":
+        return 0
+    restored = 0
+    for name, res in RESOLUTIONS.items():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT DISTINCT gpu_id FROM {res.chunk_table}")
+            gpu_ids = [row[0] for row in cursor.fetchall()]
+        columns = ("gpu_id", *res.columns)
+        for gpu_id in gpu_ids:
+            rows = chunk_rollups(name, [gpu_id], None, None, columns)
+            with transaction.atomic(), connection.cursor() as cursor:
+                # A raw row of the same bucket is the newer value: it stays.
+                cursor.executemany(
+                    f"INSERT INTO {res.table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
+                    "ON CONFLICT (gpu_id, bucket) DO NOTHING",
+                    rows,
+                )
+                cursor.execute(f"DELETE FROM {res.chunk_table} WHERE gpu_id = %s", [gpu_id])
+            restored += len(rows)
+    return restored
