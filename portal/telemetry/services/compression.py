@@ -33,6 +33,7 @@ from migration 0005 on.
 from __future__ import annotations
 
 import datetime as dt
+import struct
 import sys
 import zlib
 from array import array
@@ -55,15 +56,42 @@ _BIG = sys.byteorder == "big"  # chunks are stored little-endian, whatever machi
 class _Kind:
     """How one column is sent by the database, held in an array and told back apart."""
 
-    def __init__(self, send: str, code: str, sql_type: str, cast: str = "", *, to_python=None, transform: str = ""):
+    def __init__(
+        self, send: str, code: str, sql_type: str, cast: str = "", *, to_python=None, transform: str = "", as_read=None
+    ):
         self.send, self.code, self.sql_type, self.cast = send, code, sql_type, cast
-        self.to_python, self.transform = to_python, transform
+        self.to_python, self.transform, self.as_read = to_python, transform, as_read
         self.size = array(code).itemsize
+
+
+_FLOAT4 = struct.Struct("f")
+
+
+def float4_as_read(values: list) -> list:
+    """4-byte floats as a query reads them back: PostgreSQL sends a real as its shortest decimal
+    that rounds to it ("57.516666"), which Python then reads as the nearest double, not the
+    float's own value widened (57.516666412353516). Decoded values are made the same."""
+    memo, out = {}, []
+    for value in values:
+        read = memo.get(value)
+        if read is None:
+            if value is None or value.is_integer():
+                read = value
+            else:
+                for digits in (6, 7, 8, 9):  # a real has at least 6 significant digits exact
+                    read = float(f"{value:.{digits}g}")
+                    if _FLOAT4.unpack(_FLOAT4.pack(read))[0] == value:
+                        break
+            memo[value] = read
+        out.append(read)
+    return out
 
 
 _SMALL = _Kind("int2send", "h", "smallint")
 _INT = _Kind("int4send", "i", "integer")
 _REAL = _Kind("float4send", "f", "real")
+# A rollup statistic: a real, read back as a query reads it (float4_as_read).
+_STAT = _Kind("float4send", "f", "real", as_read=float4_as_read)
 _COUNTER = _Kind("int8send", "q", "bigint", "::bigint")
 _BOOL = _Kind("int2send", "h", "smallint", "::int", to_python=bool)
 # Floats are stored as their bits, XORed with the previous value's (exact, unlike a difference).
@@ -162,6 +190,8 @@ def decode(kind: _Kind, blob: bytes, count: int) -> list:
         values = array("d", array("q", values).tobytes()).tolist()
     if kind.to_python is not None:
         values = [kind.to_python(value) for value in values]
+    if kind.as_read is not None:
+        values = kind.as_read(values)
     if mask is not None:
         values = [None if null else value for value, null in zip(values, mask, strict=True)]
     return values

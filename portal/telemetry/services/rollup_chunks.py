@@ -62,7 +62,7 @@ def kind(name: str):
     if name == "energy_mj_max":
         return compression._DOUBLE
     if name.endswith(("_min", "_max", "_mean")):
-        return compression._REAL
+        return compression._STAT
     return compression._INT  # the counts
 
 
