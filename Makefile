@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe clean
+.PHONY: demo test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -143,9 +143,17 @@ clean:
 	rm -rf $(VENV) var .pytest_cache test-artifacts
 
 # Bytes per raw reading, today's layout beside the partitioned, compact one (10 million readings,
-# scratch PostgreSQL database bench_storage; several minutes).
+# scratch PostgreSQL database bench_storage; several minutes); then the whole database.
 bench-storage: $(STAMP)
 	$(PY) bench/storage.py
+	$(PY) bench/storage.py database
+
+# The whole database per reading as a lab keeps data (64 GPUs, 46 h of simulated history through
+# ingest and the pipeline, compression run) and a GPU's steady state under the default retention
+# (scratch PostgreSQL database bench_storage_db; BENCH_DB_HOURS, BENCH_DB_BATCH_S; ~30 minutes
+# on 2 busy cores).
+bench-storage-db: $(STAMP)
+	$(PY) bench/storage.py database
 
 # 54 million readings over 15.6 days (400 GPUs at 1/10 s): dropping a day, a 24 h chart, the rules'
 # read of a batch (scratch PostgreSQL database bench_retention, 8.5 GB; ~20 minutes).
