@@ -97,6 +97,40 @@ def test_every_rollup_column_reads_back_the_same_once_compressed(require_postgre
     assert rollup_chunks.rollups_compress(now=NOON) == {"rollups_1m": 0, "rollups_1h": 0}
 
 
+def test_values_no_rollup_pass_writes_come_back_exactly_too(require_postgres):
+    """Means that are not a whole sum over their count (stored as floats then), a mean beside a
+    count of 0, and energy counters that fall, wrap sign or are missing."""
+    gpu = GpuFactory()
+    minute = NOON - dt.timedelta(days=3)
+    odd = [  # temperature: not a whole sum over its count; memory: a mean beside a count of 0
+        {"temperature_c_mean": 33.3, "temperature_c_count": 3, "energy_mj_max": 1.7e12},
+        {"temperature_c_mean": 41.0, "temperature_c_count": 1, "memory_used_mib_mean": 9.0, "energy_mj_max": -5.5},
+        {"temperature_c_mean": 57.516666, "temperature_c_count": 6, "energy_mj_max": None},
+        {"temperature_c_mean": None, "temperature_c_count": 0, "energy_mj_max": 1.5e308},
+        {"temperature_c_mean": 1e-3, "temperature_c_count": 1, "energy_mj_max": 0.0},
+    ]
+    Rollup1m.objects.bulk_create(
+        Rollup1m(gpu=gpu, bucket=minute + dt.timedelta(minutes=n), count=6, **values) for n, values in enumerate(odd)
+    )
+    # and a column of whole sums: stored as sums
+    Rollup1m.objects.bulk_create(
+        Rollup1m(gpu=gpu, bucket=minute + dt.timedelta(minutes=10 + n), count=6, utilization_gpu_pct_mean=(n * 7) / 6,
+                 utilization_gpu_pct_count=6)
+        for n in range(5)
+    )  # fmt: skip
+    before = _all(gpu)[0]
+    assert rollup_chunks.rollups_compress(now=NOON)["rollups_1m"] == 10
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT temperature_c_mean, memory_used_mib_mean, utilization_gpu_pct_mean FROM telemetry_rollup1m_chunk"
+        )
+        temperature, memory, utilization = (bytes(blob)[:1] for blob in cursor.fetchone())
+    assert temperature != b"S" and memory != b"S" and utilization == b"S"
+    assert _all(gpu)[0] == before
+    means = rollups_of(gpu_ids=[gpu.pk], resolution="1m", columns=("temperature_c_mean",))
+    assert means[:3] == [(33.3,), (41.0,), (57.516666,)]
+
+
 def test_the_chart_api_the_rma_pack_and_beat_answer_the_same_from_compressed_rollups(require_postgres, viewer):
     """Two hosts with a GPU each and the same readings: one GPU's rollups compressed, the other's raw."""
     raw, packed = GpuFactory(host=HostFactory()), GpuFactory(host=HostFactory())

@@ -97,6 +97,9 @@ _BOOL = _Kind("int2send", "h", "smallint", "::int", to_python=bool)
 # Floats are stored as their bits, XORed with the previous value's (exact, unlike a difference).
 _DOUBLE = _Kind("float8send", "q", "double precision", transform="xor")
 _TS = _Kind("int8send", "q", "bigint", transform="delta")
+# A growing float (a counter's maximum): its bits delta-coded, wrapping (a positive double's bits,
+# read as an integer, grow with it: the deltas are small where XORs of its low bits are not).
+_GROWING = _Kind("float8send", "q", "double precision", transform="bits")
 
 KINDS = {
     "ts": _TS, "temperature_c": _SMALL, "fan_speed_pct": _SMALL, "power_w": _REAL, "power_limit_w": _REAL,
@@ -137,7 +140,9 @@ def _forward(values: array, transform: str) -> array:
     mask = (1 << 64) - 1
     out, previous = array("q"), 0
     for value in values:
-        coded = value - previous if transform == "delta" else value ^ previous
+        coded = value ^ previous if transform == "xor" else value - previous
+        if transform == "bits":
+            coded &= mask
         out.append(coded - (1 << 64) if coded > mask >> 1 else coded)  # back into a signed 64-bit
         previous = value
     return out
@@ -148,7 +153,10 @@ def _backward(values: array, transform: str) -> list[int]:
         return values.tolist()
     out, previous = [], 0
     for coded in values:
-        previous = previous + coded if transform == "delta" else previous ^ coded
+        if transform == "bits":
+            previous = ((previous + coded + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+        else:
+            previous = previous + coded if transform == "delta" else previous ^ coded
         out.append(previous)
     return out
 
@@ -186,7 +194,7 @@ def decode(kind: _Kind, blob: bytes, count: int) -> list:
     if _BIG:
         stored.byteswap()
     values = _backward(stored, kind.transform)
-    if kind.transform == "xor":
+    if kind.transform in ("xor", "bits"):
         values = array("d", array("q", values).tobytes()).tolist()
     if kind.to_python is not None:
         values = [kind.to_python(value) for value in values]
@@ -324,7 +332,7 @@ def encode_values(kind: _Kind, values: list) -> bytes:
     """One column of a chunk from Python values (None where NULL; ts as microseconds since the
     epoch), encoded exactly as from the database's send functions."""
     nulls = "".join("1" if value is None else "0" for value in values)
-    if kind.transform == "xor":
+    if kind.transform in ("xor", "bits"):
         packed = array("q", array("d", [0.0 if v is None else v for v in values]).tobytes())
     else:
         packed = array(kind.code, [0 if v is None else int(v) if kind.to_python else v for v in values])

@@ -5,8 +5,9 @@ index): stored raw for the default 90 days it was most of the database. `telemet
 and `telemetry_rollup1h_chunk` (migration 0008) hold a row per (gpu_id, day): `buckets` (the rollup
 rows it holds), `bucket` and one bytea per rollup field, each encoded with the readings' codec
 (services/compression.py: little-endian, byte-shuffled, zlib; buckets as microseconds delta-coded,
-counts as integers, statistics as the 4-byte reals they are stored as, the energy maximum's float
-bits XORed with the previous bucket's). Decoded, every value is exactly the one the row held.
+counts as integers, statistics as the 4-byte reals they are stored as, a minute's mean of an
+integer metric as its sum, the energy maximum's float bits delta-coded). Decoded, every value is
+exactly the one the row held.
 
 `rollups_compress` (hourly, from telemetry_prune_task, after the readings') converts the rollup
 rows of the UTC days wholly before compression.compress_before(now) (READINGS_COMPRESS_AFTER_HOURS,
@@ -25,12 +26,14 @@ SQLite keeps raw rollup rows only: every function here does nothing there.
 from __future__ import annotations
 
 import datetime as dt
+import struct
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.telemetry.models import (
     ROLLUP_HOUR_FIELDS,
+    ROLLUP_METRICS,
     ROLLUP_MINUTE_FIELDS,
     Rollup1h,
     Rollup1hChunk,
@@ -60,10 +63,62 @@ def kind(name: str):
     if name == "bucket":
         return compression._TS
     if name == "energy_mj_max":
-        return compression._DOUBLE
+        return compression._GROWING
     if name.endswith(("_min", "_max", "_mean")):
         return compression._STAT
     return compression._INT  # the counts
+
+
+# The mean of an integer metric over a minute is its sum over its known values' count (both in the
+# row): stored as that sum, an integer with a few bits of noise where the mean's float has 23, and
+# given back as the same 4-byte float. A column whose every mean does not come back exactly so
+# (none that services/rollups.py writes) is stored as floats. Marked by its first byte.
+_SUMMED = {f"{metric}_mean": f"{metric}_count" for metric in ROLLUP_METRICS if metric != "power_w"}
+_SUM_MARK = b"S"
+_FLOAT4 = struct.Struct("f")
+
+
+def _float4(value: float) -> float:
+    return _FLOAT4.unpack(_FLOAT4.pack(value))[0]
+
+
+def _as_sums(means: list, counts: list) -> list | None:
+    sums = []
+    for mean, count in zip(means, counts, strict=True):
+        if mean is None:
+            sums.append(None)
+            continue
+        if not count:
+            return None
+        total = round(mean * count)
+        if _float4(total / count) != _float4(mean):
+            return None
+        sums.append(total)
+    return sums
+
+
+def _encode(res: _Resolution, columns: dict[str, list]) -> list[bytes]:
+    """A chunk's columns (res.columns order) from their values (bucket in microseconds)."""
+    blobs = []
+    for name in res.columns:
+        if res.name == "1m" and name in _SUMMED:
+            sums = _as_sums(columns[name], columns[_SUMMED[name]])
+            if sums is not None:
+                blobs.append(_SUM_MARK + compression.encode_values(compression._COUNTER, sums))
+                continue
+        blobs.append(compression.encode_values(kind(name), columns[name]))
+    return blobs
+
+
+def _decode(name: str, blob: bytes, count: int, blobs: dict[str, bytes]) -> list:
+    """One column of a chunk; a mean stored as sums divides them by its count column (in `blobs`)."""
+    blob = bytes(blob)
+    if blob[:1] != _SUM_MARK:
+        return compression.decode(kind(name), blob, count)
+    sums = compression.decode(compression._COUNTER, blob[1:], count)
+    counts = compression.decode(kind(_SUMMED[name]), blobs[_SUMMED[name]], count)
+    means = [None if total is None else _float4(total / known) for total, known in zip(sums, counts, strict=True)]
+    return compression.float4_as_read(means)
 
 
 def enabled() -> bool:
@@ -87,7 +142,10 @@ def chunk_rollups(
     if not gpu_ids or connection.vendor != "postgresql":
         return []
     res = RESOLUTIONS[resolution]
-    wanted = list(dict.fromkeys(["bucket", *(name for name in columns if name != "gpu_id")]))
+    wanted = [name for name in columns if name != "gpu_id"]
+    if resolution == "1m":  # a mean stored as sums needs its count column
+        wanted += [_SUMMED[name] for name in wanted if name in _SUMMED]
+    wanted = list(dict.fromkeys(["bucket", *wanted]))
     where, params = ["gpu_id = ANY(%s)"], [list(gpu_ids)]
     if start is not None:
         where.append("start > %s")
@@ -105,9 +163,8 @@ def chunk_rollups(
             params,
         )
         for gpu_id, count, *blobs in cursor.fetchall():
-            decoded = {
-                name: compression.decode(kind(name), blob, count) for name, blob in zip(wanted, blobs, strict=True)
-            }
+            stored = dict(zip(wanted, blobs, strict=True))
+            decoded = {name: _decode(name, blob, count, stored) for name, blob in stored.items()}
             keep = [
                 position
                 for position, micros in enumerate(decoded["bucket"])
@@ -165,17 +222,13 @@ def compress_gpu_day(resolution: str, gpu_id: int, day: dt.datetime) -> int:
         rows = {}
         if existing is not None:
             count, *blobs = existing
-            decoded = [
-                compression.decode(kind(name), blob, count) for name, blob in zip(res.columns, blobs, strict=True)
-            ]
+            stored = dict(zip(res.columns, blobs, strict=True))
+            decoded = [_decode(name, blob, count, stored) for name, blob in stored.items()]
             rows = {row[0]: row for row in zip(*decoded, strict=True)}
         for _, bucket, *values in raw:
             rows[compression.micros(bucket)] = (compression.micros(bucket), *values)
         ordered = [rows[key] for key in sorted(rows)]
-        blobs = [
-            compression.encode_values(kind(name), [row[position] for row in ordered])
-            for position, name in enumerate(res.columns)
-        ]
+        blobs = _encode(res, {name: [row[position] for row in ordered] for position, name in enumerate(res.columns)})
         cursor.execute(
             f"INSERT INTO {res.chunk_table} (gpu_id, start, buckets, {', '.join(res.columns)}) "
             f"VALUES (%s, %s, %s, {', '.join(['%s'] * len(res.columns))}) "
