@@ -255,7 +255,7 @@ ROLLUP_MINUTE_FIELDS = (*ROLLUP_HOUR_FIELDS, *(f"{metric}_count" for metric in R
 
 
 class RollupChunkBase(models.Model):
-    """A GPU's rollups of one UTC day, compressed with the readings' codec
+    """A GPU's rollups of one UTC day (minutes) or month (hours), compressed with the readings' codec
     (services/rollup_chunks.py): PostgreSQL only (the tables exist there, from migration 0008).
     `buckets` (the rows it holds), then `bucket` and every rollup field one bytea each. Read
     through telemetry.selectors.rollups_of, never row by row. The GPU's deletion cascades in the database."""

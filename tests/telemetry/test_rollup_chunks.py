@@ -52,11 +52,12 @@ def _compress_gpu(gpu) -> int:
     done = 0
     before = rollup_chunks.compress_before(NOON)
     for resolution, model in (("1m", Rollup1m), ("1h", Rollup1h)):
-        days = {
-            bucket.replace(hour=0, minute=0, second=0, microsecond=0)
+        res = rollup_chunks.RESOLUTIONS[resolution]
+        periods = {
+            res.start_of(bucket)
             for bucket in model.objects.filter(gpu=gpu, bucket__lt=before).values_list("bucket", flat=True)
         }
-        done += sum(rollup_chunks.compress_gpu_day(resolution, gpu.pk, day) for day in sorted(days))
+        done += sum(rollup_chunks.compress_gpu_period(resolution, gpu.pk, start, before) for start in sorted(periods))
     return done
 
 
@@ -82,7 +83,7 @@ def test_every_rollup_column_reads_back_the_same_once_compressed(require_postgre
     assert done == {"rollups_1m": 67, "rollups_1h": 2}
     assert Rollup1m.objects.filter(gpu=gpu).count() == 5 and Rollup1h.objects.filter(gpu=gpu).count() == 1
     assert _chunks("telemetry_rollup1m_chunk", gpu.pk) == [(start.replace(hour=0, minute=0), 67)]
-    assert _chunks("telemetry_rollup1h_chunk", gpu.pk) == [(start.replace(hour=0, minute=0), 2)]
+    assert _chunks("telemetry_rollup1h_chunk", gpu.pk) == [(start.replace(day=1, hour=0, minute=0), 2)]  # a month
     assert _all(gpu) == (minutes, hours)
     assert [type(value) for value in _all(gpu)[0][0]] == [type(value) for value in minutes[0]]
     assert _all(recent) == before_recent and Rollup1m.objects.filter(gpu=recent).count() == 5
@@ -141,7 +142,7 @@ def test_the_chart_api_the_rma_pack_and_beat_answer_the_same_from_compressed_rol
         Ticket.objects.create(fingerprint=f"x-{gpu.pk}", rule="xid_bus", host=gpu.host, gpu=gpu, title="fell off",
                               first_seen=failed, last_seen=failed)  # fmt: skip
         type(gpu.host).objects.filter(pk=gpu.host_id).update(created_at=NOON - dt.timedelta(days=10))
-    assert _compress_gpu(packed) == 1500 + 25  # two days of minutes and hours
+    assert _compress_gpu(packed) == 1500 + 25  # two days of minutes, their hours
     assert not Rollup1m.objects.filter(gpu=packed).exists() and Rollup1m.objects.filter(gpu=raw).count() == 1500
 
     client = Client()
@@ -248,7 +249,7 @@ def test_retention_drops_whole_compressed_minute_days_and_keeps_the_hours(requir
         NOON - dt.timedelta(days=89),
         NOON - dt.timedelta(days=89, seconds=-60),
     ]
-    assert len(_chunks("telemetry_rollup1h_chunk", gpu.pk)) == 3  # hours are kept
+    assert len(rollups_of(gpu_ids=[gpu.pk], resolution="1h", columns=("bucket",))) == 3  # hours are kept
 
 
 def test_a_gpus_deletion_takes_its_compressed_rollups(require_postgres):
@@ -281,3 +282,25 @@ def test_sqlite_or_postgres_rollups_of_reads_raw_rows(db):
     got = rollups_of(gpu_ids=[gpu.pk], resolution="1m", columns=("bucket", "count"))
     assert got == list(Rollup1m.objects.filter(gpu=gpu).order_by("bucket").values_list("bucket", "count"))
     assert [count for _, count in got] == [6, 6]
+
+
+def test_hours_go_into_their_months_chunk_a_day_at_a_time(require_postgres):
+    """A month's hours in one row: each run adds the days now before the cutoff, none after it;
+    the days still raw and the month's chunk read as one."""
+    gpu = GpuFactory()
+    month = NOON.replace(day=1, hour=0) - dt.timedelta(days=40)
+    month = month.replace(day=1)
+    for day in (3, 4, 20):
+        _rolled_up(gpu, month.replace(day=day, hour=10), 720)  # two hours a day
+    hours = _all(gpu)[1]
+    assert len(hours) == 6
+    now = month.replace(day=5, hour=12)  # the cutoff: the 4th at 00:00 (a day of READINGS_COMPRESS_AFTER_HOURS)
+    assert rollup_chunks.rollups_compress(now=now)["rollups_1h"] == 2
+    assert _chunks("telemetry_rollup1h_chunk", gpu.pk) == [(month, 2)] and Rollup1h.objects.filter(gpu=gpu).count() == 4
+    assert _all(gpu)[1] == hours
+    assert rollup_chunks.rollups_compress(now=NOON)["rollups_1h"] == 4
+    assert _chunks("telemetry_rollup1h_chunk", gpu.pk) == [(month, 6)] and not Rollup1h.objects.filter(gpu=gpu).exists()
+    assert _all(gpu)[1] == hours
+    window = rollups_of(gpu_ids=[gpu.pk], resolution="1h", columns=("bucket", "count"),
+                        start=month.replace(day=4), end=month.replace(day=21))  # fmt: skip
+    assert window == [(row[0], row[1]) for row in hours[2:]]

@@ -1,8 +1,9 @@
-"""Rollups older than a day stored compressed, one row per GPU and UTC day, on PostgreSQL (issue 35).
+"""Rollups older than a day stored compressed, a row per GPU and UTC day of minutes or month of
+hours, on PostgreSQL (issue 35).
 
 A 1-minute rollup row costs about 190 bytes (a tuple of 37 columns, its id and the (gpu, bucket)
 index): stored raw for the default 90 days it was most of the database. `telemetry_rollup1m_chunk`
-and `telemetry_rollup1h_chunk` (migration 0008) hold a row per (gpu_id, day): `buckets` (the rollup
+and `telemetry_rollup1h_chunk` (migration 0008) hold a row per (gpu_id, period start): `buckets` (the rollup
 rows it holds), `bucket` and one bytea per rollup field, each encoded with the readings' codec
 (services/compression.py: little-endian, byte-shuffled, zlib; buckets as microseconds delta-coded,
 counts as integers, statistics as the 4-byte reals they are stored as, a minute's mean of an
@@ -11,14 +12,16 @@ exactly the one the row held.
 
 `rollups_compress` (hourly, from telemetry_prune_task, after the readings') converts the rollup
 rows of the UTC days wholly before compression.compress_before(now) (READINGS_COMPRESS_AFTER_HOURS,
-and nothing the pipeline still needs), one GPU and day per transaction: the chunk written and the
+and nothing the pipeline still needs), one GPU and period per transaction (a month of hours
+takes each day's as it comes, merged): the chunk written and the
 raw rows it took deleted together (by id: a row the rollups stage writes meanwhile stays raw), so
 a crash leaves either.
 
 A late reading into a compressed day makes the rollups stage write its minute and hour again, as
 raw rows: readers (telemetry.selectors.rollups_of) take a raw row over the compressed value of the
 same bucket, and the next run merges it into the chunk. An hour is built from its minutes raw and
-compressed alike (services/rollups.py). Retention deletes whole days: one row per GPU and day.
+compressed alike (services/rollups.py). Retention deletes minutes by whole days: one row per GPU
+and day.
 
 SQLite keeps raw rollup rows only: every function here does nothing there.
 """
@@ -46,15 +49,31 @@ DAY = dt.timedelta(days=1)
 
 
 class _Resolution:
-    def __init__(self, name: str, model, chunk_model, fields: tuple[str, ...]):
-        self.name, self.fields = name, fields
+    """A rollup table and its chunks: a row per GPU and `period` (a UTC "day" or "month")."""
+
+    def __init__(self, name: str, model, chunk_model, fields: tuple[str, ...], period: str):
+        self.name, self.fields, self.period = name, fields, period
         self.table, self.chunk_table = model._meta.db_table, chunk_model._meta.db_table
         self.columns = ("bucket", *fields)  # a chunk's encoded columns, in its order
+        self.longest = DAY if period == "day" else dt.timedelta(days=31)
+
+    def start_of(self, moment: dt.datetime) -> dt.datetime:
+        """The start of the period holding `moment`."""
+        day = _day(moment)
+        return day if self.period == "day" else day.replace(day=1)
+
+    def end_of(self, start: dt.datetime) -> dt.datetime:
+        if self.period == "day":
+            return start + DAY
+        return (start + dt.timedelta(days=32)).replace(day=1)
 
 
+# Minutes a row per day (1,440 rows; retention deletes whole days), hours a row per month (up to
+# 744: a row per day would hold 24, its per-column overhead as large as its values; a year of a
+# GPU's hours is 12 rows to read).
 RESOLUTIONS = {
-    "1m": _Resolution("1m", Rollup1m, Rollup1mChunk, ROLLUP_MINUTE_FIELDS),
-    "1h": _Resolution("1h", Rollup1h, Rollup1hChunk, ROLLUP_HOUR_FIELDS),
+    "1m": _Resolution("1m", Rollup1m, Rollup1mChunk, ROLLUP_MINUTE_FIELDS, "day"),
+    "1h": _Resolution("1h", Rollup1h, Rollup1hChunk, ROLLUP_HOUR_FIELDS, "month"),
 }
 
 
@@ -149,7 +168,7 @@ def chunk_rollups(
     where, params = ["gpu_id = ANY(%s)"], [list(gpu_ids)]
     if start is not None:
         where.append("start > %s")
-        params.append(start - DAY)
+        params.append(start - res.longest)
     if end is not None:
         where.append("start < %s")
         params.append(end)
@@ -180,7 +199,7 @@ def chunk_rollups(
 
 
 def chunk_gpus(resolution: str, spans: list[tuple[int, dt.datetime, dt.datetime]]) -> set[int]:
-    """The GPUs of these (gpu_id, lo, hi) spans with a compressed day overlapping their span."""
+    """The GPUs of these (gpu_id, lo, hi) spans with a compressed period overlapping their span."""
     if not spans or connection.vendor != "postgresql":
         return set()
     res = RESOLUTIONS[resolution]
@@ -189,7 +208,7 @@ def chunk_gpus(resolution: str, spans: list[tuple[int, dt.datetime, dt.datetime]
         cursor.execute(
             f"SELECT DISTINCT c.gpu_id FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) "
             f"AS spans (gpu_id, lo, hi) JOIN {res.chunk_table} c ON c.gpu_id = spans.gpu_id "
-            "AND c.start > spans.lo - interval '1 day' AND c.start < spans.hi",
+            f"AND c.start > spans.lo - interval '1 {res.period}' AND c.start < spans.hi",
             [gpu_ids, los, his],
         )
         return {row[0] for row in cursor.fetchall()}
@@ -198,17 +217,19 @@ def chunk_gpus(resolution: str, spans: list[tuple[int, dt.datetime, dt.datetime]
 # Compressing --------------------------------------------------------------------------------------
 
 
-def compress_gpu_day(resolution: str, gpu_id: int, day: dt.datetime) -> int:
-    """Compress one GPU's raw rollup rows of one UTC day into its chunk, in one transaction: the
-    chunk written (merged with the one already there: a raw row wins over the compressed value of
-    its bucket) and the raw rows deleted. Returns the raw rows compressed."""
+def compress_gpu_period(resolution: str, gpu_id: int, start: dt.datetime, before: dt.datetime | None = None) -> int:
+    """Compress one GPU's raw rollup rows of the period from `start` (before `before`, if given)
+    into its chunk, in one transaction: the chunk written (merged with the one already there: a
+    raw row wins over the compressed value of its bucket) and the raw rows deleted. Returns the
+    raw rows compressed."""
     res = RESOLUTIONS[resolution]
     fields = ", ".join(res.fields)
+    end = res.end_of(start) if before is None else min(res.end_of(start), before)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id, bucket, {fields} FROM {res.table} WHERE gpu_id = %s AND bucket >= %s AND bucket < %s "
             "ORDER BY bucket FOR UPDATE",
-            [gpu_id, day, day + DAY],
+            [gpu_id, start, end],
         )
         raw = cursor.fetchall()
         if not raw:
@@ -216,7 +237,7 @@ def compress_gpu_day(resolution: str, gpu_id: int, day: dt.datetime) -> int:
         cursor.execute(
             f"SELECT buckets, {', '.join(res.columns)} FROM {res.chunk_table} "
             "WHERE gpu_id = %s AND start = %s FOR UPDATE",
-            [gpu_id, day],
+            [gpu_id, start],
         )
         existing = cursor.fetchone()
         rows = {}
@@ -234,7 +255,7 @@ def compress_gpu_day(resolution: str, gpu_id: int, day: dt.datetime) -> int:
             f"VALUES (%s, %s, %s, {', '.join(['%s'] * len(res.columns))}) "
             f"ON CONFLICT (gpu_id, start) DO UPDATE SET buckets = excluded.buckets, "
             + ", ".join(f"{name} = excluded.{name}" for name in res.columns),
-            [gpu_id, day, len(ordered), *blobs],
+            [gpu_id, start, len(ordered), *blobs],
         )
         cursor.execute(f"DELETE FROM {res.table} WHERE id = ANY(%s)", [[row[0] for row in raw]])
     return len(raw)
@@ -248,7 +269,8 @@ def compress_before(now: dt.datetime) -> dt.datetime:
 
 def rollups_compress(*, now: dt.datetime | None = None) -> dict[str, int]:
     """Compress every raw 1-minute and 1-hour rollup row of the days before compress_before(now),
-    a GPU and day per transaction. Rerun, it finds nothing to do."""
+    a GPU and period per transaction (hours: into their month's chunk, a day at a time). Rerun,
+    it finds nothing to do."""
     if not enabled():
         return {"rollups_1m": 0, "rollups_1h": 0}
     before = compress_before(now or timezone.now())
@@ -256,30 +278,31 @@ def rollups_compress(*, now: dt.datetime | None = None) -> dict[str, int]:
     for name, res in RESOLUTIONS.items():
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT gpu_id, date_trunc('day', bucket AT TIME ZONE 'UTC') FROM {res.table} WHERE bucket < %s "
-                "GROUP BY 1, 2 ORDER BY 2, 1",
+                f"SELECT gpu_id, date_trunc('{res.period}', bucket AT TIME ZONE 'UTC') FROM {res.table} "
+                "WHERE bucket < %s GROUP BY 1, 2 ORDER BY 2, 1",
                 [before],
             )
             spans = cursor.fetchall()
         done[f"rollups_{name}"] = sum(
-            compress_gpu_day(name, gpu_id, day.replace(tzinfo=dt.UTC)) for gpu_id, day in spans
+            compress_gpu_period(name, gpu_id, start.replace(tzinfo=dt.UTC), before) for gpu_id, start in spans
         )
     return done
 
 
 def chunks_prune(resolution: str, before: dt.datetime, *, chunk: int = 10_000) -> int:
-    """Delete the compressed days wholly before `before` (retention: a row per GPU and day);
-    returns the rollup rows they held."""
+    """Delete the compressed periods wholly before `before` (retention: a row per GPU and day for
+    minutes); returns the rollup rows they held."""
     if not enabled():
         return 0
-    table = RESOLUTIONS[resolution].chunk_table
+    res = RESOLUTIONS[resolution]
+    table = res.chunk_table
     deleted = 0
     while True:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 f"DELETE FROM {table} WHERE (gpu_id, start) IN (SELECT gpu_id, start FROM {table} "
                 "WHERE start <= %s LIMIT %s) RETURNING buckets",
-                [before - DAY, chunk],
+                [before - res.longest, chunk],
             )
             rows = cursor.fetchall()
         deleted += sum(row[0] for row in rows)
@@ -288,7 +311,7 @@ def chunks_prune(resolution: str, before: dt.datetime, *, chunk: int = 10_000) -
 
 
 def chunks_restore_all() -> int:
-    """Every compressed day back into raw rollup rows (migrating back), a GPU per transaction;
+    """Every compressed period back into raw rollup rows (migrating back), a GPU per transaction;
     returns the rows restored."""
     if connection.vendor != "postgresql":
         return 0
