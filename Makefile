@@ -150,8 +150,8 @@ bench-storage: $(STAMP)
 
 # The whole database per reading as a lab keeps data (64 GPUs, 46 h of simulated history through
 # ingest and the pipeline, compression run) and a GPU's steady state under the default retention
-# (scratch PostgreSQL database bench_storage_db; BENCH_DB_HOURS, BENCH_DB_BATCH_S; ~30 minutes
-# on 2 busy cores).
+# (scratch PostgreSQL database bench_storage_db; BENCH_DB_HOURS, BENCH_DB_BATCH_S; ~5 minutes on
+# 2 busy cores).
 bench-storage-db: $(STAMP)
 	$(PY) bench/storage.py database
 
