@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 
-.PHONY: demo demo-ldap ldap-deps test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo demo-ldap ldap-deps test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -173,9 +173,17 @@ clean:
 	rm -rf $(VENV) var .pytest_cache test-artifacts
 
 # Bytes per raw reading, today's layout beside the partitioned, compact one (10 million readings,
-# scratch PostgreSQL database bench_storage; several minutes).
+# scratch PostgreSQL database bench_storage; several minutes); then the whole database.
 bench-storage: $(STAMP)
 	$(PY) bench/storage.py
+	$(PY) bench/storage.py database
+
+# The whole database per reading as a lab keeps data (64 GPUs, 46 h of simulated history through
+# ingest and the pipeline, compression run) and a GPU's steady state under the default retention
+# (scratch PostgreSQL database bench_storage_db; BENCH_DB_HOURS, BENCH_DB_BATCH_S; ~5 minutes on
+# 2 busy cores).
+bench-storage-db: $(STAMP)
+	$(PY) bench/storage.py database
 
 # 54 million readings over 15.6 days (400 GPUs at 1/10 s): dropping a day, a 24 h chart, the rules'
 # read of a batch (scratch PostgreSQL database bench_retention, 8.5 GB; ~20 minutes).

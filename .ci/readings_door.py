@@ -39,6 +39,7 @@ ALLOWED = {
     "portal.telemetry.services.ingest",
     "portal.telemetry.services.retention",
     "portal.telemetry.services.partitions",
+    "portal.telemetry.services.rollup_chunks",  # compresses rollups with the readings' codec
     "portal.telemetry.tasks",  # the compression task: an entry point to the writer
 }
 

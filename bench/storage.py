@@ -86,8 +86,9 @@ def _admin(*statements: str) -> None:
             conn.execute(statement)
 
 
-def _django(db_name: str, migrate_to: str | None = None) -> None:
-    _admin(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)", f"CREATE DATABASE {db_name}")
+def _django(db_name: str, migrate_to: str | None = None, *, create: bool = True) -> None:
+    if create:
+        _admin(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)", f"CREATE DATABASE {db_name}")
     os.environ.update(
         DATABASE_URL=PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + db_name, DEBUG="true",
         DJANGO_SETTINGS_MODULE="portal.settings", LOG_LEVEL="WARNING",
@@ -397,5 +398,179 @@ def retention() -> None:
         _admin("DROP DATABASE IF EXISTS bench_retention WITH (FORCE)")
 
 
+# --- the whole database, as a lab keeps data (issue 35) -----------------------------------------
+
+DB_HOSTS, DB_GPUS_PER_HOST = 8, 8  # 64 GPUs
+DB_HOURS = float(os.environ.get("BENCH_DB_HOURS", "46"))
+# An agent's batch every 60 s (--batch-interval 60): 22,000 batches, a few minutes on 2 busy cores.
+# BENCH_DB_BATCH_S=10, the agent's default (a batch per collection), takes about an hour there.
+DB_BATCH_S = int(os.environ.get("BENCH_DB_BATCH_S", "60"))
+# The issue's measurement before rollups were compressed: bytes per reading, and MiB per GPU in steady state.
+DB_BEFORE = {"readings": 14.5, "rollups 1m": 43.4, "rollups 1h": 1.1, "everything else": 14.3, "total": 73.0}
+DB_BEFORE_GPU_MIB = 40.0
+DB_GROUPS = {
+    "readings": ("telemetry_reading", "telemetry_chunk"),
+    "rollups 1m": ("telemetry_rollup1m", "telemetry_rollup1m_chunk"),
+    "rollups 1h": ("telemetry_rollup1h", "telemetry_rollup1h_chunk"),
+}
+
+
+def _database_sizes() -> dict[str, int]:
+    """Bytes on disk (heap, TOAST, indexes, free space and visibility maps) of every table of the
+    database, vacuumed: per table, the readings' day partitions summed into telemetry_reading."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+        cursor.execute(
+            """SELECT coalesce(parent.relname, c.relname), sum(pg_total_relation_size(c.oid))::bigint
+               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+               LEFT JOIN pg_inherits i ON i.inhrelid = c.oid LEFT JOIN pg_class parent ON parent.oid = i.inhparent
+               WHERE n.nspname = 'public' AND c.relkind IN ('r', 'm') GROUP BY 1"""
+        )
+        return dict(cursor.fetchall())
+
+
+def _grouped(sizes: dict[str, int]) -> dict[str, int]:
+    grouped = {group: sum(sizes.get(table, 0) for table in tables) for group, tables in DB_GROUPS.items()}
+    grouped["everything else"] = sum(sizes.values()) - sum(grouped.values())
+    grouped["total"] = sum(sizes.values())
+    return grouped
+
+
+def _history(start: dt.datetime, end: dt.datetime) -> int:
+    """Noisy history (agents/simulate.py: training jobs and pauses, temperature following load,
+    power noise) for DB_HOSTS x DB_GPUS_PER_HOST GPUs, a reading every INTERVAL_S, stored through
+    the ingest service as the agents' batches, the pipeline run as it goes."""
+    import json
+    import uuid
+
+    from django.db import transaction
+
+    from agents.simulate import SimulatedDeviceClient
+    from portal.fleet.models import Host
+    from portal.telemetry.pipeline import pipeline_run
+    from portal.telemetry.schemas import BatchIn
+    from portal.telemetry.services.ingest import reading_batch_ingest
+
+    class Clock:
+        now = start.timestamp()
+
+        def __call__(self):
+            return self.now
+
+    clock = Clock()
+    hosts = []
+    for n in range(DB_HOSTS):
+        hostname = f"gpu-node-{n:02d}"
+        client = SimulatedDeviceClient(count=DB_GPUS_PER_HOST, scenarios=["healthy"], hostname=hostname, clock=clock)
+        hosts.append((Host.objects.create(hostname=hostname), client, [client.inventory(i) for i in range(8)]))
+    pending = {host.pk: [] for host, _, _ in hosts}
+    stored, batches, began = 0, 0, time.perf_counter()
+    instant, last_report = 0, 0.0
+    while True:
+        moment = start + dt.timedelta(seconds=instant * INTERVAL_S)
+        if moment >= end:
+            break
+        clock.now = moment.timestamp()
+        stamp = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        due = (instant + 1) * INTERVAL_S % DB_BATCH_S == 0
+        for host, client, gpus in hosts:
+            pending[host.pk] += [
+                {"gpu_uuid": gpus[i]["uuid"], "ts": stamp, **client.metrics(i), "xid_events": []} for i in range(8)
+            ]
+            if due or moment + dt.timedelta(seconds=INTERVAL_S) >= end:
+                body = {
+                    "batch_id": str(uuid.uuid4()), "sent_at": stamp,
+                    "host": {"hostname": host.hostname, "agent_version": "bench", **client.system_info()},
+                    "gpus": gpus, "readings": pending[host.pk],
+                }  # fmt: skip
+                # received as sent, a second later: the bookkeeping (batch rows folded into compact
+                # keys, the pipeline's ledger into its cursor) sees their age as a lab's would
+                with transaction.atomic():
+                    stored += reading_batch_ingest(host=host, batch=BatchIn.model_validate_json(json.dumps(body)),
+                                                   now=moment + dt.timedelta(seconds=1)).accepted  # fmt: skip
+                pending[host.pk] = []
+                batches += 1
+        instant += 1
+        if instant % 360 == 0:  # an hour of history: the pipeline runs, as it would on each batch
+            pipeline_run()
+        if time.perf_counter() - last_report > 30:
+            last_report = time.perf_counter()
+            print(f"  {moment:%Y-%m-%d %H:%M}: {stored:,} readings, {batches:,} batches, "
+                  f"{last_report - began:.0f} s", flush=True)  # fmt: skip
+    pipeline_run()
+    return stored
+
+
+def database() -> None:
+    """The whole database per reading, as a lab keeps data, and a GPU's steady state under the
+    default retention, rollups raw (as they were) beside compressed."""
+    from bench.harness import machine_load
+
+    _admin("DROP DATABASE IF EXISTS bench_storage_db WITH (FORCE)", "CREATE DATABASE bench_storage_db",
+           # a commit per batch need not wait for the disk here: the same rows, stored faster
+           "ALTER DATABASE bench_storage_db SET synchronous_commit = off")  # fmt: skip
+    _django("bench_storage_db", create=False)
+    from django.conf import settings
+
+    from portal.telemetry.pipeline import pipeline_sweep
+    from portal.telemetry.services import partitions
+    from portal.telemetry.services.compression import readings_compress
+    from portal.telemetry.services.retention import telemetry_prune
+    from portal.telemetry.services.rollup_chunks import rollups_compress
+
+    now = dt.datetime.now(dt.UTC)
+    end = now.replace(hour=0, minute=0, second=0, microsecond=0) - dt.timedelta(days=1)  # every day over
+    start = end - dt.timedelta(hours=DB_HOURS)
+    partitions.reading_partitions_ensure(days=_days(start, end))
+    gpus = DB_HOSTS * DB_GPUS_PER_HOST
+    print(f"{gpus} GPUs ({DB_HOSTS} hosts), a reading every {INTERVAL_S} s, a batch every {DB_BATCH_S} s, "
+          f"{DB_HOURS:g} h from {start:%Y-%m-%d %H:%M} UTC; load {machine_load()}")  # fmt: skip
+    began = time.perf_counter()
+    readings = _history(start, end)
+    pipeline_sweep(now=now)  # beat's run: anything pending, and the ledger folded into its cursor
+    stored_s = time.perf_counter() - began
+    telemetry_prune(now=now)  # the hourly task's bookkeeping: finished batch rows folded
+    raw = _grouped(_database_sizes())
+    began = time.perf_counter()
+    readings_compress(now=now)
+    rollups_compress(now=now)
+    partitions.reading_partitions_compact(now=now)
+    compress_s = time.perf_counter() - began
+    sizes = _database_sizes()
+    after = _grouped(sizes)
+    gpu_days = gpus * DB_HOURS / 24
+    print(f"\n{readings:,} readings stored and the pipeline run in {stored_s:.0f} s, compressed in {compress_s:.0f} s "
+          f"(load {machine_load()})")  # fmt: skip
+    print(f"\nwhole database, bytes per reading{'':>12}{'before':>8}{'raw':>9}{'after':>9}   target <= 40")
+    for group in after:
+        print(f"  {group:<42}{DB_BEFORE[group]:>8.1f}{raw[group] / readings:>9.1f}{after[group] / readings:>9.1f}")
+    # Steady state of the default retention, per GPU, from per-day sizes: the days kept compressed
+    # (the chunk table's size) and the newest day raw (the group's size before compression), for
+    # readings, 1-minute and 1-hour rollups; everything else as measured.
+    per_day = {group: (sizes[tables[1]] / gpu_days, raw[group] / gpu_days) for group, tables in DB_GROUPS.items()}
+    kept = {"readings": settings.RETENTION_RAW_DAYS, "rollups 1m": settings.RETENTION_1M_DAYS, "rollups 1h": 365}
+    steady = {group: kept[group] * packed + unpacked for group, (packed, unpacked) in per_day.items()}
+    steady["everything else"] = after["everything else"] / gpus
+    total = sum(steady.values())
+    print(f"\nsteady state per GPU ({settings.RETENTION_RAW_DAYS} days of readings, {settings.RETENTION_1M_DAYS} "
+          "of 1-minute rollups, 365 of hours; each with a day raw)")  # fmt: skip
+    print(f"  before ~{DB_BEFORE_GPU_MIB:.0f} MiB; target <= 10 MiB")
+    for group, size in steady.items():
+        line = f"  {group:<18}{size / 2**20:>7.2f} MiB  ({size / total:>4.0%})"
+        if group in per_day:
+            packed, unpacked = per_day[group]
+            line += f"   a GPU-day: {packed / 1024:,.1f} KiB compressed, {unpacked / 1024:,.1f} KiB raw"
+        print(line)
+    print(f"  {'total':<18}{total / 2**20:>7.2f} MiB")
+    print("\nlargest tables after compression (bytes per reading):")
+    for table, size in sorted(sizes.items(), key=lambda item: -item[1])[:10]:
+        print(f"  {table:<40}{size / readings:>8.2f}")
+    if os.environ.get("BENCH_KEEP") != "1":
+        _admin("DROP DATABASE IF EXISTS bench_storage_db WITH (FORCE)")
+
+
 if __name__ == "__main__":
-    retention() if sys.argv[1:] == ["retention"] else storage()
+    mode = sys.argv[1:]
+    retention() if mode == ["retention"] else database() if mode == ["database"] else storage()

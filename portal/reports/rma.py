@@ -32,7 +32,7 @@ from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xi
 from portal.reports.exports import pdf_table
 from portal.reports.selectors import gpu_repeat_offender, status_intervals
 from portal.telemetry import store
-from portal.telemetry.models import Rollup1h, XidEvent
+from portal.telemetry.models import XidEvent
 
 TREND_DAYS = 30
 THERMAL_WINDOW = dt.timedelta(hours=48)
@@ -102,12 +102,12 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
     failure_at = tickets[-1]["first_seen"] if tickets else (xids[-1][0] if xids else None)
     thermal = []
     if failure_at is not None:
+        fields = ("temperature_c_mean", "temperature_c_max", "power_w_mean", "fan_speed_pct_mean",
+                  "utilization_gpu_pct_mean", "thermal_throttle_count")  # fmt: skip
         thermal = [
-            {"hour": _iso(row.pop("bucket")), **row}
-            for row in Rollup1h.objects.filter(
-                gpu=gpu, bucket__gte=failure_at - THERMAL_WINDOW, bucket__lt=failure_at + THERMAL_WINDOW
-            ).order_by("bucket").values("bucket", "temperature_c_mean", "temperature_c_max", "power_w_mean",
-                                        "fan_speed_pct_mean", "utilization_gpu_pct_mean", "thermal_throttle_count")
+            {"hour": _iso(row[0]), **dict(zip(fields, row[1:], strict=True))}
+            for row in store.rollups_of(gpu_ids=[gpu.pk], resolution="1h", columns=("bucket", *fields),
+                                  start=failure_at - THERMAL_WINDOW, end=failure_at + THERMAL_WINDOW)
         ]  # fmt: skip
     ecc_fields = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
                   "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure")  # fmt: skip

@@ -248,3 +248,42 @@ def _add_known_counts(model):
 _add_rollup_columns(Rollup1m)
 _add_rollup_columns(Rollup1h)
 _add_known_counts(Rollup1m)
+
+# A rollup row's stored values, in the order the chunk tables (services/rollup_chunks.py) hold them.
+ROLLUP_HOUR_FIELDS = (
+    "count", "thermal_throttle_count", "xid_count", "energy_mj_max",
+    *(f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("min", "max", "mean")),
+)  # fmt: skip
+ROLLUP_MINUTE_FIELDS = (*ROLLUP_HOUR_FIELDS, *(f"{metric}_count" for metric in ROLLUP_METRICS))
+
+
+class RollupChunkBase(models.Model):
+    """A GPU's rollups of one UTC day (minutes) or month (hours), compressed with the readings' codec
+    (services/rollup_chunks.py): PostgreSQL only (the tables exist there, from migration 0008).
+    `buckets` (the rows it holds), then `bucket` and every rollup field one bytea each. Read
+    through telemetry.store.rollups_of, never row by row. The GPU's deletion cascades in the database."""
+
+    pk = models.CompositePrimaryKey("gpu", "start")
+    gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
+    start = models.DateTimeField()
+    buckets = models.IntegerField()  # how many rollup rows it holds
+    bucket = models.BinaryField()
+
+    class Meta:
+        abstract = True
+
+
+class Rollup1mChunk(RollupChunkBase):
+    class Meta:
+        db_table = "telemetry_rollup1m_chunk"
+
+
+class Rollup1hChunk(RollupChunkBase):
+    class Meta:
+        db_table = "telemetry_rollup1h_chunk"
+
+
+for _field in ROLLUP_MINUTE_FIELDS:
+    Rollup1mChunk.add_to_class(_field, models.BinaryField())
+for _field in ROLLUP_HOUR_FIELDS:
+    Rollup1hChunk.add_to_class(_field, models.BinaryField())

@@ -13,8 +13,6 @@ from portal.telemetry.models import (
     READING_METRICS,
     ROLLUP_METRICS,
     HostToken,
-    Rollup1h,
-    Rollup1m,
     throttle_names,
 )
 
@@ -90,12 +88,9 @@ def gpu_series(
         return Series(resolution, start, end, [row[0] for row in rows], values)
     if (end - start) / _STEP[resolution] + 1 > limit:  # buckets from the one holding 'from' on
         raise _too_many_points(resolution, start, end)
-    model = Rollup1m if resolution == "1m" else Rollup1h
     columns = [f"{metric}_{stat}" for metric in metrics for stat in ("mean", "min", "max")]
-    rows = list(
-        model.objects.filter(gpu=gpu, bucket__gte=start - _STEP[resolution], bucket__lt=end)
-        .order_by("bucket")
-        .values_list("bucket", *columns)
+    rows = store.rollups_of(
+        gpu_ids=[gpu.pk], resolution=resolution, columns=("bucket", *columns), start=start - _STEP[resolution], end=end
     )
     series = Series(resolution, start, end, [row[0] for row in rows], {}, {}, {})
     for position, metric in enumerate(metrics):

@@ -19,8 +19,8 @@ meters read changes its answer because the readings grew old enough to be compre
 
 `.ci/readings_door.py` (run by `make lint`) keeps every other module of the portal off the
 readings models and the compression module; the writers (ingest, compression, retention,
-partitions) are the only exceptions. Rollups (`Rollup1m`, `Rollup1h`) are meant to join this
-door.
+partitions) are the only exceptions. Rollups come through here too: `rollups_of` gives 1-minute
+and 1-hour rollups, raw rows and compressed periods (services/rollup_chunks.py) alike.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from django.utils import timezone
 
 from portal.core.errors import InvalidInput
 from portal.telemetry.columns import READING_ROW_COLUMNS, tuple_picker
-from portal.telemetry.models import Reading
-from portal.telemetry.services import compression, partitions
+from portal.telemetry.models import Reading, Rollup1h, Rollup1m
+from portal.telemetry.services import compression, partitions, rollup_chunks
 
 # The raw readings' table, for the few readers that aggregate in SQL of their own (rollups over
 # spans that hold no compressed hour); everyone else reads rows, counts or aggregates above.
@@ -433,3 +433,39 @@ def _predicate(condition: Q, columns: tuple[str, ...]) -> Callable[[tuple], bool
         return not met if condition.negated else met
 
     return test
+
+
+# --- rollups -------------------------------------------------------------------------------------
+
+_ROLLUP_MODELS = {"1m": Rollup1m, "1h": Rollup1h}
+
+
+def rollups_of(
+    *,
+    gpu_ids: list[int],
+    resolution: str,
+    columns: tuple[str, ...],
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+) -> list[tuple]:
+    """The rollups ("1m" or "1h") of these GPUs with start <= bucket < end, raw rows and compressed
+    days alike (services/rollup_chunks.py), as tuples of `columns` ("gpu_id", "bucket" and rollup
+    fields, e.g. "temperature_c_mean"), in (gpu_id, bucket) order. A raw row of a bucket that is
+    also compressed (written again after a late reading) is the one given: the next compression
+    run merges it. Every reader of rollups reads them here."""
+    model = _ROLLUP_MODELS[resolution]
+    wanted = tuple(dict.fromkeys(("gpu_id", "bucket", *columns)))
+    raw = model.objects.filter(gpu_id__in=list(gpu_ids))
+    if start is not None:
+        raw = raw.filter(bucket__gte=start)
+    if end is not None:
+        raw = raw.filter(bucket__lt=end)
+    # Raw rows first: a compression run committing in between moves rows into a chunk, never out.
+    rows = list(raw.order_by("gpu_id", "bucket").values_list(*wanted))
+    packed = rollup_chunks.chunk_rollups(resolution, list(gpu_ids), start, end, wanted)
+    if packed:
+        stored = {(row[0], row[1]) for row in rows}
+        rows = sorted(rows + [row for row in packed if (row[0], row[1]) not in stored], key=lambda row: row[:2])
+    if wanted == columns:
+        return rows
+    return list(map(tuple_picker([wanted.index(name) for name in columns]), rows))

@@ -19,7 +19,8 @@ from portal.maintenance.rules.host import METERS
 from portal.maintenance.services import tickets as ticket_services
 from portal.maintenance.services.config import RuleParams
 from portal.maintenance.services.evaluate import SilenceLookup, Tracks, _gpu_infos, events_apply
-from portal.telemetry.models import GpuLatest, Rollup1h
+from portal.telemetry import store
+from portal.telemetry.models import GpuLatest
 from portal.wear.selectors import meters_since
 
 
@@ -179,9 +180,12 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
                 note = (f"{label}: {counted:,.0f} since the last {schedule.record_kind.replace('_', ' ')} "
                         f"({since:%Y-%m-%d}), every {limit:,.0f}: {counted - limit:,.0f} past")  # fmt: skip
             if schedule.key == "schedule_cleaning" and level < 2 and host["gpu_count"] and p.get("gpu_hours_high_load"):
-                hours = Rollup1h.objects.filter(
-                    gpu__host_id=host["id"], bucket__gte=since, utilization_gpu_pct_mean__gte=p["high_load_util_pct"]
-                ).count()
+                high = p["high_load_util_pct"]
+                gpu_ids = list(Gpu.objects.filter(host_id=host["id"]).values_list("pk", flat=True))
+                means = store.rollups_of(
+                    gpu_ids=gpu_ids, resolution="1h", columns=("utilization_gpu_pct_mean",), start=since
+                )
+                hours = sum(1 for (mean,) in means if mean is not None and mean >= high)
                 if hours / host["gpu_count"] >= p["gpu_hours_high_load"]:
                     level, note = 2, f"{hours / host['gpu_count']:.0f} GPU-hours at high load since the last cleaning"
             track = tracks.get(schedule.key, host["id"], None)

@@ -33,6 +33,7 @@ from migration 0005 on.
 from __future__ import annotations
 
 import datetime as dt
+import struct
 import sys
 import zlib
 from array import array
@@ -55,20 +56,50 @@ _BIG = sys.byteorder == "big"  # chunks are stored little-endian, whatever machi
 class _Kind:
     """How one column is sent by the database, held in an array and told back apart."""
 
-    def __init__(self, send: str, code: str, sql_type: str, cast: str = "", *, to_python=None, transform: str = ""):
+    def __init__(
+        self, send: str, code: str, sql_type: str, cast: str = "", *, to_python=None, transform: str = "", as_read=None
+    ):
         self.send, self.code, self.sql_type, self.cast = send, code, sql_type, cast
-        self.to_python, self.transform = to_python, transform
+        self.to_python, self.transform, self.as_read = to_python, transform, as_read
         self.size = array(code).itemsize
+
+
+_FLOAT4 = struct.Struct("f")
+
+
+def float4_as_read(values: list) -> list:
+    """4-byte floats as a query reads them back: PostgreSQL sends a real as its shortest decimal
+    that rounds to it ("57.516666"), which Python then reads as the nearest double, not the
+    float's own value widened (57.516666412353516). Decoded values are made the same."""
+    memo, out = {}, []
+    for value in values:
+        read = memo.get(value)
+        if read is None:
+            if value is None or value.is_integer():
+                read = value
+            else:
+                for digits in (6, 7, 8, 9):  # a real has at least 6 significant digits exact
+                    read = float(f"{value:.{digits}g}")
+                    if _FLOAT4.unpack(_FLOAT4.pack(read))[0] == value:
+                        break
+            memo[value] = read
+        out.append(read)
+    return out
 
 
 _SMALL = _Kind("int2send", "h", "smallint")
 _INT = _Kind("int4send", "i", "integer")
 _REAL = _Kind("float4send", "f", "real")
+# A rollup statistic: a real, read back as a query reads it (float4_as_read).
+_STAT = _Kind("float4send", "f", "real", as_read=float4_as_read)
 _COUNTER = _Kind("int8send", "q", "bigint", "::bigint")
 _BOOL = _Kind("int2send", "h", "smallint", "::int", to_python=bool)
 # Floats are stored as their bits, XORed with the previous value's (exact, unlike a difference).
 _DOUBLE = _Kind("float8send", "q", "double precision", transform="xor")
 _TS = _Kind("int8send", "q", "bigint", transform="delta")
+# A growing float (a counter's maximum): its bits delta-coded, wrapping (a positive double's bits,
+# read as an integer, grow with it: the deltas are small where XORs of its low bits are not).
+_GROWING = _Kind("float8send", "q", "double precision", transform="bits")
 
 KINDS = {
     "ts": _TS, "temperature_c": _SMALL, "fan_speed_pct": _SMALL, "power_w": _REAL, "power_limit_w": _REAL,
@@ -109,7 +140,9 @@ def _forward(values: array, transform: str) -> array:
     mask = (1 << 64) - 1
     out, previous = array("q"), 0
     for value in values:
-        coded = value - previous if transform == "delta" else value ^ previous
+        coded = value ^ previous if transform == "xor" else value - previous
+        if transform == "bits":
+            coded &= mask
         out.append(coded - (1 << 64) if coded > mask >> 1 else coded)  # back into a signed 64-bit
         previous = value
     return out
@@ -120,7 +153,10 @@ def _backward(values: array, transform: str) -> list[int]:
         return values.tolist()
     out, previous = [], 0
     for coded in values:
-        previous = previous + coded if transform == "delta" else previous ^ coded
+        if transform == "bits":
+            previous = ((previous + coded + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+        else:
+            previous = previous + coded if transform == "delta" else previous ^ coded
         out.append(previous)
     return out
 
@@ -158,21 +194,23 @@ def decode(kind: _Kind, blob: bytes, count: int) -> list:
     if _BIG:
         stored.byteswap()
     values = _backward(stored, kind.transform)
-    if kind.transform == "xor":
+    if kind.transform in ("xor", "bits"):
         values = array("d", array("q", values).tobytes()).tolist()
     if kind.to_python is not None:
         values = [kind.to_python(value) for value in values]
+    if kind.as_read is not None:
+        values = kind.as_read(values)
     if mask is not None:
         values = [None if null else value for value, null in zip(values, mask, strict=True)]
     return values
 
 
-def _micros(moment: dt.datetime) -> int:
+def micros(moment: dt.datetime) -> int:
     delta = moment - _EPOCH
     return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _moment(micros: int) -> dt.datetime:
+def moment(micros: int) -> dt.datetime:
     return _EPOCH + dt.timedelta(microseconds=micros)
 
 
@@ -223,8 +261,8 @@ def chunk_readings(
 
 
 def _decoded(chunks, wanted, columns, start, end, start_open, end_closed, descending, epoch) -> list[tuple]:
-    lo = None if start is None else _micros(start)
-    hi = None if end is None else _micros(end)
+    lo = None if start is None else micros(start)
+    hi = None if end is None else micros(end)
     out = []
     for gpu_id, count, *blobs in chunks:
         decoded = {name: decode(KINDS[name], blob, count) for name, blob in zip(wanted, blobs, strict=True)}
@@ -236,7 +274,7 @@ def _decoded(chunks, wanted, columns, start, end, start_open, end_closed, descen
         ]
         if not keep:
             continue
-        decoded["ts"] = [micros / 1e6 if epoch else _moment(micros) for micros in decoded["ts"]]
+        decoded["ts"] = [micros / 1e6 if epoch else moment(micros) for micros in decoded["ts"]]
         decoded["gpu_id"] = [gpu_id] * count
         picked = [decoded[name] for name in columns]
         if descending:
@@ -290,21 +328,22 @@ def _merged_hour(existing: tuple, raw_rows: list[tuple]) -> tuple[int, list[byte
     return len(rows), _encode_rows(rows)
 
 
+def encode_values(kind: _Kind, values: list) -> bytes:
+    """One column of a chunk from Python values (None where NULL; ts as microseconds since the
+    epoch), encoded exactly as from the database's send functions."""
+    nulls = "".join("1" if value is None else "0" for value in values)
+    if kind.transform in ("xor", "bits"):
+        packed = array("q", array("d", [0.0 if v is None else v for v in values]).tobytes())
+    else:
+        packed = array(kind.code, [0 if v is None else int(v) if kind.to_python else v for v in values])
+    if _SWAP:
+        packed.byteswap()
+    return encode(kind, packed.tobytes(), nulls)
+
+
 def _encode_rows(rows: list[tuple]) -> list[bytes]:
     """Encode decoded rows (ts in microseconds, COLUMNS order) as a chunk's columns."""
-    out = []
-    for position, name in enumerate(COLUMNS):
-        kind = KINDS[name]
-        values = [row[position] for row in rows]
-        nulls = "".join("1" if value is None else "0" for value in values)
-        if kind.transform == "xor":
-            packed = array("q", array("d", [0.0 if v is None else v for v in values]).tobytes())
-        else:
-            packed = array(kind.code, [0 if v is None else int(v) if kind.to_python else v for v in values])
-        if _SWAP:
-            packed.byteswap()
-        out.append(encode(kind, packed.tobytes(), nulls))
-    return out
+    return [encode_values(KINDS[name], [row[position] for row in rows]) for position, name in enumerate(COLUMNS)]
 
 
 def _raw_rows(cursor, gpu_id: int, start: dt.datetime, end: dt.datetime) -> list[tuple]:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from portal.telemetry import hooks
 from portal.telemetry.models import Reading, Rollup1m, XidEvent
-from portal.telemetry.services import batches, compression, partitions
+from portal.telemetry.services import batches, compression, partitions, rollup_chunks
 
 CHUNK = 10_000
 # SQLite deletes readings in chunks of READING_CHUNK, at most READING_MAX_CHUNKS per hourly run:
@@ -80,10 +80,11 @@ def telemetry_prune(
     *, now: dt.datetime | None = None, chunk: int | None = None, max_chunks: int | None = None
 ) -> dict[str, int]:
     """Delete raw readings, XID events and batch rows past RETENTION_RAW_DAYS and 1-minute
-    rollups past RETENTION_1M_DAYS (never raw readings the pipeline still needs: see raw_cutoff).
-    1-hour rollups are kept. Returns what it deleted (for dropped partitions, the planner's row
-    counts). `chunk` and `max_chunks` bound every chunked delete (defaults: READING_CHUNK and
-    READING_MAX_CHUNKS for readings, CHUNK and 100 for the rest)."""
+    rollups past RETENTION_1M_DAYS (a compressed day once wholly past; never raw readings the
+    pipeline still needs: see raw_cutoff). 1-hour rollups are kept. Returns what it deleted (for
+    dropped partitions, the planner's row counts). `chunk` and `max_chunks` bound every chunked
+    delete (defaults: READING_CHUNK and READING_MAX_CHUNKS for readings, CHUNK and 100 for the
+    rest)."""
     now = now or timezone.now()
     raw_before = raw_cutoff(now)
     minute_before = now - dt.timedelta(days=settings.RETENTION_1M_DAYS)
@@ -95,5 +96,7 @@ def telemetry_prune(
         # Finished batch rows become compact idempotency keys, kept while ingest accepts their readings.
         "batches": batches.batches_fold(now=now),
         "batch_keys": batches.batch_keys_prune(now=now),
-        "rollups_1m": _prune(Rollup1m.objects.all(), "bucket", minute_before, **bounds),
+        # Compressed days go whole, a row per GPU and day, once past the cutoff.
+        "rollups_1m": _prune(Rollup1m.objects.all(), "bucket", minute_before, **bounds)
+        + rollup_chunks.chunks_prune("1m", minute_before),
     }

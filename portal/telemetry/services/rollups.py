@@ -22,13 +22,19 @@ from django.utils import timezone
 
 from portal.telemetry import store
 from portal.telemetry.columns import READING_ROW_COLUMNS, ROW_TS
-from portal.telemetry.models import ROLLUP_METRICS, THERMAL_THROTTLE_MASK, Rollup1h, Rollup1m
+from portal.telemetry.models import (
+    ROLLUP_HOUR_FIELDS,
+    ROLLUP_METRICS,
+    ROLLUP_MINUTE_FIELDS,
+    THERMAL_THROTTLE_MASK,
+    Rollup1h,
+    Rollup1m,
+)
 from portal.telemetry.pipeline import Prepared
+from portal.telemetry.services import rollup_chunks
 
-_STAT_FIELDS = [f"{metric}_{stat}" for metric in ROLLUP_METRICS for stat in ("min", "max", "mean")]
-_COUNT_FIELDS = [f"{metric}_count" for metric in ROLLUP_METRICS]
-_HOUR_FIELDS = ["count", "thermal_throttle_count", "xid_count", "energy_mj_max", *_STAT_FIELDS]
-_MINUTE_FIELDS = [*_HOUR_FIELDS, *_COUNT_FIELDS]
+_HOUR_FIELDS = list(ROLLUP_HOUR_FIELDS)
+_MINUTE_FIELDS = list(ROLLUP_MINUTE_FIELDS)
 _SPANS_PER_STATEMENT = 300  # (GPU, start, end) rows in one statement's VALUES list (SQLite)
 _MINUTE, _HOUR, _TICK = dt.timedelta(minutes=1), dt.timedelta(hours=1), dt.timedelta(microseconds=1)
 
@@ -259,6 +265,38 @@ def _stored_minutes(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> list[t
     return rows
 
 
+def _of_minute(values) -> list:
+    """The partial aggregate of one minute row (_MINUTE_FIELDS order), as _minutes_sql sums them."""
+    stats, known = values[_HEAD : _HEAD + 3 * len(ROLLUP_METRICS)], values[_HEAD + 3 * len(ROLLUP_METRICS) :]
+    out = list(values[:_HEAD])
+    for position, n in enumerate(known):
+        low, high, mean = stats[3 * position : 3 * position + 3]
+        out += [n, 0 if mean is None else mean * n, low, high]
+    return out
+
+
+def _minute_partials(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> dict[tuple[int, dt.datetime], list]:
+    """(GPU id, hour) → partial aggregate of the stored minute rows within these (GPU id, start,
+    end) spans, raw and compressed alike: summed in the database, or, for a GPU with a compressed
+    day in its spans (services/rollup_chunks.py: a late batch into a day already compressed,
+    rare), from its rows as telemetry.store.rollups_of gives them."""
+    packed = rollup_chunks.chunk_gpus("1m", spans)
+    out = _partials(Rollup1m._meta.db_table, "bucket", _HOUR, [s for s in spans if s[0] not in packed], _minutes_sql())
+    if packed:
+        for gpu_id, lo, hi in spans:
+            if gpu_id not in packed:
+                continue
+            for bucket, *values in store.rollups_of(
+                gpu_ids=[gpu_id], resolution="1m", columns=("bucket", *_MINUTE_FIELDS), start=lo, end=hi
+            ):
+                partial, key = _of_minute(values), (gpu_id, _hour(bucket))
+                if key in out:
+                    _add(out[key], partial)
+                else:
+                    out[key] = partial
+    return out
+
+
 # --- computing and writing ----------------------------------------------------------------------
 
 
@@ -327,7 +365,7 @@ def _computed(touched, gaps, readings):
     for gpu_id, spans in touched.items():
         hours = _merged([(_hour(lo), _hour(hi - _TICK) + _HOUR) for lo, hi in spans])
         others += [(gpu_id, lo, hi) for lo, hi in _minus(hours, spans)]
-    hours = _partials(Rollup1m._meta.db_table, "bucket", _HOUR, others, _minutes_sql())
+    hours = _minute_partials(others)
     for (gpu_id, minute), partial in minutes.items():
         key = (gpu_id, _hour(minute))
         if key in hours:
