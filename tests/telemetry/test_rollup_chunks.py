@@ -16,7 +16,8 @@ from portal.maintenance.services.config import rule_config_set
 from portal.reports.rma import rma_evidence
 from portal.telemetry import hooks
 from portal.telemetry.models import ROLLUP_HOUR_FIELDS, ROLLUP_MINUTE_FIELDS, Reading, Rollup1h, Rollup1m
-from portal.telemetry.selectors import gpu_series, rollups_of
+from portal.telemetry.selectors import gpu_series
+from portal.telemetry.store import rollups_of
 from portal.telemetry.services import compression, rollup_chunks
 from portal.telemetry.services.retention import telemetry_prune
 from portal.telemetry.services.rollups import rollups_refresh
