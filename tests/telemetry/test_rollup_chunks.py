@@ -17,10 +17,10 @@ from portal.reports.rma import rma_evidence
 from portal.telemetry import hooks
 from portal.telemetry.models import ROLLUP_HOUR_FIELDS, ROLLUP_MINUTE_FIELDS, Reading, Rollup1h, Rollup1m
 from portal.telemetry.selectors import gpu_series
-from portal.telemetry.store import rollups_of
 from portal.telemetry.services import compression, rollup_chunks
 from portal.telemetry.services.retention import telemetry_prune
 from portal.telemetry.services.rollups import rollups_refresh
+from portal.telemetry.store import rollups_of
 from tests.factories import GpuFactory, HostFactory
 from tests.telemetry.test_compression import NOON, _readings
 
