@@ -242,7 +242,7 @@ def test_install_command_carries_each_wheels_sha256(admin_client, settings, tmp_
     (tmp_path / "dist").mkdir()
     (tmp_path / "dist" / "nvidia_ml_py-13.615.71-py3-none-any.whl").write_bytes(b"PK stand-in")
     manifest = agent_dist_prepare()
-    words = shlex.split(make_code(admin_client)["install_command"].split("| sudo sh -s -- ", 1)[1])
+    words = shlex.split(make_code(admin_client)["install_command"].split(" sh -s -- ", 1)[1])
     pairs = [words[i + 1] for i, word in enumerate(words) if word == "--sha256"]
     expected = {entry["name"]: hashlib.sha256((tmp_path / "dist" / entry["name"]).read_bytes()).hexdigest()
                 for entry in manifest["files"]}  # fmt: skip
