@@ -69,7 +69,7 @@ def item_snapshot(item) -> dict[str, Any]:
     }
 
 
-def template_check_items(*, template: ChecklistTemplate, items: list) -> None:
+def template_check_items(*, items: list) -> None:
     """The rules a template's items must follow (the admin form and the data migration use it)."""
     problems = []
     seen = set()
