@@ -98,6 +98,35 @@ def print_batches(config: Config, collector: Collector, stop: threading.Event) -
             return 0
 
 
+def start_diagnostics_worker(config: Config, collector: Collector, device: DeviceClient, sender: Sender) -> Diagnostics:
+    """Diagnostics the portal asks for (ingest-v1 "Commands"), run in threads of their own; the
+    collector's XIDs recorded for them."""
+    store = DiagnosticStore(config.spool_dir)
+    xids = XidLog(store)
+    collector.on_xid = xids.add
+    dcgmi = find_dcgmi(config.dcgmi)
+    runner = Runner(device=device, dcgmi=dcgmi, xids=xids, known_uuids=collector.known_uuids)
+    log.info("diagnostics: %s", f"DCGM ({dcgmi})" if dcgmi else "no DCGM: NVML checks at level 1")
+    return Diagnostics(runner=runner, store=store, sender=sender)
+
+
+def collect_until_stopped(config: Config, agent: Agent, deliverer: Deliverer, stop: threading.Event) -> None:
+    """Collect every `config.interval` seconds until `stop`, waking the sender when a batch is due."""
+    next_at = time.monotonic()
+    while not stop.is_set():
+        try:
+            if agent.collect():
+                deliverer.wake.set()
+        except Exception:
+            log.exception("collection failed; trying again next interval")
+        # A fixed cadence rather than sleep(interval): slow NVML calls must not make readings drift.
+        next_at += config.interval
+        now = time.monotonic()
+        if next_at < now:
+            next_at = now + config.interval
+        stop.wait(next_at - now)
+
+
 def push_batches(
     config: Config,
     collector: Collector,
@@ -126,14 +155,7 @@ def push_batches(
     )
     diagnostics = None
     if device is not None and not config.once:
-        # Diagnostics the portal asks for (ingest-v1 "Commands"), in threads of their own.
-        store = DiagnosticStore(config.spool_dir)
-        xids = XidLog(store)
-        collector.on_xid = xids.add
-        dcgmi = find_dcgmi(config.dcgmi)
-        runner = Runner(device=device, dcgmi=dcgmi, xids=xids, known_uuids=collector.known_uuids)
-        diagnostics = Diagnostics(runner=runner, store=store, sender=sender)
-        log.info("diagnostics: %s", f"DCGM ({dcgmi})" if dcgmi else "no DCGM: NVML checks at level 1")
+        diagnostics = start_diagnostics_worker(config, collector, device, sender)
     deliverer = Deliverer(
         spool=spool,
         sender=sender,
@@ -162,19 +184,7 @@ def push_batches(
         sender_thread.start()
         if diagnostics is not None:
             diagnostics.start(stop)
-        next_at = time.monotonic()
-        while not stop.is_set():
-            try:
-                if agent.collect():
-                    deliverer.wake.set()
-            except Exception:
-                log.exception("collection failed; trying again next interval")
-            # A fixed cadence rather than sleep(interval): slow NVML calls must not make readings drift.
-            next_at += config.interval
-            now = time.monotonic()
-            if next_at < now:
-                next_at = now + config.interval
-            stop.wait(next_at - now)
+        collect_until_stopped(config, agent, deliverer, stop)
         agent.flush()
         deliverer.wake.set()
         sender_thread.join(timeout=config.timeout + 2)

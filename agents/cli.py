@@ -366,19 +366,7 @@ def rotate_token(argv: list[str]) -> int:
     return 0
 
 
-def diagnose(argv: list[str]) -> int:
-    """Run a diagnostic here, as the daemon does when the portal asks; print the result. Exit 0
-    when it would pass (every GPU pass or warn), 1 when not, 3 without GPUs."""
-    import logging
-    import sqlite3
-
-    from agents.__main__ import EXIT_NO_DEVICE, find_dcgmi
-    from agents.commands import DIAGNOSTICS_FILE, read_xid_state
-    from agents.config import default_hostname
-    from agents.device import DeviceUnavailable, NvmlDeviceClient
-    from agents.diagnose import Runner, XidLog, format_human, overall
-    from agents.simulate import SimulatedDeviceClient, gpu_uuid, parse_scenarios
-
+def _diagnose_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=f"{PROG} diagnose",
         description="Run a diagnostic on this host's GPUs: dcgmi diag -r LEVEL where DCGM is installed, else "
@@ -398,7 +386,50 @@ def diagnose(argv: list[str]) -> int:
     parser.add_argument("--scenario-at", type=float, default=0.0, metavar="HOURS",
                         help="simulation: evaluate the scenarios this many scenario hours in")  # fmt: skip
     parser.add_argument("--hostname", default=None, help="simulation: the host name the GPUs derive from")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _diagnose_xids(args: argparse.Namespace, device):
+    """The XID history the diagnostic judges by: the running agent's (read only), else with
+    --simulate the simulator's since its scenario start, else none; the device's new XIDs added."""
+    import sqlite3
+
+    from agents.commands import DIAGNOSTICS_FILE, read_xid_state
+    from agents.diagnose import XidLog
+
+    xids = None
+    spool_dirs = [args.spool_dir or STATE_DIR]
+    for directory in spool_dirs:
+        if (Path(directory) / DIAGNOSTICS_FILE).exists():
+            # The running agent's history, read only: a run by hand does not reset it.
+            try:
+                state = read_xid_state(directory)
+            except sqlite3.Error as exc:
+                print(f"{PROG}: cannot read the XID history in {directory}: {exc}", file=sys.stderr)
+                break
+            xids = XidLog()
+            xids.load(*state)
+            break
+    if xids is None and args.simulate:
+        xids = XidLog()  # the simulator's XIDs since its scenario start
+        xids.started_at -= args.scenario_at * 3600
+    if xids is not None:
+        xids.add(device.take_xid_events())
+    return xids
+
+
+def diagnose(argv: list[str]) -> int:
+    """Run a diagnostic here, as the daemon does when the portal asks; print the result. Exit 0
+    when it would pass (every GPU pass or warn), 1 when not, 3 without GPUs."""
+    import logging
+
+    from agents.__main__ import EXIT_NO_DEVICE, find_dcgmi
+    from agents.config import default_hostname
+    from agents.device import DeviceUnavailable, NvmlDeviceClient
+    from agents.diagnose import Runner, format_human, overall
+    from agents.simulate import SimulatedDeviceClient, gpu_uuid, parse_scenarios
+
+    args = _diagnose_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     if args.simulate < 0 or args.scenario_at < 0:
         return fail("--simulate and --scenario-at must not be negative", 2)
@@ -422,24 +453,7 @@ def diagnose(argv: list[str]) -> int:
     except (DeviceUnavailable, ValueError) as exc:
         return fail(f"{exc} (no GPU here? try --simulate N)", EXIT_NO_DEVICE)
     try:
-        xids = None
-        spool_dirs = [args.spool_dir or STATE_DIR]
-        for directory in spool_dirs:
-            if (Path(directory) / DIAGNOSTICS_FILE).exists():
-                # The running agent's history, read only: a run by hand does not reset it.
-                try:
-                    state = read_xid_state(directory)
-                except sqlite3.Error as exc:
-                    print(f"{PROG}: cannot read the XID history in {directory}: {exc}", file=sys.stderr)
-                    break
-                xids = XidLog()
-                xids.load(*state)
-                break
-        if xids is None and args.simulate:
-            xids = XidLog()  # the simulator's XIDs since its scenario start
-            xids.started_at -= args.scenario_at * 3600
-        if xids is not None:
-            xids.add(device.take_xid_events())
+        xids = _diagnose_xids(args, device)
         runner = Runner(device=device, dcgmi=find_dcgmi(args.dcgmi), xids=xids, known_uuids=known)
         document = runner.run(args.level, args.gpu)
     finally:

@@ -19,7 +19,7 @@ class ItemFormSet(forms.BaseInlineFormSet):
             if form.cleaned_data and not form.cleaned_data.get("DELETE"):
                 form.instance.key = form.cleaned_data.get("key", form.instance.key)
         try:
-            template_check_items(template=self.instance, items=kept)
+            template_check_items(items=kept)
         except ApplicationError as error:
             raise forms.ValidationError([f"{p.loc}: {p.msg}" for p in error.problems]) from None
         kind = self.instance.record_kind

@@ -69,7 +69,7 @@ def item_snapshot(item) -> dict[str, Any]:
     }
 
 
-def template_check_items(*, template: ChecklistTemplate, items: list) -> None:
+def template_check_items(*, items: list) -> None:
     """The rules a template's items must follow (the admin form and the data migration use it)."""
     problems = []
     seen = set()
@@ -379,14 +379,8 @@ def _return_to_service(run: ChecklistRun, gpus, user) -> list[Gpu]:
     return back
 
 
-@transaction.atomic
-def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | None = None) -> ChecklistRun:
-    """Sign the run off: every required item answered, automatic items filled from telemetry,
-    one maintenance record per GPU (or one for the host) written, failures ticketed."""
-    run = _locked_open_run(run)
-    now = now or timezone.now()
-    signature = (signature or "").strip() if isinstance(signature, str) else ""
-    answers = {a.item_key: a for a in run.answers.all()}
+def _completion_check(run: ChecklistRun, answers: dict, signature: str) -> None:
+    """Raise InvalidInput naming the signature and every required item still unanswered."""
     problems = []
     if not signature:
         problems.append(("signature", "Sign with your full name."))
@@ -398,9 +392,9 @@ def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | 
     if problems:
         raise InvalidInput("the run cannot be completed yet", problems=problems)
 
-    gpus = list(run.gpus.order_by("index"))
-    template = run.template
-    # Record fields from the answers, checked (by the fleet's own rules) before anything is written.
+
+def _record_fields(run: ChecklistRun, answers: dict) -> tuple[dict[str, Any], dict[str, str]]:
+    """The maintenance record's fields from the answers, and which item feeds each field."""
     fields = {}
     field_items = {}
     for item in run.items:
@@ -408,25 +402,26 @@ def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | 
         if item.get("record_field") and answer is not None and answer.value is not None:
             fields[item["record_field"]] = _record_value(item, answer.value)
             field_items[item["record_field"]] = item["key"]
+    return fields, field_items
 
+
+def _auto_answers(run: ChecklistRun, gpus: list, answers: dict, now: dt.datetime) -> bool:
+    """Answer the automatic items from telemetry into `answers`; True when one is still pending."""
     results: dict[str, AutoResult] = auto_check_run(run=run, gpus=gpus, now=now)
     for key, result in results.items():
         answers[key] = ChecklistAnswer.objects.create(
             run=run, item_key=key, value=result.outcome, outcome=result.outcome, evidence=result.evidence,
             answered_at=now,
         )  # fmt: skip
-    failed = _failed_items(run, answers)
-    pending = any(r.outcome == "pending" for r in results.values())
-    if not failed and not pending and template.key == "repair_return":
-        # Before this run's repair record is written: the return-to-service rule counts diagnostics
-        # after a GPU's latest repair record, and this record is of the repair they certified.
-        _return_to_service(run, gpus, user)
-    if run.record_kind == MaintenanceRecord.Kind.INSPECTION and "passed" not in fields:
-        fields["passed"] = not failed
-    notes = _notes(run, answers, signature)
+    return any(r.outcome == "pending" for r in results.values())
+
+
+def _records_write(
+    run: ChecklistRun, subjects: list, *, user, now: dt.datetime, notes: str, fields: dict, field_items: dict
+) -> list[MaintenanceRecord]:
+    """One maintenance record per subject (a GPU, or None for the host). The record's own rules
+    are reported against the item that feeds the field."""
     performer = (user.get_full_name() or user.get_username())[:150]
-    per_gpu = run.record_kind not in HOST_ONLY_KINDS and template.applies_to == ChecklistTemplate.AppliesTo.GPU
-    subjects = gpus if per_gpu and gpus else [None]
     records = []
     for gpu in subjects:
         try:
@@ -457,6 +452,35 @@ def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | 
                 for p in error.problems
             ]
             raise InvalidInput("the record this run writes is not valid", problems=problems) from None
+    return records
+
+
+@transaction.atomic
+def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | None = None) -> ChecklistRun:
+    """Sign the run off: every required item answered, automatic items filled from telemetry,
+    one maintenance record per GPU (or one for the host) written, failures ticketed."""
+    run = _locked_open_run(run)
+    now = now or timezone.now()
+    signature = (signature or "").strip() if isinstance(signature, str) else ""
+    answers = {a.item_key: a for a in run.answers.all()}
+    _completion_check(run, answers, signature)
+
+    gpus = list(run.gpus.order_by("index"))
+    template = run.template
+    # Record fields from the answers, checked (by the fleet's own rules) before anything is written.
+    fields, field_items = _record_fields(run, answers)
+    pending = _auto_answers(run, gpus, answers, now)
+    failed = _failed_items(run, answers)
+    if not failed and not pending and template.key == "repair_return":
+        # Before this run's repair record is written: the return-to-service rule counts diagnostics
+        # after a GPU's latest repair record, and this record is of the repair they certified.
+        _return_to_service(run, gpus, user)
+    if run.record_kind == MaintenanceRecord.Kind.INSPECTION and "passed" not in fields:
+        fields["passed"] = not failed
+    notes = _notes(run, answers, signature)
+    per_gpu = run.record_kind not in HOST_ONLY_KINDS and template.applies_to == ChecklistTemplate.AppliesTo.GPU
+    subjects = gpus if per_gpu and gpus else [None]
+    records = _records_write(run, subjects, user=user, now=now, notes=notes, fields=fields, field_items=field_items)
     run.records.set(records)
     ChecklistRun.objects.filter(pk=run.pk).update(
         state=State.COMPLETED, completed_at=now, completed_by=user, signature=signature, updated_at=now,

@@ -84,7 +84,7 @@ def enrolment_exchange(*, code: str, hostname: str, address: str) -> Enrolled:
     try:
         with transaction.atomic():
             found = EnrolmentCode.objects.select_for_update().filter(secret_hash=secret_hash(code.strip())).first()
-            enrolled = _exchange(found, code=code, hostname=hostname)
+            enrolled = _exchange(found, hostname=hostname)
             EnrolmentAttempt.objects.create(address=address, code=found, hostname=enrolled.hostname, granted=True)
             return enrolled
     except (InvalidInput, Conflict) as refused:
@@ -101,7 +101,7 @@ def _reserved(hostname: str, *, now) -> bool:
     ).exists()
 
 
-def _exchange(found: EnrolmentCode | None, *, code: str, hostname: str) -> Enrolled:
+def _exchange(found: EnrolmentCode | None, *, hostname: str) -> Enrolled:
     now = timezone.now()
     if found is None:
         raise InvalidInput("unknown enrolment code", problems=[("code", "unknown code")])

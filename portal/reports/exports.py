@@ -167,18 +167,11 @@ def failure_rates_story(report: Report, heading, small) -> list:
     return story
 
 
-def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) -> bytes:
-    """The report in the active language (the request's): titles, headers and notes translated,
-    numbers and dates in its formats; the data (serials, hosts, models, notes) as written."""
-    buffer = io.BytesIO()
-    styles = getSampleStyleSheet()
-    small = styles["BodyText"].clone("small", fontSize=8, leading=10)
-    doc = SimpleDocTemplate(
-        buffer, pagesize=landscape(A4), leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
-        bottomMargin=14 * mm, title=_("Reliability report"), author=generated_by,
-    )  # fmt: skip
+def _report_head(
+    report: Report, styles, small, *, confidence: str, generated_by: str, generated_at: dt.datetime
+) -> list:
+    """The title, the period and filters, who generated it, and how the figures are computed."""
     q = report.query
-    confidence = f"{number_format(MTBF_CONFIDENCE * 100, 0)} %"
     everything = _("all")
     story = [
         pdf_paragraph(_("GPU fleet reliability report (repair-history audit)"), styles["Title"]),
@@ -207,6 +200,11 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
         ),
         Spacer(1, 4 * mm),
     ]
+    return story
+
+
+def _totals_story(report: Report, styles, *, confidence: str) -> list:
+    """The fleet's and each model's totals in one table."""
     f = report.fleet
     header = ["", _("GPUs"), _("Service h"), _("Repairs"), _("Downtime h"), _("Cost"), _("MTBF h"),
               _("MTBF %(confidence)s CI") % {"confidence": confidence}, _("MTTR h"), _("Availability"),
@@ -230,27 +228,33 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     ]  # fmt: skip
     # Fixed widths: a header in Chinese is paragraphs, which an auto-sized column cannot measure well.
     widths = [w * mm for w in (50, 15, 24, 17, 24, 24, 24, 30, 22, 24, 17)]
-    story += [pdf_paragraph(_("Fleet and models"), styles["Heading2"])]
-    story.append(pdf_table(header, fleet_rows + model_rows, widths=widths))
+    return [
+        pdf_paragraph(_("Fleet and models"), styles["Heading2"]),
+        pdf_table(header, fleet_rows + model_rows, widths=widths),
+    ]
 
-    story += failure_rates_story(report, styles["Heading2"], small)
 
-    if report.repeat_offenders:
-        story += [
-            Spacer(1, 3 * mm),
-            pdf_paragraph(_("Repeat offenders"), styles["Heading2"]),
-            pdf_table(
-                [_("Serial"), _("Host"), "GPU", _("Why")],
-                [[o["serial"] or o["uuid"], o["hostname"], o["index"], pdf_paragraph("; ".join(o["reasons"]), small)]
-                 for o in report.repeat_offenders],
-                widths=[40 * mm, 40 * mm, 15 * mm, 170 * mm], align_left=4,
-            ),
-        ]  # fmt: skip
+def _offenders_story(report: Report, styles, small) -> list:
+    """The repeat offenders and why, when there are any."""
+    if not report.repeat_offenders:
+        return []
+    return [
+        Spacer(1, 3 * mm),
+        pdf_paragraph(_("Repeat offenders"), styles["Heading2"]),
+        pdf_table(
+            [_("Serial"), _("Host"), "GPU", _("Why")],
+            [[o["serial"] or o["uuid"], o["hostname"], o["index"], pdf_paragraph("; ".join(o["reasons"]), small)]
+             for o in report.repeat_offenders],
+            widths=[40 * mm, 40 * mm, 15 * mm, 170 * mm], align_left=4,
+        ),
+    ]  # fmt: skip
 
-    story += [Spacer(1, 3 * mm), pdf_paragraph(_("GPUs by serial"), styles["Heading2"])]
+
+def _gpus_story(gpu_rows: list[dict], styles) -> list:
+    """One row per GPU, by serial."""
+    story = [Spacer(1, 3 * mm), pdf_paragraph(_("GPUs by serial"), styles["Heading2"])]
     gpu_header = [_("Serial"), _("Host / GPU"), _("Model"), _("Service h"), _("Repairs"), _("Downtime h"), _("Cost"),
                   _("MTBF h"), _("MTTR h"), _("Availability"), _("HW tickets")]  # fmt: skip
-    gpu_rows = sorted(report.gpus, key=lambda r: r["serial"] or "~" + r["uuid"])
     story.append(
         pdf_table(
             gpu_header,
@@ -262,11 +266,15 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
             align_left=3,
         )
     )  # fmt: skip
+    return story
 
+
+def _repairs_story(report: Report, gpu_rows: list[dict], styles, small) -> list:
+    """Every repair record of the period, grouped by GPU serial."""
     # One table for every repair (grouped by GPU serial, the serial on each group's first row): a
     # single long table splits across pages far faster than a table (and a keep-together) per GPU.
     repairs = _repairs_by_gpu(report)
-    story += [Spacer(1, 3 * mm), pdf_paragraph(_("Repairs in the period, by GPU serial"), styles["Heading2"])]
+    story = [Spacer(1, 3 * mm), pdf_paragraph(_("Repairs in the period, by GPU serial"), styles["Heading2"])]
     repair_rows = []
     for r in gpu_rows:
         for n, rec in enumerate(repairs.get(r["_id"], [])):
@@ -290,6 +298,11 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     else:
         story.append(pdf_paragraph(_("No repair records in the period."), styles["BodyText"]))
 
+    return story
+
+
+def _report_footer(q, small, *, generated_by: str, generated_at: dt.datetime):
+    """The page callback drawing the report's footer and page number on every page."""
     # The footer's texts, translated once (the canvas draws them on every page).
     footer_text = _("Reliability report %(start)s – %(end)s · generated %(at)s UTC by %(by)s") % {
         "start": date_format(q.start.astimezone(dt.UTC), "SHORT_DATE_FORMAT"),
@@ -311,5 +324,29 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
             paragraph.drawOn(canvas, 12 * mm, 6 * mm)
         canvas.restoreState()
 
+    return footer
+
+
+def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) -> bytes:
+    """The report in the active language (the request's): titles, headers and notes translated,
+    numbers and dates in its formats; the data (serials, hosts, models, notes) as written."""
+    buffer = io.BytesIO()
+    styles = getSampleStyleSheet()
+    small = styles["BodyText"].clone("small", fontSize=8, leading=10)
+    doc = SimpleDocTemplate(
+        buffer, pagesize=landscape(A4), leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
+        bottomMargin=14 * mm, title=_("Reliability report"), author=generated_by,
+    )  # fmt: skip
+    confidence = f"{number_format(MTBF_CONFIDENCE * 100, 0)} %"
+    gpu_rows = sorted(report.gpus, key=lambda r: r["serial"] or "~" + r["uuid"])
+    story = _report_head(
+        report, styles, small, confidence=confidence, generated_by=generated_by, generated_at=generated_at
+    )
+    story += _totals_story(report, styles, confidence=confidence)
+    story += failure_rates_story(report, styles["Heading2"], small)
+    story += _offenders_story(report, styles, small)
+    story += _gpus_story(gpu_rows, styles)
+    story += _repairs_story(report, gpu_rows, styles, small)
+    footer = _report_footer(report.query, small, generated_by=generated_by, generated_at=generated_at)
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buffer.getvalue()

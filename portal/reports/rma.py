@@ -197,29 +197,11 @@ def _when(value: str | None, length: int = 16) -> str:
     return date_format(moment.astimezone(dt.UTC), "SHORT_DATETIME_FORMAT")
 
 
-def rma_pdf(evidence: dict) -> bytes:
-    """The pack in the active language (the request's): labels, headers and enum values' names
-    translated, dates in its formats; what people and agents wrote as written. The JSON pack keeps
-    the API's values."""
-    buffer = io.BytesIO()
-    styles = getSampleStyleSheet()
-    small = styles["BodyText"].clone("small", fontSize=8, leading=10)
-    doc = SimpleDocTemplate(buffer, pagesize=A4, leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
-                            bottomMargin=12 * mm,
-                            title=_("RMA evidence %(serial)s") % {"serial": evidence["gpu"]["serial"]})  # fmt: skip
-    kinds, outcomes = _labels(MaintenanceRecord.Kind.choices), _labels(MaintenanceRecord.RepairOutcome.choices)
-    statuses, ticket_states = _labels(Gpu.Status.choices), _labels(Ticket.State.choices)
-
-    def columns(shares):
-        frame = doc.width - 12  # the frame's own padding, 6 pt either side
-        return [frame * share / sum(shares) for share in shares]
-
-    def text(value):
-        """Text a person or an agent wrote: wrapped inside its column, in full (a vendor reads this pack)."""
-        return pdf_paragraph(value, small)
-
+def _rma_head(evidence: dict, styles, small, columns, text) -> list:
+    """The pack's title, who generated it, and the GPU's and host's particulars."""
     g, h = evidence["gpu"], evidence["host"]
-    story = [
+    statuses = _labels(Gpu.Status.choices)
+    return [
         pdf_paragraph(_("RMA evidence pack — GPU %(gpu)s") % {"gpu": g["serial"] or g["uuid"]}, styles["Title"]),
         pdf_paragraph(_("Generated %(at)s UTC by %(by)s; XID categories and actions after %(source)s") % {
             "at": _when(evidence["generated_at"]), "by": evidence.get("generated_by", "—"),
@@ -239,15 +221,10 @@ def rma_pdf(evidence: dict) -> bytes:
         ], widths=columns((45, 141)), align_left=2),
     ]  # fmt: skip
 
-    def section(title, header, rows, shares):
-        # Fixed widths, the columns' shares of the frame: a paragraph in an auto-sized table is left
-        # whatever width its longest plain neighbour does not take, down to less than nothing.
-        story.extend([Spacer(1, 3 * mm), pdf_paragraph(title, styles["Heading2"])])
-        if rows:
-            story.append(pdf_table(header, rows, widths=columns(shares), align_left=len(header)))
-        else:
-            story.append(pdf_paragraph(_("None recorded."), small))
 
+def _incident_sections(evidence: dict, section, text) -> None:
+    """Driver and firmware changes, XIDs, hardware tickets, ECC and PCIe trends, through `section`."""
+    kinds, ticket_states = _labels(MaintenanceRecord.Kind.choices), _labels(Ticket.State.choices)
     section(
         _("Driver and firmware history"),
         [_("When"), _("Kind"), pgettext("version", "From"), pgettext("version", "To"), _("By")],
@@ -302,6 +279,11 @@ def rma_pdf(evidence: dict) -> bytes:
         ],
         (30, 30, 30, 96),
     )
+
+
+def _service_sections(evidence: dict, section, text) -> None:
+    """Thermal history around the failure, repairs, status history and checklists, through `section`."""
+    outcomes, statuses = _labels(MaintenanceRecord.RepairOutcome.choices), _labels(Gpu.Status.choices)
     failure = _when(evidence["failure_at"]) if evidence["failure_at"] else _("no failure")
     section(
         _("Thermal history around the failure (%(failure)s, hourly)") % {"failure": failure},
@@ -359,6 +341,40 @@ def rma_pdf(evidence: dict) -> bytes:
             ],
             (16, 110, 30, 30),
         )
+
+
+def rma_pdf(evidence: dict) -> bytes:
+    """The pack in the active language (the request's): labels, headers and enum values' names
+    translated, dates in its formats; what people and agents wrote as written. The JSON pack keeps
+    the API's values."""
+    buffer = io.BytesIO()
+    styles = getSampleStyleSheet()
+    small = styles["BodyText"].clone("small", fontSize=8, leading=10)
+    doc = SimpleDocTemplate(buffer, pagesize=A4, leftMargin=12 * mm, rightMargin=12 * mm, topMargin=12 * mm,
+                            bottomMargin=12 * mm,
+                            title=_("RMA evidence %(serial)s") % {"serial": evidence["gpu"]["serial"]})  # fmt: skip
+
+    def columns(shares):
+        frame = doc.width - 12  # the frame's own padding, 6 pt either side
+        return [frame * share / sum(shares) for share in shares]
+
+    def text(value):
+        """Text a person or an agent wrote: wrapped inside its column, in full (a vendor reads this pack)."""
+        return pdf_paragraph(value, small)
+
+    story = _rma_head(evidence, styles, small, columns, text)
+
+    def section(title, header, rows, shares):
+        # Fixed widths, the columns' shares of the frame: a paragraph in an auto-sized table is left
+        # whatever width its longest plain neighbour does not take, down to less than nothing.
+        story.extend([Spacer(1, 3 * mm), pdf_paragraph(title, styles["Heading2"])])
+        if rows:
+            story.append(pdf_table(header, rows, widths=columns(shares), align_left=len(header)))
+        else:
+            story.append(pdf_paragraph(_("None recorded."), small))
+
+    _incident_sections(evidence, section, text)
+    _service_sections(evidence, section, text)
     story.append(pdf_paragraph(_("XID categories and actions: %(source)s") % {"source": evidence["xid_catalog_source"]},
                                small))  # fmt: skip
     doc.build(story)

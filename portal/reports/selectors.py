@@ -215,19 +215,9 @@ def _hardware_ticket_filter() -> Q:
     return Q(rule__in=HARDWARE_TICKET_RULES)
 
 
-def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Report:
-    start, end = query.start, query.end
-    gpu_query = listed_gpus(query)
-    gpus = list(
-        gpu_query.select_related("host")
-        .only("id", "uuid", "index", "model_name", "serial", "status", "install_date", "created_at", "host__hostname")
-        .order_by("host__hostname", "index", "id")
-    )
-    ids = gpu_query.values("id")
-    history = _status_rows(ids, end)
-    retired_times = _retired_times(ids)
-
-    repairs = {
+def _repair_totals(ids, start: dt.datetime, end: dt.datetime) -> dict[int, dict]:
+    """Per GPU id: the repairs in the period, their downtime hours and their cost."""
+    return {
         row["gpu_id"]: row
         for row in MaintenanceRecord.objects.filter(
             kind=MaintenanceRecord.Kind.REPAIR, gpu__in=ids, performed_at__gte=start, performed_at__lt=end
@@ -239,6 +229,21 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
             cost=Coalesce(Sum("cost"), Decimal(0)),
         )
     }
+
+
+def _gpu_rows(query: ReportQuery) -> list[dict]:
+    """One row per GPU in service at some time in the period, with its hours, repairs and tickets."""
+    start, end = query.start, query.end
+    gpu_query = listed_gpus(query)
+    gpus = list(
+        gpu_query.select_related("host")
+        .only("id", "uuid", "index", "model_name", "serial", "status", "install_date", "created_at", "host__hostname")
+        .order_by("host__hostname", "index", "id")
+    )
+    ids = gpu_query.values("id")
+    history = _status_rows(ids, end)
+    retired_times = _retired_times(ids)
+    repairs = _repair_totals(ids, start, end)
     tickets = dict(
         Ticket.objects.filter(_hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end)
         .values("gpu_id")
@@ -270,7 +275,11 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
             "_host_id": gpu.host_id,
         }
         rows.append(_formulas(row))
+    return rows
 
+
+def _model_totals(rows: list[dict]) -> list[dict]:
+    """The rows summed per GPU model, by model name, with each model's MTBF interval."""
     by_model: dict[str, dict] = {}
     for row in rows:
         model = by_model.setdefault(row["model"], {"model": row["model"], "gpus": 0, **dict.fromkeys(SUM_FIELDS, 0)})
@@ -286,12 +295,25 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
         model["mtbf_low"], model["mtbf_high"] = low, high
         model["few_failures"] = model["repairs"] < FEW_FAILURES
         models.append(model)
+    return models
+
+
+def _fleet_totals(rows: list[dict]) -> dict:
+    """The rows summed over the whole fleet, with its MTBF interval."""
     fleet = {"gpus": len(rows), **{name: sum(row[name] for row in rows) for name in SUM_FIELDS}}
     fleet["cost"] = round(fleet["cost"], 2)
     fleet["hardware_tickets"] = sum(row["hardware_tickets"] for row in rows)
     _formulas(fleet)
     fleet["mtbf_low"], fleet["mtbf_high"] = mtbf_interval(fleet["service_hours"], fleet["repairs"], MTBF_CONFIDENCE)
     fleet["few_failures"] = fleet["repairs"] < FEW_FAILURES
+    return fleet
+
+
+def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Report:
+    start, end = query.start, query.end
+    rows = _gpu_rows(query)
+    models = _model_totals(rows)
+    fleet = _fleet_totals(rows)
 
     offenders = repeat_offenders(gpu_ids=[row["_id"] for row in rows], start=start, end=end) if with_offenders else {}
     for row in rows:

@@ -63,10 +63,9 @@ def missing_commands() -> list[str]:
     return [name for name in DAEMONS + CLIENTS if shutil.which(name) is None and not Path(f"/usr/sbin/{name}").exists()]
 
 
-def start(root: Path, *, rest: bool = True) -> LocalCluster:
-    """Start munged, slurmctld, slurmd and (with `rest`) slurmrestd under `root` (made
-    world-readable: slurmrestd runs as nobody and reads slurm.conf, so every directory above must
-    let nobody through); raises RuntimeError with the log's tail if one does not come up."""
+def _prepare_root(root: Path) -> tuple[Path, Path]:
+    """The folders, the munge key, the JWT key and the two GPUs' device files under `root`;
+    returns the munge key's and the JWT key's paths."""
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     for sub in ("munge", "ctld", "spool", "log"):
@@ -81,9 +80,11 @@ def start(root: Path, *, rest: bool = True) -> LocalCluster:
     jwt_key.chmod(0o600)
     for index in range(2):
         (root / f"gpu{index}").touch()
-    node = socket.gethostname().split(".")[0]
-    ctld_port, d_port, rest_port = _free_ports(3)
-    sock = root / "munge" / "munge.socket"
+    return key, jwt_key
+
+
+def _write_conf(root: Path, *, node: str, ctld_port: int, d_port: int, sock: Path, jwt_key: Path) -> Path:
+    """slurm.conf and gres.conf under `root`, world-readable; returns slurm.conf's path."""
     conf = root / "slurm.conf"
     conf.write_text(
         f"""ClusterName=gpufleetlocal
@@ -121,46 +122,69 @@ PartitionName=local Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
     (root / "gres.conf").write_text(f"NodeName={node} Name=gpu File={root}/gpu[0-1]\n")
     for path in (conf, root / "gres.conf"):
         path.chmod(0o644)
+    return conf
+
+
+def _start_daemons(cluster: LocalCluster, env: dict, *, key: Path, sock: Path, others: str) -> None:
+    """munged, slurmctld and slurmd, each waited for; the node idle at the end."""
+    root, node = cluster.root, cluster.node
+    subprocess.run(
+        ["munged", "-f", f"--key-file={key}", f"--socket={sock}", f"--pid-file={root}/munge/munged.pid",
+         f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/seed"],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    subprocess.run(["slurmctld"], env=env, check=True, capture_output=True, timeout=30)
+    _wait(
+        lambda: "UP" in subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).stdout,
+        30, "slurmctld", root / "log" / "slurmctld.log",
+    )  # fmt: skip
+    subprocess.run(["slurmd"], env=env, check=True, capture_output=True, timeout=30)
+
+    def idle():
+        line = subprocess.run(["scontrol", "-o", "show", "node", node], env=env, capture_output=True, text=True)
+        return "State=IDLE " in line.stdout
+
+    _wait(idle, 60, f"node {node} (other Slurm processes: {others or 'none'})", root / "log" / "slurmd.log")
+
+
+def _start_rest(cluster: LocalCluster, env: dict, rest_port: int) -> None:
+    """slurmrestd as nobody with JWT authentication, waited for; root's token on the cluster."""
+    root = cluster.root
+    with open(root / "log" / "slurmrestd.log", "wb") as log:
+        cluster._rest = subprocess.Popen(  # noqa: S603
+            ["slurmrestd", "-u", "nobody", "-g", _nobody_group(), "-a", "rest_auth/jwt", "-s", _openapi_plugins(),
+             f"127.0.0.1:{rest_port}"],
+            env={**env, "SLURM_JWT": "daemon"}, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    (root / "slurmrestd.pid").write_text(str(cluster._rest.pid))
+    _wait(
+        lambda: socket.create_connection(("127.0.0.1", rest_port), timeout=1).close() or True,
+        30, "slurmrestd", root / "log" / "slurmrestd.log",
+    )  # fmt: skip
+    token = subprocess.run(
+        ["scontrol", "token", "username=root", "lifespan=86400"], env=env, capture_output=True, text=True,
+        check=True,
+    ).stdout  # fmt: skip
+    cluster.rest_token = token.strip().partition("=")[2]
+
+
+def start(root: Path, *, rest: bool = True) -> LocalCluster:
+    """Start munged, slurmctld, slurmd and (with `rest`) slurmrestd under `root` (made
+    world-readable: slurmrestd runs as nobody and reads slurm.conf, so every directory above must
+    let nobody through); raises RuntimeError with the log's tail if one does not come up."""
+    key, jwt_key = _prepare_root(root)
+    node = socket.gethostname().split(".")[0]
+    ctld_port, d_port, rest_port = _free_ports(3)
+    sock = root / "munge" / "munge.socket"
+    conf = _write_conf(root, node=node, ctld_port=ctld_port, d_port=d_port, sock=sock, jwt_key=jwt_key)
     env = {**os.environ, "SLURM_CONF": str(conf)}
     others = subprocess.run(["pgrep", "-a", "slurm"], capture_output=True, text=True, check=False).stdout.strip()
     cluster = LocalCluster(root=root, conf=conf, node=node, rest_url=f"http://127.0.0.1:{rest_port}",
                            rest_user="root", rest_token="")  # fmt: skip
     try:
-        subprocess.run(
-            ["munged", "-f", f"--key-file={key}", f"--socket={sock}", f"--pid-file={root}/munge/munged.pid",
-             f"--log-file={root}/log/munged.log", f"--seed-file={root}/munge/seed"],
-            check=True, capture_output=True, timeout=30,
-        )  # fmt: skip
-        subprocess.run(["slurmctld"], env=env, check=True, capture_output=True, timeout=30)
-        _wait(
-            lambda: "UP" in subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).stdout,
-            30, "slurmctld", root / "log" / "slurmctld.log",
-        )  # fmt: skip
-        subprocess.run(["slurmd"], env=env, check=True, capture_output=True, timeout=30)
-
-        def idle():
-            line = subprocess.run(["scontrol", "-o", "show", "node", node], env=env, capture_output=True, text=True)
-            return "State=IDLE " in line.stdout
-
-        _wait(idle, 60, f"node {node} (other Slurm processes: {others or 'none'})", root / "log" / "slurmd.log")
-        if not rest:
-            return cluster
-        with open(root / "log" / "slurmrestd.log", "wb") as log:
-            cluster._rest = subprocess.Popen(  # noqa: S603
-                ["slurmrestd", "-u", "nobody", "-g", _nobody_group(), "-a", "rest_auth/jwt", "-s", _openapi_plugins(),
-                 f"127.0.0.1:{rest_port}"],
-                env={**env, "SLURM_JWT": "daemon"}, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        (root / "slurmrestd.pid").write_text(str(cluster._rest.pid))
-        _wait(
-            lambda: socket.create_connection(("127.0.0.1", rest_port), timeout=1).close() or True,
-            30, "slurmrestd", root / "log" / "slurmrestd.log",
-        )  # fmt: skip
-        token = subprocess.run(
-            ["scontrol", "token", "username=root", "lifespan=86400"], env=env, capture_output=True, text=True,
-            check=True,
-        ).stdout  # fmt: skip
-        cluster.rest_token = token.strip().partition("=")[2]
+        _start_daemons(cluster, env, key=key, sock=sock, others=others)
+        if rest:
+            _start_rest(cluster, env, rest_port)
     except BaseException:
         cluster.stop(remove=False)
         raise

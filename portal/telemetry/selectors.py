@@ -26,7 +26,7 @@ def _refused(field: str, message: str) -> InvalidInput:
     return InvalidInput(f"{field}: {message}", problems=[(field, message)])
 
 
-def _too_many_points(resolution: str, start: dt.datetime, end: dt.datetime) -> InvalidInput:
+def _too_many_points(resolution: str, end: dt.datetime) -> InvalidInput:
     """Every answer holds at most READINGS_MAX_POINTS points, whatever the resolution asked for:
     past it, a 400 that says how to ask instead (a shorter span, a coarser resolution, or auto)."""
     limit = settings.READINGS_MAX_POINTS
@@ -81,13 +81,13 @@ def gpu_series(
     if resolution == "raw":
         rows = store.readings_of(gpu_ids=[gpu.pk], columns=("ts", *metrics), start=start, end=end, limit=limit + 1)
         if len(rows) > limit:
-            raise _too_many_points(resolution, start, end)
+            raise _too_many_points(resolution, end)
         values = {metric: [row[position + 1] for row in rows] for position, metric in enumerate(metrics)}
         if "throttle_reasons" in values:
             values["throttle_reasons"] = [throttle_names(mask) for mask in values["throttle_reasons"]]
         return Series(resolution, start, end, [row[0] for row in rows], values)
     if (end - start) / _STEP[resolution] + 1 > limit:  # buckets from the one holding 'from' on
-        raise _too_many_points(resolution, start, end)
+        raise _too_many_points(resolution, end)
     columns = [f"{metric}_{stat}" for metric in metrics for stat in ("mean", "min", "max")]
     rows = store.rollups_of(
         gpu_ids=[gpu.pk], resolution=resolution, columns=("bucket", *columns), start=start - _STEP[resolution], end=end

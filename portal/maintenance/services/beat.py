@@ -37,7 +37,7 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     host_events = _silent_hosts(per_host, host_last, tracks, now)
     tracks.save(now)
     silenced = SilenceLookup(host_ids, _gpu_infos([gpu_id for gpu_id, _, _, _ in latest]))
-    return _silent_apply(gpu_events, host_events, silenced=silenced, params=params, now=now)
+    return _silent_apply(gpu_events, host_events, silenced=silenced, now=now)
 
 
 def _latest_in_service() -> list[tuple[int, int, dt.datetime, dt.datetime]]:
@@ -85,15 +85,15 @@ def _silent_hosts(per_host, host_last, tracks: Tracks, now: dt.datetime) -> list
 
 
 def _silent_apply(
-    gpu_events: list[Event], host_events: list[Event], *, silenced: SilenceLookup, params: RuleParams, now: dt.datetime
+    gpu_events: list[Event], host_events: list[Event], *, silenced: SilenceLookup, now: dt.datetime
 ) -> list:
     """Open the tickets: the host tickets first, so that their GPUs' tickets are born grouped;
     then the silent GPUs of hosts that still answer, each alone; then the GPUs of silent hosts,
     held by their host's ticket."""
-    outcomes = events_apply(host_events, silenced=silenced, params=params)
+    outcomes = events_apply(host_events, silenced=silenced)
     silent_hosts = {event.track.host_id for event in host_events}
     alone = [event for event in gpu_events if event.track.host_id not in silent_hosts]
-    outcomes += events_apply(alone, silenced=silenced, params=params)
+    outcomes += events_apply(alone, silenced=silenced)
     grouped = [event for event in gpu_events if event.track.host_id in silent_hosts]
     return outcomes + [(_silent_gpu_grouped(event, now), "grouped") for event in grouped]
 
@@ -126,7 +126,7 @@ def xid_quiet_check(*, now: dt.datetime | None = None) -> list:
         if enabled:
             rules[track.rule].evaluate_quiet(track, now.timestamp(), p, events.append)
     tracks.save(now)
-    return events_apply(events, silenced=lambda *a: False, params=params)
+    return events_apply(events, silenced=lambda *a: False)
 
 
 @transaction.atomic
@@ -209,4 +209,4 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
                 events.append(Event("update", track, ts, value=round(days_overdue, 1), severity="warning",
                                     note="overdue: " + note))  # fmt: skip
     tracks.save(now)
-    return events_apply(events, silenced=lambda *a: False, params=params)
+    return events_apply(events, silenced=lambda *a: False)

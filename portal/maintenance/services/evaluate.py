@@ -221,7 +221,6 @@ class _Judged:
     tracks: Tracks
     gpus: dict[int, GpuInfo]
     host_ids: set[int]
-    params: RuleParams
 
 
 def _judge(*, readings, xids=None, params=None, gpu_ids=None, host_id=None) -> _Judged:
@@ -266,18 +265,18 @@ def _judge(*, readings, xids=None, params=None, gpu_ids=None, host_id=None) -> _
         if host_silent is not None and host_silent.state != OK:
             host_silent.state, host_silent.since, host_silent.changed = OK, None, True
             emit(Event("clear", host_silent, first))
-    return _Judged(result, tracks, gpus, host_ids, params)
+    return _Judged(result, tracks, gpus, host_ids)
 
 
 def _apply(judged: _Judged, now: dt.datetime) -> EvaluationResult:
     """Write what _judge came to: the states that moved, and the tickets their events make."""
     judged.tracks.save(now)
     silenced = SilenceLookup(judged.host_ids, judged.gpus)
-    judged.result.tickets = events_apply(judged.result.events, silenced=silenced, params=judged.params)
+    judged.result.tickets = events_apply(judged.result.events, silenced=silenced)
     return judged.result
 
 
-def events_apply(events: list[Event], *, silenced, params: RuleParams) -> list:
+def events_apply(events: list[Event], *, silenced) -> list:
     """Turn rule events into ticket changes, group what a host shares, then notify."""
     outcomes = []
     fired_groups = set()
@@ -295,7 +294,7 @@ def events_apply(events: list[Event], *, silenced, params: RuleParams) -> list:
                 fired_groups.add((track.rule, track.host_id, at))
         elif event.kind == "clear":
             ticket = ticket_services.ticket_auto_resolve(
-                rule=track.rule, host_id=track.host_id, gpu_id=track.gpu_id, at=at, value=event.value
+                rule=track.rule, host_id=track.host_id, gpu_id=track.gpu_id, at=at
             )
             if ticket is not None:
                 outcomes.append((ticket, "resolved"))

@@ -232,7 +232,7 @@ def _resolve(ticket: Ticket, *, at: dt.datetime, kind: str, user=None, record=No
     return True
 
 
-def ticket_auto_resolve(*, rule: str, host_id: int, gpu_id: int | None, at: dt.datetime, value=None) -> Ticket | None:
+def ticket_auto_resolve(*, rule: str, host_id: int, gpu_id: int | None, at: dt.datetime) -> Ticket | None:
     """The rule's clear condition held: resolve its open ticket, marked as automatic. A host ticket
     that groups GPU tickets resolves with its last open child."""
     fp = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
