@@ -43,7 +43,7 @@ TIMELINE = """What happens next (times from now):
   at once    "due"/"overdue" maintenance tickets for dgx-02 and ws-lab-03 (old records); the
              24 h charts of the sim-* GPUs show a day of training jobs; the Wear panel of
              sim-rack-b GPU 0 shows 60 days of dust building up and a cleaning; thermal
-             throttling on sim-rack-a GPU 1
+             throttling on sim-rack-a GPU 1;
              sim-desk-c GPU 0's verified repair 3 days ago (GPU page: Diagnostics, Maintenance
              timeline, Status history; its RMA pack): XID 79 ticket, out for repair, a re-seat, a
              level-1 diagnostic that FAILED (another XID 79), a new riser under RMA-2026-0412, a
