@@ -21,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from portal.diagnostics import services as diagnostics
-from portal.diagnostics.models import Diagnostic, DiagnosticGpu
+from portal.diagnostics.models import Diagnostic
 from portal.fleet import services as fleet
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket, TicketEvent
@@ -61,8 +61,8 @@ def _checks(*, xid_since: dt.datetime, xid_at: dt.datetime | None) -> list[dict]
 
 
 class _Story:
-    """Runs each step now and dates what it wrote (ticket events, resolutions, the gate's
-    diagnostic requests) to the step's moment in the story."""
+    """Runs each step now and dates what it wrote (ticket events and resolutions; run() the
+    diagnostics) to the step's moment in the story."""
 
     def __init__(self, gpu: Gpu, start: dt.datetime) -> None:
         self.gpu, self.start = gpu, start
@@ -75,19 +75,23 @@ class _Story:
         tickets = Ticket.objects.filter(gpu=self.gpu)
         TicketEvent.objects.filter(ticket__in=tickets, at__gte=self.real_start).update(at=moment)
         tickets.filter(resolved_at__gte=self.real_start).update(resolved_at=moment)
-        for diagnostic in Diagnostic.objects.filter(host=self.gpu.host, requested_at__gte=self.real_start):
-            Diagnostic.objects.filter(pk=diagnostic.pk).update(
-                requested_at=moment, expires_at=moment + diagnostics.expiry_for(diagnostic.level)
-            )
 
-    def gate_diagnostic(self) -> Diagnostic:
-        """The level-1 diagnostic the return gate requested when a repair resolved the XID ticket."""
-        return Diagnostic.objects.filter(gpus__gpu=self.gpu, state=Diagnostic.State.REQUESTED).latest("requested_at")
+    def request(self, tech) -> Diagnostic:
+        """The technician asks for a level-1 diagnostic before logging the repair, so that the
+        return gate, when the repair resolves the XID ticket, finds it under way rather than
+        asking for another one (or leaning on the burn-in the agent runs now)."""
+        return diagnostics.diagnostic_request(
+            host=self.gpu.host, level=1, gpus=[self.gpu], user=tech, purpose=Diagnostic.Purpose.RETURN
+        )
 
     def run(self, diagnostic: Diagnostic, *, started: dt.datetime, xid_at: dt.datetime | None, since) -> Diagnostic:
         """The agent takes the diagnostic and posts its result, as agents/diagnose.py does."""
         host = self.gpu.host
         finished = started + dt.timedelta(minutes=4)
+        requested = started - dt.timedelta(minutes=2)
+        Diagnostic.objects.filter(pk=diagnostic.pk).update(
+            requested_at=requested, expires_at=requested + diagnostics.expiry_for(diagnostic.level)
+        )
         diagnostics.diagnostic_started(diagnostic_id=diagnostic.pk, host=host, started_at=started, now=started)
         result = "fail" if xid_at is not None else "pass"
         diagnostic = diagnostics.diagnostic_result_record(
@@ -128,6 +132,7 @@ def repair_story_seed(*, now: dt.datetime | None = None) -> bool:
                          reason="XID 79: GPU fell off the bus; node drained, card pulled for inspection.")  # fmt: skip
 
     # 13:00: a first repair resolves the ticket; the gate asks for a level-1 diagnostic, which fails.
+    asked = story.request(tech)
     with set_actor(tech):
         fleet.record_create(
             kind=REPAIR, host=gpu.host, gpu=gpu, recorded_by=tech, performed_at=story.at(3),
@@ -136,9 +141,10 @@ def repair_story_seed(*, now: dt.datetime | None = None) -> bool:
         )  # fmt: skip
     story.date(story.at(3))
     XidEvent.objects.create(gpu=gpu, ts=story.at(3.28), code=BUS)  # during the diagnostic's stress
-    first = story.run(story.gate_diagnostic(), started=story.at(3.25), xid_at=story.at(3.28), since=story.at(3))
+    first = story.run(asked, started=story.at(3.25), xid_at=story.at(3.28), since=story.at(3))
 
     # Day 2, 11:00: the riser replaced under an RMA; the gate's second diagnostic passes.
+    asked = story.request(tech)
     with set_actor(tech):
         fleet.record_create(
             kind=REPAIR, host=gpu.host, gpu=gpu, recorded_by=tech, performed_at=story.at(25),
@@ -147,7 +153,7 @@ def repair_story_seed(*, now: dt.datetime | None = None) -> bool:
             notes="Riser contacts burnt on lane 0-3 (the XID 79 after re-seating); riser replaced.",
         )  # fmt: skip
     story.date(story.at(25))
-    second = story.run(story.gate_diagnostic(), started=story.at(25.5), xid_at=None, since=story.at(25))
+    second = story.run(asked, started=story.at(25.5), xid_at=None, since=story.at(25))
 
     # 12:00: back in service through the return-to-service guard (a passed diagnostic after the repair).
     fleet.gpu_status_set(
@@ -164,7 +170,8 @@ def repair_story_seed(*, now: dt.datetime | None = None) -> bool:
         first.state == Diagnostic.State.FAILED
         and second.state == Diagnostic.State.PASSED
         and Ticket.objects.get(pk=ticket.pk).state == Ticket.State.RESOLVED
-        and not DiagnosticGpu.objects.filter(gpu=gpu, diagnostic__state__in=Diagnostic.OPEN_STATES).exists()
+        # No diagnostic asked for on the way (the gate's): the simulated agent would run it now.
+        and not Diagnostic.objects.filter(requested_at__gte=story.real_start, host=gpu.host).exists()
     )
     if not told:  # the services changed under the story: fail loudly rather than show half of it
         raise RuntimeError(f"the demo's repair story did not come out as told ({first.state}, {second.state})")

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from portal.demo import repair, story
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu
+from portal.diagnostics.services import diagnostic_request
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.services.tickets import ticket_fire
@@ -25,7 +26,10 @@ def demo(settings, tmp_path):
     assert repair_history_seed() is True
     story.prepare_simulated_hosts()
     story.backfill_history(span=dt.timedelta(minutes=10))
-    return Gpu.objects.select_related("host").get(host__hostname="sim-desk-c", index=0)
+    gpu = Gpu.objects.select_related("host").get(host__hostname="sim-desk-c", index=0)
+    # The burn-in its registration asks for after the commit (the simulated agent runs it in the demo).
+    diagnostic_request(host=gpu.host, level=1, purpose=Diagnostic.Purpose.BURN_IN)
+    return gpu
 
 
 def _moments(gpu):
@@ -33,7 +37,9 @@ def _moments(gpu):
     steps = [(r.performed_at, "repair") for r in MaintenanceRecord.objects.filter(gpu=gpu, kind="repair")]
     steps += [
         (row.diagnostic.finished_at, f"diagnostic {row.result}")
-        for row in DiagnosticGpu.objects.filter(gpu=gpu).select_related("diagnostic")
+        for row in DiagnosticGpu.objects.filter(gpu=gpu, diagnostic__finished_at__isnull=False).select_related(
+            "diagnostic"
+        )
     ]
     steps += [(c.changed_at, c.to_status) for c in GpuStatusChange.objects.filter(gpu=gpu).exclude(from_status="")]
     steps += [(t.first_seen, f"ticket {t.rule}") for t in Ticket.objects.filter(gpu=gpu)]
@@ -51,13 +57,14 @@ def test_the_story_is_told_in_order_through_the_gate(demo, client_for, viewer):
     assert gpu.status == Gpu.Status.IN_SERVICE
     back = GpuStatusChange.objects.filter(gpu=gpu).latest("changed_at")
     assert back.to_status == Gpu.Status.IN_SERVICE and not back.override
-    # The diagnostics are the gate's (asked for when a repair resolved the XID ticket), with their tests.
-    failed, passed = Diagnostic.objects.filter(host=gpu.host).order_by("requested_at")
+    # Asked for by the technician with each repair (the gate found them under way), with their tests.
+    burn_in = Diagnostic.objects.get(purpose=Diagnostic.Purpose.BURN_IN)
+    assert burn_in.state == Diagnostic.State.REQUESTED  # left to the agent
+    failed, passed = Diagnostic.objects.filter(host=gpu.host).exclude(pk=burn_in.pk).order_by("requested_at")
     assert (failed.state, passed.state) == ("failed", "passed")
-    assert {failed.purpose, passed.purpose} == {Diagnostic.Purpose.RESUME}
+    assert {failed.purpose, passed.purpose} == {Diagnostic.Purpose.RETURN}
+    assert failed.requested_by.username == passed.requested_by.username == "tech"
     xid = Ticket.objects.get(gpu=gpu, rule="xid_bus")
-    assert failed.ticket == xid  # the second repair resolves both tickets: the gate's next is for one of them
-    assert passed.ticket.gpu == gpu and passed.ticket.rule in ("xid_bus", "diagnostic_failed")
     assert failed.gpus.get().tests.get(name="XID errors").result == "fail"
     assert passed.gpus.get().tests.get(name="XID errors").result == "pass"
     # The XID ticket: resolved by the first repair, reopened by the failed diagnostic, resolved again.
@@ -67,7 +74,9 @@ def test_the_story_is_told_in_order_through_the_gate(demo, client_for, viewer):
     assert not Ticket.objects.filter(gpu=gpu, state__in=Ticket.OPEN_STATES).exists()
     assert all(event.at < timezone.now() - dt.timedelta(days=1) for event in xid.events.all())
     # Nothing left for the simulated agent to run, no Slurm action from the past.
-    assert not Diagnostic.objects.filter(host=gpu.host, state__in=Diagnostic.OPEN_STATES).exists()
+    assert (
+        not Diagnostic.objects.filter(host=gpu.host, state__in=Diagnostic.OPEN_STATES).exclude(pk=burn_in.pk).exists()
+    )
     assert not SchedulerAction.objects.filter(host=gpu.host).exists()
     # Shown where a newcomer looks: the GPU page, the ticket, the RMA pack.
     page = client_for(viewer).get(f"/gpus/{gpu.uuid}/").content.decode()
