@@ -41,7 +41,8 @@ def _rfc3339(moment: dt.datetime) -> str:
 
 
 def _checks(*, xid_since: dt.datetime, xid_at: dt.datetime | None) -> list[dict]:
-    """The simulated agent's level-1 NVML checks (agents/diagnose.py), with or without an XID."""
+    """The simulated agent's level-1 NVML checks (agents/diagnose.py), with or without an XID; its
+    tool version is NVML's (13.<driver>, as agents/simulate.py reports it)."""
     xid = (
         {"name": "XID errors", "category": "Hardware", "result": "fail",
          "info": f"1 XID error(s) since {_rfc3339(xid_since)}: XID {BUS} at {_rfc3339(xid_at)}"}
@@ -96,7 +97,7 @@ class _Story:
         result = "fail" if xid_at is not None else "pass"
         diagnostic = diagnostics.diagnostic_result_record(
             diagnostic_id=diagnostic.pk, host=host, started_at=started, finished_at=finished, tool="nvml",
-            tool_version="agent 1.0 (NVML checks)", driver_version=host.driver_version,
+            tool_version=f"13.{host.driver_version}", driver_version=host.driver_version,
             gpus=[{"uuid": self.gpu.uuid, "result": result, "tests": _checks(xid_since=since, xid_at=xid_at)}],
             now=finished,
         )  # fmt: skip
