@@ -43,8 +43,14 @@ TIMELINE = """What happens next (times from now):
   at once    "due"/"overdue" maintenance tickets for dgx-02 and ws-lab-03 (old records); the
              24 h charts of the sim-* GPUs show a day of training jobs; the Wear panel of
              sim-rack-b GPU 0 shows 60 days of dust building up and a cleaning; thermal
-             throttling on sim-rack-a GPU 1
-  ~20 s      "GPU fell off the bus (XID 79)" on sim-desk-c GPU 0, then an XID every 3 minutes
+             throttling on sim-rack-a GPU 1;
+             sim-desk-c GPU 0's verified repair 3 days ago (GPU page: Diagnostics, Maintenance
+             timeline, Status history; its RMA pack): XID 79 ticket, out for repair, a re-seat, a
+             level-1 diagnostic that FAILED (another XID 79), a new riser under RMA-2026-0412, a
+             diagnostic that PASSED, back in service through the return gate (not forced)
+  ~20 s      "GPU fell off the bus (XID 79)" on sim-desk-c GPU 0 again, then an XID every 3 minutes:
+             a new ticket that drains the local Slurm node when Slurm runs (host page: Slurm node),
+             and the GPU a lemon (Reliability report: Lemons), like dgx-02 GPU 2
   1-3 min    "Agent silent" for sim-desk-c GPU 1, which stops answering after 30 s
   3-15 min   overheating on sim-rack-a GPU 0, then dust, fan wear, ECC and PCIe faults
 """

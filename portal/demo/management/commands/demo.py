@@ -18,6 +18,7 @@ from portal.core.management.commands.run import prepare, start_portal, supervise
 from portal.core.supervise import Child
 from portal.demo import story
 from portal.demo.directory import DEMO_PEOPLE, directory_running, slapd_available
+from portal.demo.repair import repair_story_seed
 from portal.wear.demo import wear_demo_seed
 
 
@@ -64,11 +65,13 @@ class Command(BaseCommand):
             call_command("seed_demo")
             call_command("seed_repair_history")  # reports: a repair history worth reading
             tokens.update(story.prepare_simulated_hosts())
-            if slurm is not None:
-                story.slurm_node_assign(slurm)
             backfilled = story.backfill_history()
             if backfilled:
                 self.stdout.write(f"History: {backfilled} readings of the last 24 h for the simulated hosts.")
+            if repair_story_seed():  # on the simulated GPU and driver; before its Slurm node (no past drains)
+                self.stdout.write("Repair: sim-desk-c GPU 0 repaired twice 3 days ago (diagnostics: failed, passed).")
+            if slurm is not None:
+                story.slurm_node_assign(slurm)
             if wear_demo_seed():  # 60 days of wear before that: sim-rack-b GPU 0's dust and its cleaning
                 self.stdout.write("Wear: 60 days of meters for the simulated GPUs (sim-rack-b GPU 0: dust, cleaned).")
             runs = demo_checklists_seed()  # after the history: automatic items judged on it
