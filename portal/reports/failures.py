@@ -52,10 +52,10 @@ LEMON_RATE_FACTOR = 3.0
 LEMON_MIN_FAILURES = 2
 
 AGAIN_AFTER_REPAIR = gettext_noop(
-    "failed again on %(failed)s (%(category)s), %(days)s days after the repair of %(repaired)s"
+    "failed again on %(failed)s (%(category)s), within %(window)s days of the repair of %(repaired)s"
 )
 AGAIN_AFTER_HOST_REPAIR = gettext_noop(
-    "GPU %(index)s failed on %(failed)s (%(category)s), %(days)s days after the host's repair of %(repaired)s"
+    "GPU %(index)s failed on %(failed)s (%(category)s), within %(window)s days of the host's repair of %(repaired)s"
 )
 RATE_TIMES_FLEET = gettext_noop(
     "%(failures)s failures in the period: %(rate)s per GPU-year, %(factor)s times the fleet's %(fleet_rate)s"
@@ -156,10 +156,6 @@ def failure_rates(failures: list[Failure], service_hours: float) -> dict:
     }
 
 
-def _days(later: dt.datetime, earlier: dt.datetime) -> int:
-    return max(0, (later - earlier).days)
-
-
 def _again_after_repair(failures: list[Failure], repairs: list[dt.datetime]) -> Reason | None:
     for failure in failures:
         for repaired_at in sorted(repairs, reverse=True):
@@ -167,7 +163,7 @@ def _again_after_repair(failures: list[Failure], repairs: list[dt.datetime]) -> 
                 return Reason(
                     AGAIN_AFTER_REPAIR,
                     {"failed": f"{failure.at:%Y-%m-%d}", "category": failure.category,
-                     "days": _days(failure.at, repaired_at), "repaired": f"{repaired_at:%Y-%m-%d}"},
+                     "window": LEMON_WINDOW.days, "repaired": f"{repaired_at:%Y-%m-%d}"},
                 )  # fmt: skip
     return None
 

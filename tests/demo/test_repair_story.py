@@ -105,4 +105,4 @@ def test_the_demo_lemons_are_in_the_reliability_report(demo, client_for, viewer)
     lemons = {(g["hostname"], g["index"]): g for g in body["lemons"]["gpus"]}
     assert ("dgx-02", 2) in lemons
     assert ("sim-desk-c", 0) in lemons
-    assert "after the repair" in " ".join(lemons[("sim-desk-c", 0)]["reasons"])
+    assert "of the repair of" in " ".join(lemons[("sim-desk-c", 0)]["reasons"])

@@ -115,7 +115,7 @@ def test_a_gpu_failing_again_within_90_days_of_a_repair_is_a_lemon(client_for, v
     lemons = {g["serial"]: g for g in body["lemons"]["gpus"]}
     assert list(lemons) == ["SN-LEMON"]
     assert lemons["SN-LEMON"]["reasons"] == [
-        f"failed again on {repaired + dt.timedelta(days=30):%Y-%m-%d} (PCIe / NVLink), 30 days after the repair of "
+        f"failed again on {repaired + dt.timedelta(days=30):%Y-%m-%d} (PCIe / NVLink), within 90 days of the repair of "
         f"{repaired:%Y-%m-%d}"
     ]
     assert fine.uuid not in {g["uuid"] for g in body["lemons"]["gpus"]}
@@ -155,7 +155,7 @@ def test_a_host_failing_again_after_its_repair_and_a_host_failing_often_are_lemo
     hosts = {h["hostname"]: h for h in body["lemons"]["hosts"]}
     assert set(hosts) == {"node-bad", "node-often"}
     assert hosts["node-bad"]["reasons"][0].startswith(
-        f"GPU 1 failed on {START + dt.timedelta(days=20):%Y-%m-%d} (PCIe / NVLink), 10 days after the host's repair"
+        f"GPU 1 failed on {START + dt.timedelta(days=20):%Y-%m-%d} (PCIe / NVLink), within 90 days of the host's repair"
     )
     # 3 failures over 2 GPU-years against the fleet's 4 over 12: 4.5 times.
     assert hosts["node-often"]["reasons"] == ["3 failures in the period: 1.50 per GPU-year, 4.5 times the fleet's 0.33"]
