@@ -2,6 +2,7 @@
 then only the proxy's own entry, and only when it is an address (portal.core.forwarded)."""
 
 import asyncio
+import concurrent.futures
 
 import pytest
 from auditlog.models import LogEntry
@@ -47,7 +48,10 @@ def scope_seen(scope: dict) -> dict:
     async def app(scope, receive, send):
         seen.update(scope)
 
-    asyncio.run(ProxyHeadersMiddleware(app)(scope, None, None))
+    # In a thread of its own: a session's browser tests (Playwright) keep an event loop running in
+    # the main thread, where asyncio.run refuses to start another.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, ProxyHeadersMiddleware(app)(scope, None, None)).result()
     return seen
 
 
