@@ -28,8 +28,12 @@ def test_the_same_batch_posted_twice_at_once_is_stored_once(transactional_db, re
     agent = agent_for("dgx-race")
     # a GPU already known, so both requests go straight to the insert and race on the batch_id
     assert agent.post(make_batch(agent.hostname, gpus=[A], readings=1)).status_code == 202
+    # Each attempt's readings a minute apart from the others': attempts made a multiple of 100 ms apart
+    # would otherwise share instants, and a second reading of a GPU at one instant is dropped.
+    first = timezone.now() - dt.timedelta(minutes=10)
     for attempt in range(5):
-        batch = make_batch(agent.hostname, gpus=[A], readings=500, step=dt.timedelta(milliseconds=100))
+        batch = make_batch(agent.hostname, gpus=[A], readings=500, step=dt.timedelta(milliseconds=100),
+                           now=first + dt.timedelta(minutes=attempt))  # fmt: skip
         start = threading.Barrier(2)
         answers = []
 
