@@ -33,6 +33,7 @@ from agents.collector import rfc3339
 from agents.device import XidEvent
 from agents.diagnose import LEVELS, Interrupted, Runner, check, gpu_entry, resolve_targets
 from agents.push import Backoff, Sender, SendResult
+from agents.spool import durable_sqlite
 
 log = logging.getLogger(__name__)
 
@@ -161,19 +162,7 @@ class DiagnosticStore:
             self._db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('first_seen', ?)", (clock(),))
 
     def _open(self, target: str) -> sqlite3.Connection:
-        db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=30)
-        try:
-            if self.path is not None:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=FULL")
-                check = db.execute("PRAGMA quick_check(1)").fetchone()[0]
-                if check != "ok":
-                    raise sqlite3.DatabaseError(f"quick_check: {check}")
-            db.executescript(SCHEMA)
-        except sqlite3.DatabaseError:
-            db.close()
-            raise
-        return db
+        return durable_sqlite(target, SCHEMA, on_disk=self.path is not None)
 
     def close(self) -> None:
         with self._lock:

@@ -51,6 +51,26 @@ CREATE TABLE IF NOT EXISTS counter (
 );
 """
 
+
+def durable_sqlite(target: str | Path, schema: str, *, on_disk: bool = True) -> sqlite3.Connection:
+    """An agent's SQLite store (the spool, diagnostics.db): on disk with WAL + synchronous=FULL, so a
+    committed row survives a power cut and readers never block the writer; checked (quick_check)
+    and given `schema`. A store that fails the check raises sqlite3.DatabaseError, closed."""
+    db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=30)
+    try:
+        if on_disk:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            check = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {check}")
+        db.executescript(schema)
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
+
+
 SPOOL_FILE = "spool.db"
 # The protocol's limits for one post: 5,000 readings, 1 MiB of JSON; a little under the latter,
 # since sent_at is rewritten at each attempt.
@@ -108,20 +128,8 @@ class Spool:
             self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
-        try:
-            # WAL + synchronous=FULL: a committed batch survives a power cut, and readers never
-            # block the writer. `--replay-rejected` may write from a second process.
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            check = db.execute("PRAGMA quick_check(1)").fetchone()[0]
-            if check != "ok":
-                raise sqlite3.DatabaseError(f"quick_check: {check}")
-            db.executescript(SCHEMA)
-        except sqlite3.DatabaseError:
-            db.close()
-            raise
-        return db
+        # `--replay-rejected` may write from a second process.
+        return durable_sqlite(self.path, SCHEMA)
 
     def _move_aside(self) -> Path:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self._clock()))

@@ -120,30 +120,32 @@ class ResumeBlocker:
         return gettext(_BLOCKER_TEXTS[self.code]) % self.params
 
 
-class ResumeRefused(Conflict):
-    """The portal keeps the node drained (HTTP 409); `blockers` say why."""
+class _NodeKeptDrained(Conflict):
+    """A 409 that keeps a node as it is; `blockers` say why, one detail entry each."""
 
-    def __init__(self, node: str, blockers: list[ResumeBlocker]):
-        why = "; ".join(b.msg for b in blockers)
-        super().__init__(
-            f"Slurm node {node} stays drained: {why} (an admin may force the resume)",
-            problems=[(b.loc, b.msg) for b in blockers],
-        )
+    def __init__(self, node: str, blockers: list[ResumeBlocker], message: str):
+        super().__init__(message, problems=[(b.loc, b.msg) for b in blockers])
         self.node = node
         self.blockers = blockers
 
 
-class RestRefused(Conflict):
-    """No rest on a node that a person drained (HTTP 409); `blockers` say why."""
+class ResumeRefused(_NodeKeptDrained):
+    """The portal keeps the node drained (HTTP 409)."""
+
+    def __init__(self, node: str, blockers: list[ResumeBlocker]):
+        why = "; ".join(b.msg for b in blockers)
+        super().__init__(node, blockers, f"Slurm node {node} stays drained: {why} (an admin may force the resume)")
+
+
+class RestRefused(_NodeKeptDrained):
+    """No rest on a node that a person drained (HTTP 409)."""
 
     def __init__(self, node: str, blockers: list[ResumeBlocker]):
         why = "; ".join(b.msg for b in blockers)
         super().__init__(
+            node, blockers,
             f"Slurm node {node} is drained for another reason: {why}; no rest is asked, the drain stays as it is",
-            problems=[(b.loc, b.msg) for b in blockers],
-        )
-        self.node = node
-        self.blockers = blockers
+        )  # fmt: skip
 
 
 class DrainRefused(Conflict):
