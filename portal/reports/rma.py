@@ -4,7 +4,8 @@ Serial, model, VBIOS, driver history (driver/firmware update records), the XID t
 events with NVIDIA's catalog category and actions), ECC and row-remap trend and PCIe link
 history (the GPU's readings sampled once a day over the last 30 days: one indexed "latest reading
 before" lookup per day, never a scan), thermal history around the failure (hourly rollups 48 h
-either side of the latest hardware failure), repairs, status history, and the checklists done
+either side of the latest hardware failure), repairs, the diagnostics that proved them or not (this
+GPU's result and every test that did not pass), status history, and the checklists done
 when the checklists app is installed.
 """
 
@@ -25,6 +26,8 @@ from reportlab.lib.units import mm
 from reportlab.platypus import SimpleDocTemplate, Spacer
 
 from portal.core.exports import pdf_paragraph
+from portal.diagnostics.models import Diagnostic, DiagnosticGpu
+from portal.diagnostics.selectors import gpu_diagnostics
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.fleet.swaps import gpu_swaps
 from portal.maintenance.models import Ticket
@@ -37,6 +40,7 @@ from portal.telemetry.models import XidEvent
 TREND_DAYS = 30
 THERMAL_WINDOW = dt.timedelta(hours=48)
 XID_LIMIT = 500
+DIAGNOSTIC_LIMIT = 50
 
 
 def _iso(value):
@@ -114,6 +118,7 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
     ecc = _daily_samples(gpu, now, ecc_fields)
     pcie = _daily_samples(gpu, now, ("pcie_link_gen", "pcie_link_width", "pcie_replay_count"))
     checklists = _checklists_done(gpu)
+    diagnostics = _diagnostics_of(gpu)
     intervals = status_intervals(gpu=gpu, now=now)
     return {
         "generated_at": _iso(now),
@@ -140,7 +145,26 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         "repairs": repairs,
         "status_history": [{**i, "from": _iso(i["from"]), "to": _iso(i["to"])} for i in intervals],
         "checklists": checklists,
+        "diagnostics": diagnostics,
     }  # fmt: skip
+
+
+def _diagnostics_of(gpu: Gpu) -> list[dict]:
+    """The GPU's diagnostics, oldest first: what proved (or failed to prove) each repair, with this
+    GPU's result and the tests that did not pass, as the agent reported them."""
+    found = []
+    for diagnostic in reversed(gpu_diagnostics(gpu=gpu, limit=DIAGNOSTIC_LIMIT)):
+        row = next(row for row in diagnostic.gpus.all() if row.gpu_id == gpu.pk)
+        found.append({
+            "id": str(diagnostic.pk), "level": diagnostic.level, "purpose": diagnostic.purpose,
+            "state": diagnostic.state, "requested_at": _iso(diagnostic.requested_at),
+            "finished_at": _iso(diagnostic.finished_at), "tool": diagnostic.tool,
+            "tool_version": diagnostic.tool_version, "driver_version": diagnostic.driver_version,
+            "result": row.result,
+            "tests_not_passed": [{"name": t.name, "result": t.result, "info": t.info}
+                                 for t in row.tests.all() if t.result != DiagnosticGpu.Result.PASS],
+        })  # fmt: skip
+    return found
 
 
 def _swapped_gpu(other: Gpu, swap) -> dict:
@@ -330,6 +354,7 @@ def _service_sections(evidence: dict, section, text) -> None:
         ],
         (26, 26, 24, 30, 80),
     )  # fmt: skip
+    _diagnostic_section(evidence, section, text)
     if evidence["checklists"] is not None:
         states = _checklist_states()
         section(
@@ -341,6 +366,24 @@ def _service_sections(evidence: dict, section, text) -> None:
             ],
             (16, 110, 30, 30),
         )
+
+
+def _diagnostic_section(evidence: dict, section, text) -> None:
+    purposes, results = _labels(Diagnostic.Purpose.choices), _labels(DiagnosticGpu.Result.choices)
+    states = _labels(Diagnostic.State.choices)
+    section(
+        _("Diagnostics"),
+        [_("Requested"), _("Level"), _("Purpose"), _("Tool"), _("Driver"), _("Result"), _("Tests not passed")],
+        [
+            [_when(d["requested_at"]), d["level"], text(purposes.get(d["purpose"], d["purpose"])),
+             text(" ".join(filter(None, (d["tool"], d["tool_version"])))), text(d["driver_version"]),
+             text(results.get(d["result"], d["result"]) if d["result"] else states.get(d["state"], d["state"])),
+             text("; ".join(f"{t['name']}: {results.get(t['result'], t['result'])}"
+                            + (f" ({t['info']})" if t["info"] else "") for t in d["tests_not_passed"]))]
+            for d in evidence["diagnostics"]
+        ],
+        (26, 12, 28, 22, 20, 20, 58),
+    )  # fmt: skip
 
 
 def rma_pdf(evidence: dict) -> bytes:

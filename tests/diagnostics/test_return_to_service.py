@@ -4,10 +4,12 @@ passing diagnostic newer than the repair on the current driver, or an admin's fo
 automatic item requests a diagnostic and waits for it."""
 
 import datetime as dt
+import io
 import json
 
 import pytest
 from django.utils import timezone
+from pypdf import PdfReader
 
 from portal.checklists.services import verifications_finish
 from portal.diagnostics import services
@@ -172,3 +174,21 @@ def test_gpu_status_unchanged_in_history_when_refused(agent, broken, technician)
         fleet_services.gpu_status_set(gpu=broken, status="in_service", user=technician)
     assert GpuStatusChange.objects.filter(gpu=broken).count() == before
     assert Gpu.objects.get(pk=broken.pk).status == "out_for_repair"
+
+
+def test_the_rma_pack_lists_the_diagnostics_that_failed_and_proved_the_repair(client_for, viewer, agent, gpus,
+                                                                              broken):  # fmt: skip
+    failed = run_diagnostic(agent, [broken], result="fail", now=timezone.now() - dt.timedelta(hours=3))
+    passed = run_diagnostic(agent, [broken], level=3, now=timezone.now() - dt.timedelta(minutes=5))
+    run_diagnostic(agent, [gpus[1]], result="fail")  # another GPU's: not in this pack
+    client = client_for(viewer)
+    pack = client.get(f"/reports/gpus/{broken.uuid}/rma.json").json()
+    assert [(d["id"], d["level"], d["result"]) for d in pack["diagnostics"]] == [
+        (str(failed.pk), 1, "fail"), (str(passed.pk), 3, "pass"),
+    ]  # fmt: skip
+    assert pack["diagnostics"][0]["tests_not_passed"] == [{"name": "PCIe", "result": "fail", "info": "PCIe fail"}]
+    assert pack["diagnostics"][1]["tests_not_passed"] == []
+    assert pack["diagnostics"][1]["driver_version"] == broken.host.driver_version
+    text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(client.get(
+        f"/reports/gpus/{broken.uuid}/rma.pdf").content)).pages)  # fmt: skip
+    assert "Diagnostics" in text and "PCIe: fail (PCIe fail)" in text
