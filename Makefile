@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 
-.PHONY: demo demo-ldap ldap-deps test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo demo-ldap ldap-deps test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -117,7 +117,7 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent bench-agent-diagnose bench-ingest bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists
+bench: bench-agent bench-agent-diagnose bench-ingest bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
@@ -138,6 +138,11 @@ bench-ingest: $(STAMP)
 # the current one, on SQLite and on the local PostgreSQL (scratch database bench_ingest_cpu).
 bench-ingest-cpu: $(STAMP)
 	$(PY) bench/ingest_cpu.py
+
+# What commands in the ingest answer cost: CPU per reading and queries per batch without the
+# lookup, with nothing queued, and with a diagnostic waiting for the agent, side by side.
+bench-ingest-commands: $(STAMP)
+	$(PY) bench/ingest_commands.py
 
 bench-anomaly: $(STAMP)
 	$(PY) bench/anomaly.py

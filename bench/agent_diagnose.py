@@ -6,7 +6,9 @@ diagnostic, with level-1 diagnostics, and with a level-3 one, side by side.
 
 Each phase runs the real daemon loop (`agents.__main__.push_batches`: collector, spool, sender
 thread, diagnostics threads) on the simulator (8 GPUs) against the test suite's stand-in portal
-(tests/agents/portal_stub.py, real HTTP on 127.0.0.1), collecting every BENCH_INTERVAL seconds;
+(tests/agents/portal_stub.py, real HTTP on 127.0.0.1, in a process of its own as the portal is
+on another machine: in the agent's process its request handling would compete with the agent for
+the interpreter), collecting every BENCH_INTERVAL seconds;
 the time of every collection is taken, and jitter is how far each interval between two
 collections is from the nominal one. Beside it, the wall time of each collection itself
 (`Collector.collect`): a diagnostic that held the collecting thread up (the GIL, a lock, I/O)
@@ -27,6 +29,7 @@ falls on all of them alike. Target: p99 jitter with a diagnostic within 10 % of 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import statistics
 import sys
@@ -60,10 +63,29 @@ sys.stdout.write(open({doc!r}).read())
 """
 
 
+def serve_stub(control, kind: str) -> None:
+    """The stand-in portal in a child process: sends its URL, offers the phase's commands (level 1:
+    a new one as soon as the last reported its result), and at "stop" answers the count of
+    diagnostics reported."""
+    stub = PortalStub()
+    if kind != "none":
+        stub.commands.append({"id": str(uuid.uuid4()), "kind": "diagnose", "level": int(kind[-1]), "gpus": []})
+    control.send(stub.url)
+    while not control.poll(0.02):
+        if kind == "level 1" and len(stub.results()) == len(stub.commands):
+            stub.commands.append({"id": str(uuid.uuid4()), "kind": "diagnose", "level": 1, "gpus": []})
+    control.recv()
+    control.send(len(stub.results()) if kind == "level 1" else len(stub.diag_reports))
+    stub.stop()
+
+
 def phase(kind: str, workdir: Path) -> tuple[list[float], list[float], int]:
     """Run the daemon for SECONDS; returns the collection intervals, the collections' own wall
     times and the diagnostics reported."""
-    stub = PortalStub()
+    control, child_end = multiprocessing.Pipe()
+    portal = multiprocessing.Process(target=serve_stub, args=(child_end, kind), daemon=True)
+    portal.start()
+    url = control.recv()
     spool = workdir / f"spool-{uuid.uuid4().hex[:8]}"
     dcgmi = "none"
     if kind == "level 3":
@@ -73,7 +95,7 @@ def phase(kind: str, workdir: Path) -> tuple[list[float], list[float], int]:
         fake.chmod(0o755)
         dcgmi = str(fake)
     config = load_config(
-        ["--url", stub.url, "--token", "tok", "--simulate", str(GPUS), "--hostname", "sim-bench-diag",
+        ["--url", url, "--token", "tok", "--simulate", str(GPUS), "--hostname", "sim-bench-diag",
          "--interval", str(INTERVAL), "--spool-dir", str(spool), "--dcgmi", dcgmi, "--log-level", "ERROR"],
         environ={},
     )  # fmt: skip
@@ -93,20 +115,15 @@ def phase(kind: str, workdir: Path) -> tuple[list[float], list[float], int]:
 
     collector.collect = timed_collect
     stop = threading.Event()
-    if kind != "none":
-        stub.commands.append({"id": str(uuid.uuid4()), "kind": "diagnose", "level": int(kind[-1]), "gpus": []})
     thread = threading.Thread(target=push_batches, args=(config, collector, stop), kwargs={"device": device})
     thread.start()
-    deadline = time.monotonic() + SECONDS
-    while time.monotonic() < deadline:
-        time.sleep(0.02)
-        if kind == "level 1" and len(stub.results()) == len(stub.commands):
-            stub.commands.append({"id": str(uuid.uuid4()), "kind": "diagnose", "level": 1, "gpus": []})
+    time.sleep(SECONDS)
     stop.set()
     thread.join(timeout=30)
     device.close()
-    stub.stop()
-    reported = len(stub.results()) if kind == "level 1" else len(stub.diag_reports)
+    control.send("stop")
+    reported = control.recv()
+    portal.join(timeout=10)
     # The first interval of a phase includes start-up; the last may be cut by the stop.
     intervals = [b - a for a, b in zip(stamps[1:-1], stamps[2:-1], strict=False)]
     return intervals, durations[1:-1], reported
