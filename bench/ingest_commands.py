@@ -6,7 +6,7 @@ In-process, as bench/ingest_cpu.py: the ASGI ingest application is called direct
 100-reading gzip batches of 8-GPU hosts, the database work on the view's thread pool. Each
 database backend runs in a child process: SQLite and PostgreSQL (scratch database
 bench_ingest_commands; skipped with a note when PostgreSQL does not answer). Three paths, their
-batches interleaved (ABCABC...) so that a change in the machine's load falls on all alike:
+batches interleaved (ABC BCA CAB ...) so that a change in the machine's load falls on all alike:
 
 - without: the answer never looks for commands (the portal before commands existed)
 - no command: today's path for a host with nothing queued, every host nearly all the time
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.ingest_cpu import GPUS, READINGS, _bodies, _post  # noqa: E402
 
-BATCHES = int(os.environ.get("BENCH_BATCHES", "300"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+BATCHES = int(os.environ.get("BENCH_BATCHES", "200"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DB = "bench_ingest_commands"
 PATHS = ("without", "no command", "pending")
@@ -108,7 +108,7 @@ def _child() -> dict:
     seconds = {path: [] for path in PATHS}
     carried = 0
     for round_no in range(ROUNDS):
-        for path in PATHS:
+        for path in PATHS[round_no % 3 :] + PATHS[: round_no % 3]:  # each path first in turn
             bodies = hosts[path][1][1 + round_no * BATCHES : 1 + (round_no + 1) * BATCHES]
             with path_in_force(path):
                 spent, answers = asyncio.run(post_all(path, bodies))
