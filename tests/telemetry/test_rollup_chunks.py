@@ -22,7 +22,7 @@ from portal.telemetry.services.retention import telemetry_prune
 from portal.telemetry.services.rollups import rollups_refresh
 from portal.telemetry.store import rollups_of
 from tests.factories import GpuFactory, HostFactory
-from tests.telemetry.test_compression import NOON, _readings
+from tests.telemetry.test_compression import NOON, sample_readings
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -38,7 +38,7 @@ def _nothing_pending(monkeypatch):
 
 def _rolled_up(gpu, start: dt.datetime, count: int, step=dt.timedelta(seconds=10)) -> None:
     """Readings (every column, some NULL) and their rollups, as the pipeline would write them."""
-    rows = _readings(gpu, start, count, step=step)
+    rows = sample_readings(gpu, start, count, step=step)
     rollups_refresh(gpu_id=gpu.pk, start=rows[0].ts, end=rows[-1].ts + dt.timedelta(seconds=1))
 
 

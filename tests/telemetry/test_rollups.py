@@ -220,7 +220,7 @@ def test_on_postgresql_a_pass_finding_another_running_leaves_at_once(agent, requ
     import psycopg
     from django.db import connection
 
-    from portal.core.locks import _advisory_key
+    from portal.core.locks import advisory_key
 
     series = generate(A, series_start(), 30, dt.timedelta(seconds=5))
     post_in_batches(agent, series, 10)
@@ -232,12 +232,12 @@ def test_on_postgresql_a_pass_finding_another_running_leaves_at_once(agent, requ
     with connection.cursor() as cursor:
         cursor.execute("SET statement_timeout = '10s'")  # a pass that waits fails, not hangs
     try:
-        other.execute("SELECT pg_advisory_lock(%s)", [_advisory_key("pipeline")])  # a pass running elsewhere
+        other.execute("SELECT pg_advisory_lock(%s)", [advisory_key("pipeline")])  # a pass running elsewhere
         started = time.monotonic()
         assert rollups_process_pending() == 0
         assert time.monotonic() - started < 5  # did not wait for the other pass
         assert stage_waiting("rollups") == 3  # left for the running pass
-        other.execute("SELECT pg_advisory_unlock(%s)", [_advisory_key("pipeline")])
+        other.execute("SELECT pg_advisory_unlock(%s)", [advisory_key("pipeline")])
         assert rollups_process_pending() == 3
         assert stage_waiting("rollups") == 0
         assert_rollups_match(Rollup1m, A, series, dt.timedelta(minutes=1))

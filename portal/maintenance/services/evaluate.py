@@ -175,7 +175,7 @@ def _states_upsert_arrays(tracks: list[Track], now: dt.datetime) -> None:
         cursor.execute(_UPSERT_ARRAYS_SQL, [now, *columns])
 
 
-def _gpu_infos(gpu_ids) -> dict[int, GpuInfo]:
+def gpu_infos(gpu_ids) -> dict[int, GpuInfo]:
     return {row["id"]: GpuInfo(**row) for row in Gpu.objects.filter(pk__in=list(gpu_ids)).values(*GPU_INFO_FIELDS)}
 
 
@@ -228,7 +228,7 @@ def _judge(*, readings, xids=None, params=None, gpu_ids=None, host_id=None) -> _
     xids = xids or {}
     gpu_ids = sorted(set(gpu_ids or ()) | set(readings) | set(xids))
     params = params or RuleParams()
-    gpus = _gpu_infos(gpu_ids)
+    gpus = gpu_infos(gpu_ids)
     host_ids = {gpu.host_id for gpu in gpus.values()} | ({host_id} if host_id is not None else set())
     tracks = Tracks(gpu_ids=gpu_ids, keys=[fingerprint(AGENT_SILENT.key, host_id=h) for h in host_ids])
     result = EvaluationResult()
