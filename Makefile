@@ -97,6 +97,7 @@ lint: $(STAMP)
 	$(PY) .ci/import_cycles.py
 	$(PY) .ci/readings_door.py
 	$(PY) .ci/function_length.py
+	$(PY) .ci/private_names.py
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).
 serve: $(STAMP) messages

@@ -48,7 +48,7 @@ class Agent:
         # The first batch after a start always carries the inventory (protocol rule).
         self._send_inventory = True
 
-    def inventory_lost(self, batch_id: str = "") -> None:
+    def inventory_lost(self) -> None:
         """A rejected batch may have been the one carrying the inventory: send it again."""
         self._send_inventory = True
 

@@ -109,7 +109,7 @@ def toml_string(value: str) -> str:
 CODE_ENV = "GPU_FLEET_ENROL_CODE"
 
 
-def _refusal(status: int, raw: bytes) -> str:
+def _refusal(raw: bytes) -> str:
     try:
         body = json.loads(raw)
         problems = "; ".join(f"{d.get('loc')}: {d.get('msg')}" for d in body.get("detail") or [])
@@ -198,7 +198,7 @@ def _exchange(url: str, args) -> dict | int:
         with portal_opener(url, args.ca_file).open(request, timeout=args.timeout) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        return fail(f"enrolment refused, HTTP {exc.code}: {_refusal(exc.code, exc.read(4000))}")
+        return fail(f"enrolment refused, HTTP {exc.code}: {_refusal(exc.read(4000))}")
     except (OSError, ValueError) as exc:
         return fail(f"cannot reach the portal at {url}: {exc}")
 
@@ -353,7 +353,7 @@ def rotate_token(argv: list[str]) -> int:
             answer = json.loads(response.read())
         new = answer["token"]
     except urllib.error.HTTPError as exc:
-        return fail(f"rotation refused, HTTP {exc.code}: {_refusal(exc.code, exc.read(4000))}")
+        return fail(f"rotation refused, HTTP {exc.code}: {_refusal(exc.read(4000))}")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return fail(f"cannot reach the portal at {base}: {exc}")
     try:

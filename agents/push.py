@@ -353,7 +353,7 @@ class Deliverer:
         sender: Sender,
         backoff: Backoff,
         hold_backoff: Backoff | None = None,
-        on_reject: Callable[[str], None] | None = None,
+        on_reject: Callable[[], None] | None = None,
         on_answer: Callable[[str], None] | None = None,
         idle_wait_s: float = 1.0,
         clock: Callable[[], float] = time.time,
@@ -446,7 +446,7 @@ class Deliverer:
                 self._spool.path,
             )
             if self._on_reject:
-                self._on_reject(batch.batch_id)
+                self._on_reject()
             return 0.0
         if result.outcome == "hold":
             delay = self._hold_backoff.next_delay(result.retry_after)
@@ -503,7 +503,7 @@ class Deliverer:
             log.error("PORTAL REJECTED batch %s (held in memory, spool unwritable) with HTTP %s: %s; dropped",
                       batch_id, result.status, result.detail[:500])  # fmt: skip
             if self._on_reject:
-                self._on_reject(batch_id)
+                self._on_reject()
             return 0.0
         backoff = self._hold_backoff if result.outcome == "hold" else self._backoff
         delay = backoff.next_delay(result.retry_after)

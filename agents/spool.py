@@ -315,10 +315,6 @@ class Spool:
         with self._lock, self._db:
             self._db.execute("DELETE FROM batch WHERE id = ?", (row_id,))
 
-    def record_attempt(self, row_id: int) -> None:
-        with self._lock, self._db:
-            self._db.execute("UPDATE batch SET attempts = attempts + 1 WHERE id = ?", (row_id,))
-
     def reject(self, row_id: int, *, status: int, reason: str) -> None:
         """Set a batch aside for a human to look at; `replay_rejected` puts it back in the queue."""
         with self._lock, self._db:

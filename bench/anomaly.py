@@ -51,7 +51,7 @@ def main():
     from portal.fleet.models import Gpu, Host
     from portal.telemetry import pipeline
     from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading
-    from portal.telemetry.pipeline import PASS_BATCHES, pipeline_pass, pipeline_run
+    from portal.telemetry.pipeline import PASS_BATCHES, pipeline_run
 
     if args.stages != "all":  # the rules' own cost: the other stages of the pipeline left out
         for name in set(pipeline._stages) - set(args.stages.split(",")):
@@ -117,17 +117,11 @@ def main():
     for round_ in range(args.history + args.single, args.history + args.single + args.rounds):
         for host in hosts:
             store(round_, host)
-    catch_s, catch_n, passes, catch_batches = 0.0, 0, 0, 0
-    while True:
-        began = time.perf_counter()
-        result = pipeline_pass()
-        elapsed = time.perf_counter() - began
-        if not result.batches:
-            break
-        catch_s += elapsed
-        catch_n += result.readings
-        catch_batches += len(result.batches)
-        passes += 1
+    began = time.perf_counter()
+    result = pipeline_run()
+    catch_s = time.perf_counter() - began
+    catch_n, catch_batches = result.readings, len(result.batches)
+    passes = -(-catch_batches // PASS_BATCHES)
 
     def line(name, seconds, n, batches, note):
         per = seconds / n * 1e6 if n else float("nan")

@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import host_inventory, machine_load, reading  # noqa: E402
-from portal.core.supervise import _die_with_parent, free_port  # noqa: E402
+from portal.core.supervise import die_with_parent, free_port  # noqa: E402
 
 DEPLOY = ROOT / "deploy"
 SECONDS = float(os.environ.get("SOAK_SECONDS", "600"))
@@ -186,7 +186,7 @@ class Service:
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                self.command, env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                self.command, env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
             )
         self.started_at, self.exited_at = time.monotonic(), None
 
@@ -590,7 +590,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - one run, step by step
                      "no", "--dir", str(tmp), "--logfile", str(tmp / "redis.log")]  # fmt: skip
 
         def redis_start():
-            others["redis"] = subprocess.Popen(redis_cmd, env=base_env, preexec_fn=_die_with_parent)
+            others["redis"] = subprocess.Popen(redis_cmd, env=base_env, preexec_fn=die_with_parent)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 with contextlib.suppress(OSError):
@@ -648,7 +648,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - one run, step by step
         if checked.returncode:
             raise SystemExit(f"nginx refuses the site:\n{checked.stderr}")
         others["nginx"] = subprocess.Popen([nginx_bin, "-c", str(conf), "-p", str(tmp), "-g", "daemon off;"],
-                                           env=base_env, preexec_fn=_die_with_parent)  # fmt: skip
+                                           env=base_env, preexec_fn=die_with_parent)  # fmt: skip
 
         for number, port in enumerate(web_ports, 1):
             node_env = {**env, "WEB_PORT": str(port)}

@@ -111,7 +111,7 @@ def build_year(gpu, rng):
     """8,760 hour rows from 48 distinct 1 Hz hours, cycle state chained like the portal does."""
     from portal.wear import meters
     from portal.wear.models import WearHour, WearState
-    from portal.wear.services import _days_refresh, _fill
+    from portal.wear.services import wear_days_refresh, wear_row_fill
 
     hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
     base = meters.hour_of(time.time()) - YEAR_HOURS * 3600
@@ -125,7 +125,7 @@ def build_year(gpu, rng):
     for h in range(YEAR_HOURS):
         bucket = templates[rng.randrange(len(templates))]
         row = WearHour(gpu=gpu, hour=dt.datetime.fromtimestamp(base + h * 3600, tz=dt.UTC))
-        _fill(row, bucket)
+        wear_row_fill(row, bucket)
         for _, temp in bucket.turns.points:
             cycles.push(temp)
         row.cycles_high, row.cycles_ref, row.cycles_total = cycles.high, cycles.ref, cycles.count
@@ -133,7 +133,7 @@ def build_year(gpu, rng):
             totals[name] += getattr(bucket, name)
         rows.append(row)
     WearHour.objects.bulk_create(rows, batch_size=2000)
-    _days_refresh(gpu.pk, {base + d * 86400 - (base % 86400) for d in range(366)})
+    wear_days_refresh({gpu.pk: {base + d * 86400 - (base % 86400) for d in range(366)}})
     last_start = base + (YEAR_HOURS - 1) * 3600
     WearState.objects.create(
         gpu=gpu, last_ts=dt.datetime.fromtimestamp(last_start + 3599, tz=dt.UTC), last_reading=[last_start + 3599],

@@ -14,7 +14,7 @@ from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 from ninja.openapi.schema import OpenAPISchema
 from ninja.pagination import LimitOffsetPagination
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator, TypeAdapter, ValidationError
 
 from portal.core.errors import ApplicationError, Conflict, Forbidden, InvalidInput, NotFound, TooManyRequests
 
@@ -185,5 +185,34 @@ def sane_instant(value: dt.datetime) -> dt.datetime:
     return value.astimezone(dt.UTC) if value.tzinfo is not None else value
 
 
-# A time given to the API (query or body): bounded years, moved to UTC when it has a zone.
-ApiDateTime = Annotated[dt.datetime, AfterValidator(sane_instant)]
+NEEDS_ZONE = "needs a time zone (RFC 3339, e.g. 2026-01-01T00:00:00Z)"
+
+
+def _plus_restored(value):
+    # An unencoded '+' of a zone offset in a query string arrives as a space.
+    if isinstance(value, str) and "T" in value and " " in value:
+        return value.strip().replace(" ", "+")
+    return value
+
+
+def _zone_required(value: dt.datetime) -> dt.datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(NEEDS_ZONE)
+    return sane_instant(value)
+
+
+# A time given to the API (query or body): RFC 3339 with a zone (a 400 naming the field without
+# one), a year from 1970 to 9000, moved to UTC.
+ApiDateTime = Annotated[dt.datetime, BeforeValidator(_plus_restored), AfterValidator(_zone_required)]
+_API_DATETIME = TypeAdapter(ApiDateTime)
+
+
+def api_datetime_parse(name: str, raw: str | None) -> dt.datetime:
+    """`raw` as an ApiDateTime outside a schema (a page's parameter): InvalidInput naming `name`."""
+    if not raw:
+        raise InvalidInput(f"{name}: required", field_errors={name: "Required (RFC 3339 with a zone)."})
+    try:
+        return _API_DATETIME.validate_python(raw)
+    except ValidationError as error:
+        message = error.errors()[0]["msg"].removeprefix("Value error, ")
+        raise InvalidInput(f"{name}: {message}", field_errors={name: message}) from None

@@ -20,7 +20,7 @@ from django.db import connection
 _thread_locks: dict[str, threading.Lock] = {}
 
 
-def _advisory_key(name: str) -> int:
+def advisory_key(name: str) -> int:
     return 0x6766_0000_0000 | zlib.crc32(name.encode())  # "gf" + the name's checksum: stable across processes
 
 
@@ -28,7 +28,7 @@ def _advisory_key(name: str) -> int:
 def pass_lock(name: str) -> Iterator[bool]:
     """Yields whether this process now holds the cluster's `name` lock (False: another holds it)."""
     if connection.vendor == "postgresql":
-        key = _advisory_key(name)
+        key = advisory_key(name)
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
             held = cursor.fetchone()[0]

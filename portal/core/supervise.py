@@ -26,7 +26,7 @@ from pathlib import Path
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -60,7 +60,7 @@ class Child:
                 stdout=out,
                 stderr=subprocess.STDOUT if out else None,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
         finally:
             if out:

@@ -190,7 +190,7 @@ def _reading(client, index: int, moment: dt.datetime) -> dict:
     return {"gpu_uuid": client.inventory(index)["uuid"], "ts": _iso(moment), **metrics, "xid_events": []}
 
 
-def agent_commands(base_url: str, speed: float, tokens: dict[str, str]) -> list[tuple[str, str, list[str]]]:
+def agent_commands(base_url: str, speed: float) -> list[tuple[str, str, list[str]]]:
     commands = []
     for hostname, scenarios, host_speed in SIMULATED_HOSTS:
         spool = Path(settings.VAR_DIR) / "demo-spool" / hostname

@@ -2,31 +2,16 @@
 
 import datetime as dt
 
-from django.http import HttpRequest
 from ninja import Field, Router, Schema, Status
 from ninja.pagination import paginate
 
-from portal.core.api import ErrorOut, Pagination
-from portal.core.errors import Forbidden, NotFound
+from portal.core.api import ErrorOut, Pagination, require_perm
+from portal.core.errors import NotFound
 from portal.core.public_url import portal_url
 from portal.enrolment import selectors, services
 from portal.enrolment.models import EnrolmentCode
 
 router = Router(tags=["enrolment"])
-
-
-def require_admin(request: HttpRequest) -> None:
-    if not request.user.has_perm("enrolment.add_enrolmentcode"):
-        raise Forbidden("only admins manage enrolment codes")
-
-
-def client_address(request: HttpRequest) -> str:
-    # REMOTE_ADDR is what the server believes (from X-Forwarded-For only with TRUST_PROXY_HEADERS).
-    return request.META.get("REMOTE_ADDR") or "unknown"
-
-
-def portal_base_url(request: HttpRequest) -> str:
-    return portal_url(request)  # PORTAL_URL; with DEBUG on and it unset, the address asked
 
 
 class CodeIn(Schema):
@@ -75,7 +60,7 @@ class EnrolledOut(Schema):
 
 @router.post("/enrolments", response={201: CodeCreatedOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut})
 def enrolment_create(request, payload: CodeIn):
-    require_admin(request)
+    require_perm(request, "enrolment.add_enrolmentcode")
     issued = services.enrolment_code_create(
         created_by=request.user, hostname=payload.hostname or "", expires_in_hours=payload.expires_in_hours,
         uses=payload.uses,
@@ -86,7 +71,7 @@ def enrolment_create(request, payload: CodeIn):
         {
             "id": record.pk, "code": issued.code, "hostname": record.hostname, "expires_at": record.expires_at,
             "uses_left": record.uses_left,
-            "install_command": selectors.install_command(base_url=portal_base_url(request), code=issued.code),
+            "install_command": selectors.install_command(base_url=portal_url(request), code=issued.code),
         },
     )  # fmt: skip
 
@@ -94,13 +79,13 @@ def enrolment_create(request, payload: CodeIn):
 @router.get("/enrolments", response={200: list[CodeOut], 400: ErrorOut, 401: ErrorOut, 403: ErrorOut})
 @paginate(Pagination)
 def enrolment_list(request):
-    require_admin(request)
+    require_perm(request, "enrolment.view_enrolmentcode")
     return selectors.enrolment_codes()
 
 
 @router.delete("/enrolments/{code_id}", response={204: None, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut})
 def enrolment_revoke(request, code_id: int):
-    require_admin(request)
+    require_perm(request, "enrolment.change_enrolmentcode")
     code = EnrolmentCode.objects.filter(pk=code_id).first()
     if code is None:
         raise NotFound(f"no enrolment code {code_id}")
@@ -110,13 +95,13 @@ def enrolment_revoke(request, code_id: int):
 
 @router.post("/enrol", auth=None, response={201: EnrolledOut, 400: ErrorOut, 409: ErrorOut, 429: ErrorOut})
 def enrol(request, payload: EnrolIn):
-    enrolled = services.enrolment_exchange(
-        code=payload.code, hostname=payload.hostname, address=client_address(request)
-    )
+    # REMOTE_ADDR is what the server believes (from X-Forwarded-For only with TRUST_PROXY_HEADERS).
+    address = request.META.get("REMOTE_ADDR") or "unknown"
+    enrolled = services.enrolment_exchange(code=payload.code, hostname=payload.hostname, address=address)
     return Status(
         201,
         {
             "hostname": enrolled.hostname, "token": enrolled.token,
-            "ingest_url": portal_base_url(request) + "/api/v1/ingest",
+            "ingest_url": portal_url(request) + "/api/v1/ingest",
         },
     )  # fmt: skip

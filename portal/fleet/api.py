@@ -13,7 +13,7 @@ from portal.core.errors import Forbidden, InvalidInput, NotFound
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_input import record_create_from_fields
 from portal.fleet.record_kinds import ALL_KIND_FIELDS
-from portal.fleet.selectors import gpu_status_history, hosts_with_derived_dates
+from portal.fleet.selectors import gpu_status_history, gpus_with_latest, hosts_with_derived_dates
 from portal.fleet.services import FORCE_ADMINS_ONLY, FORCE_NOTES_REQUIRED, gpu_status_override_allowed, gpu_update
 
 router = Router(tags=["fleet"])
@@ -160,17 +160,39 @@ def records_create(request, payload: RecordIn):
     return Status(201, MaintenanceRecord.objects.select_related("host", "gpu").get(pk=record.pk))
 
 
-class GpuServiceOut(Schema):
-    """The GPU as `PATCH /gpus/{uuid}` answers it: GET's fields (less the latest reading) and the
-    service fields PATCH sets."""
+class GpuLatestOut(Schema):
+    """The GPU's newest reading; null before its agent's first."""
+
+    ts: dt.datetime
+    temperature_c: int | None
+    fan_speed_pct: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    utilization_gpu_pct: int | None
+    memory_used_mib: int | None
+    throttle_reasons: list[str] | None
+
+    @staticmethod
+    def resolve_throttle_reasons(latest):
+        return latest.throttle_reason_names
+
+
+def _deprecated(same_as: str) -> dict:
+    return {
+        "description": f"Deprecated: the same as `{same_as}`, kept for scripts written against it; read `{same_as}`.",
+        "json_schema_extra": {"deprecated": True},
+    }
+
+
+class GpuOut(Schema):
+    """A GPU as `GET /gpus`, `GET /gpus/{uuid}` and `PATCH /gpus/{uuid}` answer it."""
 
     uuid: str
-    host: str
     hostname: str
     index: int
-    model_name: str
-    model: str
+    model: str = Field(description="The inventory's name (as the reliability report and /metrics call it).")
     serial: str
+    status: str
     pci_bus_id: str
     vbios_version: str
     memory_total_mib: int | None
@@ -179,16 +201,18 @@ class GpuServiceOut(Schema):
     temp_shutdown_c: int | None
     install_date: dt.date | None
     warranty_end: dt.date | None
-    status: str
     notes: str
     registered_at: dt.datetime
-
-    @staticmethod
-    def resolve_host(gpu):
-        return gpu.host.hostname
+    latest: GpuLatestOut | None = None
+    host: str = Field(**_deprecated("hostname"))
+    model_name: str = Field(**_deprecated("model"))
 
     @staticmethod
     def resolve_hostname(gpu):
+        return gpu.host.hostname
+
+    @staticmethod
+    def resolve_host(gpu):
         return gpu.host.hostname
 
     @staticmethod
@@ -198,6 +222,29 @@ class GpuServiceOut(Schema):
     @staticmethod
     def resolve_registered_at(gpu):
         return gpu.created_at
+
+    @staticmethod
+    def resolve_latest(gpu):
+        return gpu.latest_or_none
+
+
+class GpuFilter(FilterSchema):
+    host: Annotated[str | None, Field(max_length=253), FilterLookup("host__hostname")] = None
+    status: Gpu.Status | None = None
+    model: Annotated[str | None, Field(max_length=128), FilterLookup("model_name__icontains")] = None
+
+
+@router.get("/gpus", response=list[GpuOut], tags=["gpus"])
+@paginate(Pagination)
+def gpus_list(request, filters: Query[GpuFilter]):
+    require_perm(request, "fleet.view_gpu")
+    return filters.filter(gpus_with_latest()).order_by("host__hostname", "index")
+
+
+@router.get("/gpus/{segment:uuid}", response=GpuOut, tags=["gpus"])
+def gpu_detail(request, uuid: str):
+    require_perm(request, "fleet.view_gpu")
+    return _gpu_or_404(uuid)
 
 
 class GpuPatchIn(Schema):
@@ -234,17 +281,16 @@ class GpuStatusChangeOut(Schema):
 
 
 def _gpu_or_404(uuid: str) -> Gpu:
-    gpu = Gpu.objects.select_related("host").filter(uuid=uuid).first()
+    gpu = gpus_with_latest().filter(uuid=uuid).first()
     if gpu is None:
         raise NotFound(f"no GPU {uuid}", field_errors={"uuid": "No GPU with this uuid."})
     return gpu
 
 
-GPU_PATCH_RESPONSES = {200: GpuServiceOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
-
-
-# Registered on the telemetry router beside `GET /gpus/{uuid}` (one URL pattern answers every method
-# of a path, so both must live in one router): telemetry.api adds it with add_api_operation.
+@router.patch(
+    "/gpus/{segment:uuid}", response={200: GpuOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
+    tags=["gpus"],
+)  # fmt: skip
 def gpu_patch(request, uuid: str, payload: GpuPatchIn):
     """Admins and technicians. A GPU `out_for_repair` returns to `in_service` only after a
     diagnostic of level ≥ RETURN_TO_SERVICE_LEVEL passed on it, started after it went out for

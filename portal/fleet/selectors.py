@@ -112,6 +112,11 @@ def fleet_search(*, query: str, limit: int = 50) -> dict:
     return {"hosts": hosts, "gpus": gpus}
 
 
+def gpus_with_latest() -> QuerySet[Gpu]:
+    """GPUs with their host and newest reading (`latest`, telemetry's, null before the first), in one query."""
+    return Gpu.objects.select_related("host", "latest")
+
+
 def gpu_status_history(*, gpu: Gpu) -> QuerySet[GpuStatusChange]:
     """The GPU's status changes, oldest first."""
     return GpuStatusChange.objects.filter(gpu=gpu).select_related("changed_by").order_by("changed_at", "id")

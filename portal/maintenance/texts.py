@@ -14,7 +14,7 @@ from django.utils.translation import gettext, gettext_noop, pgettext
 
 from portal.core.stored_text import StoredSentences
 from portal.maintenance.rules import RULES
-from portal.maintenance.rules.base import _shown
+from portal.maintenance.rules.base import shown
 
 _GPU_SUBJECT = re.compile(r"GPU (\d+) on (.+)", re.DOTALL)
 _HOST_SUBJECT = re.compile(r"host (.+)", re.DOTALL)
@@ -123,7 +123,7 @@ def ticket_title_shown(*, rule_key: str, title: str) -> str:
         subject = title[len(rule.title) + 2 :]
         return gettext("%(problem)s: %(subject)s") % {"problem": rule.title_shown, "subject": subject_shown(subject)}
     if rule_key == "checklist_failed" and (match := _CHECKLIST_TITLE.fullmatch(title)):
-        return gettext("%(item)s failed: %(subject)s") % {"item": _shown(match[1]), "subject": subject_shown(match[2])}
+        return gettext("%(item)s failed: %(subject)s") % {"item": shown(match[1]), "subject": subject_shown(match[2])}
     return title
 
 
@@ -135,10 +135,10 @@ def note_shown(note: str) -> str:
         return gettext("overdue: %(note)s") % {"note": note_shown(note[len("overdue: ") :])}
     if match := _CHECKLIST_NOTE.fullmatch(note):
         return gettext("%(item)s failed in checklist run #%(run)s (%(template)s) (%(url)s)") % {
-            "item": _shown(match[1]), "run": match[2], "template": _shown(match[3]), "url": match[4],
+            "item": shown(match[1]), "run": match[2], "template": shown(match[3]), "url": match[4],
         }  # fmt: skip
-    shown = _STORED_NOTES.shown(note)
-    return note if shown is None else shown
+    known = _STORED_NOTES.shown(note)
+    return note if known is None else known
 
 
 def ticket_action_shown(*, rule_key: str, action: str) -> str:

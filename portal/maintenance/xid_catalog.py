@@ -144,15 +144,6 @@ def xid_entry(code: int) -> XidEntry:
     return XidEntry(code, "", "Not in the portal's copy of the catalog", UNKNOWN, "RESET_GPU", "CONTACT_SUPPORT")
 
 
-def xid_category(code: int) -> str:
-    return xid_entry(code).category
-
-
-def xid_is_hardware_failure(code: int) -> bool:
-    """Hardware faults count as failures; application, firmware and informational codes never do."""
-    return xid_entry(code).category == HARDWARE
-
-
 # Ticket rules whose tickets are hardware failures (the reliability report's `hardware_tickets`:
 # XID hardware/memory/bus classes, uncorrected ECC, row-remap failure, PCIe degradation).
 HARDWARE_TICKET_RULES = ("xid_bus", "xid_ecc", "xid_nvlink", "xid_hardware", "ecc_uncorrected", "remap_failure", "pcie")

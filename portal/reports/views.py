@@ -14,12 +14,13 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext
 from django.views import View
 
+from portal.core.api import api_datetime_parse
 from portal.core.errors import InvalidInput
 from portal.core.exports import attachment
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, ticket_xid_guidance
-from portal.reports.api import REPORT_PERMISSION, parse_instant
+from portal.reports.api import REPORT_PERMISSION
 from portal.reports.baselines import studies_as_json
 from portal.reports.failures import LEMON_RATE_FACTOR, LEMON_WINDOW
 from portal.reports.rma import rma_evidence, rma_pdf
@@ -48,7 +49,7 @@ def _instant(name: str, raw: str) -> dt.datetime:
             return dt.datetime.combine(dt.date.fromisoformat(raw.strip()), dt.time.min, tzinfo=dt.UTC)
         except ValueError:
             pass
-    return parse_instant(name, raw)
+    return api_datetime_parse(name, raw)
 
 
 class ReliabilityView(Permission, View):

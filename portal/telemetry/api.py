@@ -1,83 +1,21 @@
 import datetime as dt
-from typing import Annotated
 
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
-from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Status
-from ninja.pagination import paginate
+from ninja import Field, Query, Router, Schema, Status
 from ninja.security import HttpBearer
 
 import portal.core.converters  # noqa: F401 - registers {segment:…}
-from portal.core.api import ApiDateTime, Pagination, require_perm
+from portal.core.api import ApiDateTime, require_perm
 from portal.core.errors import Forbidden, InvalidInput
-from portal.fleet.api import GPU_PATCH_RESPONSES, gpu_patch
 from portal.fleet.models import Gpu
 from portal.telemetry.ingest_view import PLAIN_HTTP_REFUSED, plain_http_refused
-from portal.telemetry.models import throttle_names
 from portal.telemetry.pipeline import pipeline_status
-from portal.telemetry.selectors import DEFAULT_METRICS, gpu_series, gpus_with_latest
+from portal.telemetry.selectors import DEFAULT_METRICS, gpu_series
 from portal.telemetry.services import host_token_authenticate, host_token_rotate
 
 router = Router(tags=["gpus"])
 MAX_SPAN = dt.timedelta(days=400)
-
-
-class LatestOut(Schema):
-    ts: dt.datetime
-    temperature_c: int | None
-    fan_speed_pct: int | None
-    power_w: float | None
-    power_limit_w: float | None
-    utilization_gpu_pct: int | None
-    memory_used_mib: int | None
-    throttle_reasons: list[str] | None
-
-    @staticmethod
-    def resolve_throttle_reasons(latest):
-        return throttle_names(latest.throttle_reasons)
-
-
-class GpuOut(Schema):
-    uuid: str
-    hostname: str = Field(alias="host.hostname")
-    index: int
-    model_name: str
-    serial: str
-    status: str
-    pci_bus_id: str
-    vbios_version: str
-    memory_total_mib: int | None
-    power_limit_default_w: float | None
-    temp_slowdown_c: int | None
-    temp_shutdown_c: int | None
-    latest: LatestOut | None = None
-
-    @staticmethod
-    def resolve_latest(gpu):
-        return getattr(gpu, "latest", None)
-
-
-class GpuFilter(FilterSchema):
-    host: Annotated[str | None, Field(max_length=253), FilterLookup("host__hostname")] = None
-    status: Gpu.Status | None = None
-    model: Annotated[str | None, Field(max_length=128), FilterLookup("model_name__icontains")] = None
-
-
-@router.get("/gpus", response=list[GpuOut])
-@paginate(Pagination)
-def gpus_list(request, filters: Query[GpuFilter]):
-    require_perm(request, "fleet.view_gpu")
-    return filters.filter(gpus_with_latest()).order_by("host__hostname", "index")
-
-
-@router.get("/gpus/{segment:uuid}", response=GpuOut)
-def gpu_detail(request, uuid: str):
-    require_perm(request, "fleet.view_gpu")
-    return get_object_or_404(gpus_with_latest(), uuid=uuid)
-
-
-# PATCH /gpus/{uuid} is fleet's (status history, repair hold); it shares GET's path, hence this router.
-router.add_api_operation("/gpus/{segment:uuid}", ["PATCH"], gpu_patch, response=GPU_PATCH_RESPONSES, tags=["fleet"])
 
 
 class SeriesOut(Schema):
@@ -111,9 +49,6 @@ def gpu_readings(request, uuid: str, query: Query[SeriesQuery]):
     gpu = get_object_or_404(Gpu, uuid=uuid)
     end = query.end or timezone.now()
     start = query.start or end - dt.timedelta(hours=1)
-    naive = [name for name, value in (("from", start), ("to", end)) if timezone.is_naive(value)]
-    if naive:
-        raise InvalidInput("from/to need a time zone (RFC 3339)", problems=[(name, "no time zone") for name in naive])
     if end - start > MAX_SPAN:
         message = f"the span from 'from' to 'to' is over {MAX_SPAN.days} days"
         raise InvalidInput(message, problems=[("from", message)])

@@ -202,6 +202,10 @@ class GpuLatest(models.Model):
     memory_used_mib = models.IntegerField(null=True)
     throttle_reasons = models.IntegerField(null=True)
 
+    @property
+    def throttle_reason_names(self) -> list[str] | None:
+        return throttle_names(self.throttle_reasons)
+
 
 # Metrics rolled up as min / max / mean per bucket.
 ROLLUP_METRICS = (

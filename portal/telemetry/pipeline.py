@@ -316,14 +316,6 @@ def _one_pass(*, limit: int, sweep: bool) -> PassResult:
     return result
 
 
-def pipeline_pass(*, limit: int = PASS_BATCHES) -> PassResult:
-    """One pass over (at most `limit`) pending batches, if no other process is running one."""
-    with pass_lock("pipeline") as held:
-        if not held:
-            return PassResult(busy=True)
-        return _one_pass(limit=limit, sweep=False)
-
-
 def pipeline_run(*, limit: int = PASS_BATCHES, sweep: bool = False) -> PassResult:
     """Run passes until no stage has a pending batch (or no pass makes progress: a failing stage's
     batches wait for the next run). A process that finds another one running returns at once: the

@@ -4,7 +4,6 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import QuerySet
 
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
@@ -103,11 +102,6 @@ def gpu_series(
 
 def _round(value):
     return None if value is None else round(value, 2)
-
-
-def gpus_with_latest(queryset: QuerySet[Gpu] | None = None) -> QuerySet[Gpu]:
-    queryset = Gpu.objects.all() if queryset is None else queryset
-    return queryset.select_related("host", "latest")
 
 
 def host_tokens(*, host) -> list[HostToken]:

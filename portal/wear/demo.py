@@ -15,7 +15,7 @@ from agents.simulate import MODEL, Effects, SimulatedGpu
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.wear import meters
 from portal.wear.models import WearHour, WearState
-from portal.wear.services import _days_refresh
+from portal.wear.services import wear_days_refresh
 
 DAYS = 60
 CLEANED_DAYS_AGO = 20
@@ -100,7 +100,7 @@ def _seed(now: dt.datetime) -> int:
                 totals[name] += getattr(row, name)
             rows.append(row)
         WearHour.objects.bulk_create(rows, batch_size=2000)
-        _days_refresh(gpu.pk, {start + d * 86400 - start % 86400 for d in range(DAYS + 2)})
+        wear_days_refresh({gpu.pk: {start + d * 86400 - start % 86400 for d in range(DAYS + 2)}})
         state = WearState.objects.filter(gpu=gpu).first()
         if state is None:
             last = float(end - 1)

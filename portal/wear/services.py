@@ -57,7 +57,8 @@ def _bucket_of(row: WearHour) -> Bucket:
     )  # fmt: skip
 
 
-def _fill(row: WearHour, bucket: Bucket) -> None:
+def wear_row_fill(row: WearHour, bucket: Bucket) -> None:
+    """Set an hour or day row's figures from a bucket."""
     for name in SUM_FIELDS:
         setattr(row, name, getattr(bucket, name))
     row.readings = bucket.readings
@@ -88,10 +89,6 @@ def _update_rows(model, rows: list, fields: list[str]) -> None:
         cursor.executemany(sql, params)
 
 
-def _days_refresh(gpu_id: int, days: set[int]) -> None:
-    _days_refresh_many({gpu_id: days})
-
-
 HOUR_COLUMNS = ("gpu_id", "hour_ms", *BUCKET_FIELDS)
 
 
@@ -112,7 +109,8 @@ def _hour_tuple(row: WearHour) -> tuple:
     return (row.gpu_id, int(row.hour.timestamp()) * 1000, *(getattr(row, name) for name in BUCKET_FIELDS))
 
 
-def _days_refresh_many(days_of: dict[int, set[int]]) -> None:
+def wear_days_refresh(days_of: dict[int, set[int]]) -> None:
+    """Rebuild the day rows of `days_of` ({gpu_id: {UTC midnight, epoch s}}) from their hour rows."""
     _days_save(*_days_built(days_of))
 
 
@@ -171,7 +169,7 @@ def _days_built(days_of: dict[int, set[int]], unsaved: list[WearHour] = ()) -> t
         pk = existing.get((gpu_id, day))
         row = WearDay(pk=pk, gpu_id=gpu_id, day=_epoch_dt(day))
         (creates if pk is None else updates).append(row)
-        _fill(row, bucket)
+        wear_row_fill(row, bucket)
         row.cycles_high, row.cycles_ref, row.cycles_total = last_hour[high_at : high_at + 3]
     return creates, updates
 
@@ -216,7 +214,7 @@ def _chain(
             for name in SUM_FIELDS:
                 delta[name] -= getattr(row, name)
             updates.append(row)
-        _fill(row, bucket)
+        wear_row_fill(row, bucket)
         for name in SUM_FIELDS:
             delta[name] += getattr(bucket, name)
         if position or not skip_first_turns:
@@ -238,7 +236,7 @@ def _write(gpu_id: int, buckets: dict[int, Bucket], existing: dict[int, WearHour
     creates, updates = [], []
     delta = _chain(gpu_id, buckets, existing, start, creates, updates)
     _save_hours(creates, updates)
-    _days_refresh(gpu_id, {_day_of(hour) for hour in buckets})
+    wear_days_refresh({gpu_id: {_day_of(hour) for hour in buckets}})
     return {"delta": delta, "cycles": start}
 
 
@@ -403,7 +401,7 @@ def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to
             cycles_total=F("cycles_total") + shift
         )
     if changed:
-        _days_refresh(gpu.pk, {_day_of(int(row.hour.timestamp())) for row in changed})
+        wear_days_refresh({gpu.pk: {_day_of(int(row.hour.timestamp())) for row in changed}})
     final = WearHour.objects.filter(gpu_id=gpu.pk).order_by("-hour").values_list("cycles_total", flat=True).first()
     state.cycles_total = final or 0
     if h0 < state.first_hour.timestamp():

@@ -364,7 +364,7 @@ def test_inventory_goes_with_the_first_batch_and_again_when_it_changes(fake_nvml
     (batch,) = agent.collect()
     assert batch["gpus"][1]["vbios_version"] == "96.00.A5.00.02"
     assert "gpus" not in agent.collect()[0]
-    agent.inventory_lost("a-rejected-batch")
+    agent.inventory_lost()
     assert "gpus" in agent.collect()[0]
 
 

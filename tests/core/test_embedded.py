@@ -33,7 +33,7 @@ def embedded_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     return env
 
 
-def _descendants(pid: int) -> set[int]:
+def descendants(pid: int) -> set[int]:
     """Every process below pid (children of children too), from /proc."""
     parents: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
@@ -51,7 +51,7 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
@@ -59,7 +59,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _wait_for(predicate, timeout_s: float, what: str, log: Path):
+def wait_for(predicate, timeout_s: float, what: str, log: Path):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
@@ -78,7 +78,7 @@ def manage_until_stopped(args: list[str], env: dict[str, str], log: Path, *, up_
             [sys.executable, "manage.py", *args], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        _wait_for(
+        wait_for(
             lambda: "The portal is up" in log.read_text(), up_within_s, f"manage.py {args[0]} did not come up", log
         )
         yield process
@@ -114,7 +114,7 @@ def portal_run(var_dir: Path, **overrides: str):
 
 def test_run_starts_web_worker_and_beat_and_sigterm_stops_every_one(tmp_path):
     with portal_run(tmp_path) as (process, base_url, env, log):
-        children = _descendants(process.pid)
+        children = descendants(process.pid)
         commands = " ".join(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ") for pid in children)
         assert "daphne" in commands
         assert "celery -A portal worker" in commands
@@ -124,11 +124,11 @@ def test_run_starts_web_worker_and_beat_and_sigterm_stops_every_one(tmp_path):
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log.read_text()[-4000:]
     time.sleep(0.2)
-    left = [pid for pid in children if _alive(pid)]
+    left = [pid for pid in children if alive(pid)]
     assert not left, f"processes left behind: {left}"
 
 
-def _count(db: Path, model, where: str = "1=1", *params) -> int:
+def row_count(db: Path, model, where: str = "1=1", *params) -> int:
     with contextlib.closing(sqlite3.connect(db, timeout=10)) as connection:
         return connection.execute(f"SELECT COUNT(*) FROM {model._meta.db_table} WHERE {where}", params).fetchone()[0]
 
@@ -150,14 +150,14 @@ def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
         batch["readings"][-1]["xid_events"] = [{"code": 79, "ts": batch["readings"][-1]["ts"]}]
         assert ingest_post(base_url, token, batch)[0] == 202
         # The web server only stored the batch: the worker evaluated it (an XID ticket) ...
-        _wait_for(lambda: _count(db, StageDone, "stage = 'rules'"), 30, "no batch was evaluated", log)
-        _wait_for(lambda: "Task portal.telemetry.tasks.pipeline_run_task" in log.read_text(), 10,
+        wait_for(lambda: row_count(db, StageDone, "stage = 'rules'"), 30, "no batch was evaluated", log)
+        wait_for(lambda: "Task portal.telemetry.tasks.pipeline_run_task" in log.read_text(), 10,
                   "the worker did not receive the pipeline task", log)  # fmt: skip
-        assert _count(db, Ticket, "rule LIKE 'xid%'") == 1
+        assert row_count(db, Ticket, "rule LIKE 'xid%'") == 1
         # ... the same pipeline run rolled it up ...
-        _wait_for(lambda: _count(db, Rollup1m), 30, "no rollup appeared", log)
+        wait_for(lambda: row_count(db, Rollup1m), 30, "no rollup appeared", log)
         # ... and with no reading for 3 s, beat's silence check opened "agent silent".
-        _wait_for(lambda: _count(db, Ticket, "rule = ?", AGENT_SILENT.key), 30, "no agent-silent ticket", log)
+        wait_for(lambda: row_count(db, Ticket, "rule = ?", AGENT_SILENT.key), 30, "no agent-silent ticket", log)
 
 
 def test_readings_wait_for_a_worker_without_one_and_are_caught_up_when_it_starts(tmp_path):
@@ -172,7 +172,7 @@ def test_readings_wait_for_a_worker_without_one_and_are_caught_up_when_it_starts
         batch = make_batch("lab-02", readings=3)
         assert ingest_post(portal.base_url, token, batch)[0] == 202
         time.sleep(1)
-        assert _count(db, StageDone) == 0  # nothing evaluates without a worker
+        assert row_count(db, StageDone) == 0  # nothing evaluates without a worker
     with portal_run(tmp_path) as (process, base_url, env, log):
-        _wait_for(lambda: _count(db, StageDone, "stage = 'rules'"), 30, "the stored batch was not caught up", log)
-        _wait_for(lambda: _count(db, Rollup1m), 30, "the stored batch was not rolled up", log)
+        wait_for(lambda: row_count(db, StageDone, "stage = 'rules'"), 30, "the stored batch was not caught up", log)
+        wait_for(lambda: row_count(db, Rollup1m), 30, "the stored batch was not rolled up", log)

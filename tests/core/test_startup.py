@@ -61,10 +61,12 @@ def test_the_compiled_catalogues_come_first(settings):
 def test_a_worker_start_compiles_the_catalogues_only(code, settings, tmp_path):
     """Celery's worker_init: the worker writes e-mails in each subscriber's language; it serves
     no /agent/, so it prepares nothing else."""
-    from portal.celery import _compile_catalogues
+    from celery.signals import worker_init
+
+    import portal.celery  # noqa: F401 - connects the worker's start
 
     settings.AGENT_DIST_DIR = str(tmp_path / "agent-dist")
-    _compile_catalogues()
+    worker_init.send(sender=None)
     assert (catalogue_dir() / MO).exists()
     assert not (tmp_path / "agent-dist").exists()
 

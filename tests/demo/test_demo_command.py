@@ -10,7 +10,7 @@ from portal.core.supervise import free_port
 from portal.maintenance.models import Ticket
 from portal.scheduler import devcluster
 from portal.scheduler.models import SchedulerAction
-from tests.core.test_embedded import _alive, _count, _descendants, _wait_for, embedded_env, manage_until_stopped
+from tests.core.test_embedded import alive, descendants, embedded_env, manage_until_stopped, row_count, wait_for
 
 
 def test_demo_opens_tickets_within_a_minute_and_ctrl_c_stops_everything(tmp_path):
@@ -22,15 +22,15 @@ def test_demo_opens_tickets_within_a_minute_and_ctrl_c_stops_everything(tmp_path
         up = time.monotonic()
         db = tmp_path / "portal.sqlite3"
         # Preventive tickets for the seeded hosts at once, an XID ticket from sim-desk-c soon after.
-        _wait_for(lambda: _count(db, Ticket, "rule LIKE 'schedule_%'"), 30, "no due ticket", log)
+        wait_for(lambda: row_count(db, Ticket, "rule LIKE 'schedule_%'"), 30, "no due ticket", log)
         desk_xid = "rule LIKE 'xid%' AND host_id = (SELECT id FROM fleet_host WHERE hostname = 'sim-desk-c')"
-        _wait_for(lambda: _count(db, Ticket, desk_xid), 60, "no XID ticket from sim-desk-c", log)
+        wait_for(lambda: row_count(db, Ticket, desk_xid), 60, "no XID ticket from sim-desk-c", log)
         assert time.monotonic() - up < 60
         if not devcluster.missing_commands() and os.geteuid() == 0:  # the demo's own Slurm node drains
             drained = "kind = 'drain' AND state = 'done' AND outcome LIKE 'Slurm node % drained: gpu-fleet #%'"
-            _wait_for(lambda: _count(db, SchedulerAction, drained), 60, "no drained Slurm node", log)
-        children = _descendants(demo.pid)
-        commands = [Path(f"/proc/{pid}/cmdline").read_text() for pid in children if _alive(pid)]
+            wait_for(lambda: row_count(db, SchedulerAction, drained), 60, "no drained Slurm node", log)
+        children = descendants(demo.pid)
+        commands = [Path(f"/proc/{pid}/cmdline").read_text() for pid in children if alive(pid)]
         assert sum("\0-m\0agents\0" in command for command in commands) == 3
     time.sleep(0.2)
-    assert not [pid for pid in children if _alive(pid)], "processes left behind"
+    assert not [pid for pid in children if alive(pid)], "processes left behind"

@@ -11,7 +11,7 @@ import requests
 from portal.core.supervise import free_port
 from portal.demo.directory import DEMO_PEOPLE, slapd_available
 from tests.conftest import skip_or_fail
-from tests.core.test_embedded import _alive, _descendants, embedded_env, manage_until_stopped
+from tests.core.test_embedded import alive, descendants, embedded_env, manage_until_stopped
 
 
 def test_demo_with_a_directory_signs_its_people_in(tmp_path):
@@ -26,7 +26,7 @@ def test_demo_with_a_directory_signs_its_people_in(tmp_path):
         output = log.read_text()
         for name, (password, *_rest) in DEMO_PEOPLE.items():
             assert f"{name} / {password}" in output
-        slapd = [pid for pid in _descendants(demo.pid) if "slapd" in Path(f"/proc/{pid}/cmdline").read_text()]
+        slapd = [pid for pid in descendants(demo.pid) if "slapd" in Path(f"/proc/{pid}/cmdline").read_text()]
         assert slapd, output
 
         browser = requests.Session()
@@ -41,4 +41,4 @@ def test_demo_with_a_directory_signs_its_people_in(tmp_path):
         )
         assert answer.status_code == 302 and answer.headers["Location"] == "/", answer.text[:2000]
     time.sleep(0.2)
-    assert not [pid for pid in slapd if _alive(pid)], "slapd left behind"
+    assert not [pid for pid in slapd if alive(pid)], "slapd left behind"

@@ -47,6 +47,6 @@ def test_history_is_stored_through_ingest_once_and_rolled_up(settings, tmp_path)
 def test_demo_agents_reach_a_lan_address_portal_without_refusing_plain_http(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     for base_url, flagged in (("http://127.0.0.1:8000", False), ("http://192.168.1.20:8000", True)):
-        for _, _, command in story.agent_commands(base_url, 60.0, {}):
+        for _, _, command in story.agent_commands(base_url, 60.0):
             assert ("--insecure-http" in command) is flagged
             assert load_config(command[3:], {"GPU_AGENT_TOKEN": "t"}).url == base_url

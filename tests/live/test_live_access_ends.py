@@ -36,7 +36,7 @@ async def _open(user, path="/ws/live/fleet/"):
     return communicator, client
 
 
-async def _closed_with(communicator, timeout=3.0) -> int | None:
+async def closed_with(communicator, timeout=3.0) -> int | None:
     while True:
         message = await communicator.receive_output(timeout=timeout)
         if message["type"] == "websocket.close":
@@ -48,7 +48,7 @@ async def test_logout_closes_that_sessions_sockets_only(layer, fleet, viewer_use
     second, _ = await _open(viewer_user)
     try:
         await database_sync_to_async(first_client.logout)()
-        assert await _closed_with(first) == CLOSE_UNAUTHENTICATED
+        assert await closed_with(first) == CLOSE_UNAUTHENTICATED
         assert await second.receive_nothing(timeout=0.3)  # the other browser stays logged in
     finally:
         await first.disconnect()
@@ -60,7 +60,7 @@ async def test_deactivation_closes_the_socket(layer, fleet, viewer_user):
     try:
         viewer_user.is_active = False
         await database_sync_to_async(viewer_user.save)()
-        assert await _closed_with(communicator) == CLOSE_UNAUTHENTICATED
+        assert await closed_with(communicator) == CLOSE_UNAUTHENTICATED
     finally:
         await communicator.disconnect()
 
@@ -70,7 +70,7 @@ async def test_losing_the_role_closes_the_socket(layer, fleet, viewer_user):
     try:
         role = await database_sync_to_async(Group.objects.get)(name=ROLE_VIEWER)
         await database_sync_to_async(viewer_user.groups.remove)(role)
-        assert await _closed_with(communicator) == CLOSE_FORBIDDEN
+        assert await closed_with(communicator) == CLOSE_FORBIDDEN
     finally:
         await communicator.disconnect()
 
@@ -80,7 +80,7 @@ async def test_the_timer_finds_a_session_gone_without_a_signal(layer, fleet, vie
     communicator, _ = await _open(viewer_user)
     try:
         await database_sync_to_async(lambda: Session.objects.all().delete())()
-        assert await _closed_with(communicator, timeout=3) == CLOSE_UNAUTHENTICATED
+        assert await closed_with(communicator, timeout=3) == CLOSE_UNAUTHENTICATED
     finally:
         await communicator.disconnect()
 

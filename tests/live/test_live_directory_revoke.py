@@ -14,7 +14,7 @@ from portal.live.consumers import CLOSE_UNAUTHENTICATED
 from tests.accounts.conftest import LDAP_BACKEND, ldap_configure
 from tests.factories import UserFactory
 from tests.live.conftest import ORIGIN
-from tests.live.test_live_access_ends import _closed_with
+from tests.live.test_live_access_ends import closed_with
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -44,7 +44,7 @@ async def test_revocation_by_the_directory_closes_the_socket(layer, fleet, setti
     try:
         assert (await communicator.receive_json_from(timeout=2))["kind"] == "hello"
         await database_sync_to_async(directory_user_revoke)(user=user, source=Source.LDAP)
-        assert await _closed_with(communicator) == CLOSE_UNAUTHENTICATED
+        assert await closed_with(communicator) == CLOSE_UNAUTHENTICATED
         page = await database_sync_to_async(client.get)("/account/")
         assert page.status_code == 302  # and the session's pages ask for a login again
     finally:

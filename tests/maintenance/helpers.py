@@ -1,4 +1,4 @@
-"""Reading series for rule tests, fed straight to the evaluation service with their own timestamps."""
+"""Reading series for rule tests, handed to the pipeline's rules stage with their own timestamps."""
 
 import contextlib
 import datetime as dt
@@ -8,8 +8,11 @@ import threading
 
 from django.db import transaction
 
+from portal.fleet.models import Gpu
 from portal.maintenance.rules.base import READING_COLUMNS
-from portal.maintenance.services.evaluate import readings_evaluate
+from portal.maintenance.services.evaluate import EvaluationResult, rules_prepare
+from portal.telemetry.columns import READING_ROW_COLUMNS
+from portal.telemetry.pipeline import Block
 
 T0 = dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.UTC)
 
@@ -33,18 +36,31 @@ def series(values: list[dict], start: dt.datetime = T0, step_s: float = 10) -> l
     return [row(start + dt.timedelta(seconds=i * step_s), **v) for i, v in enumerate(values)]
 
 
+def _stored(gpu_id: int, row: tuple) -> tuple:
+    values = dict(zip(READING_COLUMNS, row, strict=True))
+    return tuple(gpu_id if name == "gpu_id" else values.get(name) for name in READING_ROW_COLUMNS)
+
+
+def rules_stage_run(*, readings: dict[int, list[tuple]], xids=None) -> EvaluationResult:
+    """The rules stage over readings (GPU id → rows as `row` makes them, in time order) and XID
+    events (GPU id → [(epoch s, code)]), handed to it as the pipeline hands it a block of stored
+    batches: judged, then applied in one transaction."""
+    xids = xids or {}
+    gpu_hosts = dict(Gpu.objects.filter(pk__in=[*readings, *xids]).values_list("id", "host_id"))
+    stored = {gpu_id: [_stored(gpu_id, row) for row in rows] for gpu_id, rows in readings.items()}
+    prepared = rules_prepare(Block(batches=[], readings=stored, xids=xids, gpu_hosts=gpu_hosts))
+    with transaction.atomic():
+        return prepared.apply()
+
+
 def feed(gpu, rows: list[tuple], chunk: int = 30, xids=None):
     """Evaluate rows in batches of `chunk` readings, as agents would send them; returns every outcome."""
     outcomes = []
     for start in range(0, len(rows), chunk):
-        with transaction.atomic():
-            result = readings_evaluate(
-                host_id=gpu.host_id, readings={gpu.pk: rows[start : start + chunk]}, xids=xids if start == 0 else None
-            )
+        result = rules_stage_run(readings={gpu.pk: rows[start : start + chunk]}, xids=xids if start == 0 else None)
         outcomes += result.tickets
     if not rows and xids:
-        with transaction.atomic():
-            outcomes += readings_evaluate(host_id=gpu.host_id, readings={}, xids=xids).tickets
+        outcomes += rules_stage_run(readings={}, xids=xids).tickets
     return outcomes
 
 

@@ -9,7 +9,6 @@ from django.core import mail
 from django.db import transaction
 
 from portal.maintenance.models import Notification, Subscription, Ticket
-from portal.maintenance.services.evaluate import readings_evaluate
 from portal.maintenance.services.notify import (
     notification_send,
     notifications_pending_sweep,
@@ -18,7 +17,7 @@ from portal.maintenance.services.notify import (
 )
 from portal.maintenance.services.tickets import ticket_fire
 from tests.factories import HostFactory, UserFactory
-from tests.maintenance.helpers import T0, WebhookServer, celery_configured, feed, series
+from tests.maintenance.helpers import T0, WebhookServer, celery_configured, feed, rules_stage_run, series
 
 HOT = {"temperature_c": 88}
 
@@ -157,13 +156,13 @@ def test_grouped_gpu_tickets_send_nothing_extra(host8):
     host, gpus = host8
     sub = _subscribe("oncall", min_severity="info")
     with transaction.atomic():
-        readings_evaluate(host_id=host.pk, readings={g.pk: series([HOT] * 20) for g in gpus[:5]})
+        rules_stage_run(readings={g.pk: series([HOT] * 20) for g in gpus[:5]})
     parent = Ticket.objects.get(gpu__isnull=True, rule="overheat")
     assert list(Notification.objects.values_list("ticket_id", flat=True)) == [parent.pk]
     # A sixth GPU joins later: its ticket is born grouped and says nothing either.
     later = T0 + dt.timedelta(minutes=40)
     with transaction.atomic():
-        readings_evaluate(host_id=host.pk, readings={gpus[5].pk: series([HOT] * 20, start=later)})
+        rules_stage_run(readings={gpus[5].pk: series([HOT] * 20, start=later)})
     assert Ticket.objects.get(gpu=gpus[5]).parent_id == parent.pk
     assert Notification.objects.filter(subscription=sub).count() == 1
 

@@ -13,9 +13,8 @@ from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.maintenance.models import Notification, RuleState, Silence, Subscription, Ticket
 from portal.maintenance.rules.base import READING_COLUMNS
 from portal.maintenance.services import beat
-from portal.maintenance.services.evaluate import readings_evaluate
 from portal.telemetry.models import StageDone
-from tests.maintenance.helpers import T0, feed, series
+from tests.maintenance.helpers import T0, feed, rules_stage_run, series
 
 HOT = {"temperature_c": 88}
 COOL = {"temperature_c": 60}
@@ -61,7 +60,7 @@ def test_grouping_when_most_gpus_of_a_host_fire(host8):
     sub_user = _subscriber()
     rows = {g.pk: series([HOT] * 20) for g in gpus[:6]}
     with transaction.atomic():
-        readings_evaluate(host_id=host.pk, readings=rows)
+        rules_stage_run(readings=rows)
     parent = Ticket.objects.get(gpu__isnull=True, rule="overheat")
     children = Ticket.objects.filter(gpu__isnull=False, rule="overheat")
     assert children.count() == 6 and all(c.parent_id == parent.pk for c in children)
@@ -73,7 +72,7 @@ def test_grouping_when_most_gpus_of_a_host_fire(host8):
 def test_two_gpus_of_eight_stay_separate(host8):
     host, gpus = host8
     with transaction.atomic():
-        readings_evaluate(host_id=host.pk, readings={g.pk: series([HOT] * 20) for g in gpus[:2]})
+        rules_stage_run(readings={g.pk: series([HOT] * 20) for g in gpus[:2]})
     assert not Ticket.objects.filter(gpu__isnull=True).exists()
 
 
@@ -129,7 +128,7 @@ def test_host_wide_record_counts_for_each_gpu(host8):
 def test_silence_rule_fires_and_the_next_reading_resolves(host8):
     host, gpus = host8
     with transaction.atomic():
-        readings_evaluate(host_id=host.pk, readings={g.pk: series([COOL] * 3) for g in gpus})
+        rules_stage_run(readings={g.pk: series([COOL] * 3) for g in gpus})
     from portal.telemetry.models import GpuLatest
 
     GpuLatest.objects.bulk_create([GpuLatest(gpu=g, ts=T0, received_at=T0) for g in gpus])
@@ -141,7 +140,7 @@ def test_silence_rule_fires_and_the_next_reading_resolves(host8):
     beat.agent_silent_check(now=T0 + dt.timedelta(minutes=8))  # idempotent
     assert Ticket.objects.filter(rule="agent_silent").count() == 9
     with transaction.atomic():
-        readings_evaluate(host_id=host.pk, readings={g.pk: series([COOL], start=T0 + dt.timedelta(minutes=9))
+        rules_stage_run(readings={g.pk: series([COOL], start=T0 + dt.timedelta(minutes=9))
                                                      for g in gpus})  # fmt: skip
     assert set(Ticket.objects.filter(rule="agent_silent").values_list("state", flat=True)) == {"resolved"}
 
@@ -168,7 +167,7 @@ def test_a_late_backlog_never_resolves_a_ticket_before_it_opened(host8):
     beat.agent_silent_check(now=opened)  # the portal heard nothing for half an hour
     # then the agent's spool arrives: readings from a minute after the last one
     with transaction.atomic():
-        readings_evaluate(host_id=host.pk, readings={g.pk: series([COOL], start=T0 + dt.timedelta(minutes=1))
+        rules_stage_run(readings={g.pk: series([COOL], start=T0 + dt.timedelta(minutes=1))
                                                      for g in gpus})  # fmt: skip
     tickets = Ticket.objects.filter(rule="agent_silent")
     assert tickets.count() == 9 and {t.state for t in tickets} == {"resolved"}

@@ -12,20 +12,17 @@ from tests.factories import GpuFactory
 
 @pytest.mark.parametrize("code", [48, 63, 64, 74, 79, 92, 94, 95])
 def test_hardware_codes(code):
-    assert xid_catalog.xid_category(code) == "hardware"
-    assert xid_catalog.xid_is_hardware_failure(code)
+    assert xid_catalog.xid_entry(code).category == "hardware"
 
 
 @pytest.mark.parametrize("code", [119, 120])
 def test_gsp_codes_are_firmware_not_hardware_failures(code):
-    assert xid_catalog.xid_category(code) == "firmware"
-    assert not xid_catalog.xid_is_hardware_failure(code)
+    assert xid_catalog.xid_entry(code).category == "firmware"
 
 
 @pytest.mark.parametrize("code", [13, 31, 43, 45])
 def test_application_codes_never_count_as_hardware(code):
-    assert xid_catalog.xid_category(code) == "application"
-    assert not xid_catalog.xid_is_hardware_failure(code)
+    assert xid_catalog.xid_entry(code).category == "application"
     assert xid_class(code) == "application"  # the rule engine agrees
 
 
@@ -49,7 +46,6 @@ def test_recommended_actions(code, immediate, investigatory):
 def test_unknown_code_is_not_silently_application():
     entry = xid_catalog.xid_entry(9999)
     assert entry.category == "unknown" and entry.immediate == "RESET_GPU"
-    assert not xid_catalog.xid_is_hardware_failure(9999)
 
 
 def test_every_bucket_used_is_explained():

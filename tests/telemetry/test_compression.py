@@ -35,7 +35,7 @@ def _nothing_pending(monkeypatch):
     monkeypatch.setattr(hooks, "_raw_needed", {})
 
 
-def _readings(gpu, start: dt.datetime, count: int, step=dt.timedelta(seconds=10)) -> list[Reading]:
+def sample_readings(gpu, start: dt.datetime, count: int, step=dt.timedelta(seconds=10)) -> list[Reading]:
     """Readings with every column set, some NULL, extremes included; microseconds in the stamps."""
     rows = []
     for n in range(count):
@@ -85,7 +85,7 @@ def _chunks(gpu_id=None) -> list[tuple]:
 def test_every_column_reads_back_the_same_once_compressed(require_postgres):
     gpu = GpuFactory()
     start = NOON - dt.timedelta(days=3, minutes=20)
-    _readings(gpu, start, 400)
+    sample_readings(gpu, start, 400)
     before = readings_of(gpu_ids=[gpu.pk], columns=ALL)
     assert len(before) == 400 and before[1][ALL.index("ecc_corrected_volatile")] == 2**62
     done = compression.readings_compress(now=NOON)
@@ -109,7 +109,7 @@ def test_every_column_reads_back_the_same_once_compressed(require_postgres):
 
 def test_a_chart_a_tickets_evidence_and_the_rma_report_are_the_same_before_and_after(require_postgres):
     gpu = GpuFactory()
-    _readings(gpu, NOON - dt.timedelta(days=2, hours=3), 1500, step=dt.timedelta(seconds=20))
+    sample_readings(gpu, NOON - dt.timedelta(days=2, hours=3), 1500, step=dt.timedelta(seconds=20))
     first_seen = NOON - dt.timedelta(days=2, hours=1)
     ticket = Ticket.objects.create(fingerprint="f", rule="overheat", host=gpu.host, gpu=gpu, title="hot",
                                    first_seen=first_seen, last_seen=first_seen + dt.timedelta(minutes=20))  # fmt: skip
@@ -134,7 +134,7 @@ def test_a_chart_a_tickets_evidence_and_the_rma_report_are_the_same_before_and_a
 
 def test_a_crash_leaves_the_raw_readings_and_a_rerun_does_nothing(require_postgres):
     gpu = GpuFactory()
-    _readings(gpu, NOON - dt.timedelta(days=2), 50)
+    sample_readings(gpu, NOON - dt.timedelta(days=2), 50)
     with pytest.raises(RuntimeError), transaction.atomic():
         compression.readings_compress(now=NOON)
         raise RuntimeError("the worker dies before its transaction commits")
@@ -149,7 +149,7 @@ def test_readings_a_pending_pipeline_batch_needs_stay_raw(require_postgres, monk
     monkeypatch.setattr(hooks, "_raw_needed", {"pipeline": pipeline.oldest_pending_reading})
     gpu = GpuFactory()
     start = NOON - dt.timedelta(days=3)
-    _readings(gpu, start, 720)  # two hours
+    sample_readings(gpu, start, 720)  # two hours
     pending_from = start + dt.timedelta(minutes=70)
     IngestBatch.objects.create(batch_id=uuid.uuid4(), host=gpu.host, sent_at=NOON, received_at=NOON, reading_count=1,
                                first_ts=pending_from, last_ts=pending_from)  # fmt: skip
@@ -199,7 +199,7 @@ def test_retention_drops_compressed_hours_past_the_window(require_postgres, sett
     settings.RETENTION_RAW_DAYS = 14
     gpu = GpuFactory()
     for days in (16, 15, 13):
-        _readings(gpu, NOON - dt.timedelta(days=days), 10)
+        sample_readings(gpu, NOON - dt.timedelta(days=days), 10)
     assert compression.readings_compress(now=NOON)["readings"] == 30
     assert telemetry_prune(now=NOON)["readings"] == 20
     assert [start for _, start, _ in _chunks(gpu.pk)] == [NOON - dt.timedelta(days=13)]
@@ -208,15 +208,15 @@ def test_retention_drops_compressed_hours_past_the_window(require_postgres, sett
 def test_sqlite_or_postgres_the_read_function_answers_without_compression(db):
     """Everywhere (SQLite included): readings_of reads raw readings as values_list would."""
     gpu = GpuFactory()
-    rows = _readings(gpu, NOON - dt.timedelta(hours=1), 5)
+    rows = sample_readings(gpu, NOON - dt.timedelta(hours=1), 5)
     got = readings_of(gpu_ids=[gpu.pk], columns=("ts", "temperature_c"))
     assert got == [(row.ts, row.temperature_c) for row in rows]
 
 
 def test_a_gpus_deletion_takes_its_compressed_readings(require_postgres):
     gpu, other = GpuFactory(), GpuFactory()
-    _readings(gpu, NOON - dt.timedelta(days=2), 10)
-    _readings(other, NOON - dt.timedelta(days=2), 10)
+    sample_readings(gpu, NOON - dt.timedelta(days=2), 10)
+    sample_readings(other, NOON - dt.timedelta(days=2), 10)
     compression.readings_compress(now=NOON)
     gpu.delete()
     assert [gpu_id for gpu_id, _, _ in _chunks()] == [other.pk]

@@ -10,8 +10,8 @@ from django.utils import timezone
 from portal.accounts.services import api_token_issue, api_token_revoke
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.telemetry.models import THROTTLE_BIT, Reading, Rollup1h, Rollup1m
-from portal.telemetry.services.rollups import rollups_refresh
 from tests.factories import GpuFactory, HostFactory, RecordFactory
+from tests.pipeline import batches_recorded, stage_run
 from tests.telemetry.batches import gpu_uuid, iso, make_batch
 
 pytestmark = pytest.mark.django_db
@@ -173,12 +173,13 @@ def long_series(fleet):
     gpu = Gpu.objects.get(uuid=A)
     end = fleet["now"] - dt.timedelta(minutes=5)
     start = end - dt.timedelta(seconds=30 * 3000)
-    Reading.objects.bulk_create(
+    stored = Reading.objects.bulk_create(
         [Reading(gpu=gpu, ts=start + dt.timedelta(seconds=30 * i), temperature_c=40 + i % 30,
                  throttle_reasons=THROTTLE_BIT["hw_thermal"] if i % 10 == 0 else 0) for i in range(3000)],
         batch_size=500,
     )  # fmt: skip
-    rollups_refresh(gpu_id=gpu.pk, start=start, end=fleet["now"] + dt.timedelta(minutes=1))
+    batches_recorded(stored)
+    stage_run("rollups")
     return {"start": start, "end": end, "gpu": gpu}
 
 

@@ -19,10 +19,10 @@ from portal.telemetry.models import ROLLUP_HOUR_FIELDS, ROLLUP_MINUTE_FIELDS, Re
 from portal.telemetry.selectors import gpu_series
 from portal.telemetry.services import compression, rollup_chunks
 from portal.telemetry.services.retention import telemetry_prune
-from portal.telemetry.services.rollups import rollups_refresh
 from portal.telemetry.store import rollups_of
 from tests.factories import GpuFactory, HostFactory
-from tests.telemetry.test_compression import NOON, _readings
+from tests.pipeline import batches_recorded, stage_run
+from tests.telemetry.test_compression import NOON, sample_readings
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
@@ -37,9 +37,9 @@ def _nothing_pending(monkeypatch):
 
 
 def _rolled_up(gpu, start: dt.datetime, count: int, step=dt.timedelta(seconds=10)) -> None:
-    """Readings (every column, some NULL) and their rollups, as the pipeline would write them."""
-    rows = _readings(gpu, start, count, step=step)
-    rollups_refresh(gpu_id=gpu.pk, start=rows[0].ts, end=rows[-1].ts + dt.timedelta(seconds=1))
+    """Readings (every column, some NULL) and their rollups, written by the pipeline."""
+    batches_recorded(sample_readings(gpu, start, count, step=step))
+    stage_run("rollups")
 
 
 def _chunks(table: str, gpu_id: int) -> list[tuple]:
@@ -188,10 +188,13 @@ def test_a_late_reading_into_a_compressed_day_changes_the_answer_as_on_raw_rows(
     _compress_gpu(packed)
     assert not Rollup1m.objects.filter(gpu=packed).exists()
     minute = start + dt.timedelta(minutes=20)
-    for gpu in (raw, packed):  # a late reading, rolled up as the pipeline does: its minute and hour again
+    late = [
         Reading.objects.create(gpu=gpu, ts=minute + dt.timedelta(seconds=5), temperature_c=99, power_w=1000.5,
-                               utilization_gpu_pct=100, xid_count=0)  # fmt: skip
-        rollups_refresh(gpu_id=gpu.pk, start=minute, end=minute + dt.timedelta(minutes=1))
+                               utilization_gpu_pct=100, xid_count=0)
+        for gpu in (raw, packed)
+    ]  # fmt: skip
+    batches_recorded(late)
+    assert stage_run("rollups") == 2  # each late reading's minute and hour again
     # the packed GPU's minute and hour written raw again, beside its compressed day
     assert Rollup1m.objects.filter(gpu=packed).count() == 1 and Rollup1h.objects.filter(gpu=packed).count() == 1
     expected = _all(raw)

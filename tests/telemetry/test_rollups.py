@@ -7,9 +7,7 @@ from collections import defaultdict
 import pytest
 from django.utils import timezone
 
-from portal.fleet.models import Gpu
 from portal.telemetry.models import ROLLUP_METRICS, THROTTLE_BIT, Rollup1h, Rollup1m, StageDone
-from portal.telemetry.services.rollups import rollups_refresh
 from tests.pipeline import rollups_process_pending, stage_waiting
 from tests.telemetry.batches import gpu_uuid, iso, make_batch, make_reading
 
@@ -149,9 +147,6 @@ def test_rolling_up_twice_changes_nothing(agent):
     ids = sorted(Rollup1m.objects.values_list("pk", flat=True))
 
     assert rollups_process_pending() == 0
-    gpu = Gpu.objects.get(uuid=A)
-    rollups_refresh(gpu_id=gpu.pk, start=start, end=start + dt.timedelta(minutes=10))
-    rollups_refresh(gpu_id=gpu.pk, start=start, end=start + dt.timedelta(minutes=10))
     # processing batches again, after they are marked undone (a crash before the mark)
     StageDone.objects.filter(stage="rollups").delete()
     assert rollups_process_pending() == 3
@@ -190,9 +185,9 @@ def test_a_late_batch_updates_an_already_rolled_up_minute(agent):
 def test_rollups_of_one_host_leave_other_hosts_alone(agent, other_agent):
     start = series_start()
     post_in_batches(agent, generate(A, start, 10, dt.timedelta(seconds=5)), 10, gpus=[A])
-    post_in_batches(other_agent, generate(B, start, 10, dt.timedelta(seconds=5), seed=3), 10, gpus=[B])
-    assert rollups_process_pending(limit=1) == 1
+    assert rollups_process_pending() == 1
     assert set(Rollup1m.objects.values_list("gpu__uuid", flat=True)) == {A}
+    post_in_batches(other_agent, generate(B, start, 10, dt.timedelta(seconds=5), seed=3), 10, gpus=[B])
     assert rollups_process_pending() == 1
     assert set(Rollup1m.objects.values_list("gpu__uuid", flat=True)) == {A, B}
 
@@ -220,7 +215,7 @@ def test_on_postgresql_a_pass_finding_another_running_leaves_at_once(agent, requ
     import psycopg
     from django.db import connection
 
-    from portal.core.locks import _advisory_key
+    from portal.core.locks import advisory_key
 
     series = generate(A, series_start(), 30, dt.timedelta(seconds=5))
     post_in_batches(agent, series, 10)
@@ -232,12 +227,12 @@ def test_on_postgresql_a_pass_finding_another_running_leaves_at_once(agent, requ
     with connection.cursor() as cursor:
         cursor.execute("SET statement_timeout = '10s'")  # a pass that waits fails, not hangs
     try:
-        other.execute("SELECT pg_advisory_lock(%s)", [_advisory_key("pipeline")])  # a pass running elsewhere
+        other.execute("SELECT pg_advisory_lock(%s)", [advisory_key("pipeline")])  # a pass running elsewhere
         started = time.monotonic()
         assert rollups_process_pending() == 0
         assert time.monotonic() - started < 5  # did not wait for the other pass
         assert stage_waiting("rollups") == 3  # left for the running pass
-        other.execute("SELECT pg_advisory_unlock(%s)", [_advisory_key("pipeline")])
+        other.execute("SELECT pg_advisory_unlock(%s)", [advisory_key("pipeline")])
         assert rollups_process_pending() == 3
         assert stage_waiting("rollups") == 0
         assert_rollups_match(Rollup1m, A, series, dt.timedelta(minutes=1))

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from portal.fleet.models import Gpu
 from portal.telemetry import ingest_view
-from portal.telemetry.pipeline import pipeline_pass, pipeline_run
+from portal.telemetry.pipeline import pipeline_run
 from portal.wear.models import WearState
 from tests.telemetry.batches import gpu_uuid, iso, make_batch, make_gpu, make_reading
 from tests.telemetry.conftest import agent_for
@@ -58,7 +58,7 @@ def test_meters_kept_by_the_pipeline_match_the_contract(wear_on_ingest, pipeline
         else:
             assert agent.post(batch).status_code == 202
         if rng.random() < 0.4:
-            pipeline_pass(limit=rng.randint(1, 6))
+            pipeline_run(limit=rng.randint(1, 6))
         if held and rng.random() < 0.2:
             assert agent.post(held.pop(rng.randrange(len(held)))).status_code == 202
     for batch in held:

@@ -86,7 +86,7 @@ _SEVERITY_WORDS = {
 }
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
     """A text marked with gettext_noop, translated (gettext("") would be the catalogue's header)."""
     return gettext(text) if text else ""
 
@@ -117,25 +117,25 @@ class Rule:
     def doc(self) -> str:
         """The rule's documentation on one line, in the active language (for the pages). Each rule
         sets its `__doc__` through gettext_noop, so that makemessages finds it."""
-        return _shown(" ".join((type(self).__doc__ or "").split()))
+        return shown(" ".join((type(self).__doc__ or "").split()))
 
     # The rule's words in the active language, for the pages and notifications. `title`, `action`
     # and `watches` themselves stay English: tickets store them and the API returns them.
     @property
     def title_shown(self) -> str:
-        return _shown(self.title)
+        return shown(self.title)
 
     @property
     def action_shown(self) -> str:
-        return _shown(self.action)
+        return shown(self.action)
 
     @property
     def watches_shown(self) -> str:
-        return _shown(self.watches)
+        return shown(self.watches)
 
     @property
     def severity_shown(self) -> str:
-        return _shown(_SEVERITY_WORDS.get(self.severity, self.severity))
+        return shown(_SEVERITY_WORDS.get(self.severity, self.severity))
 
     def evaluate(self, track: Track, gpu: GpuInfo, rows: list[tuple], params: dict, emit) -> None:
         raise NotImplementedError

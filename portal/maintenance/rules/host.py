@@ -6,7 +6,7 @@ import datetime as dt
 
 from django.utils.translation import gettext_noop
 
-from .base import Rule, _shown
+from .base import Rule, shown
 
 # The agent's systemd unit, as `gpu-fleet-agent install-service` writes it (agents.cli.SERVICE_NAME;
 # the portal never imports the agent). AgentSilent's action names it as a literal, so that the
@@ -80,7 +80,7 @@ class Schedule(Rule):
 
     @property
     def watches_shown(self) -> str:
-        return _shown(SCHEDULE_WATCHES.get(self.record_kind, self.watches))
+        return shown(SCHEDULE_WATCHES.get(self.record_kind, self.watches))
 
     @staticmethod
     def cutoffs(*, now: dt.datetime, params: dict) -> tuple[dt.datetime, dt.datetime] | None:

@@ -18,7 +18,7 @@ from portal.maintenance.rules.base import FIRING, OK, Event, fingerprint
 from portal.maintenance.rules.host import METERS
 from portal.maintenance.services import tickets as ticket_services
 from portal.maintenance.services.config import RuleParams
-from portal.maintenance.services.evaluate import SilenceLookup, Tracks, _gpu_infos, events_apply
+from portal.maintenance.services.evaluate import SilenceLookup, Tracks, events_apply, gpu_infos
 from portal.telemetry import store
 from portal.telemetry.models import GpuLatest
 from portal.wear.selectors import meters_since
@@ -36,7 +36,7 @@ def agent_silent_check(*, now: dt.datetime | None = None) -> list:
     gpu_events, per_host, host_last = _silent_gpus(latest, tracks, params, now)
     host_events = _silent_hosts(per_host, host_last, tracks, now)
     tracks.save(now)
-    silenced = SilenceLookup(host_ids, _gpu_infos([gpu_id for gpu_id, _, _, _ in latest]))
+    silenced = SilenceLookup(host_ids, gpu_infos([gpu_id for gpu_id, _, _, _ in latest]))
     return _silent_apply(gpu_events, host_events, silenced=silenced, now=now)
 
 

@@ -175,7 +175,7 @@ def _states_upsert_arrays(tracks: list[Track], now: dt.datetime) -> None:
         cursor.execute(_UPSERT_ARRAYS_SQL, [now, *columns])
 
 
-def _gpu_infos(gpu_ids) -> dict[int, GpuInfo]:
+def gpu_infos(gpu_ids) -> dict[int, GpuInfo]:
     return {row["id"]: GpuInfo(**row) for row in Gpu.objects.filter(pk__in=list(gpu_ids)).values(*GPU_INFO_FIELDS)}
 
 
@@ -197,22 +197,6 @@ class SilenceLookup:
         )
 
 
-def readings_evaluate(
-    *,
-    readings: dict[int, list[tuple]],
-    xids: dict[int, list[tuple[float, int]]] | None = None,
-    now: dt.datetime | None = None,
-    params: RuleParams | None = None,
-    gpu_ids=None,
-    host_id: int | None = None,
-) -> EvaluationResult:
-    """Judge readings (tuples in READING_COLUMNS order, ts as aware datetimes, sorted by ts per
-    GPU) of any GPUs, of one host or many. Call inside a transaction."""
-    now = now or timezone.now()
-    judged = _judge(readings=readings, xids=xids, params=params, gpu_ids=gpu_ids, host_id=host_id)
-    return _apply(judged, now)
-
-
 @dataclass
 class _Judged:
     """What judging some readings came to, before anything is written (_apply writes it)."""
@@ -223,13 +207,12 @@ class _Judged:
     host_ids: set[int]
 
 
-def _judge(*, readings, xids=None, params=None, gpu_ids=None, host_id=None) -> _Judged:
+def _judge(*, readings, xids) -> _Judged:
     """Run the rules over the readings: reads rule states, GPUs and thresholds, writes nothing."""
-    xids = xids or {}
-    gpu_ids = sorted(set(gpu_ids or ()) | set(readings) | set(xids))
-    params = params or RuleParams()
-    gpus = _gpu_infos(gpu_ids)
-    host_ids = {gpu.host_id for gpu in gpus.values()} | ({host_id} if host_id is not None else set())
+    gpu_ids = sorted(set(readings) | set(xids))
+    params = RuleParams()
+    gpus = gpu_infos(gpu_ids)
+    host_ids = {gpu.host_id for gpu in gpus.values()}
     tracks = Tracks(gpu_ids=gpu_ids, keys=[fingerprint(AGENT_SILENT.key, host_id=h) for h in host_ids])
     result = EvaluationResult()
     emit = result.events.append

@@ -88,27 +88,27 @@ def float4_as_read(values: list) -> list:
 
 
 _SMALL = _Kind("int2send", "h", "smallint")
-_INT = _Kind("int4send", "i", "integer")
+INT = _Kind("int4send", "i", "integer")
 _REAL = _Kind("float4send", "f", "real")
 # A rollup statistic: a real, read back as a query reads it (float4_as_read).
-_STAT = _Kind("float4send", "f", "real", as_read=float4_as_read)
-_COUNTER = _Kind("int8send", "q", "bigint", "::bigint")
+STAT = _Kind("float4send", "f", "real", as_read=float4_as_read)
+COUNTER = _Kind("int8send", "q", "bigint", "::bigint")
 _BOOL = _Kind("int2send", "h", "smallint", "::int", to_python=bool)
 # Floats are stored as their bits, XORed with the previous value's (exact, unlike a difference).
 _DOUBLE = _Kind("float8send", "q", "double precision", transform="xor")
-_TS = _Kind("int8send", "q", "bigint", transform="delta")
+TS = _Kind("int8send", "q", "bigint", transform="delta")
 # A growing float (a counter's maximum): its bits delta-coded, wrapping (a positive double's bits,
 # read as an integer, grow with it: the deltas are small where XORs of its low bits are not).
-_GROWING = _Kind("float8send", "q", "double precision", transform="bits")
+GROWING = _Kind("float8send", "q", "double precision", transform="bits")
 
 KINDS = {
-    "ts": _TS, "temperature_c": _SMALL, "fan_speed_pct": _SMALL, "power_w": _REAL, "power_limit_w": _REAL,
+    "ts": TS, "temperature_c": _SMALL, "fan_speed_pct": _SMALL, "power_w": _REAL, "power_limit_w": _REAL,
     "energy_mj": _DOUBLE, "utilization_gpu_pct": _SMALL, "utilization_memory_pct": _SMALL,
-    "memory_used_mib": _INT, "sm_clock_mhz": _INT, "mem_clock_mhz": _INT, "pstate": _SMALL,
-    "throttle_reasons": _SMALL, "ecc_corrected_volatile": _COUNTER, "ecc_uncorrected_volatile": _COUNTER,
-    "ecc_uncorrected_aggregate": _COUNTER, "retired_pages_pending": _BOOL, "remapped_rows_pending": _BOOL,
+    "memory_used_mib": INT, "sm_clock_mhz": INT, "mem_clock_mhz": INT, "pstate": _SMALL,
+    "throttle_reasons": _SMALL, "ecc_corrected_volatile": COUNTER, "ecc_uncorrected_volatile": COUNTER,
+    "ecc_uncorrected_aggregate": COUNTER, "retired_pages_pending": _BOOL, "remapped_rows_pending": _BOOL,
     "remapped_rows_failure": _BOOL, "pcie_link_gen": _SMALL, "pcie_link_width": _SMALL,
-    "pcie_replay_count": _COUNTER, "xid_count": _SMALL,
+    "pcie_replay_count": COUNTER, "xid_count": _SMALL,
 }  # fmt: skip
 COLUMNS = tuple(name for name in READING_ROW_COLUMNS if name != "gpu_id")
 assert set(COLUMNS) == set(KINDS), "every reading column has an encoding"
@@ -312,7 +312,7 @@ def _select_sql() -> str:
 def _encode_hour(sent: list[bytes], nulls: str, count: int) -> list[bytes]:
     names = [name for name in KINDS if name != "ts"]
     width = len(names)
-    blobs = [encode(_TS, sent[0], "0" * count)]
+    blobs = [encode(TS, sent[0], "0" * count)]
     blobs += [encode(KINDS[name], sent[1 + n], nulls[n::width]) for n, name in enumerate(names)]
     return blobs
 
@@ -358,7 +358,7 @@ def _raw_rows(cursor, gpu_id: int, start: dt.datetime, end: dt.datetime) -> list
     ]
 
 
-_COUNTERS = {name for name, kind in KINDS.items() if kind is _COUNTER}
+_COUNTERS = {name for name, kind in KINDS.items() if kind is COUNTER}
 _INSERT = (
     f"INSERT INTO {TABLE} (gpu_id, start, count, {', '.join(COLUMNS)}) "
     f"VALUES (%s, %s, %s, {', '.join(['%s'] * len(COLUMNS))})"

@@ -80,12 +80,12 @@ RESOLUTIONS = {
 def kind(name: str):
     """How a rollup column is encoded."""
     if name == "bucket":
-        return compression._TS
+        return compression.TS
     if name == "energy_mj_max":
-        return compression._GROWING
+        return compression.GROWING
     if name.endswith(("_min", "_max", "_mean")):
-        return compression._STAT
-    return compression._INT  # the counts
+        return compression.STAT
+    return compression.INT  # the counts
 
 
 # The mean of an integer metric over a minute is its sum over its known values' count (both in the
@@ -123,7 +123,7 @@ def _encode(res: _Resolution, columns: dict[str, list]) -> list[bytes]:
         if res.name == "1m" and name in _SUMMED:
             sums = _as_sums(columns[name], columns[_SUMMED[name]])
             if sums is not None:
-                blobs.append(_SUM_MARK + compression.encode_values(compression._COUNTER, sums))
+                blobs.append(_SUM_MARK + compression.encode_values(compression.COUNTER, sums))
                 continue
         blobs.append(compression.encode_values(kind(name), columns[name]))
     return blobs
@@ -134,7 +134,7 @@ def _decode(name: str, blob: bytes, count: int, blobs: dict[str, bytes]) -> list
     blob = bytes(blob)
     if blob[:1] != _SUM_MARK:
         return compression.decode(kind(name), blob, count)
-    sums = compression.decode(compression._COUNTER, blob[1:], count)
+    sums = compression.decode(compression.COUNTER, blob[1:], count)
     counts = compression.decode(kind(_SUMMED[name]), blobs[_SUMMED[name]], count)
     means = [None if total is None else _float4(total / known) for total, known in zip(sums, counts, strict=True)]
     return compression.float4_as_read(means)

@@ -400,14 +400,6 @@ def _write(minutes: list, hours: list, empty: list[int]) -> None:
                 cursor.executemany(_upsert_sql(model, fields), rows)
 
 
-def rollups_refresh(*, gpu_id: int, start: dt.datetime, end: dt.datetime) -> None:
-    """Recompute the rollups of one GPU for the minutes in [start, end), from the raw readings,
-    and the hours around them."""
-    span = [(_minute(start), _minute(end - _TICK) + _MINUTE)]
-    with transaction.atomic():
-        _write(*_compute({gpu_id: span}, {gpu_id: span}, {}))
-
-
 def _touched(block) -> tuple[dict[int, list[Span]], dict[int, list[Span]]]:
     """GPU id → the minutes the block's batches touched (a host's batch covers its GPUs), and the
     parts of them no batch of the block covers (the block holds every reading of the rest)."""

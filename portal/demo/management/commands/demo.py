@@ -87,7 +87,7 @@ class Command(BaseCommand):
                 supervisor, host=host, port=port, access_log=access_log, log_dir=log_dir, meanwhile=seed
             )
             if not no_agents:
-                for hostname, scenarios, command in story.agent_commands(base_url, speed, tokens):
+                for hostname, scenarios, command in story.agent_commands(base_url, speed):
                     log = log_dir / f"{hostname}.log"
                     env = {**story.agent_env(), "GPU_AGENT_TOKEN": tokens[hostname]}
                     supervisor.start(Child(f"simulated agent {hostname}", command, env, log))
