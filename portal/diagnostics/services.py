@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 from collections.abc import Callable, Iterable
 
 from django.conf import settings
@@ -319,7 +318,22 @@ def host_commands(*, host_id: int) -> list[dict]:
 
 # --- burn-in ---------------------------------------------------------------------------------------
 
-_new_gpus = threading.local()
+
+class _BurnIn:
+    """The burn-in one committing transaction asks for: a host's GPUs first reported in it."""
+
+    def __init__(self, host_id: int, level: int) -> None:
+        self.host_id, self.level, self.gpu_ids, self.ran = host_id, level, [], False
+
+    def __call__(self) -> None:
+        self.ran = True
+        gpus = list(Gpu.objects.filter(pk__in=self.gpu_ids, status__in=DIAGNOSABLE).order_by("index"))
+        if not gpus:
+            return
+        try:
+            diagnostic_request(host=gpus[0].host, level=self.level, gpus=gpus, purpose=Purpose.BURN_IN)
+        except Exception:
+            log.exception("could not request the burn-in of host %s's new GPUs", self.host_id)
 
 
 def gpu_registered(*, gpu: Gpu, source: str) -> None:
@@ -328,30 +342,15 @@ def gpu_registered(*, gpu: Gpu, source: str) -> None:
     level = settings.BURN_IN_LEVEL
     if not level or source != GpuStatusChange.Source.AGENT:
         return
-    pending = getattr(_new_gpus, "by_host", None)
-    if pending is None:
-        pending = _new_gpus.by_host = {}
-    first = gpu.host_id not in pending
-    pending.setdefault(gpu.host_id, []).append(gpu.pk)
-    if first:
-        host_id = gpu.host_id
-        transaction.on_commit(lambda: _burn_in_request(host_id, level))
-
-
-def _burn_in_request(host_id: int, level: int) -> None:
-    gpu_ids = _new_gpus.by_host.pop(host_id, [])
-    gpus = list(Gpu.objects.filter(pk__in=gpu_ids, status__in=DIAGNOSABLE).order_by("index"))
-    if not gpus:
-        return
-    try:
-        diagnostic_request(host=gpus[0].host, level=level, gpus=gpus, purpose=Purpose.BURN_IN)
-    except Exception:
-        log.exception("could not request the burn-in of host %s's new GPUs", host_id)
-
-
-def burn_in_forget() -> None:
-    """Drop GPUs waiting for their batch to commit (a rolled-back batch leaves them behind)."""
-    _new_gpus.by_host = {}
+    # The transaction's own list of callbacks holds the host's pending burn-in: a batch that rolls
+    # back takes its burn-in with it, and the host's next batch asks again.
+    for _savepoints, callback, _robust in transaction.get_connection().run_on_commit:
+        if isinstance(callback, _BurnIn) and callback.host_id == gpu.host_id and not callback.ran:
+            callback.gpu_ids.append(gpu.pk)
+            return
+    burn_in = _BurnIn(gpu.host_id, level)
+    burn_in.gpu_ids.append(gpu.pk)
+    transaction.on_commit(burn_in)
 
 
 # --- return to service -----------------------------------------------------------------------------

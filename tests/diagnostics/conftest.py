@@ -8,7 +8,6 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from portal.diagnostics import services
 from portal.fleet.models import Host
 from portal.telemetry import ingest_view
 from portal.telemetry.services import host_token_issue
@@ -23,7 +22,6 @@ def _ingest_on_the_request_thread(monkeypatch, request):
     ingest_view._limiter = None
     if "transactional_db" not in request.fixturenames and "live_server" not in request.fixturenames:
         monkeypatch.setattr(ingest_view, "run_in_pool", False)
-    services.burn_in_forget()
 
 
 @dataclass

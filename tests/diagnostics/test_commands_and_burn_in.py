@@ -5,6 +5,7 @@ later, get a diagnostic; the fleet and host pages show it."""
 import datetime as dt
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from portal.diagnostics import services
@@ -128,6 +129,18 @@ def test_first_batch_requests_a_burn_in_of_its_new_gpus(agent, burn_in, django_c
         post(agent, gpus=(A, B, C))
     newest = Diagnostic.objects.order_by("-requested_at").first()
     assert list(newest.gpus.values_list("gpu__uuid", flat=True)) == [C] and newest.purpose == "burn_in"
+
+
+def test_a_rolled_back_batch_leaves_the_hosts_next_batch_its_burn_in(agent, gpus, burn_in,
+                                                                     django_capture_on_commit_callbacks):  # fmt: skip
+    with pytest.raises(RuntimeError), transaction.atomic():
+        services.gpu_registered(gpu=gpus[0], source="agent")
+        raise RuntimeError("the batch failed after registering its GPUs")
+    with django_capture_on_commit_callbacks(execute=True):
+        services.gpu_registered(gpu=gpus[0], source="agent")
+        services.gpu_registered(gpu=gpus[1], source="agent")
+    (diagnostic,) = Diagnostic.objects.all()
+    assert diagnostic.purpose == "burn_in" and diagnostic.gpus.count() == 2
 
 
 def test_burn_in_level_from_the_setting_and_zero_is_off(agent, settings, django_capture_on_commit_callbacks):
