@@ -257,8 +257,8 @@ def cleaning_effect_judge(*, run, item, gpus, now) -> AutoResult:
             detail["why"] = str(why[gpu.uuid])
         elif after_n < p["min_loaded_readings"] or not shared:
             per_gpu[gpu.pk] = UNKNOWN if expired else PENDING
-            after = messages.CLEANING_AFTER if shared or not after_n else messages.CLEANING_AFTER_NO_POWER
-            why[gpu.uuid] = after(n=after_n, need=p["min_loaded_readings"])
+            counted = messages.CLEANING_AFTER if shared or not after_n else messages.CLEANING_AFTER_NO_POWER
+            why[gpu.uuid] = counted(n=after_n, need=p["min_loaded_readings"])
             detail["why"] = str(why[gpu.uuid])
         else:
             weight = sum(min(x["before_n"], x["after_n"]) for x in bins)

@@ -94,7 +94,8 @@ def test_chat_text_follows_the_active_language(chinese_catalogue, ticket):
         text = chat.ticket_text(payload, ticket)
     assert text.splitlines()[:2] == ["[严重] 已解决：GPU 过热：dgx-07 上的 GPU 2", "主机 dgx-07，GPU GPU-0002"]
     with translation.override("en"):
-        assert chat.ticket_text(payload, ticket).splitlines()[0] == "[critical] resolved: GPU overheating: GPU 2 on dgx-07"
+        english = chat.ticket_text(payload, ticket)
+    assert english.splitlines()[0] == "[critical] resolved: GPU overheating: GPU 2 on dgx-07"
     assert payload["ticket"]["title"] == "GPU overheating: GPU 2 on dgx-07", "the JSON webhook's data is untouched"
 
 
