@@ -48,9 +48,14 @@ def _record_kind_word(kind: str) -> str:
     return words.get(kind, kind.replace("_", " "))
 
 
-def _meter_english(meter: str) -> str:
-    from portal.maintenance.rules.host import METERS
+METERS = {  # usage meters a schedule may count (portal.wear), with how a ticket names them
+    "busy_hours": "busy hours",
+    "fan_high_hours": "fan-high hours",
+    "thermal_cycles": "thermal cycles",
+}
 
+
+def _meter_english(meter: str) -> str:
     return METERS.get(meter, meter)
 
 
@@ -63,10 +68,17 @@ def _meter_word(meter: str) -> str:
     return words.get(meter, _meter_english(meter))
 
 
-def _rule(key: str):
-    from portal.maintenance.rules import RULES
+# The rules by key, for the messages that name a rule's title or action (the rules import this
+# module, so they hand themselves over: portal.maintenance.rules).
+_RULES: dict = {}
 
-    return RULES[key]
+
+def rules_known(rules: dict) -> None:
+    _RULES.update(rules)
+
+
+def _rule(key: str):
+    return _RULES[key]
 
 
 SEVERITY = Word(english=str, shown=severity_word)

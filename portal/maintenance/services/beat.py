@@ -130,6 +130,19 @@ def xid_quiet_check(*, now: dt.datetime | None = None) -> list:
     return events_apply(events, silenced=lambda *a: False)
 
 
+def _meter_note(meter_past: tuple, *, kind: str, since: dt.datetime):
+    """The note of a schedule a usage meter made overdue: which meter, how far past its setting."""
+    meter, counted, _, limit = meter_past
+    return messages.SCHEDULE_METER(
+        meter=meter,
+        counted=f"{counted:,.0f}",
+        kind=kind,
+        date=f"{since:%Y-%m-%d}",
+        limit=f"{limit:,.0f}",
+        past=f"{counted - limit:,.0f}",
+    )
+
+
 @transaction.atomic
 def schedules_check(*, now: dt.datetime | None = None) -> list:
     """Preventive maintenance: a "due" ticket (info) ahead of each period's end, escalated to
@@ -176,12 +189,7 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
                 if limit and counted >= limit and (meter_past is None or counted / limit > meter_past[2]):
                     meter_past = (meter, counted, counted / limit, limit)
             if meter_past is not None:
-                meter, counted, _, limit = meter_past
-                level = 2
-                note = messages.SCHEDULE_METER(
-                    meter=meter, counted=f"{counted:,.0f}", kind=schedule.record_kind, date=f"{since:%Y-%m-%d}",
-                    limit=f"{limit:,.0f}", past=f"{counted - limit:,.0f}",
-                )  # fmt: skip
+                level, note = 2, _meter_note(meter_past, kind=schedule.record_kind, since=since)
             if schedule.key == "schedule_cleaning" and level < 2 and host["gpu_count"] and p.get("gpu_hours_high_load"):
                 high = p["high_load_util_pct"]
                 gpu_ids = list(Gpu.objects.filter(host_id=host["id"]).values_list("pk", flat=True))
