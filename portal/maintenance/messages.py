@@ -86,8 +86,8 @@ RECORD_KIND = Word(english=lambda kind: kind.replace("_", " "), shown=_record_ki
 METER = Word(english=_meter_english, shown=_meter_word)
 RULE_TITLE = Word(english=lambda key: _rule(key).title, shown=lambda key: _rule(key).title_shown)
 RULE_ACTION = Word(english=lambda key: _rule(key).action, shown=lambda key: _rule(key).action_shown)
-# A checklist's item label or template name: translated while it is still the shipped wording (an
-# admin may have typed another), as the checklist pages show it.
+# A checklist's item label or template name: translated when the catalogue has it (the shipped
+# wordings are there); a label an admin typed stays as typed.
 LABEL = Word(english=str, shown=_gettext_or_empty)
 
 # A ticket's subject, title and action.
