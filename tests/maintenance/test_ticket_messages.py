@@ -12,11 +12,14 @@ from pathlib import Path
 import pytest
 from django.apps import apps as django_apps
 from django.conf import settings as django_settings
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.utils import translation
 
 from portal.core import messages
 from portal.maintenance import messages as msg
 from portal.maintenance.models import Ticket, TicketEvent
+from portal.maintenance.rules import RULES
 from portal.maintenance.services.tickets import ticket_auto_resolve, ticket_fire, ticket_update
 from tests.factories import GpuFactory, HostFactory
 
@@ -131,3 +134,37 @@ def test_the_migration_reads_the_english_stored_before_once(gpu):
     assert ticket.title_msg == title.stored()
     action = msg.ACTION_WITH_NOTE(action="checklist_failed", note=written[checklist_note])
     assert ticket.action_msg == action.stored() and str(action) == ticket.action
+
+
+def _migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_forwards_fills_the_messages_of_rows_written_before():
+    try:
+        old = _migrate([("maintenance", "0008_agent_silent_unit_gpu_fleet_agent")])
+    except Exception:
+        _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        raise
+    gpu = GpuFactory(host=HostFactory(hostname="dgx-07"), index=2)
+    ticket = old.get_model("maintenance", "Ticket").objects.create(
+        fingerprint=f"overheat/gpu/{gpu.pk}", rule="overheat", host_id=gpu.host_id, gpu_id=gpu.pk,
+        title="GPU overheating: GPU 2 on dgx-07", action=RULES["overheat"].action, severity="critical",
+        first_seen=T0, last_seen=T0,
+    )  # fmt: skip
+    Event = old.get_model("maintenance", "TicketEvent")
+    Event.objects.create(ticket=ticket, kind="escalated", at=T0, note="warning → critical")
+    Event.objects.create(ticket=ticket, kind="state", at=T0, note="looked at it, fans fine")
+
+    new = _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    migrated = new.get_model("maintenance", "Ticket").objects.get(pk=ticket.pk)
+    assert messages.english(migrated.title_msg) == migrated.title and migrated.action_msg["params"] == {
+        "action": "overheat"
+    }
+    notes = dict(new.get_model("maintenance", "TicketEvent").objects.values_list("note", "note_msg"))
+    assert notes == {"warning → critical": msg.ESCALATED(before="warning", after="critical").stored(),
+                     "looked at it, fans fine": None}  # fmt: skip
