@@ -9,6 +9,7 @@ class ChecklistsConfig(AppConfig):
     def ready(self):
         from auditlog.registry import auditlog
 
+        from portal.checklists import messages  # noqa: F401 - its messages register themselves
         from portal.checklists.models import (
             ChecklistAnswer,
             ChecklistPhoto,

@@ -16,6 +16,8 @@ from statistics import median
 from django.conf import settings
 from django.db.models import Avg, Count, Max, Min, Q
 
+from portal.checklists import messages
+from portal.core.messages import Said
 from portal.diagnostics import services as diagnostics
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.fleet.models import MaintenanceRecord
@@ -38,8 +40,20 @@ DEFAULTS: dict[str, dict] = {
 
 @dataclass
 class AutoResult:
+    """An automatic item's outcome and evidence; `evidence_msgs` holds the evidence's summary and
+    per-GPU reasons (`why`, by GPU uuid) as messages (portal.checklists.messages)."""
+
     outcome: str
     evidence: dict = field(default_factory=dict)
+    evidence_msgs: dict = field(default_factory=dict)
+
+
+def _result(outcome: str, evidence: dict, summary: Said, why: dict[str, Said] | None = None) -> AutoResult:
+    """The result, its evidence's summary (and each GPU's `why`) stored in English and as messages."""
+    msgs = {"summary": summary.stored()}
+    if why:
+        msgs["why"] = {uuid: said.stored() for uuid, said in why.items()}
+    return AutoResult(outcome, evidence, msgs)
 
 
 def params_for(item: dict) -> dict:
@@ -95,11 +109,11 @@ def idle_temperature(*, item, run, gpus, now) -> AutoResult:
     outcome = _combine(per_gpu)
     hottest = max((d.get("median_c", 0) for d in details), default=0)
     summary = (
-        f"idle median ≤ {hottest:g} °C (limit {p['limit_c']} °C) over the last {p['window_min']} min"
+        messages.IDLE_OK(c=f"{hottest:g}", limit=p["limit_c"], min=p["window_min"])
         if outcome != UNKNOWN
-        else f"no idle readings (utilization ≤ {p['idle_util_pct']} %) in the last {p['window_min']} min"
+        else messages.IDLE_NONE(util=p["idle_util_pct"], min=p["window_min"])
     )
-    return AutoResult(outcome, _evidence(summary, p, details, per_gpu, start, now))
+    return _result(outcome, _evidence(summary, p, details, per_gpu, start, now), summary)
 
 
 def ecc_clean(*, item, run, gpus, now) -> AutoResult:
@@ -133,11 +147,11 @@ def ecc_clean(*, item, run, gpus, now) -> AutoResult:
     outcome = _combine(per_gpu)
     failing = [d["gpu"] for d in details if d["outcome"] == FAIL]
     summary = {
-        PASS: f"no uncorrected ECC error and no pending remap in the last {p['window_min']} min",
-        FAIL: f"uncorrected ECC errors or pending remaps on {', '.join(failing)}",
-        UNKNOWN: "no ECC figures reported",
-    }.get(outcome, "")
-    return AutoResult(outcome, _evidence(summary, p, details, per_gpu, start, now))
+        PASS: messages.ECC_OK(min=p["window_min"]),
+        FAIL: messages.ECC_BAD(gpus=", ".join(failing)),
+        UNKNOWN: messages.ECC_NONE(),
+    }[outcome]
+    return _result(outcome, _evidence(summary, p, details, per_gpu, start, now), summary)
 
 
 def fans_respond(*, item, run, gpus, now) -> AutoResult:
@@ -170,12 +184,11 @@ def fans_respond(*, item, run, gpus, now) -> AutoResult:
         )  # fmt: skip
     outcome = _combine(per_gpu)
     summary = {
-        PASS: f"fans spin and follow the temperature (last {p['window_min']} min)",
-        FAIL: "fans stopped or not following the temperature on "
-        + ", ".join(d["gpu"] for d in details if d["outcome"] == FAIL),
-        UNKNOWN: "no fan speed reported",
-    }.get(outcome, "")
-    return AutoResult(outcome, _evidence(summary, p, details, per_gpu, start, now))
+        PASS: messages.FANS_OK(min=p["window_min"]),
+        FAIL: messages.FANS_BAD(gpus=", ".join(d["gpu"] for d in details if d["outcome"] == FAIL)),
+        UNKNOWN: messages.FANS_NONE(),
+    }[outcome]
+    return _result(outcome, _evidence(summary, p, details, per_gpu, start, now), summary)
 
 
 def recent_backup(*, item, run, gpus, now) -> AutoResult:
@@ -188,17 +201,17 @@ def recent_backup(*, item, run, gpus, now) -> AutoResult:
         .first()
     )
     outcome = PASS if last and last["performed_at"] >= since else FAIL
-    summary = (
-        f"last backup {last['performed_at']:%Y-%m-%d %H:%M} UTC ({'verified' if last['verified'] else 'not verified'})"
-        if last
-        else "no backup record on this host"
-    ) + f"; needed within {p['days']} days"
+    if last is None:
+        summary = messages.BACKUP_NONE(days=p["days"])
+    else:
+        verified = messages.BACKUP_VERIFIED if last["verified"] else messages.BACKUP_UNVERIFIED
+        summary = verified(at=f"{last['performed_at']:%Y-%m-%d %H:%M}", days=p["days"])
     evidence = {
-        "summary": summary, "params": p, "checked_at": now.isoformat(), "scope": "host",
+        "summary": str(summary), "params": p, "checked_at": now.isoformat(), "scope": "host",
         "record": {"id": last["pk"], "performed_at": last["performed_at"].isoformat(),
                    "destination": last["destination"]} if last else None,
     }  # fmt: skip
-    return AutoResult(outcome, evidence)
+    return _result(outcome, evidence, summary)
 
 
 def _binned(gpu_ids, start, end, p) -> dict[int, dict[int, tuple[int, float]]]:
@@ -226,7 +239,7 @@ def cleaning_effect_judge(*, run, item, gpus, now) -> AutoResult:
     before = _binned(ids, before_start, before_end, p)
     after = _binned(ids, after_start, after_end, p) if after_end > after_start else {i: {} for i in ids}
     expired = now >= after_start + dt.timedelta(days=p["wait_days"])
-    per_gpu, details = {}, []
+    per_gpu, details, why = {}, [], {}
     for gpu in gpus:
         b, a = before[gpu.pk], after[gpu.pk]
         after_n = sum(n for n, _ in a.values())
@@ -240,12 +253,13 @@ def cleaning_effect_judge(*, run, item, gpus, now) -> AutoResult:
                   "before_loaded_readings": sum(n for n, _ in b.values())}  # fmt: skip
         if not b:
             per_gpu[gpu.pk] = UNKNOWN
-            detail["why"] = "no loaded readings before the cleaning"
+            why[gpu.uuid] = messages.CLEANING_NO_BEFORE()
+            detail["why"] = str(why[gpu.uuid])
         elif after_n < p["min_loaded_readings"] or not shared:
             per_gpu[gpu.pk] = UNKNOWN if expired else PENDING
-            detail["why"] = f"{after_n} of {p['min_loaded_readings']} loaded readings after the cleaning" + (
-                "" if shared or not after_n else "; none yet at a power seen before"
-            )
+            counted = messages.CLEANING_AFTER if shared or not after_n else messages.CLEANING_AFTER_NO_POWER
+            why[gpu.uuid] = counted(n=after_n, need=p["min_loaded_readings"])
+            detail["why"] = str(why[gpu.uuid])
         else:
             weight = sum(min(x["before_n"], x["after_n"]) for x in bins)
             drop = sum((x["before_c"] - x["after_c"]) * min(x["before_n"], x["after_n"]) for x in bins) / weight
@@ -256,17 +270,17 @@ def cleaning_effect_judge(*, run, item, gpus, now) -> AutoResult:
     outcome = _combine(per_gpu)
     drops = [d["drop_c"] for d in details if "drop_c" in d]
     summary = {
-        PENDING: "verification pending: waiting for loaded readings after the cleaning",
-        UNKNOWN: "not enough loaded readings to compare at equal power",
-        PASS: f"{min(drops, default=0):g} °C cooler or more at equal power (needed ≥ {p['min_drop_c']} °C)",
-        FAIL: f"only {min(drops, default=0):g} °C cooler at equal power (needed ≥ {p['min_drop_c']} °C)",
+        PENDING: messages.CLEANING_PENDING(),
+        UNKNOWN: messages.CLEANING_UNKNOWN(),
+        PASS: messages.CLEANING_PASS(c=f"{min(drops, default=0):g}", need=p["min_drop_c"]),
+        FAIL: messages.CLEANING_FAIL(c=f"{min(drops, default=0):g}", need=p["min_drop_c"]),
     }[outcome]
     evidence = _evidence(summary, p, details, per_gpu, before_start, after_end)
     evidence["windows"] = {
         "before": [before_start.isoformat(), before_end.isoformat()],
         "after": [after_start.isoformat(), after_end.isoformat()],
     }
-    return AutoResult(outcome, evidence)
+    return _result(outcome, evidence, summary, why)
 
 
 def cleaning_effect(*, item, run, gpus, now) -> AutoResult:
@@ -312,13 +326,13 @@ def diagnostic_passed_judge(*, run, item, gpus, now, request: bool = False, user
                 detail.update(diagnostic=str(requested.pk), level=requested.level, state=requested.state, result="")
     outcome = _combine(per_gpu)
     summary = {
-        PASS: "a diagnostic passed on every GPU after the repair",
-        FAIL: "a diagnostic failed after the repair",
-        PENDING: "waiting for the diagnostic",
-        UNKNOWN: "no passing diagnostic after the repair (expired, or another driver)",
+        PASS: messages.DIAGNOSTIC_PASS(),
+        FAIL: messages.DIAGNOSTIC_FAIL(),
+        PENDING: messages.DIAGNOSTIC_PENDING(),
+        UNKNOWN: messages.DIAGNOSTIC_UNKNOWN(),
     }[outcome]
     p = {"level": settings.RETURN_TO_SERVICE_LEVEL}
-    return AutoResult(outcome, _evidence(summary, p, details, per_gpu, run.started_at, now))
+    return _result(outcome, _evidence(summary, p, details, per_gpu, run.started_at, now), summary)
 
 
 def diagnostic_passed(*, item, run, gpus, now) -> AutoResult:
@@ -329,9 +343,9 @@ def diagnostic_passed(*, item, run, gpus, now) -> AutoResult:
 JUDGES = {"cleaning_effect": cleaning_effect_judge, "diagnostic_passed": diagnostic_passed_judge}
 
 
-def _evidence(summary, p, details, per_gpu, start, end) -> dict:
+def _evidence(summary: Said, p, details, per_gpu, start, end) -> dict:
     return {
-        "summary": summary,
+        "summary": str(summary),
         "params": p,
         "window": [start.isoformat(), end.isoformat()],
         "gpus": details,
@@ -357,7 +371,8 @@ def auto_check_run(*, run, gpus, now) -> dict[str, AutoResult]:
             continue
         check = CHECKS.get(item.get("auto_check") or "")
         if check is None:
-            results[item["key"]] = AutoResult(UNKNOWN, {"summary": "unknown check"})
+            summary = messages.UNKNOWN_CHECK()
+            results[item["key"]] = _result(UNKNOWN, {"summary": str(summary)}, summary)
             continue
         if item["auto_check"] == "cleaning_effect":
             # The run is not completed yet: "after" starts now.

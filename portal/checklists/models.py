@@ -150,6 +150,9 @@ class ChecklistAnswer(models.Model):
     answered_at = models.DateTimeField()
     outcome = models.CharField(max_length=16, blank=True)
     evidence = models.JSONField(default=dict, blank=True)
+    # The evidence's summary and per-GPU reasons as messages (portal.checklists.messages):
+    # {"summary": message, "why": {gpu uuid: message}}; the pages render them translated.
+    evidence_msgs = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "item_key"], name="checklist_answer_one_per_item")]

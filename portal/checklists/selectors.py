@@ -75,6 +75,7 @@ def run_items(run: ChecklistRun) -> list[dict]:
             "answered_at": answer.answered_at if answer else None,
             "outcome": answer.outcome or None if answer else None,
             "evidence": answer.evidence or None if answer else None,
+            "evidence_msgs": answer.evidence_msgs if answer else {},
             "photos": [
                 {"id": p.pk, "url": p.get_absolute_url(), "name": p.original_name} for p in photos.get(item["key"], [])
             ],

@@ -361,7 +361,7 @@ def _open_failure_tickets(run: ChecklistRun, items: list[dict], answers: dict[st
         for gpu in subjects:
             ticket_checklist_item_failed(
                 host_id=run.host_id, gpu_id=gpu.pk if gpu else None, at=timezone.now(), item_label=item["label"],
-                run_label=f"checklist run #{run.pk} ({run.template_name})", run_url=run.get_absolute_url(),
+                run_id=run.pk, template_name=run.template_name, run_url=run.get_absolute_url(),
             )  # fmt: skip
 
 
@@ -411,6 +411,7 @@ def _auto_answers(run: ChecklistRun, gpus: list, answers: dict, now: dt.datetime
     for key, result in results.items():
         answers[key] = ChecklistAnswer.objects.create(
             run=run, item_key=key, value=result.outcome, outcome=result.outcome, evidence=result.evidence,
+            evidence_msgs=result.evidence_msgs,
             answered_at=now,
         )  # fmt: skip
     return any(r.outcome == "pending" for r in results.values())
@@ -540,12 +541,12 @@ def verification_finish_run(*, run_id: int, now: dt.datetime) -> int:
         result = judge(run=run, item=item, gpus=gpus, now=now)
         if result.outcome == "pending":
             still_pending = True
-            answer.evidence = result.evidence
-            answer.save(update_fields=["evidence"])
+            answer.evidence, answer.evidence_msgs = result.evidence, result.evidence_msgs
+            answer.save(update_fields=["evidence", "evidence_msgs"])
             continue
         answer.value = answer.outcome = result.outcome
-        answer.evidence, answer.answered_at = result.evidence, now
-        answer.save(update_fields=["value", "outcome", "evidence", "answered_at"])
+        answer.evidence, answer.evidence_msgs, answer.answered_at = result.evidence, result.evidence_msgs, now
+        answer.save(update_fields=["value", "outcome", "evidence", "evidence_msgs", "answered_at"])
         if result.outcome == "fail":
             newly_failed.append(item)
     if not still_pending:

@@ -13,7 +13,7 @@ from django.views import View
 from django.views.decorators.cache import never_cache
 
 from portal.checklists import selectors, services
-from portal.checklists.evidence_text import outcome_word
+from portal.checklists.messages import evidence_shown, outcome_word
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun
 from portal.checklists.shipped import shipped_option
 from portal.core.errors import ApplicationError
@@ -90,6 +90,8 @@ class RunDetailView(Permission, View):
     def get(self, request, pk):
         run = selectors.run_get(pk=pk)
         items = selectors.run_items(run)
+        for item in items:
+            item["evidence_summary"], item["evidence_gpus"] = evidence_shown(item["evidence"], item["evidence_msgs"])
         can_work = run.is_open and request.user.has_perm("checklists.change_checklistrun")
         return render(
             request,

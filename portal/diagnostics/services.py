@@ -18,6 +18,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput, NotFound
+from portal.diagnostics import messages
 from portal.diagnostics.models import LEVELS, Diagnostic, DiagnosticGpu, DiagnosticTest
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
@@ -261,7 +262,7 @@ def _open_tickets(diagnostic: Diagnostic, rows: list[DiagnosticGpu], tests: list
         rule = "diagnostic_failed" if row.result == Result.FAIL else "diagnostic_warned"
         named = [test for test in by_row.get(row.pk, []) if test.result == row.result] or by_row.get(row.pk, [])
         names = ", ".join(test.name for test in named) or "no test named"
-        note = f"level {diagnostic.level} diagnostic {diagnostic.pk}: {names}"[:1000]
+        note = messages.TICKET(level=diagnostic.level, id=str(diagnostic.pk), tests=names[:900])
         ticket, _ = ticket_fire(rule=rule, host_id=diagnostic.host_id, gpu_id=row.gpu_id, at=at, note=note)
         evidence = dict(ticket.evidence or {})
         evidence["diagnostic"] = {
@@ -472,9 +473,9 @@ def ticket_changed(*, ticket: Ticket, event, change: str) -> None:
         diagnostic = diagnostic_request(
             host=ticket.host, level=GATE_LEVEL, gpus=missing, purpose=Purpose.RESUME, ticket=ticket, now=now
         )
-        note = f"level {GATE_LEVEL} diagnostic {diagnostic.pk} requested: back in service when it passes"
+        note = messages.GATE_REQUESTED(level=GATE_LEVEL, id=str(diagnostic.pk))
     else:  # e.g. the one a repair_return run requested at its sign-off
-        note = "a diagnostic is under way: back in service when it passes"
+        note = messages.GATE_UNDER_WAY()
     ticket_history_add(ticket=ticket, note=note)
 
 
@@ -503,11 +504,11 @@ def gate_diagnostic_finished(*, diagnostic: Diagnostic) -> None:
         failing = [row for row in rows if row.result not in DiagnosticGpu.PASSING]
         names = sorted({test.name for row in failing for test in row.tests.all() if test.result == Result.FAIL})
         for ticket in gate_tickets(diagnostic, [row.gpu_id for row in failing]):
-            note = f"diagnostic {diagnostic.pk} failed: {', '.join(names) or 'no test passed'}"[:1000]
+            note = messages.FAILED(id=str(diagnostic.pk), tests=(", ".join(names) or "no test passed")[:900])
             try:
                 ticket_transition(ticket=ticket, to_state=Ticket.State.OPEN, note=note)
             except (InvalidInput, Conflict):  # another ticket of the same rule and subject is open
                 ticket_history_add(ticket=ticket, note=note)
     elif diagnostic.state == State.EXPIRED:
         for ticket in gate_tickets(diagnostic, [row.gpu_id for row in rows]):
-            ticket_history_add(ticket=ticket, note=f"diagnostic {diagnostic.pk} expired: run another one")
+            ticket_history_add(ticket=ticket, note=messages.EXPIRED(id=str(diagnostic.pk)))

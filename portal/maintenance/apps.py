@@ -10,7 +10,7 @@ class MaintenanceConfig(AppConfig):
         from django.db.models.signals import post_save
 
         from portal.fleet.models import MaintenanceRecord
-        from portal.maintenance import enqueue, hooks
+        from portal.maintenance import enqueue, hooks, messages  # noqa: F401 - its messages register themselves
         from portal.maintenance.models import RuleConfig, Silence
         from portal.maintenance.services.evaluate import rules_prepare
         from portal.telemetry.pipeline import pipeline_stage

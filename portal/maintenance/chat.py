@@ -27,35 +27,35 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from django.utils.translation import gettext
 
-from portal.maintenance.texts import event_word, severity_word, ticket_action_shown, ticket_title_shown
+from portal.maintenance.messages import event_word, severity_word
 
 WEBHOOK_CHANNELS = ("webhook", "slack", "feishu", "dingtalk", "wecom")
 SIGNED_CHANNELS = ("feishu", "dingtalk")
 
 
-def ticket_text(payload: dict) -> str:
+def ticket_text(payload: dict, ticket) -> str:
     """The ticket as a chat message: severity, event and title, subject, what to do, link; in the
-    active language (the caller activates the subscriber's), the ticket's data as it is."""
-    ticket = payload["ticket"]
+    active language (the caller activates the subscriber's), the ticket's data as it is. `ticket`
+    (the Ticket the payload describes) gives its title and action in that language."""
+    data = payload["ticket"]
     subject = (
-        gettext("host %(host)s, GPU %(gpu)s") % {"host": ticket["host"], "gpu": ticket["gpu"]}
-        if ticket["gpu"]
-        else gettext("host %(host)s") % {"host": ticket["host"]}
+        gettext("host %(host)s, GPU %(gpu)s") % {"host": data["host"], "gpu": data["gpu"]}
+        if data["gpu"]
+        else gettext("host %(host)s") % {"host": data["host"]}
     )
-    lines = [message_headline(payload), subject]
-    action = ticket_action_shown(rule_key=ticket["rule"], action=ticket["action"])
+    lines = [message_headline(payload, ticket), subject]
+    action = ticket.action_shown
     if action:
         lines.append(gettext("What to do: %(action)s") % {"action": action})
-    lines.append(ticket["url"])
+    lines.append(data["url"])
     return "\n".join(lines)
 
 
-def message_headline(payload: dict) -> str:
+def message_headline(payload: dict, ticket) -> str:
     """ "[critical] opened: <title>" in the active language (an e-mail's subject, a chat message's first line)."""
-    ticket = payload["ticket"]
     return gettext("[%(severity)s] %(event)s: %(title)s") % {
-        "severity": severity_word(ticket["severity"]), "event": event_word(payload["event"]),
-        "title": ticket_title_shown(rule_key=ticket["rule"], title=ticket["title"]),
+        "severity": severity_word(payload["ticket"]["severity"]), "event": event_word(payload["event"]),
+        "title": ticket.title_shown,
     }  # fmt: skip
 
 
@@ -84,11 +84,11 @@ def _feishu_plain(text: str) -> str:
     return re.sub(r"<(?=\s*at\b)", "\uff1c", text, flags=re.IGNORECASE)
 
 
-def chat_request(*, channel: str, url: str, payload: dict, secret: str, now: dt.datetime) -> tuple[str, dict]:
+def chat_request(*, channel: str, url: str, payload: dict, ticket, secret: str, now: dt.datetime) -> tuple[str, dict]:
     """(URL, JSON body) of the notification in `channel`'s documented format."""
     if channel == "webhook":
         return url, payload
-    text = ticket_text(payload)
+    text = ticket_text(payload, ticket)
     if channel == "slack":
         return url, {"text": _slack_escape(text)}
     if channel == "feishu":

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
+from portal.core import messages
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 
 
@@ -92,6 +93,10 @@ class Ticket(models.Model):
     gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, null=True, blank=True, related_name="tickets")
     title = models.CharField(max_length=200)
     action = models.TextField("Recommended action", blank=True)
+    # The title and action as messages (portal.core.messages), rendered in the reader's language;
+    # null where a person wrote them.
+    title_msg = models.JSONField(null=True, blank=True)
+    action_msg = models.JSONField(null=True, blank=True)
     severity = models.CharField(max_length=16, choices=Severity.choices, default=Severity.WARNING)
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN, db_index=True)
     occurrences = models.PositiveIntegerField(default=1)
@@ -144,15 +149,11 @@ class Ticket(models.Model):
     # The stored title and action are English (the API's); the pages show these.
     @property
     def title_shown(self) -> str:
-        from portal.maintenance.texts import ticket_title_shown
-
-        return ticket_title_shown(rule_key=self.rule, title=self.title)
+        return messages.shown(self.title_msg, self.title)
 
     @property
     def action_shown(self) -> str:
-        from portal.maintenance.texts import ticket_action_shown
-
-        return ticket_action_shown(rule_key=self.rule, action=self.action)
+        return messages.shown(self.action_msg, self.action)
 
 
 class TicketEvent(models.Model):
@@ -180,6 +181,7 @@ class TicketEvent(models.Model):
     )
     value = models.FloatField(null=True, blank=True)
     note = models.TextField(blank=True)
+    note_msg = models.JSONField(null=True, blank=True)  # the note as a message; null for a person's words
 
     class Meta:
         ordering = ["at", "id"]
@@ -194,9 +196,7 @@ class TicketEvent(models.Model):
 
     @property
     def note_shown(self) -> str:
-        from portal.maintenance.texts import note_shown
-
-        return note_shown(self.note)
+        return messages.shown(self.note_msg, self.note)
 
 
 class TicketComment(models.Model):

@@ -12,11 +12,11 @@ from django.core import mail
 from django.utils import timezone, translation
 
 from portal.accounts.models import UserProfile
+from portal.core import messages
 from portal.maintenance import chat
+from portal.maintenance import messages as msg
 from portal.maintenance.models import Subscription, Ticket
-from portal.maintenance.rules import RULES
 from portal.maintenance.services.notify import notification_send, notify_ticket
-from portal.maintenance.texts import note_shown
 from tests.factories import GpuFactory, HostFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -41,9 +41,12 @@ def ticket():
     host = HostFactory(hostname="dgx-07")
     gpu = GpuFactory(host=host, index=2)
     now = timezone.now()
+    title = msg.TITLE(problem="overheat", subject=msg.subject(host="dgx-07", gpu_index=2))
+    action = msg.ACTION(action="overheat")
     return Ticket.objects.create(
         fingerprint=f"overheat/gpu/{gpu.pk}", rule="overheat", host=host, gpu=gpu, severity="critical",
-        title="GPU overheating: GPU 2 on dgx-07", action=RULES["overheat"].action, first_seen=now, last_seen=now,
+        title=str(title), title_msg=title.stored(), action=str(action), action_msg=action.stored(),
+        first_seen=now, last_seen=now,
     )  # fmt: skip
 
 
@@ -88,28 +91,33 @@ def test_chat_text_follows_the_active_language(chinese_catalogue, ticket):
         "action": ticket.action, "url": f"https://portal.example/tickets/{ticket.pk}/",
     }}  # fmt: skip
     with translation.override("zh-hans"):
-        text = chat.ticket_text(payload)
+        text = chat.ticket_text(payload, ticket)
     assert text.splitlines()[:2] == ["[严重] 已解决：GPU 过热：dgx-07 上的 GPU 2", "主机 dgx-07，GPU GPU-0002"]
     with translation.override("en"):
-        assert chat.ticket_text(payload).splitlines()[0] == "[critical] resolved: GPU overheating: GPU 2 on dgx-07"
+        english = chat.ticket_text(payload, ticket)
+    assert english.splitlines()[0] == "[critical] resolved: GPU overheating: GPU 2 on dgx-07"
     assert payload["ticket"]["title"] == "GPU overheating: GPU 2 on dgx-07", "the JSON webhook's data is untouched"
 
 
 NOTES = [
-    "reached the slowdown threshold",
-    "3 of 4 GPUs",
-    "XID 79 again",
-    "overdue: last connection check: 2026-05-08",
-    "busy hours: 1,620 since the last cleaning (2026-01-02), every 1,500: 120 past",
-    "warning → critical",
-]
+    (msg.SLOWDOWN(), "reached the slowdown threshold"),
+    (msg.GROUP_COUNT(count=3, total=4), "3 of 4 GPUs"),
+    (msg.XID_AGAIN(code=79), "XID 79 again"),
+    (msg.OVERDUE(note=msg.SCHEDULE_LAST(kind="connection_check", date="2026-05-08")),
+     "overdue: last connection check: 2026-05-08"),
+    (msg.SCHEDULE_METER(meter="busy_hours", counted="1,620", kind="cleaning", date="2026-01-02", limit="1,500",
+                        past="120"), "busy hours: 1,620 since the last cleaning (2026-01-02), every 1,500: 120 past"),
+    (msg.ESCALATED(before="warning", after="critical"), "warning → critical"),
+]  # fmt: skip
 
 
-def test_event_notes_the_portal_wrote_are_translated_and_english_is_as_stored(chinese_catalogue):
+def test_event_notes_are_stored_in_english_and_shown_in_the_readers_language(chinese_catalogue):
+    assert [str(said) for said, _ in NOTES] == [english for _, english in NOTES]
     with translation.override("en"):
-        assert [note_shown(note) for note in NOTES] == NOTES
-        assert note_shown("a note somebody typed") == "a note somebody typed"
+        assert [messages.shown(said.stored(), "?") for said, _ in NOTES] == [english for _, english in NOTES]
+        assert messages.shown(None, "a note somebody typed") == "a note somebody typed"
     with translation.override("zh-hans"):
-        assert note_shown("overdue: last connection check: 2026-05-08") == "已逾期：上次连接检查：2026-05-08"
-        assert note_shown("warning → critical") == "警告 → 严重"
-        assert note_shown("a note somebody typed") == "a note somebody typed"
+        overdue, escalated = NOTES[3][0], NOTES[5][0]
+        assert messages.shown(overdue.stored(), str(overdue)) == "已逾期：上次连接检查：2026-05-08"
+        assert messages.shown(escalated.stored(), str(escalated)) == "警告 → 严重"
+        assert messages.shown(None, "a note somebody typed") == "a note somebody typed"

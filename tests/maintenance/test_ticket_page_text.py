@@ -14,8 +14,8 @@ from django.utils import translation
 from agents.cli import SERVICE_NAME
 from portal.core.templatetags.portal import code_spans
 from portal.maintenance.models import Ticket
+from portal.maintenance.rules import RULES
 from portal.maintenance.services import beat
-from portal.maintenance.texts import ticket_action_shown
 from portal.telemetry.models import GpuLatest
 from tests.factories import GpuFactory, HostFactory
 
@@ -48,17 +48,21 @@ def test_agent_silent_names_the_unit_the_installer_writes(silent_ticket, client_
 def test_stored_agent_silent_actions_are_brought_to_the_unit_and_translated_again(
     silent_ticket, client_for, viewer, stored
 ):
-    # As releases before 0008 stored them: shown as stored English, even to a Chinese reader.
+    # As releases before 0008 stored them (text only): shown as stored English, even to a Chinese reader.
     older = silent_ticket.action.replace(f"systemctl status {SERVICE_NAME}.service)", stored)
     assert older != silent_ticket.action
-    Ticket.objects.filter(pk=silent_ticket.pk).update(action=older)
-    migration = importlib.import_module("portal.maintenance.migrations.0008_agent_silent_unit_gpu_fleet_agent")
-    migration.forwards(django_apps, None)
+    Ticket.objects.filter(pk=silent_ticket.pk).update(action=older, action_msg=None)
+    silent_ticket.refresh_from_db()
+    with translation.override("zh-hans"):
+        assert silent_ticket.action_shown == older
+    for name in ("0008_agent_silent_unit_gpu_fleet_agent", "0009_messages"):
+        importlib.import_module(f"portal.maintenance.migrations.{name}").forwards(django_apps, None)
     silent_ticket.refresh_from_db()
     assert f"systemctl status {SERVICE_NAME}.service)" in silent_ticket.action and stored not in silent_ticket.action
-    with translation.override("zh-hans"):
-        shown = ticket_action_shown(rule_key="agent_silent", action=silent_ticket.action)
-    assert shown != silent_ticket.action and f"{SERVICE_NAME}.service" in shown  # the rule's words, translated
+    assert silent_ticket.action_msg == {"id": "maintenance.action", "params": {"action": "agent_silent"}}
+    with translation.override("zh-hans"):  # the rule's words, translated
+        assert silent_ticket.action_shown == RULES["agent_silent"].action_shown
+        assert f"{SERVICE_NAME}.service" in silent_ticket.action_shown
 
 
 def test_agent_silent_peak_has_a_unit(silent_ticket, client_for, viewer):

@@ -6,11 +6,17 @@ thing forever; a template an admin already has this item in is left as it is."""
 
 from django.db import migrations, models
 
+def gettext_noop(text):
+    """Marks a text for makemessages and returns it as it is: the checklist pages show a shipped
+    text in the reader's language while it is still this one (portal.checklists.shipped)."""
+    return text
+
+
 ITEM = {
-    "key": "diagnostic", "label": "Diagnostic passed after the repair", "kind": "auto", "required": False,
-    "help_text": "Judged by the portal: a diagnostic (dcgmi diag, or the agent's NVML checks) of the return-to-service "
+    "key": "diagnostic", "label": gettext_noop("Diagnostic passed after the repair"), "kind": "auto", "required": False,
+    "help_text": gettext_noop("Judged by the portal: a diagnostic (dcgmi diag, or the agent's NVML checks) of the return-to-service "
     "level passed on the GPU after the repair, on the host's current driver. Signing off requests one when there is "
-    "none; the GPU returns to service when it passes.",
+    "none; the GPU returns to service when it passes."),
     "unit": "", "min_value": None, "max_value": None, "options": [], "record_field": "",
     "auto_check": "diagnostic_passed", "params": {},
 }

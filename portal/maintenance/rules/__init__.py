@@ -1,5 +1,7 @@
 """The rule registry: every rule by key, with its defaults and documentation."""
 
+from portal.maintenance import messages
+
 from .base import Rule
 from .checklist import CHECKLIST_FAILED
 from .diagnostic import DIAGNOSTIC_FAILED, DIAGNOSTIC_WARNED
@@ -20,6 +22,7 @@ RULES: dict[str, Rule] = {
         DIAGNOSTIC_WARNED,
     ]
 }
+messages.rules_known(RULES)
 
 
 __all__ = [

@@ -11,8 +11,10 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext
 
+from portal.core.messages import Said
+from portal.maintenance.messages import severity_word
 from portal.telemetry.columns import ReadingColumns
 
 OK, PENDING, FIRING, CLEARING = "ok", "pending", "firing", "clearing"
@@ -75,15 +77,7 @@ class Event:
     value: float | None = None
     severity: str | None = None
     evidence: list = field(default_factory=list)
-    note: str = ""
-
-
-# The severities' words, as portal.maintenance.models.Severity labels them (rules import no models).
-_SEVERITY_WORDS = {
-    "info": gettext_noop("Info"),
-    "warning": gettext_noop("Warning"),
-    "critical": gettext_noop("Critical"),
-}
+    note: str | Said = ""  # a message of portal.maintenance.messages
 
 
 def shown(text: str) -> str:
@@ -135,7 +129,7 @@ class Rule:
 
     @property
     def severity_shown(self) -> str:
-        return shown(_SEVERITY_WORDS.get(self.severity, self.severity))
+        return severity_word(self.severity)
 
     def evaluate(self, track: Track, gpu: GpuInfo, rows: list[tuple], params: dict, emit) -> None:
         raise NotImplementedError

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.utils.translation import gettext_noop
 
 from portal.fleet import care
+from portal.maintenance import messages
 from portal.telemetry.models import THERMAL_THROTTLE_MASK
 
 from .base import (
@@ -86,8 +87,7 @@ class Overheat(Rule):
             step(track, row[TS], temp >= open_at, temp < clear_below, temp, p, emit, _evidence(rows, i, TEMP))
             if track.state == FIRING and temp >= slowdown and not escalated:
                 escalated = track.data["esc"] = True
-                note = "reached the slowdown threshold"
-                emit(Event("update", track, row[TS], value=temp, severity="critical", note=note))
+                emit(Event("update", track, row[TS], value=temp, severity="critical", note=messages.SLOWDOWN()))
             elif track.state == "ok" and escalated:
                 escalated = track.data["esc"] = False
 
@@ -182,7 +182,7 @@ class FanWear(Rule):
             step(track, ts, opening, not opening, fan, p, emit, _evidence(rows, i, FAN))
             if dead and track.state == FIRING and not d.get("esc"):
                 d["esc"] = True
-                emit(Event("update", track, ts, value=fan, severity="critical", note="fan stopped while hot"))
+                emit(Event("update", track, ts, value=fan, severity="critical", note=messages.FAN_STOPPED()))
         track.changed = True
 
     @staticmethod

@@ -6,6 +6,8 @@ import datetime as dt
 
 from django.utils.translation import gettext_noop
 
+from portal.maintenance import messages
+
 from .base import Rule, shown
 
 # The agent's systemd unit, as `gpu-fleet-agent install-service` writes it (agents.cli.SERVICE_NAME;
@@ -39,11 +41,7 @@ class AgentSilent(Rule):
         return 3 * interval if interval else params["silent_after_s"]
 
 
-METERS = {  # usage meters a schedule may count (portal.wear), with how a ticket names them
-    "busy_hours": "busy hours",
-    "fan_high_hours": "fan-high hours",
-    "thermal_cycles": "thermal cycles",
-}
+METERS = messages.METERS  # usage meters a schedule may count (portal.wear), with how a ticket names them
 
 
 # What each schedule watches, in words to translate (a schedule's own `watches` is built from its

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_noop
 
+from portal.maintenance import messages
+
 from .base import FIRING, Event, Rule
 
 XID_CLASSES = {
@@ -49,11 +51,11 @@ class XidRule(Rule):
             track.last = max(track.last or ts, ts)
             if track.state == FIRING:
                 track.peak = max(track.peak or 0, len(recent))
-                emit(Event("update", track, ts, value=len(recent), note=f"XID {code} again"))
+                emit(Event("update", track, ts, value=len(recent), note=messages.XID_AGAIN(code=code)))
                 continue
             if len(recent) >= p["repeat"]:
                 track.state, track.since, track.peak = FIRING, ts, float(len(recent))
-                emit(Event("fire", track, ts, value=float(code), evidence=[[ts, code]], note=f"XID {code}"))
+                emit(Event("fire", track, ts, value=float(code), evidence=[[ts, code]], note=messages.XID(code=code)))
 
     def evaluate_quiet(self, track, now: float, p, emit) -> None:
         clear_for = p.get("clear_for_s")

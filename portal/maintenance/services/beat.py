@@ -12,6 +12,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.maintenance import messages
 from portal.maintenance.models import Ticket
 from portal.maintenance.rules import AGENT_SILENT, SCHEDULES, XID_RULES
 from portal.maintenance.rules.base import FIRING, OK, Event, fingerprint
@@ -66,7 +67,7 @@ def _silent_gpus(latest, tracks: Tracks, params: RuleParams, now: dt.datetime):
         if silent and track.state == OK:
             track.state, track.since, track.last, track.changed = FIRING, now.timestamp(), ts.timestamp(), True
             events.append(Event("fire", track, now.timestamp(), value=round((now - ts).total_seconds()),
-                                note=f"last reading {ts.isoformat()}"))  # fmt: skip
+                                note=messages.LAST_READING(at=ts.isoformat())))  # fmt: skip
     return events, per_host, host_last
 
 
@@ -129,6 +130,19 @@ def xid_quiet_check(*, now: dt.datetime | None = None) -> list:
     return events_apply(events, silenced=lambda *a: False)
 
 
+def _meter_note(meter_past: tuple, *, kind: str, since: dt.datetime):
+    """The note of a schedule a usage meter made overdue: which meter, how far past its setting."""
+    meter, counted, _, limit = meter_past
+    return messages.SCHEDULE_METER(
+        meter=meter,
+        counted=f"{counted:,.0f}",
+        kind=kind,
+        date=f"{since:%Y-%m-%d}",
+        limit=f"{limit:,.0f}",
+        past=f"{counted - limit:,.0f}",
+    )
+
+
 @transaction.atomic
 def schedules_check(*, now: dt.datetime | None = None) -> list:
     """Preventive maintenance: a "due" ticket (info) ahead of each period's end, escalated to
@@ -167,18 +181,15 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
             since = last.get((host["id"], schedule.record_kind)) or host["created_at"]
             period = dt.timedelta(days=p["period_days"]) if p.get("period_days") is not None else None
             level = schedule.level(since=since, now=now, params=p)
-            note = f"last {schedule.record_kind.replace('_', ' ')}: {since:%Y-%m-%d}"
+            note = messages.SCHEDULE_LAST(kind=schedule.record_kind, date=f"{since:%Y-%m-%d}")
             meter_past = None
-            for meter, label in METERS.items():
+            for meter in METERS:
                 limit = p.get(meter)
                 counted = usage.get(schedule.key, {}).get(host["id"], {}).get(meter, 0)
                 if limit and counted >= limit and (meter_past is None or counted / limit > meter_past[2]):
-                    meter_past = (label, counted, counted / limit, limit)
+                    meter_past = (meter, counted, counted / limit, limit)
             if meter_past is not None:
-                label, counted, _, limit = meter_past
-                level = 2
-                note = (f"{label}: {counted:,.0f} since the last {schedule.record_kind.replace('_', ' ')} "
-                        f"({since:%Y-%m-%d}), every {limit:,.0f}: {counted - limit:,.0f} past")  # fmt: skip
+                level, note = 2, _meter_note(meter_past, kind=schedule.record_kind, since=since)
             if schedule.key == "schedule_cleaning" and level < 2 and host["gpu_count"] and p.get("gpu_hours_high_load"):
                 high = p["high_load_util_pct"]
                 gpu_ids = list(Gpu.objects.filter(host_id=host["id"]).values_list("pk", flat=True))
@@ -187,7 +198,7 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
                 )
                 hours = sum(1 for (mean,) in means if mean is not None and mean >= high)
                 if hours / host["gpu_count"] >= p["gpu_hours_high_load"]:
-                    level, note = 2, f"{hours / host['gpu_count']:.0f} GPU-hours at high load since the last cleaning"
+                    level, note = 2, messages.SCHEDULE_LOAD(hours=f"{hours / host['gpu_count']:.0f}")
             track = tracks.get(schedule.key, host["id"], None)
             previous = track.data.get("level", 0)
             if level == previous:
@@ -207,6 +218,6 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
                                     severity="warning" if level == 2 else "info", note=note))  # fmt: skip
             elif level == 2:
                 events.append(Event("update", track, ts, value=round(days_overdue, 1), severity="warning",
-                                    note="overdue: " + note))  # fmt: skip
+                                    note=messages.OVERDUE(note=note)))  # fmt: skip
     tracks.save(now)
     return events_apply(events, silenced=lambda *a: False)

@@ -16,7 +16,7 @@ from django.utils.translation import gettext
 
 from portal.accounts.services import user_language
 from portal.core.public_url import portal_url
-from portal.maintenance import chat, hooks, texts, transports
+from portal.maintenance import chat, hooks, transports
 from portal.maintenance.models import SEVERITY_RANK, Notification, Subscription, Ticket
 
 log = logging.getLogger(__name__)
@@ -150,9 +150,10 @@ def notification_send(*, notification_id: int, now: dt.datetime | None = None) -
             if notification.channel in chat.WEBHOOK_CHANNELS:
                 secret = notification.subscription.secret if notification.subscription_id else ""
                 url, body = chat.chat_request(channel=notification.channel, url=notification.target,
-                                              payload=payload, secret=secret, now=now)  # fmt: skip
+                                              payload=payload, ticket=notification.ticket, secret=secret,
+                                              now=now)  # fmt: skip
             else:
-                subject, body = email_message(payload)
+                subject, body = email_message(payload, notification.ticket)
         if notification.channel in chat.WEBHOOK_CHANNELS:
             transports.webhook_post(url, body, answer_problem=partial(chat.answer_problem, notification.channel))
         else:
@@ -170,13 +171,10 @@ def _subscriber_language(notification: Notification) -> str:
     return language or settings.LANGUAGE_CODE
 
 
-def email_message(payload: dict) -> tuple[str, str]:
+def email_message(payload: dict, ticket: Ticket) -> tuple[str, str]:
     """(subject, body) of the notification e-mail, in the active language."""
-    ticket = payload["ticket"]
-    title = texts.ticket_title_shown(rule_key=ticket["rule"], title=ticket["title"])
-    action = texts.ticket_action_shown(rule_key=ticket["rule"], action=ticket["action"])
-    what = gettext("What to do: %(action)s") % {"action": action}
-    return chat.message_headline(payload), f"{title}\n\n{what}\n\n{ticket['url']}\n"
+    what = gettext("What to do: %(action)s") % {"action": ticket.action_shown}
+    return chat.message_headline(payload, ticket), f"{ticket.title_shown}\n\n{what}\n\n{payload['ticket']['url']}\n"
 
 
 def retry_delay_s(attempt: int) -> int:

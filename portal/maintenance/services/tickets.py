@@ -14,8 +14,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput
+from portal.core.messages import Said, text_and_stored
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance import hooks
+from portal.maintenance import messages as msg
 from portal.maintenance.models import (
     SEVERITY_RANK,
     RuleState,
@@ -42,9 +44,11 @@ State = Ticket.State
 Kind = TicketEvent.Kind
 
 
-def _event(**fields) -> TicketEvent:
+def _event(*, note: str | Said = "", **fields) -> TicketEvent:
     """Record a ticket event (every change is a row) and hand the ones people watch for to the
-    ticket hooks (the live ticket feed; see portal.maintenance.hooks)."""
+    ticket hooks (the live ticket feed; see portal.maintenance.hooks). A note the portal writes
+    is a message (portal.maintenance.messages); a person's is their text."""
+    fields["note"], fields["note_msg"] = text_and_stored(note)
     event = TicketEvent.objects.create(**fields)
     change = _FEED_EVENTS.get(event.kind) or (event.to_state if event.kind == TicketEvent.Kind.STATE else None)
     if change:
@@ -52,10 +56,10 @@ def _event(**fields) -> TicketEvent:
     return event
 
 
-def _title(rule_key: str, host, gpu) -> str:
-    rule = RULES[rule_key]
-    subject = f"GPU {gpu.index} on {gpu.host.hostname}" if gpu is not None else f"host {host.hostname}"
-    return f"{rule.title}: {subject}"[:200]
+def _title(rule_key: str, host, gpu) -> Said:
+    if gpu is not None:
+        return msg.TITLE(problem=rule_key, subject=msg.subject(host=gpu.host.hostname, gpu_index=gpu.index))
+    return msg.TITLE(problem=rule_key, subject=msg.subject(host=host.hostname))
 
 
 def subject_silenced(*, host_id: int, gpu_id: int | None, at: dt.datetime) -> bool:
@@ -79,7 +83,7 @@ class _Firing:
     value: float | None
     severity: str
     evidence: list | None
-    note: str
+    note: str | Said
     silenced: bool
 
 
@@ -92,12 +96,12 @@ def ticket_fire(
     value: float | None = None,
     severity: str | None = None,
     evidence=None,
-    note: str = "",
+    note: str | Said = "",
     silenced: bool | None = None,
 ) -> tuple[Ticket, str]:
     """A rule fired for a subject. Returns the ticket and what happened: "opened", "repeated"
     (occurrences, last seen and peak bumped on the open ticket), or "reopened" (the same
-    fingerprint was resolved less than 24 h ago)."""
+    fingerprint was resolved less than 24 h ago). `note`: a message, or a person's words."""
     spec = RULES[rule]  # an unknown rule fails here, before any query
     fp = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
     if silenced is None:
@@ -148,7 +152,7 @@ def _reopen_recent(firing: _Firing) -> Ticket | None:
     _bump(recent, firing.at, firing.value, firing.severity)
     _event(
         ticket=recent, kind=Kind.REOPENED, at=firing.at, from_state=previous, to_state=State.OPEN, value=firing.value,
-        note=firing.note or "fired again within 24 h of being resolved",
+        note=firing.note or msg.FIRED_AGAIN(),
     )  # fmt: skip
     return recent
 
@@ -166,11 +170,14 @@ def _open(firing: _Firing) -> tuple[Ticket, str]:
     fingerprint a moment ago (the conditional unique constraint refuses a second), bump that one."""
     spec = RULES[firing.rule]
     host, gpu = _subject(firing.host_id, firing.gpu_id)
+    title = _title(firing.rule, host, gpu)
+    action = msg.ACTION(action=firing.rule)
     try:
         with transaction.atomic():
             ticket = Ticket.objects.create(
                 fingerprint=firing.fingerprint, rule=firing.rule, host=host, gpu=gpu,
-                title=_title(firing.rule, host, gpu), action=spec.action, severity=firing.severity,
+                title=str(title)[:200], title_msg=title.stored(), action=spec.action, action_msg=action.stored(),
+                severity=firing.severity,
                 first_seen=firing.at, last_seen=firing.at, peak_value=firing.value, unit=spec.unit,
                 evidence={"readings": firing.evidence or [], "metric": spec.metric, "fired_at": firing.at.isoformat()},
                 silenced=firing.silenced,
@@ -202,7 +209,14 @@ def _bump(ticket: Ticket, at: dt.datetime, value, severity) -> None:
 
 
 def ticket_update(
-    *, rule: str, host_id: int, gpu_id: int | None, at: dt.datetime, value=None, severity=None, note=""
+    *,
+    rule: str,
+    host_id: int,
+    gpu_id: int | None,
+    at: dt.datetime,
+    value=None,
+    severity=None,
+    note: str | Said = "",
 ) -> tuple[Ticket | None, str]:
     """A firing rule got worse: raise the open ticket's peak, and its severity ("escalated")."""
     fp = fingerprint(rule, gpu_id=gpu_id, host_id=host_id)
@@ -216,11 +230,14 @@ def ticket_update(
         # Saved before the event: the event counts open tickets by severity for the fleet tile.
         ticket.save(update_fields=["last_seen", "peak_value", "severity", "updated_at"])
         if escalated:
-            _event(ticket=ticket, kind=Kind.ESCALATED, at=at, value=value, note=note or f"{previous} → {severity}")
+            note = note or msg.ESCALATED(before=previous, after=severity)
+            _event(ticket=ticket, kind=Kind.ESCALATED, at=at, value=value, note=note)
         return ticket, "escalated" if escalated else "updated"
 
 
-def _resolve(ticket: Ticket, *, at: dt.datetime, kind: str, user=None, record=None, note="", auto=False) -> bool:
+def _resolve(
+    ticket: Ticket, *, at: dt.datetime, kind: str, user=None, record=None, note: str | Said = "", auto=False
+) -> bool:
     previous = ticket.state
     claimed = Ticket.objects.filter(pk=ticket.pk, state__in=OPEN_STATES).update(
         state=State.RESOLVED, resolved_at=at, auto_resolved=auto, resolved_by_record=record, updated_at=timezone.now()
@@ -242,13 +259,11 @@ def ticket_auto_resolve(*, rule: str, host_id: int, gpu_id: int | None, at: dt.d
             # Late readings (an agent's spool after an outage) may clear before the ticket was
             # last seen firing, e.g. "agent silent" opened while the backlog was on its way.
             at = max(at, ticket.last_seen)
-        if ticket is None or not _resolve(
-            ticket, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note="the clear condition held"
-        ):
+        if ticket is None or not _resolve(ticket, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note=msg.CLEARED()):
             return None
         if ticket.parent_id and not Ticket.objects.filter(parent_id=ticket.parent_id, state__in=OPEN_STATES).exists():
             parent = Ticket.objects.get(pk=ticket.parent_id)
-            _resolve(parent, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note="every grouped GPU ticket resolved")
+            _resolve(parent, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note=msg.GROUP_RESOLVED())
         return ticket
 
 
@@ -266,7 +281,8 @@ def tickets_group(*, rule: str, host_id: int, at: dt.datetime, fraction: float =
     parent = Ticket.objects.filter(fingerprint=host_fp, state__in=OPEN_STATES).first()
     outcome = ""
     if parent is None:
-        parent, outcome = ticket_fire(rule=rule, host_id=host_id, gpu_id=None, at=at, note=f"{count} of {total} GPUs")
+        note = msg.GROUP_COUNT(count=count, total=total)
+        parent, outcome = ticket_fire(rule=rule, host_id=host_id, gpu_id=None, at=at, note=note)
     children = Ticket.objects.filter(rule=rule, host_id=host_id, gpu__isnull=False, state__in=OPEN_STATES).exclude(
         parent=parent
     )
@@ -282,7 +298,7 @@ def ticket_group_under(*, ticket: Ticket, parent: Ticket, at: dt.datetime, **cha
     for name, value in changes.items():
         setattr(ticket, name, value)
     ticket.save(update_fields=["parent", *changes, "updated_at"])
-    _event(ticket=ticket, kind=Kind.GROUPED, at=at, note=f"grouped under #{parent.pk}")
+    _event(ticket=ticket, kind=Kind.GROUPED, at=at, note=msg.GROUPED_UNDER(parent=parent.pk))
     return ticket
 
 
@@ -297,7 +313,7 @@ TRANSITIONS = {
 }
 
 
-def ticket_transition(*, ticket: Ticket, to_state: str, user=None, note: str = "") -> Ticket:
+def ticket_transition(*, ticket: Ticket, to_state: str, user=None, note: str | Said = "") -> Ticket:
     """Move a ticket along open → acknowledged → in progress → resolved → closed. The change is a
     conditional UPDATE on the state the user saw, so two people cannot both apply a change."""
     if to_state not in State.values:
@@ -336,7 +352,7 @@ def ticket_assign(*, ticket: Ticket, assignee, user=None) -> Ticket:
         ticket.save(update_fields=["assignee", "updated_at"])
         _event(
             ticket=ticket, kind=Kind.ASSIGNED, at=timezone.now(), user=user,
-            note=f"assigned to {assignee.get_username()}" if assignee else "unassigned",
+            note=msg.ASSIGNED(user=assignee.get_username()) if assignee else msg.UNASSIGNED(),
         )  # fmt: skip
     return ticket
 
@@ -396,10 +412,13 @@ def tickets_resolve_by_record(*, record: MaintenanceRecord) -> list[Ticket]:
     return resolved
 
 
-def ticket_history_add(*, ticket: Ticket, note: str, user=None) -> TicketEvent:
+def ticket_history_add(*, ticket: Ticket, note: str | Said, user=None) -> TicketEvent:
     """A line in the ticket's history from a higher app (the scheduler: node drained, resumed, the
     job that was running on the GPU). Not a state change, so no hooks run."""
-    return TicketEvent.objects.create(ticket=ticket, kind=Kind.SCHEDULER, at=timezone.now(), user=user, note=note)
+    text, stored = text_and_stored(note)
+    return TicketEvent.objects.create(
+        ticket=ticket, kind=Kind.SCHEDULER, at=timezone.now(), user=user, note=text, note_msg=stored
+    )
 
 
 def tickets_resolve_swapped_out(*, host_id: int, gpu_id: int, replacement: str, at: dt.datetime) -> list[Ticket]:
@@ -411,7 +430,7 @@ def tickets_resolve_swapped_out(*, host_id: int, gpu_id: int, replacement: str, 
     resolved = []
     with transaction.atomic():
         for ticket in Ticket.objects.select_for_update().filter(fingerprint=fp, state__in=OPEN_STATES):
-            note = f"the GPU was replaced by {replacement}"
+            note = msg.REPLACED(serial=replacement)
             if _resolve(ticket, at=max(at, ticket.last_seen), kind=Kind.AUTO_RESOLVED, auto=True, note=note):
                 resolved.append(ticket)
         for ticket in resolved:
@@ -421,6 +440,6 @@ def tickets_resolve_swapped_out(*, host_id: int, gpu_id: int, replacement: str, 
             ):
                 parent = Ticket.objects.get(pk=ticket.parent_id)
                 _resolve(parent, at=max(at, parent.last_seen), kind=Kind.AUTO_RESOLVED, auto=True,
-                         note="every grouped GPU ticket resolved")  # fmt: skip
+                         note=msg.GROUP_RESOLVED())  # fmt: skip
         RuleState.objects.filter(key=fp).update(state="ok", since_ts=None)
     return resolved

@@ -1,0 +1,18 @@
+"""The notes diagnostics writes in tickets' histories, as messages (see portal.core.messages)."""
+
+from __future__ import annotations
+
+from django.utils.translation import gettext_noop
+
+from portal.core.messages import message
+
+TICKET = message("diagnostics.note.ticket", gettext_noop("level %(level)s diagnostic %(id)s: %(tests)s"))
+GATE_REQUESTED = message(
+    "diagnostics.note.gate_requested",
+    gettext_noop("level %(level)s diagnostic %(id)s requested: back in service when it passes"),
+)
+GATE_UNDER_WAY = message(
+    "diagnostics.note.gate_under_way", gettext_noop("a diagnostic is under way: back in service when it passes")
+)
+FAILED = message("diagnostics.note.failed", gettext_noop("diagnostic %(id)s failed: %(tests)s"))
+EXPIRED = message("diagnostics.note.expired", gettext_noop("diagnostic %(id)s expired: run another one"))
