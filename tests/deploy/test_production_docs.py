@@ -219,7 +219,7 @@ def machine(tmp_path):
     )  # fmt: skip
     shims(tmp_path / "bin", root=root, state=state, edits=edits)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "VAR_DIR"))}
-    env = {k: v for k, v in env.items() if k not in {"DEBUG", "SECRET_KEY", "CELERY_TASK_ALWAYS_EAGER", "VIRTUAL_ENV"}}
+    env = {k: v for k, v in env.items() if k not in {"DEBUG", "SECRET_KEY", "VIRTUAL_ENV"}}
     env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
     try:
         yield root, state, port, env
