@@ -442,7 +442,7 @@ LIVE_RECHECK_S = 30
 
 # Maintenance tickets (portal.maintenance): notifications and grouping.
 # A failed delivery is tried again after 30 s, doubling, 5 attempts in all (about 8 minutes); a
-# subscription hears of one fingerprint at most every 30 minutes; a webhook answers within 5 s.
+# fingerprint is notified at most every 30 minutes; a webhook must answer within 5 s.
 MAINTENANCE_NOTIFY_MIN_INTERVAL_S = 30 * 60
 MAINTENANCE_NOTIFY_MAX_ATTEMPTS = 5
 MAINTENANCE_NOTIFY_BACKOFF_S = 30

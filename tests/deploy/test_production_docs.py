@@ -214,6 +214,7 @@ def machine(tmp_path):
                 "DATABASE_URL": f"sqlite:///{root}/var/lib/gpu-fleet/portal.sqlite3", "REDIS_URL": None,
                 "VAR_DIR": f"{root}/var/lib/gpu-fleet", "MEDIA_ROOT": f"{root}/srv/gpu-fleet/media",
                 "WEB_BIND": "127.0.0.1", "WEB_PORT": str(port), "WORKER_CONCURRENCY": "1",
+                "TRUST_PROXY_HEADERS": "127.0.0.1/32",  # the test plays nginx: its X-Forwarded-Proto counts
             }
         )
     )  # fmt: skip
