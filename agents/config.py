@@ -74,7 +74,7 @@ HELP = {
     "timeout": "HTTP timeout in seconds",
     "ca_file": "PEM file of extra CA certificates to trust (TLS verification is always on)",
     "insecure_http": "allow an http:// portal URL that is not loopback: the host token then crosses the network "
-    "in clear (a trusted lab LAN only; the portal must also allow it, INGEST_ALLOW_HTTP)",
+    "in clear (a trusted lab LAN only; the portal must also allow it, PLAIN_HTTP)",
     "backoff_initial": "first retry delay in seconds after a failed send",
     "backoff_max": "longest retry delay in seconds",
     "inventory_refresh": "seconds between two inventory reads",

@@ -126,7 +126,7 @@ def hold_hint(status: int | None, detail: str) -> str:
     if status == 403 and PLAIN_HTTP_REFUSED in detail:
         return (
             "the portal takes batches over HTTPS only: set an https:// URL (on a trusted LAN the portal's "
-            "admin may set INGEST_ALLOW_HTTP=true instead). Nothing is delivered until this is fixed"
+            "admin may set PLAIN_HTTP=true instead). Nothing is delivered until this is fixed"
         )
     return HOLD_HINTS.get(status or 0, "the portal URL or a proxy in front of the portal")
 

@@ -264,13 +264,11 @@ class RealPortal:
 
     def __init__(self) -> None:
         self.var_dir = Path(tempfile.mkdtemp(prefix="bench-agent-portal-"))
-        drop = {"DATABASE_URL", "REDIS_URL", "CELERY_TASK_ALWAYS_EAGER", "DJANGO_SETTINGS_MODULE"}
+        drop = {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}
         self.env = {k: v for k, v in os.environ.items() if k not in drop}
         self.env.update(
             VAR_DIR=str(self.var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50),
-            ALLOWED_HOSTS="127.0.0.1,localhost", SECURE_SSL_REDIRECT="false",
-            INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false",
-            SECURE_HSTS_SECONDS="0", LOG_LEVEL="WARNING",
+            ALLOWED_HOSTS="127.0.0.1,localhost", PLAIN_HTTP="true", LOG_LEVEL="WARNING",
         )  # fmt: skip
         from bench.harness import portal_served  # not at the top: see _free_port
 

@@ -161,8 +161,8 @@ def main():
     args = parser.parse_args()
     # Production settings (DEBUG off), served over plain HTTP by the test client.
     tmp = django_setup(
-        DEBUG="false", SECRET_KEY="bench-" + uuid.uuid4().hex, SECURE_SSL_REDIRECT="false", INGEST_ALLOW_HTTP="true",
-        SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", LIVE_ENABLED="false", LOG_LEVEL="WARNING",
+        DEBUG="false", SECRET_KEY="bench-" + uuid.uuid4().hex, PLAIN_HTTP="true", LOG_LEVEL="WARNING",
+        DJANGO_SETTINGS_MODULE="bench.settings_pages",
     )  # fmt: skip
     from django.conf import settings
     from django.test import Client

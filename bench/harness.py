@@ -37,10 +37,10 @@ def django_setup(**env_defaults: str) -> tempfile.TemporaryDirectory | None:
         tmp = tempfile.TemporaryDirectory()
         os.environ["DATABASE_URL"] = f"sqlite:///{tmp.name}/bench.sqlite3"
         os.environ["VAR_DIR"] = tmp.name
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     os.environ.setdefault("SECRET_KEY", "bench-" + secrets.token_hex(16))  # DEBUG off wants one
     for name, value in env_defaults.items():
         os.environ.setdefault(name, value)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     import django
 
     django.setup()

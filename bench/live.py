@@ -76,8 +76,8 @@ def iso(moment: float) -> str:
     return dt.datetime.fromtimestamp(moment, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-COALESCE_MS = int(os.environ.get("LIVE_COALESCE_MS", "500"))
-FLEET_COALESCE_MS = int(os.environ.get("LIVE_FLEET_COALESCE_MS", "200"))
+COALESCE_MS = 500  # portal/settings.py: LIVE_COALESCE_S
+FLEET_COALESCE_MS = 200  # LIVE_FLEET_COALESCE_S
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -291,9 +291,7 @@ def main() -> int:
     env.update(
         VAR_DIR=str(var_dir), DATABASE_URL=database_url, DATABASE_CONN_MAX_AGE="600", REDIS_URL=args.redis,
         DEBUG="false", SECRET_KEY="bench-" + uuidlib.uuid4().hex, ALLOWED_HOSTS="127.0.0.1,localhost",
-        SECURE_SSL_REDIRECT="false",
-        INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", LOG_LEVEL="WARNING",
-        INGEST_RATE_PER_S="50", DJANGO_SETTINGS_MODULE="portal.settings", PYTHONUNBUFFERED="1",
+        PLAIN_HTTP="true", LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="bench.settings", PYTHONUNBUFFERED="1",
     )  # fmt: skip
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], cwd=REPO, env=env, check=True)

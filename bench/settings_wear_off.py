@@ -1,5 +1,5 @@
-"""The portal's settings, and the bench-only app that takes the wear stage out of the pipeline."""
+"""The benches' settings, and the bench-only app that takes the wear stage out of the pipeline."""
 
-from portal.settings import *  # noqa: F403
+from bench.settings import *  # noqa: F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "bench.wear_off"]  # noqa: F405 (last: its ready() runs after wear's)

@@ -231,13 +231,11 @@ def _admin(*statements: str) -> None:
 
 
 def _round_env(wear_on: bool, var_dir: Path) -> dict[str, str]:
-    dropped = {"REDIS_URL", "DATABASE_URL", "CELERY_TASK_ALWAYS_EAGER", "BEAT_SCALE", "DEBUG", "DJANGO_SETTINGS_MODULE"}
+    dropped = {"REDIS_URL", "DATABASE_URL", "DEBUG", "DJANGO_SETTINGS_MODULE"}
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(
         VAR_DIR=str(var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS="127.0.0.1,localhost",
-        SECURE_SSL_REDIRECT="false",
-        INGEST_ALLOW_HTTP="true", SECURE_COOKIES="false", SECURE_HSTS_SECONDS="0", INGEST_RATE_PER_S="1000000",
-        INGEST_RATE_BURST="1000000", LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="portal.settings",
+        PLAIN_HTTP="true", LOG_LEVEL="WARNING", DJANGO_SETTINGS_MODULE="bench.settings",
         DATABASE_URL=ROUND_DB_URL, DATABASE_CONN_MAX_AGE="600", REDIS_URL=INGEST_REDIS_URL,
     )  # fmt: skip
     if not wear_on:

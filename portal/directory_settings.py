@@ -12,6 +12,8 @@ from django.core.exceptions import ImproperlyConfigured
 DIRECTORY_ROLES = ("admin", "technician", "viewer")
 # A directory that does not answer fails the sign-in within 5 s: 2 s to connect, 2 s per operation.
 LDAP_TIMEOUT_S = 2
+# Beat reads every LDAP account's groups again this often (`manage.py directory_sync`: now).
+LDAP_SYNC_MINUTES = 15
 
 
 def is_loopback_host(host: str) -> bool:
@@ -42,15 +44,26 @@ def role_mapping(environ: Mapping[str, str], name: str) -> dict[str, str]:
     return mapping
 
 
-def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in {"1", "true", "yes", "on"}:
-        return True
-    if raw in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {environ[name]!r}")
+def group_search_base(group_dns: list[str]) -> str:
+    """The deepest entry above every role group (their common suffix), where their membership is
+    searched: `cn=gpu-admins,ou=groups,dc=lab` and `cn=gpu-users,ou=groups,dc=lab` give
+    `ou=groups,dc=lab`."""
+    import ldap.dn
+
+    try:
+        parsed = [list(reversed(ldap.dn.str2dn(dn))) for dn in group_dns]
+    except ldap.DECODING_ERROR:
+        raise ImproperlyConfigured(
+            "LDAP_ROLE_GROUPS: a group is not a DN (e.g. cn=gpu-admins,ou=groups,dc=lab,dc=example)"
+        ) from None
+    common = []
+    for rdns in zip(*(rdns[:-1] for rdns in parsed), strict=False):  # a group's parent at the deepest
+        if len({str(rdn).lower() for rdn in rdns}) > 1:  # DNs compare without regard to case
+            break
+        common.append(rdns[0])
+    if not common:
+        raise ImproperlyConfigured("LDAP_ROLE_GROUPS: the groups share no entry above them to search under")
+    return ldap.dn.dn2str(list(reversed(common)))
 
 
 def ldap_settings(environ: Mapping[str, str]) -> dict:
@@ -66,27 +79,17 @@ def ldap_settings(environ: Mapping[str, str]) -> dict:
         if urlsplit(each).scheme not in ("ldap", "ldaps"):
             raise ImproperlyConfigured(f"LDAP_SERVER_URI: {each!r} is not an ldap:// or ldaps:// URI")
     user_base = environ.get("LDAP_USER_SEARCH_BASE", "").strip()
-    group_base = environ.get("LDAP_GROUP_SEARCH_BASE", "").strip()
     user_filter = environ.get("LDAP_USER_FILTER", "").strip() or "(uid=%(user)s)"
     role_groups = role_mapping(environ, "LDAP_ROLE_GROUPS")
-    for name, value in (
-        ("LDAP_USER_SEARCH_BASE", user_base),
-        ("LDAP_GROUP_SEARCH_BASE", group_base),
-        ("LDAP_ROLE_GROUPS", role_groups),
-    ):
+    for name, value in (("LDAP_USER_SEARCH_BASE", user_base), ("LDAP_ROLE_GROUPS", role_groups)):
         if not value:
             raise ImproperlyConfigured(f"{name} must be set when LDAP_SERVER_URI is")
+    group_base = group_search_base(list(role_groups.values()))
     if "%(user)s" not in user_filter:
         raise ImproperlyConfigured("LDAP_USER_FILTER must contain %(user)s, where the typed user name goes")
-    # StartTLS unless the connection is TLS already (ldaps://) or never leaves the machine.
-    plain_needed = not all(urlsplit(u).scheme == "ldaps" or is_loopback_host(urlsplit(u).hostname or "") for u in uris)
-    start_tls = _bool(environ, "LDAP_START_TLS", plain_needed)
-    try:
-        sync_minutes = int(environ.get("LDAP_SYNC_MINUTES", "").strip() or 15)
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"LDAP_SYNC_MINUTES must be an integer, got {environ['LDAP_SYNC_MINUTES']!r}"
-        ) from None
+    # StartTLS unless the connection is TLS already (ldaps://) or never leaves the machine: the
+    # bind password never crosses the network in clear.
+    start_tls = not all(urlsplit(u).scheme == "ldaps" or is_loopback_host(urlsplit(u).hostname or "") for u in uris)
     global_options = {ldap.OPT_X_TLS_REQUIRE_CERT: ldap.OPT_X_TLS_DEMAND}
     if environ.get("LDAP_CA_FILE"):
         global_options[ldap.OPT_X_TLS_CACERTFILE] = environ["LDAP_CA_FILE"]
@@ -98,7 +101,7 @@ def ldap_settings(environ: Mapping[str, str]) -> dict:
         "LDAP_USER_SEARCH_BASE": user_base,
         "LDAP_USER_FILTER": user_filter,
         "LDAP_GROUP_SEARCH_BASE": group_base,
-        "LDAP_SYNC_MINUTES": sync_minutes,
+        "LDAP_SYNC_MINUTES": LDAP_SYNC_MINUTES,
         "AUTH_LDAP_SERVER_URI": uri,
         "AUTH_LDAP_BIND_DN": environ.get("LDAP_BIND_DN", ""),
         "AUTH_LDAP_BIND_PASSWORD": environ.get("LDAP_BIND_PASSWORD", ""),
@@ -125,7 +128,8 @@ def oidc_settings(environ: Mapping[str, str]) -> dict:
     common = {
         "OIDC_ISSUER": issuer,
         "OIDC_ENABLED": bool(issuer),
-        "OIDC_PROVIDER_NAME": environ.get("OIDC_PROVIDER_NAME", "").strip() or "single sign-on",
+        # The login page's button, "Sign in with sso.lab.example": the name people see at the provider.
+        "OIDC_PROVIDER_NAME": urlsplit(issuer).hostname or "single sign-on",
         "OIDC_ROLE_CLAIM": environ.get("OIDC_ROLE_CLAIM", "").strip() or "groups",
     }
     if not issuer:

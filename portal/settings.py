@@ -20,7 +20,7 @@ from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.directory_settings import directory_settings
-from portal.env import envbool, envfloat, envint, envlist, envstr
+from portal.env import env_email_url, env_trust_proxy, envbool, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -34,7 +34,6 @@ if not SECRET_KEY:
     SECRET_KEY = "django-insecure-dev-only-key-never-use-in-production"
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
-CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "daphne",
@@ -172,8 +171,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         }
     )
 # Log (logger portal.sqlite) each transaction that waited for or held the SQLite write lock at
-# least this long, with the code that ran it; 0: off. For finding what delays ingest.
-SQLITE_SLOW_LOCK_MS = envfloat("SQLITE_SLOW_LOCK_MS", 0.0)
+# least this long, with the code that ran it; 0: off. A developer's tool for finding what delays
+# ingest: set it in a settings module of one's own that imports this one.
+SQLITE_SLOW_LOCK_MS = 0.0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = envstr("REDIS_URL")
@@ -185,9 +185,9 @@ if REDIS_URL:
                 "hosts": [REDIS_URL],
                 # Live messages are coalesced upstream, so a small capacity is plenty; a slow
                 # browser loses old frames instead of growing Redis without bound.
-                "capacity": envint("CHANNEL_CAPACITY", 200),
+                "capacity": 200,
                 "expiry": 30,
-                "group_expiry": envint("CHANNEL_GROUP_EXPIRY", 3600),
+                "group_expiry": 3600,
             },
         }
     }
@@ -196,7 +196,7 @@ else:
 
 # Without REDIS_URL the broker is kombu's filesystem transport, as portal.core.broker writes it
 # (each message whole, then renamed into place): one file per message under VAR_DIR/broker,
-# polled every BROKER_POLL_MS by the worker: publishing takes no database write lock, so a task
+# polled every 100 ms by the worker: publishing takes no database write lock, so a task
 # sent from ingest never waits behind SQLite's writers.
 EMBEDDED_BROKER_DIR = VAR_DIR / "broker"
 if REDIS_URL:
@@ -208,7 +208,7 @@ else:
         "data_folder_in": str(EMBEDDED_BROKER_DIR / "queue"),
         "data_folder_out": str(EMBEDDED_BROKER_DIR / "queue"),
         "control_folder": str(EMBEDDED_BROKER_DIR / "control"),
-        "polling_interval": envint("BROKER_POLL_MS", 100) / 1000,
+        "polling_interval": 0.1,
     }
     for _folder in ("queue", "control"):
         (EMBEDDED_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
@@ -216,8 +216,8 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # Beat keeps the last run of each entry here, so a restart doesn't reset hourly tasks.
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-# Run tasks in-process where they are sent, without a worker (the unit tests do; nothing else should).
-CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+# Tasks go to the worker; the unit tests' settings (tests/settings.py) run them where they are sent.
+CELERY_TASK_ALWAYS_EAGER = False
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -235,10 +235,6 @@ CELERY_BEAT_SCHEDULE: dict = {
     "scheduler-sweep": {"task": "portal.scheduler.tasks.scheduler_sweep_task", "schedule": 30.0},
     "diagnostics-expire": {"task": "portal.diagnostics.tasks.diagnostics_expire_task", "schedule": 60.0},
 }
-# Every beat interval times this (the integration tests run the schedule fast with e.g. 0.02).
-BEAT_SCALE = envfloat("BEAT_SCALE", 1.0)
-for _entry in CELERY_BEAT_SCHEDULE.values():
-    _entry["schedule"] *= BEAT_SCALE
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -270,26 +266,18 @@ if OIDC_ENABLED:  # noqa: F821
     # redirect go there (Chromium applies form-action to redirects).
     _issuer = urlsplit(OIDC_ISSUER)  # noqa: F821
     CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(f"{_issuer.scheme}://{_issuer.netloc}")
-if LDAP_ENABLED and LDAP_SYNC_MINUTES > 0:  # noqa: F821 (from directory_settings)
+if LDAP_ENABLED:  # noqa: F821 (from directory_settings)
     # LDAP accounts' groups read again without a sign-in: a lost role group ends their sessions.
     CELERY_BEAT_SCHEDULE["accounts-ldap-sync"] = {
         "task": "portal.accounts.tasks.ldap_accounts_sync_task",
-        "schedule": LDAP_SYNC_MINUTES * 60.0 * BEAT_SCALE,  # noqa: F821
+        "schedule": LDAP_SYNC_MINUTES * 60.0,  # noqa: F821
     }
 
 AXES_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=envint("LOGIN_LOCKOUT_MINUTES", 15)) or None
-# Each entry locks by itself; "username+ip_address" locks only that pair.
-AXES_LOCKOUT_PARAMETERS = [
-    item.split("+") if "+" in item else item
-    for item in envlist("LOGIN_LOCKOUT_BY", ["username+ip_address", "ip_address"])
-]
-for _name in {name for item in AXES_LOCKOUT_PARAMETERS for name in ([item] if isinstance(item, str) else item)}:
-    if _name not in ("username", "ip_address", "user_agent"):  # axes would fail at the first login instead
-        raise ImproperlyConfigured(
-            f"LOGIN_LOCKOUT_BY: {_name!r} is not username, ip_address or user_agent "
-            "(entries separated by commas, a pair joined with +)"
-        )
+# One user name from one address, and one address guessing many names; never a user name from
+# everywhere (five failures from anywhere would lock the admins out).
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
@@ -330,39 +318,23 @@ if DEBUG:
 MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "media/"
 
-# Attachments on maintenance records (photos of a dusty heatsink, RMA paperwork, logs).
+# Attachments on maintenance records (photos of a dusty heatsink, RMA paperwork, logs) and photos
+# on checklist items (a phone camera's JPEG is 2–6 MB): one limit, as nginx's client_max_body_size
+# in front of both is one.
 ATTACHMENT_MAX_BYTES = envint("ATTACHMENT_MAX_BYTES", 10 * 1024 * 1024)
-# Photos on checklist items (a phone camera's JPEG is 2–6 MB).
-CHECKLIST_PHOTO_MAX_BYTES = envint("CHECKLIST_PHOTO_MAX_BYTES", 10 * 1024 * 1024)
+CHECKLIST_PHOTO_MAX_BYTES = ATTACHMENT_MAX_BYTES
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
-EMAIL_HOST = envstr("EMAIL_HOST")
-EMAIL_PORT = envint("EMAIL_PORT", 587)
-EMAIL_HOST_USER = envstr("EMAIL_HOST_USER")
-EMAIL_HOST_PASSWORD = envstr("EMAIL_HOST_PASSWORD")
-EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", True)
-DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "gpu-portal@localhost")
-EMAIL_BACKEND = (
-    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
-)
 
 AUDITLOG_INCLUDE_ALL_MODELS = False
 
 # The portal takes the client address and scheme from X-Forwarded-For/-Port/-Proto (the last
-# entry, the proxy's own, and only a real address: portal.core.forwarded) only when this is on:
-# set it only when every request comes through your reverse proxy, since anyone who can reach
-# the portal directly could otherwise claim any address.
-TRUST_PROXY_HEADERS = envbool("TRUST_PROXY_HEADERS", False)
-# ...and then only from a peer inside these networks (CIDRs: the nginx hosts), when any are named:
-# a node reached past the firewall by anyone else keeps the connection's own address.
-TRUST_PROXY_HEADERS_FROM = envlist("TRUST_PROXY_HEADERS_FROM", [])
-for _cidr in TRUST_PROXY_HEADERS_FROM:
-    try:
-        ipaddress.ip_network(_cidr, strict=False)
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"TRUST_PROXY_HEADERS_FROM: {_cidr!r} is not an address or network (e.g. 10.0.0.5/32)"
-        ) from None
+# entry, the proxy's own, and only a real address: portal.core.forwarded) only when told: set it
+# only when every request comes through your reverse proxy, since anyone who can reach the portal
+# directly could otherwise claim any address. `true`: from any peer; addresses or networks (CIDRs:
+# the nginx hosts): only on connections from inside them, so a node reached past the firewall by
+# anyone else keeps the connection's own address.
+TRUST_PROXY_HEADERS, TRUST_PROXY_HEADERS_FROM = env_trust_proxy("TRUST_PROXY_HEADERS")
 
 # The portal's public base URL, as people and agents reach it (https://gpu-portal.lab.example):
 # links in notifications, the agents' install command, the OpenAPI servers. Required with DEBUG
@@ -381,17 +353,30 @@ if PORTAL_URL:
             f"PORTAL_URL must be the portal's public base URL, scheme and host only "
             f"(e.g. https://gpu-portal.lab.example), not {PORTAL_URL!r}"
         )
+# Forms posted from the portal's public address pass the CSRF origin check behind a proxy too.
+CSRF_TRUSTED_ORIGINS = [PORTAL_URL] if PORTAL_URL else []
 
+# Outgoing mail (ticket notifications): smtp:// (STARTTLS), smtps:// (TLS) or smtp+insecure://
+# (neither: a relay on this machine), user and password in the URL; unset: printed to the console.
+_email = env_email_url("EMAIL_URL")
+EMAIL_BACKEND = _email.pop("BACKEND")
+globals().update(_email)
+if not DEFAULT_FROM_EMAIL:  # noqa: F821 (from env_email_url)
+    # The account the relay knows when it is an address (relays often send only as it), else the
+    # portal's own host name.
+    _user = EMAIL_HOST_USER  # noqa: F821
+    DEFAULT_FROM_EMAIL = _user if "@" in _user else f"gpu-portal@{urlsplit(PORTAL_URL).hostname or 'localhost'}"
+
+# A lab that serves the portal over plain HTTP (a LAN without TLS) says so once: no HTTPS
+# redirect, cookies not secure-only, no HSTS, and agents' batches over plain HTTP accepted (their
+# host tokens then cross the network in clear). Behind a TLS proxy, TRUST_PROXY_HEADERS gives the
+# scheme (X-Forwarded-Proto) instead.
+PLAIN_HTTP = envbool("PLAIN_HTTP", False)
 if not DEBUG:
-    # Behind a TLS-terminating proxy set SECURE_PROXY_SSL_HEADER_ENABLED=true.
-    SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", True)
-    SESSION_COOKIE_SECURE = envbool("SECURE_COOKIES", True)
-    CSRF_COOKIE_SECURE = envbool("SECURE_COOKIES", True)
-    SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
-    SECURE_HSTS_PRELOAD = envbool("SECURE_HSTS_PRELOAD", True)
-    if envbool("SECURE_PROXY_SSL_HEADER_ENABLED", False):
-        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = not PLAIN_HTTP
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = not PLAIN_HTTP
+    SECURE_HSTS_SECONDS = 0 if PLAIN_HTTP else 31536000
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = not PLAIN_HTTP
 
 LOGGING = {
     "version": 1,
@@ -402,87 +387,96 @@ LOGGING = {
     # One line per task run or per request drowns everything else (the demo's credentials too).
     "loggers": {
         "django.channels.server": {"level": "WARNING"},
-        "celery.app.trace": {"level": envstr("CELERY_TASK_LOG_LEVEL", "WARNING")},
+        "celery.app.trace": {"level": "WARNING"},
     },
 }
 
 # Ingest (agent → portal). See shared/protocol/ingest-v1.md.
 INGEST_MAX_BODY_BYTES = 1024 * 1024
 # Per host token: sustained requests per second and burst. An agent sends one batch per
-# interval; the burst lets it empty its spool quickly after an outage.
-INGEST_RATE_PER_S = envfloat("INGEST_RATE_PER_S", 20.0)  # 0.5: one batch every 2 s
-INGEST_RATE_BURST = envint("INGEST_RATE_BURST", 200)
+# interval (a few seconds), so 20 a second only stops a runaway; the burst lets it empty its
+# spool quickly after an outage. The benches lift both (bench/settings.py).
+INGEST_RATE_PER_S = 20.0
+INGEST_RATE_BURST = 200
 # Oldest reading accepted, in hours: 7 days, so that an agent's spool delivers a long weekend's
 # outage. Retention keeps raw readings at least this long (late data is rolled up from them).
 INGEST_MAX_AGE_HOURS = envint("INGEST_MAX_AGE_HOURS", 168)
 # With DEBUG off, ingest over plain HTTP is refused (403): the host token would cross the network
-# in clear. A lab on a trusted LAN without TLS turns this on; behind a TLS proxy set
-# SECURE_PROXY_SSL_HEADER_ENABLED instead.
-INGEST_ALLOW_HTTP = envbool("INGEST_ALLOW_HTTP", False)
+# in clear. PLAIN_HTTP (above) takes it.
+INGEST_ALLOW_HTTP = PLAIN_HTTP
 # The agent's wheel and its dependency's, served at /agent/ (`manage.py agent_dist` fills it).
-AGENT_DIST_DIR = envstr("AGENT_DIST_DIR", str(VAR_DIR / "agent-dist"))
+AGENT_DIST_DIR = str(VAR_DIR / "agent-dist")
 # GPUs one host may register through its agent; past it a batch is refused with a 403.
 MAX_GPUS_PER_HOST = envint("MAX_GPUS_PER_HOST", 64)
 
 # The readings API: the most points (time stamps) one answer holds, whatever the resolution.
-READINGS_MAX_POINTS = envint("READINGS_MAX_POINTS", 10_000)
+READINGS_MAX_POINTS = 10_000
 
 # Retention (days) of raw readings and 1-minute rollups; 1-hour rollups are kept.
 RETENTION_RAW_DAYS = envint("RETENTION_RAW_DAYS", 14)
 RETENTION_1M_DAYS = envint("RETENTION_1M_DAYS", 90)
 # PostgreSQL: raw readings older than this (hours) are stored compressed, a row per GPU and hour
 # (portal/telemetry/services/compression.py), never those a pipeline stage still needs; readers
-# get both alike. Below 1 the hour being written could be compressed: 1 at least.
-READINGS_COMPRESS_AFTER_HOURS = max(1, envint("READINGS_COMPRESS_AFTER_HOURS", 24))
+# get both alike. At least 1, or the hour being written could be compressed.
+READINGS_COMPRESS_AFTER_HOURS = 24
 # The pipeline after ingest (portal.telemetry.pipeline): a stored batch sends the pipeline task at
-# most once per this many seconds per process (each run takes every pending batch); 0: every batch.
-PIPELINE_DEBOUNCE_S = envfloat("PIPELINE_DEBOUNCE_S", 0.5)
+# most once per this many seconds per process (each run takes every pending batch); 0: every batch
+# (the tests' settings, which look right after a batch).
+PIPELINE_DEBOUNCE_S = 0.5
 
 # Live dashboards (portal/live). The publisher sends at most one message per group every
 # LIVE_COALESCE_S seconds (GPU, host, tickets) or LIVE_FLEET_COALESCE_S (the one fleet group),
 # each with every point since the last, so a big fleet costs Redis and the browsers a few
 # messages a second per page whatever its size (why the fleet's is shorter: portal/live/publish.py).
-# Channel capacity (200 messages, CHANNEL_CAPACITY) is then 40-100 s of backlog for a stalled
-# browser before frames are dropped, and consumers re-join their group every
-# CHANNEL_GROUP_EXPIRY / 3 s so a wall screen never expires.
-LIVE_ENABLED = envbool("LIVE_ENABLED", True)
-LIVE_COALESCE_S = envint("LIVE_COALESCE_MS", 500) / 1000
-LIVE_FLEET_COALESCE_S = envint("LIVE_FLEET_COALESCE_MS", 200) / 1000
+# The channel layer's capacity (200 messages) is then 40-100 s of backlog for a stalled browser
+# before frames are dropped, and consumers re-join their group every third of its group expiry
+# (3600 s) so a wall screen never expires.
+LIVE_COALESCE_S = 0.5
+LIVE_FLEET_COALESCE_S = 0.2
+# Off: ingest publishes nothing (the fleet page's bench measures pages without it: bench/settings_pages.py).
+LIVE_ENABLED = True
 # Open sockets check again that their user is still logged in, active and allowed (also at once on
 # logout, deactivation and group changes; see portal/live/consumers.py).
-LIVE_RECHECK_S = envint("LIVE_RECHECK_S", 30)
+LIVE_RECHECK_S = 30
 # "Hot" and "silent" on the live pages are the overheat and agent_silent rules' limits in force.
 
 # Maintenance tickets (portal.maintenance): notifications and grouping.
-MAINTENANCE_NOTIFY_MIN_INTERVAL_S = envint("MAINTENANCE_NOTIFY_MIN_INTERVAL_S", 30 * 60)  # per fingerprint
-MAINTENANCE_NOTIFY_MAX_ATTEMPTS = envint("MAINTENANCE_NOTIFY_MAX_ATTEMPTS", 5)
-MAINTENANCE_NOTIFY_BACKOFF_S = envint("MAINTENANCE_NOTIFY_BACKOFF_S", 30)  # doubles with each retry
-MAINTENANCE_WEBHOOK_TIMEOUT_S = envint("MAINTENANCE_WEBHOOK_TIMEOUT_S", 5)
+# A failed delivery is tried again after 30 s, doubling, 5 attempts in all (about 8 minutes); a
+# fingerprint is notified at most every 30 minutes; a webhook must answer within 5 s.
+MAINTENANCE_NOTIFY_MIN_INTERVAL_S = 30 * 60
+MAINTENANCE_NOTIFY_MAX_ATTEMPTS = 5
+MAINTENANCE_NOTIFY_BACKOFF_S = 30
+MAINTENANCE_WEBHOOK_TIMEOUT_S = 5
 # Webhook targets (see portal/maintenance/transports.py): private addresses are refused unless
-# allowed; WEBHOOK_ALLOWED_NETWORKS (CIDRs) allows any address inside them, loopback included;
-# cloud metadata addresses never.
-WEBHOOK_ALLOW_PRIVATE = envbool("WEBHOOK_ALLOW_PRIVATE", False)
+# WEBHOOK_ALLOWED_NETWORKS names `private`; a network (CIDR) there allows any address inside it,
+# loopback included; cloud metadata addresses never.
 WEBHOOK_ALLOWED_NETWORKS = envlist("WEBHOOK_ALLOWED_NETWORKS", [])
+WEBHOOK_ALLOW_PRIVATE = "private" in WEBHOOK_ALLOWED_NETWORKS
+WEBHOOK_ALLOWED_NETWORKS = [item for item in WEBHOOK_ALLOWED_NETWORKS if item != "private"]
 for _cidr in WEBHOOK_ALLOWED_NETWORKS:
     try:
         ipaddress.ip_network(_cidr, strict=False)
     except ValueError:
-        raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {_cidr!r} is not a network (e.g. 10.1.2.0/24)") from None
+        raise ImproperlyConfigured(
+            f"WEBHOOK_ALLOWED_NETWORKS: {_cidr!r} is not a network (e.g. 10.1.2.0/24) or `private`"
+        ) from None
 # /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket
 
 # Slurm (the scheduler app): drain a host's node while a ticket of SLURM_DRAIN_SEVERITY (or worse)
-# is open on it, resume it after. `cli`: scontrol/sinfo/squeue on PATH or in SLURM_BIN_DIR;
-# `rest`: slurmrestd at SLURM_REST_URL with a JWT. Checked at start (portal.scheduler.checks).
-SLURM_ENABLED = envbool("SLURM_ENABLED", False)
-SLURM_MODE = envstr("SLURM_MODE", "cli")
-SLURM_BIN_DIR = envstr("SLURM_BIN_DIR", "")
+# is open on it, resume it after. SLURM_MODE `off` (the default), `cli`: scontrol/sinfo/squeue on
+# the PATH; `rest`: slurmrestd at SLURM_REST_URL with a JWT. Checked at start (portal.scheduler.checks).
+_slurm_mode = envstr("SLURM_MODE", "off").strip().lower() or "off"
+SLURM_ENABLED = _slurm_mode != "off"
+SLURM_MODE = _slurm_mode if SLURM_ENABLED else "cli"
+# Where the Slurm commands are when not on the PATH (the tests' stand-ins).
+SLURM_BIN_DIR = ""
 SLURM_REST_URL = envstr("SLURM_REST_URL", "")
 SLURM_REST_USER = envstr("SLURM_REST_USER", "")
 SLURM_REST_TOKEN = envstr("SLURM_REST_TOKEN", "")
 SLURM_DRAIN_SEVERITY = envstr("SLURM_DRAIN_SEVERITY", "critical")
-SLURM_TIMEOUT = envfloat("SLURM_TIMEOUT", 10.0)
+SLURM_TIMEOUT = 10.0  # seconds one command or request may take (pages wait 3 s at most)
 
 # Diagnostics (portal.diagnostics): the level of the diagnostic a new host's GPUs (and a GPU that
 # appears later) get when their agent first reports them (0: no burn-in), and the least level a

@@ -59,10 +59,9 @@ def portal_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     env.update(
         VAR_DIR=str(var_dir),
         DATABASE_URL=f"sqlite:///{var_dir}/e2e.sqlite3",  # always SQLite, whatever the suite runs on
-        DJANGO_SETTINGS_MODULE="portal.settings",
+        # Daphne alone, no worker: tasks run where they are sent, once per batch, right away.
+        DJANGO_SETTINGS_MODULE="tests.settings_portal",
         DEBUG="true",
-        CELERY_TASK_ALWAYS_EAGER="true",  # Daphne alone, no worker: tasks run where they are sent
-        PIPELINE_DEBOUNCE_S="0",  # ...once per batch, right away
         PYTHONUNBUFFERED="1",
         # No burn-in diagnostic for the GPUs the tests' agents register (as tests/settings.py);
         # a test that wants one passes BURN_IN_LEVEL.

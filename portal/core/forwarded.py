@@ -13,8 +13,8 @@ REMOTE_ADDR, the lockout's key and the audit trail's address. Here:
 - X-Forwarded-Port (the client's port, as Daphne reads it) only beside a believed address, and
   only 1–65535; X-Forwarded-Proto only `http` or `https`.
 
-With TRUST_PROXY_HEADERS_FROM (CIDRs) the headers count only when the connection comes from
-inside those networks (the nginx hosts); from anywhere else the scope stays as the server made it.
+With TRUST_PROXY_HEADERS naming networks (CIDRs) the headers count only when the connection comes
+from inside them (the nginx hosts); from anywhere else the scope stays as the server made it.
 Off (the default), the scope is left as the server made it: anyone who can reach a node directly
 could otherwise claim any address.
 """

@@ -55,7 +55,6 @@ class Directory:
             "LDAP_BIND_DN": SERVICE_DN,
             "LDAP_BIND_PASSWORD": self.root_password,
             "LDAP_USER_SEARCH_BASE": PEOPLE_DN,
-            "LDAP_GROUP_SEARCH_BASE": GROUPS_DN,
             "LDAP_ROLE_GROUPS": ";".join(f"{role}={dn}" for role, dn in ROLE_GROUP_DNS.items()),
         }
 

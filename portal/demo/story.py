@@ -66,13 +66,13 @@ def slurm_start(say):
     from portal.scheduler import devcluster
 
     if settings.SLURM_ENABLED:
-        say("Slurm: SLURM_ENABLED is set; the demo uses your cluster (its hosts need Slurm nodes).")
+        say("Slurm: SLURM_MODE is set; the demo uses your cluster (its hosts need Slurm nodes).")
         return None
     missing = devcluster.missing_commands()
     if missing or os.geteuid() != 0:
         why = f"missing {', '.join(missing)}" if missing else "it needs root to run slurmd"
         say(f"Slurm: off ({why}). To see the XID 79 ticket drain a Slurm node: {devcluster.INSTALL_HINT}, "
-            "then run the demo as root; or SLURM_ENABLED=true with your own cluster (README, Slurm).")  # fmt: skip
+            "then run the demo as root; or SLURM_MODE=cli or rest with your own cluster (README, Slurm).")  # fmt: skip
         return None
     root = Path(settings.VAR_DIR) / "slurm"
     devcluster.stop_stale(root)
@@ -82,7 +82,7 @@ def slurm_start(say):
     except (RuntimeError, OSError, subprocess.SubprocessError) as error:
         say(f"Slurm: the local cluster did not start ({str(error).splitlines()[0]}); the demo goes on without it.")
         return None
-    os.environ.update(SLURM_ENABLED="true", SLURM_MODE="cli", SLURM_CONF=str(cluster.conf))
+    os.environ.update(SLURM_MODE="cli", SLURM_CONF=str(cluster.conf))
     settings.SLURM_ENABLED, settings.SLURM_MODE = True, "cli"
     say(
         f"Slurm: a single-node cluster under {root} (node {cluster.node}) is {SLURM_HOST}'s node; the XID 79 "

@@ -28,7 +28,7 @@ def install_command(*, base_url: str, code: str) -> str:
     travels in the environment (the shell's assignment, then sudo's --preserve-env), never in a
     command line that other users of the host can read; each wheel's sha256 rides along
     (`--sha256 FILE=HEX`: install.sh installs with pip's --require-hashes, so a file changed on the
-    way or on the portal is refused). A portal that takes plain HTTP on purpose (INGEST_ALLOW_HTTP)
+    way or on the portal is refused). A portal that takes plain HTTP on purpose (PLAIN_HTTP)
     gets --insecure-http for its agents."""
     base = base_url.rstrip("/")
     insecure = " --insecure-http" if base.startswith("http://") and settings.INGEST_ALLOW_HTTP else ""

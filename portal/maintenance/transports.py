@@ -9,7 +9,7 @@ the certificate against the URL's host name. Cloud metadata services (they hand 
 machine's credentials) are refused whatever the settings. Loopback, link-local, multicast,
 unspecified, reserved and IPv6 site-local (fec0::/10) addresses are refused unless inside
 WEBHOOK_ALLOWED_NETWORKS (CIDRs, e.g. the chat server's 10.1.2.0/24), which allows any other
-address inside them; private and other non-global ones too unless WEBHOOK_ALLOW_PRIVATE is on.
+address inside them; private and other non-global ones too when it names `private`.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
 # Deprecated (RFC 3879) but still routed inside some networks; Python counts it as global.
 SITE_LOCAL = ipaddress.ip_network("fec0::/10")
 # Cloud metadata services: the machine's own credentials, never a webhook's target, whatever
-# WEBHOOK_ALLOW_PRIVATE or WEBHOOK_ALLOWED_NETWORKS say. Several sit in private (100.64/10,
-# fc00::/7) or even public space, so the general rules alone would let them through.
+# WEBHOOK_ALLOWED_NETWORKS says. Several sit in private (100.64/10, fc00::/7) or even public
+# space, so the general rules alone would let them through.
 CLOUD_METADATA = frozenset(
     ipaddress.ip_address(address)
     for address in (
@@ -103,7 +103,7 @@ def _direct_address_problem(address: IPAddress) -> str | None:
         if flag:
             return f"{address} is {kind} address"
     if not address.is_global and not settings.WEBHOOK_ALLOW_PRIVATE:
-        return f"{address} is a private address (an admin may allow private networks: WEBHOOK_ALLOW_PRIVATE)"
+        return f"{address} is a private address (an admin may allow private networks: WEBHOOK_ALLOWED_NETWORKS=private)"
     return None
 
 

@@ -15,7 +15,7 @@ def slurm_settings_check(app_configs=None, **kwargs) -> list[Error]:
     errors = []
     mode = settings.SLURM_MODE
     if mode not in ("cli", "rest"):
-        errors.append(Error(f"SLURM_MODE must be cli or rest, not {mode!r}", id="scheduler.E001"))
+        errors.append(Error(f"SLURM_MODE must be off, cli or rest, not {mode!r}", id="scheduler.E001"))
     if mode == "rest":
         missing = [
             name for name in ("SLURM_REST_URL", "SLURM_REST_USER", "SLURM_REST_TOKEN") if not getattr(settings, name)

@@ -280,7 +280,7 @@ def scheduler_rest_request(
     is refused now (Conflict) when Slurm answers, and skipped when the drain is carried out
     otherwise: the rest never takes over a person's drain, nor its end."""
     if not scheduler_enabled():
-        raise NotFound("Slurm is not enabled (SLURM_ENABLED)")
+        raise NotFound("Slurm is not enabled (SLURM_MODE)")
     if not isinstance(hours, int) or not 1 <= hours <= REST_HOURS_MAX:
         raise InvalidInput("bad hours", field_errors={"hours": [f"a whole number of hours, 1 to {REST_HOURS_MAX}"]})
     name = node_name(ticket.host)
@@ -326,7 +326,7 @@ def scheduler_manual_action(
     an admin (`scheduler.force_resume`) forces it with a reason: the action is then marked `forced`
     (the audit trail shows it) and its outcome and the open tickets' history say what it overrode."""
     if not scheduler_enabled():
-        raise NotFound("Slurm is not enabled (SLURM_ENABLED)")
+        raise NotFound("Slurm is not enabled (SLURM_MODE)")
     reason = clean_reason(reason or "")
     if force:
         if kind != Action.Kind.RESUME:

@@ -116,7 +116,7 @@ class RotatedOut(Schema):
 )  # fmt: skip
 def host_token_rotate_view(request, payload: RotateIn):
     if plain_http_refused(request):  # the new token would cross the network in clear
-        raise Forbidden(PLAIN_HTTP_REFUSED + " (or set INGEST_ALLOW_HTTP=true on a trusted network)")
+        raise Forbidden(PLAIN_HTTP_REFUSED + " (or set PLAIN_HTTP=true on a trusted network)")
     old = request.auth
     issued = host_token_rotate(token=old, label=payload.label)
     return Status(

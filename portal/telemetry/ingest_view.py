@@ -183,8 +183,8 @@ def _commands(host) -> list[dict]:
 
 
 def plain_http_refused(request: HttpRequest) -> bool:
-    # is_secure() honours SECURE_PROXY_SSL_HEADER (a TLS proxy in front) and X-Forwarded-Proto
-    # with TRUST_PROXY_HEADERS (portal.core.forwarded); DEBUG (the demo, the tests) runs on loopback over HTTP.
+    # is_secure() honours X-Forwarded-Proto with TRUST_PROXY_HEADERS (portal.core.forwarded); DEBUG
+    # (the demo, the tests) runs on loopback over HTTP.
     return not (settings.DEBUG or settings.INGEST_ALLOW_HTTP or request.is_secure())
 
 
@@ -209,7 +209,7 @@ async def ingest(request: HttpRequest):
             response = _error(400, "Host header not in ALLOWED_HOSTS")
         else:
             if plain_http_refused(request):
-                response = _error(403, PLAIN_HTTP_REFUSED + " (or set INGEST_ALLOW_HTTP=true on a trusted network)")
+                response = _error(403, PLAIN_HTTP_REFUSED + " (or set PLAIN_HTTP=true on a trusted network)")
             else:
                 response = await _run_db(_handle)(request)
     return response
@@ -265,7 +265,7 @@ def ingest_openapi_operation() -> dict:
                 "401": error("missing, wrong or revoked token"),
                 "403": error(
                     "GPU of another host, or a new GPU past the host's bound (MAX_GPUS_PER_HOST, default 64): "
-                    "detail names the first GPU refused; or plain HTTP with DEBUG off and INGEST_ALLOW_HTTP off "
+                    "detail names the first GPU refused; or plain HTTP with DEBUG off and PLAIN_HTTP off "
                     "(error starts with 'plain HTTP refused')"
                 ),
                 "413": error("body too large"),

@@ -84,7 +84,6 @@ class TestProvider:
             "OIDC_CLIENT_SECRET": OIDC_CLIENT_SECRET,
             "OIDC_ROLE_VALUES": OIDC_ROLE_VALUES,
             "OIDC_SCOPES": "openid email profile groups",
-            "OIDC_PROVIDER_NAME": "Lab SSO",
             **extra,
         }
 

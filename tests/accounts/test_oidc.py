@@ -70,7 +70,7 @@ def roles_of(user):
 
 def test_the_login_page_offers_the_provider(oidc_on):
     page = Client().get("/login/").content.decode()
-    assert "Sign in with Lab SSO" in page and 'href="/oidc/authenticate/"' in page
+    assert "Sign in with 127.0.0.1" in page and 'href="/oidc/authenticate/"' in page
 
 
 def test_the_request_carries_pkce_state_and_nonce(oidc_on):
@@ -91,7 +91,7 @@ def test_each_role_value_signs_in_with_its_role(oidc_on, username, role):
     assert (user.email, user.first_name) == (f"{username}@lab.example", username.title())
     assert not user.has_usable_password()
     account = client.get("/account/")
-    assert account.status_code == 200 and "You sign in with Lab SSO" in account.content.decode()
+    assert account.status_code == 200 and "You sign in with 127.0.0.1" in account.content.decode()
     events = list(AccountEvent.objects.filter(user=user).order_by("id").values_list("kind", "source"))
     assert events == [("role_change", "oidc"), ("sign_in", "oidc")]
 

@@ -34,7 +34,6 @@ def portal_with_provider(tmp_path_factory):
         OIDC_CLIENT_SECRET=OIDC_CLIENT_SECRET,
         OIDC_ROLE_VALUES=OIDC_ROLE_VALUES,
         OIDC_SCOPES="openid email profile groups",
-        OIDC_PROVIDER_NAME="Lab SSO",
     )
     manage(env, "migrate", "--noinput", "-v", "0")
     with (
@@ -58,7 +57,7 @@ def test_sign_in_through_the_providers_login_page(browser, portal_with_provider)
     page.goto(f"{portal.base_url}/login/")
     page.screenshot(path=str(ARTIFACTS / "oidc-login.png"), full_page=True)
     assert_accessible(page)
-    page.get_by_role("link", name="Sign in with Lab SSO").click()
+    page.get_by_role("link", name="Sign in with 127.0.0.1").click()
 
     page.wait_for_url(f"{provider.issuer}/interaction/**")
     expect(page.get_by_role("heading", name="Lab sign-in (test provider)")).to_be_visible()

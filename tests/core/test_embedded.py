@@ -27,7 +27,7 @@ from tests.telemetry.batches import make_batch
 
 def embedded_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     """The embedded default as a new user gets it: no REDIS_URL, SQLite, tasks sent to a worker."""
-    drop = {"REDIS_URL", "DJANGO_SETTINGS_MODULE", "DATABASE_URL", "CELERY_TASK_ALWAYS_EAGER"}
+    drop = {"REDIS_URL", "DJANGO_SETTINGS_MODULE", "DATABASE_URL"}
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(VAR_DIR=str(var_dir), DEBUG="true", PYTHONUNBUFFERED="1", **overrides)
     return env
@@ -135,7 +135,7 @@ def row_count(db: Path, model, where: str = "1=1", *params) -> int:
 
 def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
     # Beat's intervals at 2 %: rollups every 0.6 s, the silence check every 1.2 s.
-    env = embedded_env(tmp_path, BEAT_SCALE="0.02")
+    env = embedded_env(tmp_path, DJANGO_SETTINGS_MODULE="tests.settings_fast_beat")
     manage(env, "migrate", "--noinput", "-v", "0")
     token = manage(env, "issue_token", "lab-01").stdout.strip().splitlines()[-1]
     silence = (
@@ -145,7 +145,7 @@ def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
     )
     manage(env, "shell", "-c", silence)
     db = tmp_path / "portal.sqlite3"
-    with portal_run(tmp_path, BEAT_SCALE="0.02") as (process, base_url, env, log):
+    with portal_run(tmp_path, DJANGO_SETTINGS_MODULE="tests.settings_fast_beat") as (process, base_url, env, log):
         batch = make_batch("lab-01", readings=3)
         batch["readings"][-1]["xid_events"] = [{"code": 79, "ts": batch["readings"][-1]["ts"]}]
         assert ingest_post(base_url, token, batch)[0] == 202

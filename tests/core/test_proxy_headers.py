@@ -119,7 +119,7 @@ def test_a_scheme_other_than_http_or_https_is_ignored(settings, proto):
     [("10.0.0.5", True), ("::ffff:10.0.0.5", True), ("10.0.0.6", False), ("192.0.2.1", False), (None, False)],
 )
 def test_only_from_the_named_proxies_when_they_are_named(settings, peer, believed):
-    """TRUST_PROXY_HEADERS_FROM: someone past the firewall keeps their own address and scheme."""
+    """TRUST_PROXY_HEADERS naming the proxies: someone past the firewall keeps their own address and scheme."""
     settings.TRUST_PROXY_HEADERS = True
     settings.TRUST_PROXY_HEADERS_FROM = ["10.0.0.5/32", "2001:db8::/64"]
     scope = http_scope((b"x-forwarded-for", b"198.51.100.9"), (b"x-forwarded-proto", b"https"))

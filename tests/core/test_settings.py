@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.env import ConfigError, envbool, envfloat, envint, envlist, envstr
+from portal.env import ConfigError, env_email_url, env_trust_proxy, envbool, envfloat, envint, envlist, envstr
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,14 +59,6 @@ def test_envfloat(monkeypatch):
         monkeypatch.setenv("X_FLOAT", raw)
         with pytest.raises(ConfigError, match="X_FLOAT must be a"):
             envfloat("X_FLOAT", 0)
-
-
-def test_a_rate_of_half_a_batch_a_second_is_accepted(tmp_path):
-    shell = "from django.conf import settings; print(settings.INGEST_RATE_PER_S)"
-    result = manage("shell", "-c", shell, tmp_path=tmp_path, DEBUG="true", INGEST_RATE_PER_S="0.5")
-    assert result.stdout.split()[-1:] == ["0.5"], result.stdout + result.stderr
-    result = manage("check", tmp_path=tmp_path, DEBUG="true", INGEST_RATE_PER_S="lots")
-    assert result.returncode != 0 and "INGEST_RATE_PER_S must be a number" in result.stderr
 
 
 def test_envlist_splits_on_commas_and_drops_blanks(monkeypatch):
@@ -153,9 +145,87 @@ def test_bad_value_in_environment_fails_loudly(tmp_path):
 
 
 def test_a_proxy_network_that_is_not_one_stops_the_start(tmp_path):
-    result = manage("check", tmp_path=tmp_path, DEBUG="true", TRUST_PROXY_HEADERS_FROM="10.0.0.5/32,nginx-host")
+    result = manage("check", tmp_path=tmp_path, DEBUG="true", TRUST_PROXY_HEADERS="10.0.0.5/32,nginx-host")
     assert result.returncode != 0
-    assert "TRUST_PROXY_HEADERS_FROM: 'nginx-host' is not an address or network" in result.stderr
+    assert "TRUST_PROXY_HEADERS: 'nginx-host' is not true, false, or an address or network" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("raw", "trusted", "networks"),
+    [("", False, []), ("false", False, []), ("TRUE", True, []), ("on", True, []),
+     ("10.0.0.5/32, 2001:db8::/64", True, ["10.0.0.5/32", "2001:db8::/64"]), ("10.0.0.5", True, ["10.0.0.5"])],
+)  # fmt: skip
+def test_trust_proxy_headers_is_off_on_or_the_proxies_networks(raw, trusted, networks, monkeypatch):
+    monkeypatch.setenv("X_TRUST", raw)
+    assert env_trust_proxy("X_TRUST") == (trusted, networks)
+
+
+def test_email_url(monkeypatch):
+    monkeypatch.delenv("X_MAIL", raising=False)
+    assert env_email_url("X_MAIL")["BACKEND"] == "django.core.mail.backends.console.EmailBackend"
+    monkeypatch.setenv("X_MAIL", "smtp://gpu%40lab.example:p%3Ass%40@smtp.lab.example")
+    assert env_email_url("X_MAIL") == {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend", "EMAIL_HOST": "smtp.lab.example",
+        "EMAIL_PORT": 587, "EMAIL_HOST_USER": "gpu@lab.example", "EMAIL_HOST_PASSWORD": "p:ss@",
+        "EMAIL_USE_TLS": True, "EMAIL_USE_SSL": False, "DEFAULT_FROM_EMAIL": "",
+    }  # fmt: skip
+    monkeypatch.setenv("X_MAIL", "smtps://relay.lab.example?from=gpu-portal@lab.example")
+    mail = env_email_url("X_MAIL")
+    assert (mail["EMAIL_PORT"], mail["EMAIL_USE_TLS"], mail["EMAIL_USE_SSL"]) == (465, False, True)
+    assert mail["DEFAULT_FROM_EMAIL"] == "gpu-portal@lab.example"
+    monkeypatch.setenv("X_MAIL", "smtp+insecure://127.0.0.1:2525")
+    mail = env_email_url("X_MAIL")
+    assert (mail["EMAIL_PORT"], mail["EMAIL_USE_TLS"], mail["EMAIL_USE_SSL"]) == (2525, False, False)
+    for raw, problem in [("relay.lab.example", "must be smtp://"), ("smtp://relay:port", "port is not a number"),
+                         ("smtp://relay?sender=x", "unknown parameter 'sender'")]:  # fmt: skip
+        monkeypatch.setenv("X_MAIL", raw)
+        with pytest.raises(ConfigError, match=problem):
+            env_email_url("X_MAIL")
+
+
+def _setting(tmp_path, expression: str, **env) -> str:
+    shell = f"from django.conf import settings; print({expression})"
+    result = manage("shell", "-c", shell, tmp_path=tmp_path, **env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_the_sender_is_the_relay_account_or_the_portal_host(tmp_path):
+    sender = "settings.DEFAULT_FROM_EMAIL"
+    portal = {"DEBUG": "true", "PORTAL_URL": "https://gpu.lab.example"}
+    assert _setting(tmp_path, sender, **portal) == "gpu-portal@gpu.lab.example"
+    assert _setting(tmp_path, sender, **portal, EMAIL_URL="smtp://me%40lab.example:pw@relay") == "me@lab.example"
+    assert _setting(tmp_path, sender, **portal, EMAIL_URL="smtp://relay?from=a@lab.example") == "a@lab.example"
+
+
+def test_plain_http_turns_every_https_protection_off_at_once(tmp_path):
+    names = "SECURE_SSL_REDIRECT SESSION_COOKIE_SECURE CSRF_COOKIE_SECURE SECURE_HSTS_SECONDS INGEST_ALLOW_HTTP"
+    expression = ", ".join(f"settings.{name}" for name in names.split())
+    production = {**PRODUCTION, "PORTAL_URL": "http://gpu.lab.example"}
+    assert _setting(tmp_path, expression, **production).split() == ["True", "True", "True", "31536000", "False"]
+    plain = _setting(tmp_path, expression, **production, PLAIN_HTTP="true")
+    assert plain.split() == ["False", "False", "False", "0", "True"]
+
+
+def test_slurm_mode_off_cli_or_rest(tmp_path):
+    expression = "settings.SLURM_ENABLED, settings.SLURM_MODE"
+    assert _setting(tmp_path, expression, DEBUG="true").split() == ["False", "cli"]
+    assert _setting(tmp_path, expression, DEBUG="true", SLURM_MODE="rest").split() == ["True", "rest"]
+    result = manage("check", tmp_path=tmp_path, DEBUG="true", SLURM_MODE="ssh")
+    assert result.returncode != 0 and "SLURM_MODE must be off, cli or rest, not 'ssh'" in result.stderr
+
+
+def test_webhook_networks_may_name_every_private_one(tmp_path):
+    expression = "settings.WEBHOOK_ALLOW_PRIVATE, settings.WEBHOOK_ALLOWED_NETWORKS"
+    assert _setting(tmp_path, expression, DEBUG="true") == "False []"
+    both = _setting(tmp_path, expression, DEBUG="true", WEBHOOK_ALLOWED_NETWORKS="private,10.1.2.0/24")
+    assert both == "True ['10.1.2.0/24']"
+
+
+def test_csrf_trusts_the_public_address(tmp_path):
+    assert _setting(tmp_path, "settings.CSRF_TRUSTED_ORIGINS", DEBUG="true") == "[]"
+    trusted = _setting(tmp_path, "settings.CSRF_TRUSTED_ORIGINS", DEBUG="true", PORTAL_URL="https://gpu.lab.example/")
+    assert trusted == "['https://gpu.lab.example']"
 
 
 def test_debug_is_off_unless_asked_for(tmp_path):

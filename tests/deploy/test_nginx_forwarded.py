@@ -49,7 +49,7 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("forwarded")
     var_dir = tmp / "var"
     var_dir.mkdir()
-    env = portal_env(var_dir, TRUST_PROXY_HEADERS="true", TRUST_PROXY_HEADERS_FROM="127.0.0.1/32",
+    env = portal_env(var_dir, TRUST_PROXY_HEADERS="127.0.0.1/32",
                      LOGIN_FAILURE_LIMIT=str(LIMIT))  # fmt: skip
     manage(env, "migrate", "--noinput", "-v", "0")
     manage(env, "shell", "-c", CREATE_USERS)
@@ -164,7 +164,7 @@ def test_claiming_an_admins_address_locks_out_only_the_claimant(site):
 
 
 def test_past_the_firewall_the_headers_count_for_nothing(site):
-    """TRUST_PROXY_HEADERS_FROM names nginx (127.0.0.1 here): a client that reaches the node itself
+    """TRUST_PROXY_HEADERS names nginx (127.0.0.1 here): a client that reaches the node itself
     keeps its own address, whatever it claims, in the lockout and in the audit trail."""
     guesser = Client(site["node"], "127.0.0.7", tls=False)
     for attempt in range(LIMIT - 1):

@@ -214,12 +214,13 @@ def machine(tmp_path):
                 "DATABASE_URL": f"sqlite:///{root}/var/lib/gpu-fleet/portal.sqlite3", "REDIS_URL": None,
                 "VAR_DIR": f"{root}/var/lib/gpu-fleet", "MEDIA_ROOT": f"{root}/srv/gpu-fleet/media",
                 "WEB_BIND": "127.0.0.1", "WEB_PORT": str(port), "WORKER_CONCURRENCY": "1",
+                "TRUST_PROXY_HEADERS": "127.0.0.1/32",  # the test plays nginx: its X-Forwarded-Proto counts
             }
         )
     )  # fmt: skip
     shims(tmp_path / "bin", root=root, state=state, edits=edits)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "VAR_DIR"))}
-    env = {k: v for k, v in env.items() if k not in {"DEBUG", "SECRET_KEY", "CELERY_TASK_ALWAYS_EAGER", "VIRTUAL_ENV"}}
+    env = {k: v for k, v in env.items() if k not in {"DEBUG", "SECRET_KEY", "VIRTUAL_ENV"}}
     env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
     try:
         yield root, state, port, env

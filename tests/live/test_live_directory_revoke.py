@@ -21,7 +21,6 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 DIRECTORY = {
     "LDAP_SERVER_URI": "ldap://127.0.0.1:1",
     "LDAP_USER_SEARCH_BASE": "ou=people,dc=lab,dc=example",
-    "LDAP_GROUP_SEARCH_BASE": "ou=groups,dc=lab,dc=example",
     "LDAP_ROLE_GROUPS": "viewer=cn=portal-viewers,ou=groups,dc=lab,dc=example",
 }
 

@@ -125,7 +125,7 @@ def test_the_portal_refuses_to_start_with_them(tmp_path, url, error):
     import subprocess
     import sys
 
-    env = {**os.environ, "DEBUG": "true", "SLURM_ENABLED": "true", "SLURM_MODE": "rest",
+    env = {**os.environ, "DEBUG": "true", "SLURM_MODE": "rest",
            "DJANGO_SETTINGS_MODULE": "portal.settings", "VAR_DIR": str(tmp_path),
            "SLURM_REST_USER": "gpufleet", "SLURM_REST_TOKEN": "jwt"}  # fmt: skip
     env.pop("SLURM_REST_URL", None)

@@ -14,7 +14,7 @@ from tests.telemetry.batches import make_batch
 def portal_without_redis(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("redis-down")
     dead = f"redis://127.0.0.1:{free_port()}/0"  # a port nothing listens on
-    env = portal_env(var_dir, REDIS_URL=dead, CELERY_TASK_ALWAYS_EAGER="false")
+    env = portal_env(var_dir, REDIS_URL=dead, DJANGO_SETTINGS_MODULE="portal.settings")  # tasks sent to the broker
     manage(env, "migrate", "--noinput", "-v", "0")
     token = manage(env, "issue_token", "lonely-host").stdout.strip().splitlines()[-1]
     with running_portal(env, var_dir) as portal:

@@ -20,7 +20,7 @@ def test_plain_http_is_refused_with_403_and_nothing_stored(agent, production):
     response = agent.post(make_batch(agent.hostname, gpus=[gpu_uuid(1)], readings=1))
     assert response.status_code == 403
     assert response.json()["error"].startswith(PLAIN_HTTP_REFUSED)
-    assert "INGEST_ALLOW_HTTP" in response.json()["error"]
+    assert "PLAIN_HTTP" in response.json()["error"]
     assert IngestBatch.objects.count() == 0
 
 

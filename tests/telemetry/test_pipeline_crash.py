@@ -39,8 +39,7 @@ STAGES = ("rules", "rollups", "wear")
 
 def _env(db: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
-    env.update(DATABASE_URL=f"sqlite:///{db}", VAR_DIR=str(db.parent), DEBUG="true", PYTHONUNBUFFERED="1",
-               CELERY_TASK_ALWAYS_EAGER="false")  # fmt: skip
+    env.update(DATABASE_URL=f"sqlite:///{db}", VAR_DIR=str(db.parent), DEBUG="true", PYTHONUNBUFFERED="1")
     return env
 
 
