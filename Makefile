@@ -135,10 +135,13 @@ bench-agent-diagnose: $(STAMP)
 bench-ingest: $(STAMP)
 	$(PY) bench/ingest.py
 
-# Ingest's CPU per reading by stage (decode+validate, convert, write, answer), the previous path beside
-# the current one, on SQLite and on the local PostgreSQL (scratch database bench_ingest_cpu).
+# CPU per reading of each process and stage: the web side's ingest (decode+validate, convert, write,
+# answer; the previous decoding path beside the current one), PostgreSQL's backends meanwhile, the
+# pipeline's stages and their database, and the end-to-end bound on 2 cores; on SQLite and on the local
+# PostgreSQL (scratch database bench_ingest_cpu, or BENCH_PG_DB). BENCH_AGAINST=<git revision> runs the
+# same on that revision's code too and prints the two side by side (e.g. BENCH_AGAINST=main).
 bench-ingest-cpu: $(STAMP)
-	$(PY) bench/ingest_cpu.py
+	$(PY) bench/ingest_cpu.py $(if $(BENCH_AGAINST),--against $(BENCH_AGAINST))
 
 # What commands in the ingest answer cost: CPU per reading and queries per batch without the
 # lookup, with nothing queued, and with a diagnostic waiting for the agent, side by side.

@@ -1,26 +1,33 @@
-"""Ingest's CPU per reading on the web side, stage by stage, before and after its fast path.
+"""CPU per reading of ingest and the pipeline after it, process by process and stage by stage.
 
-Run with `make bench-ingest-cpu`. CPU time (time.process_time, every thread of this process), not
-wall-clock, so that the figures mean something on a busy machine. In-process: the ASGI ingest
-application (portal.core.asgi_ingest) is called directly, as the server would, with 100-reading
-gzip batches of 8-GPU hosts; the database work runs on the view's thread pool as in production.
+Run with `make bench-ingest-cpu`. CPU time (time.process_time, every thread of this process; for
+PostgreSQL its backends' user + system time from /proc), not wall-clock, so that the figures mean
+something on a busy machine. In-process: the ASGI ingest application (portal.core.asgi_ingest) is
+called directly, as the server would, with 100-reading gzip batches of 8-GPU hosts at 10 Hz; the
+database work runs on the view's thread pool as in production.
 
 Each database backend runs in a child process (one Django configuration each): SQLite (the
 embedded recipe, a throwaway file) and PostgreSQL (the production recipe, a scratch database
-bench_ingest_cpu; skipped with a note when PostgreSQL does not answer). Stages, in µs of CPU per
-reading:
+bench_ingest_cpu or BENCH_PG_DB; skipped with a note when PostgreSQL does not answer). The web
+side's stages, in µs of CPU per reading:
 
 - decode+validate: gunzip, and the JSON parsed into the checked batch (both paths do it in one
             pass; "decode" below it, gunzip and parsing alone into plain values, for the comparison)
 - convert:  the batch into the stored rows (and, on PostgreSQL, the one statement's JSON)
 - write:    the service (reading_batch_ingest) minus convert: queries, the database driver
 - answer:   the whole request through the ASGI application minus the above (token, rate limit,
-            body handling, the JSON answer, thread hop)
+            body handling, the host's commands, the JSON answer, thread hop)
 
-"before" is the previous path (pydantic's BatchIn.model_validate_json, and the row building, JSON
-rows and timestamp check kept below, put in place of the service's for the run); "after" the
-current one.
-`--profile` prints a cProfile of the current whole path instead.
+"before" is the previous decoding path (pydantic's BatchIn.model_validate_json, and the row
+building, JSON rows and timestamp check kept below, put in place of the service's for the run);
+"after" the current one. Then, per process: the web side, PostgreSQL's backends while it ran, the
+pipeline (telemetry.pipeline) in one run over every batch stored, per stage (its prepare and its
+writes), its block read and its ledger, and PostgreSQL's backends meanwhile; their sum is the CPU
+one reading costs end to end, and 2 cores' worth of CPU divided by it the most a 2-core machine
+could ingest (the HTTP server and the agents' side come on top). `--against REV` runs the same on
+the code of git revision REV (git archive into a temporary folder) and prints it beside this tree.
+The bench's hosts never take their burn-in diagnostic, so every answer looks for their commands.
+`--profile` prints a cProfile of the current whole path, and of the pipeline's run, instead.
 """
 
 from __future__ import annotations
@@ -33,8 +40,10 @@ import gzip
 import json
 import os
 import pstats
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import zlib
@@ -42,29 +51,32 @@ from pathlib import Path
 
 import pydantic_core
 
-ROOT = Path(__file__).resolve().parent.parent
+# The code measured: this tree, or (BENCH_CODE_ROOT, set by --against) another revision's.
+ROOT = Path(os.environ.get("BENCH_CODE_ROOT") or Path(__file__).resolve().parent.parent)
 sys.path.insert(0, str(ROOT))
 
 BATCHES = int(os.environ.get("BENCH_BATCHES", "400"))
 READINGS = 100
 GPUS = 8
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-PG_DB = "bench_ingest_cpu"
+PG_DB = os.environ.get("BENCH_PG_DB", "bench_ingest_cpu")
 STAGES = ("decode+validate", "convert", "write", "answer")
 
 
 def _bodies(hostname: str, count: int, start_batch: int = 0) -> list[bytes]:
-    """count gzip batches of one host (8 GPUs, 100 readings, one second apart), in time order,
-    ending a minute ago; only the first lists the GPUs (as the agent sends them)."""
+    """count gzip batches of one host (8 GPUs, 100 readings at 10 Hz), batches start_batch to
+    start_batch + count - 1 of one run of 2 * (BATCHES + 1) in time order, the last ending a minute
+    ago (recent, as an agent's batches are); only the first lists the GPUs (as the agent sends them)."""
     from tests.telemetry.batches import gpu_uuid, make_batch
 
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
-    per_batch = dt.timedelta(seconds=-(-READINGS // GPUS))
+    step = dt.timedelta(seconds=0.1)
+    per_batch = step * -(-READINGS // GPUS)
     uuids = [gpu_uuid(hash(hostname) % 10_000 * 100 + i) for i in range(GPUS)]
     bodies = []
     for number in range(start_batch, start_batch + count):
         batch = make_batch(
-            hostname, gpus=uuids, readings=READINGS, now=now - per_batch * (start_batch + count - number),
+            hostname, gpus=uuids, readings=READINGS, now=now - per_batch * (2 * (BATCHES + 1) - number), step=step,
             inventory=number == 0,
         )  # fmt: skip
         bodies.append(gzip.compress(json.dumps(batch, separators=(",", ":")).encode(), compresslevel=1))
@@ -192,16 +204,94 @@ def _measure(path: str, bodies: list[bytes], whole) -> dict[str, float]:
     convert = _cpu(
         lambda batch: to_json(rows_of(batch, gpu_ids)) if one_statement else rows_of(batch, gpu_ids), batches
     )
+    postgres = connection.vendor == "postgresql"
+    server = _backends_cpu() if postgres else {}
     total = whole(path, bodies[1:])
+    server = _backends_spent(server) if postgres else 0.0
     # The service alone, on fresh batches of the same host (batch_id is the idempotency key).
     fresh = [zlib.decompress(body, 31) for body in _bodies(host.hostname, BATCHES, start_batch=BATCHES + 1)]
     fresh = [validate(body) for body in fresh]
     service = _cpu(lambda batch: ingest_service.reading_batch_ingest(host=host, batch=batch), fresh)
     seconds = {
         "decode": decode, "decode+validate": validated, "convert": convert, "write": service - convert,
-        "answer": total - validated - service, "total": total,
+        "answer": total - validated - service, "total": total, "PostgreSQL": server,
     }  # fmt: skip
     return {name: value / (READINGS * BATCHES) * 1e6 for name, value in seconds.items()}
+
+
+def _backends_cpu() -> dict[int, float]:
+    """CPU seconds (user + system, from /proc) of every PostgreSQL backend serving this database,
+    by pid: the server's share of the work (PostgreSQL on this machine only)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        pids = [row[0] for row in cursor.fetchall()]
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _backends_spent(before: dict[int, float]) -> float:
+    after = _backends_cpu()
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+def _pipeline_measure() -> dict[str, float]:
+    """CPU µs per reading of the pipeline's pass over everything the ingest runs stored, stage by
+    stage (each stage's prepare and its writes), the block's read, the ledger; and PostgreSQL's."""
+    from django.db import connection
+
+    from portal.telemetry import pipeline
+
+    spent: dict[str, float] = {}
+
+    def timed(name, function):
+        def run(*args, **kwargs):
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.process_time() - started
+
+        return run
+
+    saved_stages, saved_read = dict(pipeline._stages), pipeline.block_read
+    for name, stage in saved_stages.items():
+
+        def prepare(block, stage=stage):
+            prepared = timed(stage.name, stage.prepare)(block)
+            return pipeline.Prepared(apply=timed(stage.name, prepared.apply), current=prepared.current)
+
+        pipeline._stages[name] = pipeline.Stage(stage.name, prepare, stage.order)
+    pipeline.block_read = timed("read block", saved_read)
+    try:
+        postgres = connection.vendor == "postgresql"
+        server = _backends_cpu() if postgres else {}
+        started = time.process_time()
+        result = pipeline.pipeline_run()
+        total = time.process_time() - started
+        server = _backends_spent(server) if postgres else 0.0
+    finally:
+        pipeline._stages.clear()
+        pipeline._stages.update(saved_stages)
+        pipeline.block_read = saved_read
+    readings = max(result.readings, 1)
+    figures = {f"stage {name}": seconds for name, seconds in spent.items() if name != "read block"}
+    figures["read block"] = spent.get("read block", 0.0)
+    figures["ledger, passes"] = total - sum(spent.values())
+    figures["worker total"] = total
+    figures["PostgreSQL"] = server
+    out = {name: seconds / readings * 1e6 for name, seconds in figures.items()}
+    out["readings"] = result.readings
+    out["failed"] = result.failed
+    return out
 
 
 def _child(backend: str) -> dict:
@@ -252,23 +342,76 @@ def _child(backend: str) -> dict:
         profiler.enable()
         whole("profile", bodies[1:])
         profiler.disable()
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(70)
+        sort, lines = os.environ.get("BENCH_SORT", "cumulative"), int(os.environ.get("BENCH_LINES", "70"))
+        pstats.Stats(profiler).sort_stats(sort).print_stats(lines)
+        from portal.telemetry.pipeline import pipeline_run
+
+        print("The pipeline, one run over the batches stored above:")
+        profiler = cProfile.Profile(time.process_time)
+        profiler.enable()
+        pipeline_run()
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats(sort).print_stats(lines)
         return results
     for path in ("before", "after"):
         with _path(path):
             results[path] = _measure(path, hosts[path][1], whole)
+    results["pipeline"] = _pipeline_measure()
     return results
 
 
-def _report(results: dict) -> None:
+def _figures(results: dict) -> list[tuple[str, float]]:
+    """One run's figures, µs of CPU per reading, in report order: the web process's stages (the
+    current path), PostgreSQL's backends meanwhile, the pipeline's stages, its database, the whole."""
+    postgres = results["backend"] == "postgresql"
+    after, pipeline = results["after"], results["pipeline"]
+    rows = [(f"web: {stage}", after[stage]) for stage in STAGES]
+    rows.append(("web: whole request", after["total"]))
+    if postgres:
+        rows.append(("PostgreSQL, for ingest", after["PostgreSQL"]))
+    rows += [(f"worker: {name}", value) for name, value in pipeline.items()
+             if name not in ("readings", "failed", "worker total", "PostgreSQL")]  # fmt: skip
+    rows.append(("worker: whole pass", pipeline["worker total"]))
+    if postgres:
+        rows.append(("PostgreSQL, for the worker", pipeline["PostgreSQL"]))
+    whole = after["total"] + pipeline["worker total"]
+    if postgres:
+        whole += after["PostgreSQL"] + pipeline["PostgreSQL"]
+    rows.append(("end to end", whole))
+    return rows
+
+
+def _report(results: dict, against: dict | None = None, revision: str = "") -> None:
     print(f"\n{results['backend']}: CPU µs per reading ({BATCHES} batches of {READINGS} readings, {GPUS} GPUs)")
-    print(f"  {'stage':16s} {'before':>8s} {'after':>8s}")
+    print(f"  web, the previous decoding path beside the current one:\n  {'stage':16s} {'before':>8s} {'after':>8s}")
     for stage in (*STAGES, "total", "decode"):
         before, after = results["before"][stage], results["after"][stage]
         print(f"  {stage:16s} {before:8.2f} {after:8.2f}")
     before, after = results["before"]["total"], results["after"]["total"]
     print(f"  whole request: {before / after:.2f}x less CPU; {1e6 / after:,.0f} readings/s per core (was "
           f"{1e6 / before:,.0f})")  # fmt: skip
+    pipeline = results["pipeline"]
+    failed = f"; stages failed: {', '.join(pipeline['failed'])}" if pipeline["failed"] else ""
+    print(f"  each process, the pipeline in one run over {pipeline['readings']:,} readings{failed}:")
+    old = dict(_figures(against)) if against else {}
+    print(f"  {'':30s} {revision[:10]:>10s} {'this tree':>10s}")
+    for name, value in _figures(results):
+        before = f"{old[name]:10.2f}" if name in old else " " * 10
+        print(f"  {name:30s} {before} {value:10.2f}")
+    whole = _figures(results)[-1][1]
+    line = f"  end to end on 2 cores, from CPU per reading alone: at most {2e6 / whole:,.0f} readings/s"
+    if against:
+        line += f" ({revision}: {2e6 / _figures(against)[-1][1]:,.0f})"
+    print(line)
+
+
+def _tree(revision: str) -> Path:
+    """The repository's files at `revision`, in a temporary folder (git archive: nothing of the
+    repository's state changes)."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-ingest-cpu-"))
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
 
 
 def _pg_database() -> str | None:
@@ -284,6 +427,28 @@ def _pg_database() -> str | None:
     return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_DB
 
 
+def _run_child(backend: str, extra: list[str], code_root: Path | None = None) -> dict | None:
+    env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "VAR_DIR")}
+    env.pop("BENCH_CODE_ROOT", None)
+    if code_root is not None:
+        env["BENCH_CODE_ROOT"] = str(code_root)
+    if backend == "postgresql":
+        url = _pg_database()
+        if url is None:
+            return None
+        env["DATABASE_URL"] = url
+    child = subprocess.run(
+        [sys.executable, __file__, "child", backend, *extra], env=env, capture_output=True, text=True, check=False
+    )
+    if child.returncode != 0 or "--profile" in extra:
+        print(child.stdout[-20000:], child.stderr[-5000:])
+        if child.returncode != 0:
+            raise SystemExit(f"{backend}: the bench failed")
+        return None
+    line = next(line for line in child.stdout.splitlines() if line.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "child":
         results = _child(sys.argv[2])
@@ -295,23 +460,18 @@ def main() -> None:
     print(f"bench-ingest-cpu: {machine_load()}")
     extra = [arg for arg in sys.argv[1:] if arg == "--profile"]
     backends = [arg for arg in sys.argv[1:] if arg in ("sqlite", "postgresql")] or ["sqlite", "postgresql"]
-    for backend in backends:
-        env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "VAR_DIR")}
-        if backend == "postgresql":
-            url = _pg_database()
-            if url is None:
-                continue
-            env["DATABASE_URL"] = url
-        child = subprocess.run(
-            [sys.executable, __file__, "child", backend, *extra], env=env, capture_output=True, text=True, check=False
-        )
-        if child.returncode != 0 or "--profile" in extra:
-            print(child.stdout[-20000:], child.stderr[-5000:])
-            if child.returncode != 0:
-                raise SystemExit(f"{backend}: the bench failed")
-            continue
-        line = next(line for line in child.stdout.splitlines() if line.startswith("RESULT "))
-        _report(json.loads(line.removeprefix("RESULT ")))
+    revision = sys.argv[sys.argv.index("--against") + 1] if "--against" in sys.argv else ""
+    old_tree = _tree(revision) if revision and not extra else None
+    try:
+        for backend in backends:
+            # The revision first, then this tree: a machine that grows busier favours neither always.
+            against = _run_child(backend, extra, old_tree) if old_tree else None
+            results = _run_child(backend, extra)
+            if results is not None:
+                _report(results, against, revision)
+    finally:
+        if old_tree is not None:
+            shutil.rmtree(old_tree, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from contextlib import contextmanager
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.utils import CursorDebugWrapper
 from django.db.models import BigIntegerField, Func
 
@@ -34,19 +34,20 @@ def hot_cursor():
     DATABASE_PREPARED_STATEMENTS is off), Django's usual cursor elsewhere. Wrapped like Django's
     own, so query logging and execute wrappers (django_assert_num_queries,
     CaptureQueriesContext) still see it. Use %s / %(name)s placeholders."""
-    if connection.vendor != "postgresql":
-        return connection.cursor()
+    db = connections[DEFAULT_DB_ALIAS]  # the proxy `connection` looks the thread's up on every use
+    if db.vendor != "postgresql":
+        return db.cursor()
     # As Django's own cursors do first: a kept connection that PostgreSQL dropped (a restart) is
     # replaced here, instead of failing this request (CONN_HEALTH_CHECKS, portal/settings.py).
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
+    db.close_if_health_check_failed()
+    db.ensure_connection()
     # Preparing costs a round trip of its own: worth it only on a connection that is kept
     # (DATABASE_CONN_MAX_AGE), not on one opened for a single request.
-    keeps_connection = connection.settings_dict.get("CONN_MAX_AGE") != 0
+    keeps_connection = db.settings_dict.get("CONN_MAX_AGE") != 0
     prepare = settings.DATABASE_PREPARED_STATEMENTS and keeps_connection
     cursor_class = _PreparedCursor if prepare else psycopg.Cursor
-    raw = cursor_class(connection.connection)
-    return _LoggedCursor(raw, connection) if connection.queries_logged else connection.make_cursor(raw)
+    raw = cursor_class(db.connection)
+    return _LoggedCursor(raw, db) if db.queries_logged else db.make_cursor(raw)
 
 
 def _converters(model) -> list[tuple[int, list, object]]:

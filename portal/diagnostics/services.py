@@ -9,14 +9,16 @@ leaves half of itself behind.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from collections.abc import Callable, Iterable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from portal.core.db import hot_cursor
 from portal.core.errors import Conflict, InvalidInput, NotFound
 from portal.diagnostics import messages
 from portal.diagnostics.models import LEVELS, Diagnostic, DiagnosticGpu, DiagnosticTest
@@ -296,25 +298,34 @@ def diagnostics_expire(*, now: dt.datetime | None = None) -> int:
 
 
 def host_commands(*, host_id: int) -> list[dict]:
-    """The diagnostics the host's agent has not taken yet (ingest-v1.md, "Commands"): one query on a
-    partial index (requested diagnostics only) and one for their GPUs; ingest asks only while the
-    host has work queued."""
-    now = timezone.now()
-    pending = list(
-        Diagnostic.objects.filter(host_id=host_id, state=State.REQUESTED, expires_at__gt=now)
-        .order_by("requested_at")
-        .values_list("pk", "level")
+    """The diagnostics the host's agent has not taken yet (ingest-v1.md, "Commands"): one query, on
+    a partial index (requested diagnostics only); ingest asks only while the host has work queued."""
+    expires = Diagnostic._meta.get_field("expires_at").get_db_prep_value(timezone.now(), connection)
+    with hot_cursor() as cursor:
+        cursor.execute(_host_commands_sql(), [host_id, State.REQUESTED.value, expires])
+        rows = cursor.fetchall()
+    to_id = Diagnostic._meta.pk.to_python
+    commands: dict = {}
+    for pk, level, uuid in rows:
+        command = commands.setdefault(pk, {"id": str(to_id(pk)), "kind": "diagnose", "level": level, "gpus": []})
+        if uuid is not None:
+            command["gpus"].append(uuid)
+    for command in commands.values():
+        command["gpus"].sort()
+    return list(commands.values())
+
+
+@functools.cache
+def _host_commands_sql() -> str:
+    # Hand-written: it runs with every batch of a host that has work queued (a new host's burn-in
+    # until its agent takes it), where compiling two querysets cost more than the queries.
+    quote = connection.ops.quote_name
+    diagnostic, link, gpu = (quote(model._meta.db_table) for model in (Diagnostic, DiagnosticGpu, Gpu))
+    return (
+        f"SELECT d.id, d.level, g.uuid FROM {diagnostic} d "
+        f"LEFT JOIN {link} dg ON dg.diagnostic_id = d.id LEFT JOIN {gpu} g ON g.id = dg.gpu_id "
+        "WHERE d.host_id = %s AND d.state = %s AND d.expires_at > %s ORDER BY d.requested_at, d.id"
     )
-    if not pending:
-        return []
-    uuids: dict = {}
-    for diagnostic_id, uuid in DiagnosticGpu.objects.filter(diagnostic_id__in=[pk for pk, _ in pending]).values_list(
-        "diagnostic_id", "gpu__uuid"
-    ):
-        uuids.setdefault(diagnostic_id, []).append(uuid)
-    return [
-        {"id": str(pk), "kind": "diagnose", "level": level, "gpus": sorted(uuids.get(pk, []))} for pk, level in pending
-    ]
 
 
 # --- burn-in ---------------------------------------------------------------------------------------

@@ -2,13 +2,14 @@
 
 import logging
 import math
+import time
 import zlib
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import DisallowedHost
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -75,11 +76,28 @@ def _validation_detail(error: ValidationError) -> tuple[str, list[dict]]:
     return "invalid batch", detail
 
 
-def _close_stale_connections() -> None:
+# Django checks a kept connection with a round trip (SELECT 1) before a request's first query
+# (CONN_HEALTH_CHECKS). A pool thread's connection that served a batch less than this long ago is
+# taken as alive: a server restart within that second costs one batch a 5xx, which its agent sends
+# again, and Django closes the failed connection after that request.
+HEALTHY_FOR_S = 1.0
+_SERVED_AT = "ingest_served_at"  # on the thread's connection wrapper: when it last served a batch
+
+
+def _connection_begin() -> None:
     # Only on a pool thread: on the request's own thread Django's request signals already do this,
     # and closing there would drop a surrounding transaction (a test's).
     if run_in_pool:
         close_old_connections()
+        served_at = getattr(connection, _SERVED_AT, None)
+        if connection.connection is not None and served_at is not None:
+            connection.health_check_done = time.monotonic() - served_at < HEALTHY_FOR_S
+
+
+def _connection_end() -> None:
+    if run_in_pool:
+        close_old_connections()  # closes a connection that failed (or outlived CONN_MAX_AGE)
+        setattr(connection, _SERVED_AT, time.monotonic() if connection.connection is not None else None)
 
 
 def _authenticate(request: HttpRequest):
@@ -128,7 +146,7 @@ def _dry_run_answer(token) -> JsonResponse:
 def _handle(request: HttpRequest) -> JsonResponse:
     """Everything after the Host check, in one trip to a worker thread: token, rate limit,
     body, validation, storage (each hop between the event loop and a thread costs CPU)."""
-    _close_stale_connections()
+    _connection_begin()
     try:
         token = _authenticate(request)
         if token is None:
@@ -157,7 +175,7 @@ def _handle(request: HttpRequest) -> JsonResponse:
             host_token_rotation_finish(token=token)
         commands = _commands(token.host)
     finally:
-        _close_stale_connections()
+        _connection_end()
     if result.duplicate:
         body, status = {"accepted": 0, "duplicate": True}, 200
     else:

@@ -32,14 +32,14 @@ from collections.abc import Callable, Iterable
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, Sum
+from django.db.models import Avg, BigIntegerField, Count, F, FloatField, Max, Min, Q, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Floor, TruncHour
 from django.utils import timezone
 
 from portal.core.errors import InvalidInput
 from portal.telemetry.columns import READING_ROW_COLUMNS, tuple_picker
-from portal.telemetry.models import Reading, Rollup1h, Rollup1m
+from portal.telemetry.models import CounterField, Reading, Rollup1h, Rollup1m
 from portal.telemetry.services import compression, partitions, rollup_chunks
 
 # The raw readings' table, for the few readers that aggregate in SQL of their own (rollups over
@@ -51,6 +51,30 @@ _TICK = dt.timedelta(microseconds=1)
 
 def _floor_hour(moment: dt.datetime) -> dt.datetime:
     return moment.replace(minute=0, second=0, microsecond=0)
+
+
+_COUNTERS = frozenset(field.name for field in Reading._meta.concrete_fields if isinstance(field, CounterField))
+
+
+class _BigintCast(Cast):
+    """A counter cast to bigint by the server: the driver's ints need no conversion in Python."""
+
+    def __init__(self, expression):
+        super().__init__(expression, BigIntegerField())
+
+    @property
+    def convert_value(self):
+        return self._convert_value_noop
+
+
+def _values_list(queryset, columns: tuple[str, ...]):
+    """queryset.values_list(*columns). On PostgreSQL the counters (numeric, read as Decimal and
+    converted per value in Python) come cast to bigint by the server: the rows then come as the
+    driver builds them, with no conversion in Python (most of a block read's CPU otherwise)."""
+    if connection.vendor != "postgresql" or _COUNTERS.isdisjoint(columns):
+        return queryset.values_list(*columns)
+    casts = {f"int_{name}": _BigintCast(name) for name in columns if name in _COUNTERS}
+    return queryset.annotate(**casts).values_list(*(f"int_{name}" if name in _COUNTERS else name for name in columns))
 
 
 # Rows ---------------------------------------------------------------------------------------------
@@ -93,7 +117,7 @@ def readings_of(
             *("epoch_s" if name == "ts" else name for name in wanted)
         )
     else:
-        raw = raw.values_list(*wanted)
+        raw = _values_list(raw, wanted)
     rows = list(raw if limit is None else raw[:limit])
     if epoch and not postgres:
         rows = [(row[0], row[1].timestamp(), *row[2:]) for row in rows]
@@ -153,7 +177,7 @@ def readings_after(
             )[:limit]
         ]
     else:
-        rows = [tuple(row) for row in queryset.values_list(*wanted)[:limit]]
+        rows = [tuple(row) for row in _values_list(queryset, wanted)[:limit]]
         if epoch:
             rows = [(row[0], row[1].timestamp(), *row[2:]) for row in rows]
     oldest = None if None in groups else min(groups, default=None)
@@ -193,7 +217,7 @@ def readings_in_spans(
         condition = Q()
         for ids, start, end in spans[part : part + 100]:
             condition |= Q(gpu_id__in=ids, ts__gte=start, ts__lte=end)
-        rows += Reading.objects.filter(condition).values_list(*columns)
+        rows += _values_list(Reading.objects.filter(condition), columns)
     hours = compression.chunk_hour_counts(
         [(gpu_id, _floor_hour(start), end + _TICK) for ids, start, end in spans for gpu_id in ids
          if _may_be_compressed(start)]

@@ -84,7 +84,7 @@ def test_commands_cost_no_query_unless_some_are_queued(agent):
     post(agent)
     assert diagnostics_queries(agent) == []
     diagnostic = services.diagnostic_request(host=agent.host, level=1)
-    assert len(diagnostics_queries(agent)) == 2  # the requested diagnostics, their GPUs
+    assert len(diagnostics_queries(agent)) == 1  # the requested diagnostics with their GPUs, one query
     services.diagnostic_started(diagnostic_id=diagnostic.pk, host=agent.host, started_at=timezone.now())
     looked = diagnostics_queries(agent)  # none left: the look, and the looking stops (a conditional UPDATE)
     assert len(looked) == 2 and "diagnostics_diagnostic" in looked[0] and "UPDATE" in looked[1]

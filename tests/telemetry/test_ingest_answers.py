@@ -326,3 +326,22 @@ def test_production_path_runs_in_the_thread_pool_and_commits(transactional_db, s
     assert response.status_code == 400
     assert response.json()["detail"][0]["loc"] == "readings.2.power_w"
     assert Reading.objects.count() == 20
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pool_connection_that_just_served_a_batch_is_not_health_checked_again(transactional_db, monkeypatch):
+    """Django checks a kept connection (SELECT 1) before each request's first query; a pool
+    thread's connection that served a batch less than HEALTHY_FOR_S ago skips that round trip."""
+    from django.db import connection
+
+    monkeypatch.setattr(ingest_view, "run_in_pool", True)
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 600)  # kept, as in production
+    connection.close()
+    connection.ensure_connection()
+    ingest_view._connection_end()  # a batch served just now
+    ingest_view._connection_begin()
+    assert connection.health_check_done  # no check before the next batch's first query
+    monkeypatch.setattr(ingest_view, "HEALTHY_FOR_S", 0.0)
+    ingest_view._connection_end()
+    ingest_view._connection_begin()
+    assert not connection.health_check_done  # idle longer than HEALTHY_FOR_S: checked as Django does

@@ -216,3 +216,25 @@ def test_times_with_a_zone_offset_past_15_59_are_stored_in_utc(require_postgres,
     assert Reading.objects.get(gpu__uuid=A).ts == now
     assert XidEvent.objects.get(gpu__uuid=A).ts == now
     assert IngestBatch.objects.get(batch_id=batch["batch_id"]).sent_at == now
+
+
+@pytest.mark.django_db
+def test_counters_are_read_back_as_ints(require_postgres):
+    """Counters are numeric on PostgreSQL; every reader gets them as ints (cast by the server)."""
+    from portal.fleet.models import Gpu
+    from portal.telemetry import store
+
+    agent = agent_for("dgx-counters")
+    batch = make_batch(agent.hostname, gpus=[A], readings=1)
+    batch["readings"][0].update(ecc_corrected_volatile=2**62, pcie_replay_count=3)
+    assert agent.post(batch).status_code == 202
+    gpu_id = Gpu.objects.get(uuid=A).pk
+    columns = ("ecc_corrected_volatile", "pcie_replay_count", "temperature_c")
+    for rows in (
+        store.readings_of(gpu_ids=[gpu_id], columns=columns),
+        store.readings_after(after={gpu_id: None}, columns=columns, limit=10),
+        store.readings_in_spans(spans=[([gpu_id], timezone.now() - dt.timedelta(hours=1), timezone.now())],
+                                columns=columns),
+    ):  # fmt: skip
+        counters = [value for value in rows[-1] if value in (2**62, 3)]
+        assert counters == [2**62, 3] and all(type(value) is int for value in counters), rows
