@@ -286,7 +286,37 @@ def rollups_compress(*, now: dt.datetime | None = None) -> dict[str, int]:
         done[f"rollups_{name}"] = sum(
             compress_gpu_period(name, gpu_id, start.replace(tzinfo=dt.UTC), before) for gpu_id, start in spans
         )
+        if done[f"rollups_{name}"]:
+            _indexes_renew(res, done[f"rollups_{name}"])
     return done
+
+
+# A run that took at least this share of a raw table's rows (a whole day of every GPU, not a late
+# reading's minutes) rebuilds its indexes.
+RENEW_SHARE = 0.1
+
+
+def _indexes_renew(res: _Resolution, compressed: int) -> bool:
+    """Rebuild a raw rollup table's indexes once a run has emptied a good part of it: the deleted
+    rows' index pages are otherwise kept at the table's high-water mark (a day of every GPU's
+    minutes: 9 bytes a reading) until new rows reuse them. CONCURRENTLY outside a transaction: the
+    rollups stage keeps writing meanwhile. What an interrupted rebuild left (an invalid copy of an
+    index, written by every insert) is dropped first. Returns whether it rebuilt."""
+    concurrently = "" if connection.in_atomic_block else " CONCURRENTLY"
+    with connection.cursor() as cursor:
+        # Counted (the planner's estimate may predate the whole day written): an index-only scan.
+        cursor.execute(f"SELECT count(*) FROM {res.table}")
+        if compressed < RENEW_SHARE * (compressed + cursor.fetchone()[0]):
+            return False
+        cursor.execute(
+            "SELECT idx.relname FROM pg_index JOIN pg_class idx ON idx.oid = pg_index.indexrelid "
+            "WHERE pg_index.indrelid = to_regclass(%s) AND NOT pg_index.indisvalid",
+            [res.table],
+        )
+        for (index,) in cursor.fetchall():
+            cursor.execute(f'DROP INDEX{concurrently} IF EXISTS "{index}"')
+        cursor.execute(f"REINDEX TABLE{concurrently} {res.table}")
+    return True
 
 
 def chunks_prune(resolution: str, before: dt.datetime, *, chunk: int = 10_000) -> int:
