@@ -100,3 +100,16 @@ def telemetry_prune(
         "rollups_1m": _prune(Rollup1m.objects.all(), "bucket", minute_before, **bounds)
         + rollup_chunks.chunks_prune("1m", minute_before),
     }
+
+
+def telemetry_housekeeping(*, now: dt.datetime | None = None) -> None:
+    """Beat's hourly job (telemetry_prune_task): the readings' day partitions DAYS_AHEAD days ahead
+    before anything is pruned (PostgreSQL), pruning, then on PostgreSQL the readings past
+    READINGS_COMPRESS_AFTER_HOURS compressed (a row per GPU-hour), the rollups of the days before
+    that (a row per GPU and day), and the day just over's key index rebuilt full."""
+    now = now or timezone.now()
+    partitions.reading_partitions_ensure(now=now)
+    telemetry_prune(now=now)
+    compression.readings_compress(now=now)
+    rollup_chunks.rollups_compress(now=now)
+    partitions.reading_partitions_compact(now=now)
