@@ -15,7 +15,8 @@ rows of the UTC days wholly before compression.compress_before(now) (READINGS_CO
 and nothing the pipeline still needs), one GPU and period per transaction (a month of hours
 takes each day's as it comes, merged): the chunk written and the
 raw rows it took deleted together (by id: a row the rollups stage writes meanwhile stays raw), so
-a crash leaves either.
+a crash leaves either. A run that took a good part of a raw table (a day of every GPU) rebuilds
+its indexes concurrently, so the pages of the rows it took go back to the disk.
 
 A late reading into a compressed day makes the rollups stage write its minute and hour again, as
 raw rows: readers (telemetry.store.rollups_of) take a raw row over the compressed value of the
