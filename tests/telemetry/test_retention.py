@@ -97,3 +97,27 @@ def test_retention_settings_are_read_at_run_time(old_and_new, settings):
     assert deleted["readings"] == 0 and deleted["xid_events"] == 0
     assert deleted["rollups_1m"] == 7
     assert Rollup1h.objects.count() == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_ledgers_indexes_are_rebuilt_once_their_rows_are_gone(require_postgres):
+    """Rows that came and went leave their index pages behind; beat's hourly job rebuilds the
+    indexes of the ledger and of the batch rows once those are many times what the rows need."""
+    from django.db import connection
+
+    from portal.telemetry.services.retention import bookkeeping_indexes_renew
+
+    def index_bytes() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_indexes_size('telemetry_stagedone')")
+            return cursor.fetchone()[0]
+
+    StageDone.objects.bulk_create(StageDone(stage="rules", batch_pk=pk) for pk in range(20_000))
+    StageDone.objects.filter(batch_pk__lt=19_990).delete()
+    grown = index_bytes()
+    assert grown > 400_000
+    assert bookkeeping_indexes_renew() == ["telemetry_stagedone"]
+    assert index_bytes() <= 2 * 2 * 8192  # two indexes, a metapage and a leaf each
+    assert StageDone.objects.count() == 10
+    assert bookkeeping_indexes_renew() == []  # now in proportion to its rows

@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.telemetry import hooks
-from portal.telemetry.models import Reading, Rollup1m, XidEvent
+from portal.telemetry.models import IngestBatch, Reading, Rollup1m, StageDone, XidEvent
 from portal.telemetry.services import batches, compression, partitions, rollup_chunks
 
 CHUNK = 10_000
@@ -113,3 +113,35 @@ def telemetry_housekeeping(*, now: dt.datetime | None = None) -> None:
     compression.readings_compress(now=now)
     rollup_chunks.rollups_compress(now=now)
     partitions.reading_partitions_compact(now=now)
+    bookkeeping_indexes_renew()
+
+
+# The tables whose rows come and go all day (batch rows, the pipeline's ledger): their B-tree
+# indexes keep the pages of rows long gone (emptied pages are recycled late, if at all, under a
+# key that only grows) and end many times the size of the few rows they hold.
+CHURNED_TABLES = (IngestBatch._meta.db_table, StageDone._meta.db_table)
+# Bytes an index entry takes at most once rebuilt (key, tuple header, line pointer, page slack):
+# an index over that many times what its rows need is rebuilt.
+ENTRY_BYTES, RENEW_OVER = 40, 3
+
+
+def bookkeeping_indexes_renew() -> list[str]:
+    """PostgreSQL: rebuild the indexes of a churned table grown past RENEW_OVER times what its
+    rows need (concurrently outside a transaction: ingest and the pipeline keep writing). Cheap: the
+    tables hold an hour or two of batches. Returns the tables rebuilt."""
+    if connection.vendor != "postgresql":
+        return []
+    renewed = []
+    with connection.cursor() as cursor:
+        for table in CHURNED_TABLES:
+            cursor.execute(
+                f"SELECT pg_indexes_size(%s), count(*), (SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass) "
+                f"FROM {table}",
+                [table, table],
+            )
+            size, rows, indexes = cursor.fetchone()
+            if size <= RENEW_OVER * max(rows * ENTRY_BYTES, 8192) * indexes:
+                continue
+            partitions.table_indexes_rebuild(cursor, table)
+            renewed.append(table)
+    return renewed

@@ -44,7 +44,7 @@ from portal.telemetry.models import (
     Rollup1m,
     Rollup1mChunk,
 )
-from portal.telemetry.services import compression
+from portal.telemetry.services import compression, partitions
 
 DAY = dt.timedelta(days=1)
 
@@ -301,22 +301,13 @@ def _indexes_renew(res: _Resolution, compressed: int) -> bool:
     """Rebuild a raw rollup table's indexes once a run has emptied a good part of it: the deleted
     rows' index pages are otherwise kept at the table's high-water mark (a day of every GPU's
     minutes: 9 bytes a reading) until new rows reuse them. CONCURRENTLY outside a transaction: the
-    rollups stage keeps writing meanwhile. What an interrupted rebuild left (an invalid copy of an
-    index, written by every insert) is dropped first. Returns whether it rebuilt."""
-    concurrently = "" if connection.in_atomic_block else " CONCURRENTLY"
+    rollups stage keeps writing meanwhile. Returns whether it rebuilt."""
     with connection.cursor() as cursor:
         # Counted (the planner's estimate may predate the whole day written): an index-only scan.
         cursor.execute(f"SELECT count(*) FROM {res.table}")
         if compressed < RENEW_SHARE * (compressed + cursor.fetchone()[0]):
             return False
-        cursor.execute(
-            "SELECT idx.relname FROM pg_index JOIN pg_class idx ON idx.oid = pg_index.indexrelid "
-            "WHERE pg_index.indrelid = to_regclass(%s) AND NOT pg_index.indisvalid",
-            [res.table],
-        )
-        for (index,) in cursor.fetchall():
-            cursor.execute(f'DROP INDEX{concurrently} IF EXISTS "{index}"')
-        cursor.execute(f"REINDEX TABLE{concurrently} {res.table}")
+        partitions.table_indexes_rebuild(cursor, res.table)
     return True
 
 
