@@ -188,10 +188,11 @@ bench-storage: $(STAMP)
 	$(PY) bench/storage.py
 	$(PY) bench/storage.py database
 
-# The whole database per reading as a lab keeps data (64 GPUs, 46 h of simulated history through
-# ingest and the pipeline, compression run) and a GPU's steady state under the default retention
-# (scratch PostgreSQL database bench_storage_db; BENCH_DB_HOURS, BENCH_DB_BATCH_S; ~5 minutes on
-# 2 busy cores).
+# The whole database per reading as a lab keeps data (64 GPUs, 46 h of simulated history posted
+# as the agent batches at its defaults, through ingest and the pipeline, beat's jobs and autovacuum
+# on simulated time, then the days over compressed), table by table, the bookkeeping beside its
+# target, and a GPU's steady state under the default retention (scratch PostgreSQL database
+# bench_storage_db, BENCH_DB_NAME; BENCH_DB_HOURS, BENCH_DB_BATCH_S; ~25 minutes on 2 quiet cores).
 bench-storage-db: $(STAMP)
 	$(PY) bench/storage.py database
 

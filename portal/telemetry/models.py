@@ -88,7 +88,7 @@ class IngestBatch(models.Model):
 
 
 class BatchSeen(models.Model):
-    """The batch ids a host sent in one hour (by the batches' `sent_at`), 16 bytes each, once
+    """The batches of a host whose first reading is in one hour, an 8-byte digest of each id, once
     every stage has finished them: the idempotency keys kept compactly for as long as ingest
     accepts the batches' readings (services/batches.py). Recent and unfinished batches keep
     their IngestBatch row."""

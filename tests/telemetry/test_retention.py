@@ -8,6 +8,7 @@ import pytest
 
 from portal.telemetry.models import BatchSeen, IngestBatch, Reading, Rollup1h, Rollup1m, StageDone, XidEvent
 from portal.telemetry.pipeline import stages
+from portal.telemetry.services.batches import batch_key
 from portal.telemetry.services.retention import telemetry_prune
 from tests.factories import GpuFactory
 
@@ -36,9 +37,11 @@ def old_and_new(settings):
     )
 
     def batch(received, done):
+        # A finished batch's reading is past (compressed or pruned); a pending one's would hold retention back.
         stored = IngestBatch.objects.create(
-            batch_id=uuidlib.uuid4(), host=gpu.host, sent_at=received, received_at=received, reading_count=1
-        )
+            batch_id=uuidlib.uuid4(), host=gpu.host, sent_at=received, received_at=received, reading_count=1,
+            first_ts=received if done else None, last_ts=received if done else None,
+        )  # fmt: skip
         if done:  # every stage of the pipeline has finished it
             StageDone.objects.bulk_create([StageDone(stage=stage.name, batch_pk=stored.pk) for stage in stages()])
         return stored
@@ -68,7 +71,7 @@ def test_prune_deletes_what_is_past_retention_and_keeps_the_rest(old_and_new):
     batches = old_and_new["batches"]
     # a batch a stage has not finished is still work, whatever its age
     assert set(IngestBatch.objects.values_list("pk", flat=True)) == {batches["old-pending"].pk}
-    assert [bytes(key.ids) for key in BatchSeen.objects.all()] == [batches["new"].batch_id.bytes]
+    assert [bytes(key.ids) for key in BatchSeen.objects.all()] == [batch_key(batches["new"].batch_id)]
     assert sorted(Rollup1m.objects.values_list("bucket", flat=True)) == [ago(days=89), ago(days=20)]
     assert Rollup1h.objects.count() == 2
 
@@ -94,3 +97,27 @@ def test_retention_settings_are_read_at_run_time(old_and_new, settings):
     assert deleted["readings"] == 0 and deleted["xid_events"] == 0
     assert deleted["rollups_1m"] == 7
     assert Rollup1h.objects.count() == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_ledgers_indexes_are_rebuilt_once_their_rows_are_gone(require_postgres):
+    """Rows that came and went leave their index pages behind; beat's hourly job rebuilds the
+    indexes of the ledger and of the batch rows once those are many times what the rows need."""
+    from django.db import connection
+
+    from portal.telemetry.services.retention import bookkeeping_indexes_renew
+
+    def index_bytes() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_indexes_size('telemetry_stagedone')")
+            return cursor.fetchone()[0]
+
+    StageDone.objects.bulk_create(StageDone(stage="rules", batch_pk=pk) for pk in range(20_000))
+    StageDone.objects.filter(batch_pk__lt=19_990).delete()
+    grown = index_bytes()
+    assert grown > 400_000
+    assert bookkeeping_indexes_renew() == ["telemetry_stagedone"]
+    assert index_bytes() <= 2 * 2 * 8192  # two indexes, a metapage and a leaf each
+    assert StageDone.objects.count() == 10
+    assert bookkeeping_indexes_renew() == []  # now in proportion to its rows

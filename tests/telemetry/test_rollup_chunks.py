@@ -308,3 +308,24 @@ def test_hours_go_into_their_months_chunk_a_day_at_a_time(require_postgres):
     window = rollups_of(gpu_ids=[gpu.pk], resolution="1h", columns=("bucket", "count"),
                         start=month.replace(day=4), end=month.replace(day=21))  # fmt: skip
     assert window == [(row[0], row[1]) for row in hours[2:]]
+
+
+def _index_bytes(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_indexes_size(%s)", [table])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_day_compressed_leaves_no_emptied_index_pages_behind(require_postgres):
+    """The raw rows a run took go with their index pages: the indexes are rebuilt (concurrently,
+    as beat's job runs outside a transaction), not left at the table's high-water mark."""
+    start = (NOON - 3 * DAY).replace(hour=0)
+    for gpu in (GpuFactory(), GpuFactory()):
+        _rolled_up(gpu, start, 1440, step=dt.timedelta(minutes=1))
+    empty = 2 * 8192 * 2  # two indexes (id, (gpu, bucket)): a metapage and a root each
+    full = _index_bytes("telemetry_rollup1m")
+    assert full > 4 * empty
+    assert rollup_chunks.rollups_compress(now=NOON)["rollups_1m"] == 2 * 1440
+    assert Rollup1m.objects.count() == 0
+    assert _index_bytes("telemetry_rollup1m") <= empty

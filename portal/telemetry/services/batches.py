@@ -2,16 +2,24 @@
 
 An accepted batch keeps its IngestBatch row while the pipeline needs it (its stages' work queue)
 and for FOLD_AFTER after it arrived (a batch sent again at once, its answer lost, meets the
-unique index). Then its 16-byte id joins its host's BatchSeen row for the hour it was sent, and
-the row goes: about 16 bytes a batch instead of a row and three index entries (about 190). A
-batch sent again later is found there (`batch_seen`); BatchSeen rows go once ingest would refuse
-their batches' readings as too old anyway (INGEST_MAX_AGE_HOURS), so no key is kept longer than
-it can answer anything.
+unique index). Then an 8-byte digest of its id joins its host's BatchSeen row for the hour of
+its first reading, and the row goes: 8 bytes a batch instead of a row and four index entries
+(about 190), a byte a reading at the agent's default of a batch per collection of 8 GPUs. A batch
+sent again later is found there (`batch_seen`).
+
+Keys are filed by the first reading's hour, not by `sent_at`: an agent stamps `sent_at` afresh at
+every attempt, while a batch's readings never change. A batch without readings is not keyed: sent
+again, it stores nothing either. BatchSeen rows go once ingest would refuse their batches' readings
+as too old anyway (INGEST_MAX_AGE_HOURS), so no key is kept longer than it can answer anything.
+
+A digest of 64 bits in a row of at most a few thousand: the chance that a new batch is taken for
+one already seen is below 1e-15 per late batch.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
 from collections import defaultdict
 
@@ -22,28 +30,36 @@ from portal.telemetry.models import BatchSeen, IngestBatch
 from portal.telemetry.pipeline import finished_batches
 
 FOLD_AFTER = dt.timedelta(hours=1)
-# A batch sent longer ago than this may have been folded: ingest looks it up in BatchSeen. Less
-# than FOLD_AFTER by more than the clock skew ingest allows (5 min), so no folded batch slips by.
+# A batch whose first reading is older than this may have been folded: ingest looks it up in
+# BatchSeen. Less than FOLD_AFTER by more than the clock skew ingest allows (readings up to 5 min
+# ahead), so no folded batch slips by.
 CHECK_AFTER = dt.timedelta(minutes=30)
-ID_BYTES = 16
+KEY_BYTES = 8
 
 
 def hour_of(instant: dt.datetime) -> dt.datetime:
     return instant.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
 
 
-def _ids(blob: bytes | memoryview) -> set[bytes]:
+def batch_key(batch_id: uuid.UUID) -> bytes:
+    """The batch id's digest as BatchSeen keeps it (a digest rather than the id's first bytes:
+    any UUID an agent sends, random or not, spreads over all 64 bits)."""
+    return hashlib.blake2b(batch_id.bytes, digest_size=KEY_BYTES).digest()
+
+
+def _keys(blob: bytes | memoryview) -> set[bytes]:
     blob = bytes(blob)
-    return {blob[at : at + ID_BYTES] for at in range(0, len(blob), ID_BYTES)}
+    return {blob[at : at + KEY_BYTES] for at in range(0, len(blob), KEY_BYTES)}
 
 
-def batch_seen(*, host_id: int, batch_id: uuid.UUID, sent_at: dt.datetime, now: dt.datetime) -> bool:
-    """Whether this batch was accepted and folded already (only a batch sent over CHECK_AFTER ago
-    can have been: a newer one costs no query)."""
-    if sent_at >= now - CHECK_AFTER:
+def batch_seen(*, host_id: int, batch_id: uuid.UUID, first_ts: dt.datetime | None, now: dt.datetime) -> bool:
+    """Whether this batch, whose earliest reading is at `first_ts`, was accepted and folded already
+    (only a batch with a reading over CHECK_AFTER old can have been: a newer one, or one without
+    readings, costs no query)."""
+    if first_ts is None or first_ts >= now - CHECK_AFTER:
         return False
-    blob = BatchSeen.objects.filter(host_id=host_id, hour=hour_of(sent_at)).values_list("ids", flat=True).first()
-    return blob is not None and batch_id.bytes in _ids(blob)
+    blob = BatchSeen.objects.filter(host_id=host_id, hour=hour_of(first_ts)).values_list("ids", flat=True).first()
+    return blob is not None and batch_key(batch_id) in _keys(blob)
 
 
 def batches_fold(*, now: dt.datetime, chunk: int = 20_000, max_chunks: int = 50) -> int:
@@ -55,13 +71,14 @@ def batches_fold(*, now: dt.datetime, chunk: int = 20_000, max_chunks: int = 50)
             finished_batches()
             .filter(received_at__lt=now - FOLD_AFTER)
             .order_by("pk")
-            .values_list("pk", "host_id", "sent_at", "batch_id")[:chunk]
+            .values_list("pk", "host_id", "first_ts", "batch_id")[:chunk]
         )
         if not rows:
             break
         keys: dict[tuple[int, dt.datetime], list[bytes]] = defaultdict(list)
-        for _pk, host_id, sent_at, batch_id in rows:
-            keys[(host_id, hour_of(sent_at))].append(batch_id.bytes)
+        for _pk, host_id, first_ts, batch_id in rows:
+            if first_ts is not None:
+                keys[(host_id, hour_of(first_ts))].append(batch_key(batch_id))
         with transaction.atomic():
             _keys_add(keys)
             IngestBatch.objects.filter(pk__in=[row[0] for row in rows]).delete()
@@ -81,8 +98,8 @@ def _keys_add(keys: dict[tuple[int, dt.datetime], list[bytes]]) -> None:
         if row is None:
             new.append(BatchSeen(host_id=key[0], hour=key[1], ids=b"".join(ids)))
             continue
-        known = _ids(row.ids)
-        row.ids = bytes(row.ids) + b"".join(batch_id for batch_id in ids if batch_id not in known)
+        known = _keys(row.ids)
+        row.ids = bytes(row.ids) + b"".join(key for key in ids if key not in known)
     BatchSeen.objects.bulk_update(existing.values(), ["ids"], batch_size=500)
     BatchSeen.objects.bulk_create(new, batch_size=500)
 

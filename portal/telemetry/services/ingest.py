@@ -380,7 +380,7 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
     # No "seen this batch_id?" query up front for a recent batch: duplicates are rare, and the unique
     # index on batch_id answers it inside the transaction below, race-free. An older one may have
     # been folded into the compact keys (services/batches.py): one lookup.
-    if batch_seen(host_id=host.pk, batch_id=batch.batch_id, sent_at=batch.sent_at, now=now):
+    if batch_seen(host_id=host.pk, batch_id=batch.batch_id, first_ts=min(timestamps, default=None), now=now):
         return IngestResult(accepted=0, duplicate=True)
     known = _resolve_gpus(host, batch)
     one_statement = pg_write_method == "one statement"

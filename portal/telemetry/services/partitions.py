@@ -232,3 +232,18 @@ def reading_partitions_compact(*, now: dt.datetime | None = None) -> list[str]:
             cursor.execute(f"COMMENT ON TABLE {name} IS '{COMPACTED}'")
             done.append(name)
     return done
+
+
+def table_indexes_rebuild(cursor, table: str) -> None:
+    """Rebuild a (plain) table's indexes, CONCURRENTLY outside a transaction (writers go on);
+    the invalid copies an interrupted rebuild left (written by every insert, never read) are
+    dropped first."""
+    concurrently = "" if connection.in_atomic_block else " CONCURRENTLY"
+    cursor.execute(
+        "SELECT idx.relname FROM pg_index JOIN pg_class idx ON idx.oid = pg_index.indexrelid "
+        "WHERE pg_index.indrelid = to_regclass(%s) AND NOT pg_index.indisvalid",
+        [table],
+    )
+    for (index,) in cursor.fetchall():
+        cursor.execute(f'DROP INDEX{concurrently} IF EXISTS "{index}"')
+    cursor.execute(f"REINDEX TABLE{concurrently} {table}")

@@ -8,7 +8,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.telemetry import hooks
-from portal.telemetry.models import Reading, Rollup1m, XidEvent
+from portal.telemetry.models import IngestBatch, Reading, Rollup1m, StageDone, XidEvent
 from portal.telemetry.services import batches, compression, partitions, rollup_chunks
 
 CHUNK = 10_000
@@ -100,3 +100,48 @@ def telemetry_prune(
         "rollups_1m": _prune(Rollup1m.objects.all(), "bucket", minute_before, **bounds)
         + rollup_chunks.chunks_prune("1m", minute_before),
     }
+
+
+def telemetry_housekeeping(*, now: dt.datetime | None = None) -> None:
+    """Beat's hourly job (telemetry_prune_task): the readings' day partitions DAYS_AHEAD days ahead
+    before anything is pruned (PostgreSQL), pruning, then on PostgreSQL the readings past
+    READINGS_COMPRESS_AFTER_HOURS compressed (a row per GPU-hour), the rollups of the days before
+    that (a row per GPU and day), and the day just over's key index rebuilt full."""
+    now = now or timezone.now()
+    partitions.reading_partitions_ensure(now=now)
+    telemetry_prune(now=now)
+    compression.readings_compress(now=now)
+    rollup_chunks.rollups_compress(now=now)
+    partitions.reading_partitions_compact(now=now)
+    bookkeeping_indexes_renew()
+
+
+# The tables whose rows come and go all day (batch rows, the pipeline's ledger): their B-tree
+# indexes keep the pages of rows long gone (emptied pages are recycled late, if at all, under a
+# key that only grows) and end many times the size of the few rows they hold.
+CHURNED_TABLES = (IngestBatch._meta.db_table, StageDone._meta.db_table)
+# Bytes an index entry takes at most once rebuilt (key, tuple header, line pointer, page slack):
+# an index over that many times what its rows need is rebuilt.
+ENTRY_BYTES, RENEW_OVER = 40, 3
+
+
+def bookkeeping_indexes_renew() -> list[str]:
+    """PostgreSQL: rebuild the indexes of a churned table grown past RENEW_OVER times what its
+    rows need (concurrently outside a transaction: ingest and the pipeline keep writing). Cheap: the
+    tables hold an hour or two of batches. Returns the tables rebuilt."""
+    if connection.vendor != "postgresql":
+        return []
+    renewed = []
+    with connection.cursor() as cursor:
+        for table in CHURNED_TABLES:
+            cursor.execute(
+                f"SELECT pg_indexes_size(%s), count(*), (SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass) "
+                f"FROM {table}",
+                [table, table],
+            )
+            size, rows, indexes = cursor.fetchone()
+            if size <= RENEW_OVER * max(rows * ENTRY_BYTES, 8192) * indexes:
+                continue
+            partitions.table_indexes_rebuild(cursor, table)
+            renewed.append(table)
+    return renewed

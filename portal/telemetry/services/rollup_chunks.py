@@ -15,7 +15,8 @@ rows of the UTC days wholly before compression.compress_before(now) (READINGS_CO
 and nothing the pipeline still needs), one GPU and period per transaction (a month of hours
 takes each day's as it comes, merged): the chunk written and the
 raw rows it took deleted together (by id: a row the rollups stage writes meanwhile stays raw), so
-a crash leaves either.
+a crash leaves either. A run that took a good part of a raw table (a day of every GPU) rebuilds
+its indexes concurrently, so the pages of the rows it took go back to the disk.
 
 A late reading into a compressed day makes the rollups stage write its minute and hour again, as
 raw rows: readers (telemetry.store.rollups_of) take a raw row over the compressed value of the
@@ -43,7 +44,7 @@ from portal.telemetry.models import (
     Rollup1m,
     Rollup1mChunk,
 )
-from portal.telemetry.services import compression
+from portal.telemetry.services import compression, partitions
 
 DAY = dt.timedelta(days=1)
 
@@ -286,7 +287,28 @@ def rollups_compress(*, now: dt.datetime | None = None) -> dict[str, int]:
         done[f"rollups_{name}"] = sum(
             compress_gpu_period(name, gpu_id, start.replace(tzinfo=dt.UTC), before) for gpu_id, start in spans
         )
+        if done[f"rollups_{name}"]:
+            _indexes_renew(res, done[f"rollups_{name}"])
     return done
+
+
+# A run that took at least this share of a raw table's rows (a whole day of every GPU, not a late
+# reading's minutes) rebuilds its indexes.
+RENEW_SHARE = 0.1
+
+
+def _indexes_renew(res: _Resolution, compressed: int) -> bool:
+    """Rebuild a raw rollup table's indexes once a run has emptied a good part of it: the deleted
+    rows' index pages are otherwise kept at the table's high-water mark (a day of every GPU's
+    minutes: 9 bytes a reading) until new rows reuse them. CONCURRENTLY outside a transaction: the
+    rollups stage keeps writing meanwhile. Returns whether it rebuilt."""
+    with connection.cursor() as cursor:
+        # Counted (the planner's estimate may predate the whole day written): an index-only scan.
+        cursor.execute(f"SELECT count(*) FROM {res.table}")
+        if compressed < RENEW_SHARE * (compressed + cursor.fetchone()[0]):
+            return False
+        partitions.table_indexes_rebuild(cursor, res.table)
+    return True
 
 
 def chunks_prune(resolution: str, before: dt.datetime, *, chunk: int = 10_000) -> int:
