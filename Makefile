@@ -96,6 +96,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) .ci/import_cycles.py
 	$(PY) .ci/readings_door.py
+	$(PY) .ci/template_layers.py
 	$(PY) .ci/function_length.py
 
 # Production-style serving: one Daphne per core on one socket (needs REDIS_URL for more than one).

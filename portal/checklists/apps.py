@@ -9,6 +9,7 @@ class ChecklistsConfig(AppConfig):
     def ready(self):
         from auditlog.registry import auditlog
 
+        from portal.checklists import panels  # noqa: F401 - panels register themselves
         from portal.checklists.models import (
             ChecklistAnswer,
             ChecklistPhoto,
