@@ -5,7 +5,7 @@ import io
 import pytest
 from django.core.management import call_command
 
-from portal.checklists.demo import demo_checklists_seed
+from portal.demo.checklists import demo_checklists_seed
 from portal.checklists.models import ChecklistRun
 from portal.maintenance.models import Ticket
 from tests.checklists.conftest import ago, readings

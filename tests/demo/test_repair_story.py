@@ -13,7 +13,7 @@ from portal.diagnostics.services import diagnostic_request
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.services.tickets import ticket_fire
-from portal.reports.demo import repair_history_seed
+from portal.demo.repair_history import repair_history_seed
 from portal.scheduler.models import SchedulerAction
 
 pytestmark = pytest.mark.django_db
