@@ -16,8 +16,7 @@ class DiagnosticsConfig(AppConfig):
         from portal.telemetry import hooks as telemetry_hooks
 
         auditlog.register(Diagnostic, include_fields=["state", "level", "purpose", "requested_by", "host"])
-        telemetry_hooks.on_host_commands("diagnostics")(services.host_commands)
+        telemetry_hooks.host_commands.subscribe("diagnostics")(services.host_commands)
         fleet_hooks.gpu_registered.subscribe("diagnostics")(services.gpu_registered)
         fleet_hooks.return_to_service.subscribe("diagnostics")(services.return_to_service_guard)
-        maintenance_hooks.on_ticket_changed("diagnostics")(services.ticket_changed)
-        services.on_diagnostic_finished("diagnostics-gate")(services.gate_diagnostic_finished)
+        maintenance_hooks.ticket_changed.subscribe("diagnostics")(services.ticket_changed)

@@ -8,9 +8,9 @@ class LiveConfig(AppConfig):
     def ready(self):
         from portal.live import panels, signals  # noqa: F401 - panels register themselves
         from portal.live.publish import readings_published, ticket_event_published
-        from portal.maintenance.hooks import on_ticket_changed
-        from portal.telemetry.hooks import on_batch_stored
+        from portal.maintenance import hooks as maintenance_hooks
+        from portal.telemetry import hooks as telemetry_hooks
 
         signals.connect()
-        on_batch_stored("live", with_readings=True)(readings_published)
-        on_ticket_changed("live")(ticket_event_published)
+        telemetry_hooks.batch_stored.subscribe("live")(readings_published)
+        maintenance_hooks.ticket_changed.subscribe("live")(ticket_event_published)

@@ -13,13 +13,14 @@ class MaintenanceConfig(AppConfig):
         from portal.maintenance import enqueue, hooks, panels  # noqa: F401 - panels register themselves
         from portal.maintenance.models import RuleConfig, Silence
         from portal.maintenance.services.evaluate import rules_prepare
-        from portal.telemetry.pipeline import pipeline_stage
+        from portal.telemetry import hooks as telemetry_hooks
 
         auditlog.register(Silence)
         auditlog.register(RuleConfig)
 
-        pipeline_stage("rules", order=10)(rules_prepare)
-        hooks.on_notifications_ready(enqueue.notifications_enqueue)
+        telemetry_hooks.pipeline_stages.subscribe("rules", order=10)(rules_prepare)
+        # Maintenance's own: the services cannot import the tasks (the tasks import them).
+        hooks.notifications_ready.subscribe("maintenance")(enqueue.notifications_enqueue)
         _fleet_hooks()
 
         post_save.connect(_record_saved, sender=MaintenanceRecord, dispatch_uid="maintenance.record_saved")

@@ -19,10 +19,8 @@ class TelemetryConfig(AppConfig):
     def ready(self):
         post_migrate.connect(_partitions_ensure, sender=self, dispatch_uid="telemetry_partitions")
         # checks and panels register themselves
-        from portal.telemetry import checks, enqueue, panels, pipeline  # noqa: F401
-        from portal.telemetry.hooks import on_batch_stored, raw_readings_needed
+        from portal.telemetry import checks, enqueue, hooks, panels  # noqa: F401
         from portal.telemetry.services import rollups
 
-        on_batch_stored("pipeline")(enqueue.pipeline_batch_stored)
-        pipeline.pipeline_stage("rollups", order=20)(rollups.rollups_prepare)
-        raw_readings_needed("pipeline")(pipeline.oldest_pending_reading)
+        hooks.batch_stored.subscribe("pipeline")(enqueue.pipeline_batch_stored)
+        hooks.pipeline_stages.subscribe("rollups", order=20)(rollups.rollups_prepare)

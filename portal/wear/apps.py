@@ -6,7 +6,7 @@ class WearConfig(AppConfig):
     label = "wear"
 
     def ready(self):
-        from portal.telemetry.pipeline import pipeline_stage
+        from portal.telemetry import hooks
         from portal.wear import panels, services  # noqa: F401 - panels register themselves
 
-        pipeline_stage("wear", order=30)(services.wear_prepare)
+        hooks.pipeline_stages.subscribe("wear", order=30)(services.wear_prepare)

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from portal.core.supervise import free_port
-from portal.maintenance.models import Ticket
 from portal.demo import slurm
+from portal.maintenance.models import Ticket
 from portal.scheduler.models import SchedulerAction
 from tests.core.test_embedded import _alive, _count, _descendants, _wait_for, embedded_env, manage_until_stopped
 
