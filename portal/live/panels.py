@@ -26,6 +26,6 @@ def gpu_charts(*, gpu, records, **page) -> dict:
     return {"live_config": selectors.gpu_live_config(gpu=gpu, records=records)}
 
 
-@panel("fleet.gpu", slot="scripts", name="live-charts", template="live/_gpu_scripts.html")
+@panel("fleet.gpu", slot="scripts", name="live-scripts", template="live/_gpu_scripts.html")
 def gpu_scripts(**page) -> dict:
     return {}

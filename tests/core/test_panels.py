@@ -23,6 +23,31 @@ PAGE_TEMPLATES = {
 }
 
 
+# What each page is made of: a panel registered again under another's name would replace it.
+PAGE_PANELS = {
+    "fleet.fleet": ["pipeline-lag", "live-tiles", "live-heatmap", "live-ticket-feed"],
+    "fleet.host": ["start-checklist", "open-tickets", "scheduler", "diagnostics", "agent-tokens"],
+    "fleet.gpu": [
+        "start-checklist",
+        "live-charts",
+        "wear",
+        "open-tickets",
+        "reliability",
+        "diagnostics",
+        "live-scripts",
+    ],
+    "fleet.gpu_rows": ["diagnostics"],
+    "maintenance.ticket": ["start-checklist", "guidance", "diagnostics", "scheduler"],
+    "maintenance.tickets": ["live-ticket-feed"],
+    "checklists.run": ["guidance"],
+}
+
+
+def test_each_page_has_its_panels():
+    for page, names in PAGE_PANELS.items():
+        assert sorted(entry.name for entry in panels.registered(page)) == sorted(names), page
+
+
 def test_every_registered_panel_goes_in_a_slot_its_page_renders_and_its_template_exists():
     registered = panels.registered()
     assert {entry.page for entry in registered} == set(PAGE_TEMPLATES)
