@@ -73,3 +73,8 @@ class Hook:
             except Exception:
                 log.exception("%s: subscriber %s failed; the caller's work itself is done", self.name, entry.name)
         return results
+
+
+# Core's own: what every web start prepares under VAR_DIR besides the catalogues
+# (portal.core.startup; the agent's distribution, portal.enrolment).
+web_start = Hook("core.web_start")
