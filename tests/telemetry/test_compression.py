@@ -29,6 +29,9 @@ ALL = READING_ROW_COLUMNS
 NOON = timezone.now().replace(hour=12, minute=0, second=0, microsecond=0)
 
 
+PIPELINE_PENDING = ledger.oldest_pending_reading
+
+
 @pytest.fixture(autouse=True)
 def _nothing_pending(monkeypatch):
     # The pipeline's pending batches are the one consumer here; tests that need one say so.
@@ -146,6 +149,7 @@ def test_a_crash_leaves_the_raw_readings_and_a_rerun_does_nothing(require_postgr
 
 
 def test_readings_a_pending_pipeline_batch_needs_stay_raw(require_postgres, monkeypatch):
+    monkeypatch.setattr(ledger, "oldest_pending_reading", PIPELINE_PENDING)  # the real one again
     gpu = GpuFactory()
     start = NOON - dt.timedelta(days=3)
     _readings(gpu, start, 720)  # two hours
