@@ -49,13 +49,14 @@ def main():
     tmp = django_setup()
     from agents.simulate import MODEL, SimulatedGpu
     from portal.fleet.models import Gpu, Host
-    from portal.telemetry import pipeline
+    from portal.telemetry import hooks, pipeline
     from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading
     from portal.telemetry.pipeline import PASS_BATCHES, pipeline_run
 
     if args.stages != "all":  # the rules' own cost: the other stages of the pipeline left out
-        for name in set(pipeline._stages) - set(args.stages.split(",")):
-            del pipeline._stages[name]
+        for stage in pipeline.stages():
+            if stage.name not in args.stages.split(","):
+                hooks.pipeline_stages.unsubscribe(stage.name)
     stage_s = _time_stages(pipeline)
 
     tag = uuid.uuid4().hex[:6]
@@ -165,8 +166,10 @@ def _time_stages(pipeline) -> dict[str, float]:
 
         return run
 
-    for name, stage in list(pipeline._stages.items()):
-        pipeline._stages[name] = pipeline.Stage(stage.name, timed(name, stage.prepare), stage.order)
+    from portal.telemetry import hooks
+
+    for stage in pipeline.stages():
+        hooks.pipeline_stages.subscribe(stage.name, order=stage.order)(timed(stage.name, stage.prepare))
     return spent
 
 

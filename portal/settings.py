@@ -99,7 +99,7 @@ CONTENT_SECURITY_POLICY = {
         "connect-src": [SELF],
         # Stylesheets only, no style="…" attributes or <style> elements (scripts set styles
         # through the CSSOM, which CSP allows). plotly.js's own rules are files too
-        # (templates/live/_plotly.html).
+        # (templates/core/_plotly.html).
         "style-src": [SELF],
         # One attribute value is allowed: plotly.js clears its colorbar's fill rectangles with
         # setAttribute("style", ""). The hash of "" matches exactly style="" and nothing else

@@ -109,9 +109,10 @@ def _wear_stage_only_where_asked(request, monkeypatch):
     """The pipeline's wear stage runs only in the tests that ask for it (`wear_on_ingest`): run on
     every in-process ingest it would slow the timing-sensitive live tests."""
     if "wear_on_ingest" not in request.fixturenames:
-        from portal.telemetry import pipeline
+        from portal.telemetry import hooks
 
-        monkeypatch.delitem(pipeline._stages, "wear", raising=False)
+        kept = [stage for stage in hooks.pipeline_stages.subscribers if stage.name != "wear"]
+        monkeypatch.setattr(hooks.pipeline_stages, "_subscribers", kept)
 
 
 @pytest.fixture

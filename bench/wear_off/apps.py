@@ -6,6 +6,6 @@ class WearOffConfig(AppConfig):
     label = "bench_wear_off"
 
     def ready(self):
-        from portal.telemetry import pipeline
+        from portal.telemetry import hooks
 
-        pipeline._stages.pop("wear", None)
+        hooks.pipeline_stages.unsubscribe("wear")

@@ -9,7 +9,7 @@ class ChecklistsConfig(AppConfig):
     def ready(self):
         from auditlog.registry import auditlog
 
-        from portal.checklists import messages  # noqa: F401 - its messages register themselves
+        from portal.checklists import messages, panels  # noqa: F401 - messages and panels register themselves
         from portal.checklists.models import (
             ChecklistAnswer,
             ChecklistPhoto,

@@ -17,6 +17,7 @@ from portal.checklists.messages import evidence_shown, outcome_word
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun
 from portal.checklists.shipped import shipped_option
 from portal.core.errors import ApplicationError
+from portal.core.panels import page_panels
 from portal.fleet.models import Gpu, Host
 from portal.maintenance.models import Ticket
 
@@ -106,6 +107,7 @@ class RunDetailView(Permission, View):
                 "required_open": [i for i in items if i["required"] and not i["answered_at"]],
                 "history": _history(run),
                 "now": timezone.now(),
+                "panels": page_panels("checklists.run", request=request, run=run),
             },
         )
 

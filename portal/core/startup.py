@@ -3,8 +3,9 @@
 `start_prepare(web=False)` (the catalogues only: its e-mails and chat messages are translated).
 
 The code may be read-only (the systemd units' ProtectSystem=strict), so whatever a start builds
-is written under VAR_DIR: the compiled translation catalogues here, and what higher apps register
-with `preparation` in their AppConfig.ready() (the agent's distribution, portal.enrolment). Each
+is written under VAR_DIR: the compiled translation catalogues here, and what higher apps subscribe
+to `portal.core.hooks.web_start` in their AppConfig.ready() (the agent's distribution,
+portal.enrolment). Each
 preparation does its work once per change of its sources and is safe when several processes or
 nodes start at once: it holds a lock file in its folder and writes every file under a temporary
 name in the same folder, renamed into place whole. What a start cannot prepare is logged in one
@@ -21,28 +22,20 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
 
+from portal.core import hooks
+
 logger = logging.getLogger("portal.start")
-
-_preparations: list[Callable[[], None]] = []
-
-
-def preparation(function: Callable[[], None]) -> Callable[[], None]:
-    """Register `function` to run at every web start (a higher app, from its AppConfig.ready())."""
-    if function not in _preparations:
-        _preparations.append(function)
-    return function
 
 
 def start_prepare(*, web: bool = True) -> None:
     catalogues_compile()
     if web:
-        for function in _preparations:
-            function()
+        hooks.web_start.call()
 
 
 @contextlib.contextmanager

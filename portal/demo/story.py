@@ -63,22 +63,22 @@ def slurm_start(say):
     """With Slurm installed and root: a single-node cluster under VAR_DIR/slurm, its node given to
     SLURM_HOST, and the portal's processes (started after this) told to use it. Otherwise say
     how to see it. Returns the cluster, or None."""
-    from portal.scheduler import devcluster
+    from portal.demo import slurm
 
     if settings.SLURM_ENABLED:
         say("Slurm: SLURM_MODE is set; the demo uses your cluster (its hosts need Slurm nodes).")
         return None
-    missing = devcluster.missing_commands()
+    missing = slurm.missing_commands()
     if missing or os.geteuid() != 0:
         why = f"missing {', '.join(missing)}" if missing else "it needs root to run slurmd"
-        say(f"Slurm: off ({why}). To see the XID 79 ticket drain a Slurm node: {devcluster.INSTALL_HINT}, "
+        say(f"Slurm: off ({why}). To see the XID 79 ticket drain a Slurm node: {slurm.INSTALL_HINT}, "
             "then run the demo as root; or SLURM_MODE=cli or rest with your own cluster (README, Slurm).")  # fmt: skip
         return None
     root = Path(settings.VAR_DIR) / "slurm"
-    devcluster.stop_stale(root)
+    slurm.stop_stale(root)
     shutil.rmtree(root, ignore_errors=True)  # a fresh cluster each time: no state left from the last demo
     try:
-        cluster = devcluster.start(root, rest=False)
+        cluster = slurm.start(root, rest=False)
     except (RuntimeError, OSError, subprocess.SubprocessError) as error:
         say(f"Slurm: the local cluster did not start ({str(error).splitlines()[0]}); the demo goes on without it.")
         return None

@@ -1,9 +1,11 @@
-"""What diagnostics adds to fleet's pages and a ticket's page (through portal.fleet.pages)."""
+"""What diagnostics adds to fleet's pages and a ticket's page (portal.core.panels)."""
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.utils.translation import gettext_lazy
 
+from portal.core.panels import panel
 from portal.diagnostics import selectors
 from portal.diagnostics.models import LEVELS
 
@@ -17,27 +19,29 @@ def _form(request, gpus) -> dict:
     return {"levels": LEVELS, "default_level": settings.RETURN_TO_SERVICE_LEVEL, "gpus": gpus}
 
 
+@panel("fleet.host", slot="main", name="diagnostics", template="diagnostics/_panel.html", order=20)
 def host_page_panel(*, host, request=None, **context) -> dict:
     return {
-        "diagnostics_panel": {
-            "diagnostics": selectors.host_diagnostics(host=host, limit=20),
-            "form": _form(request, None) if _can_request(request) else None,
-            "host": host,
-        }
+        "diagnostics": selectors.host_diagnostics(host=host, limit=20),
+        "form": _form(request, None) if _can_request(request) else None,
+        "host": host,
     }
 
 
+@panel("fleet.gpu", slot="main", name="diagnostics", template="diagnostics/_panel.html", order=40)
 def gpu_page_panel(*, gpu, request=None, **context) -> dict:
     return {
-        "diagnostics_panel": {
-            "diagnostics": selectors.gpu_diagnostics(gpu=gpu, limit=20),
-            "form": _form(request, [gpu]) if _can_request(request) else None,
-            "host": gpu.host,
-            "gpu": gpu,
-        }
+        "diagnostics": selectors.gpu_diagnostics(gpu=gpu, limit=20),
+        "form": _form(request, [gpu]) if _can_request(request) else None,
+        "host": gpu.host,
+        "gpu": gpu,
     }
 
 
+@panel(
+    "fleet.gpu_rows", slot="columns", name="diagnostics", template="diagnostics/_gpu_cell.html",
+    title=gettext_lazy("Diagnostic"),
+)  # fmt: skip
 def gpu_rows_panel(*, gpus, **context) -> dict:
     """Each GPU row of the fleet and host pages gets its latest diagnostic and its burn-in (one
     query for the rows)."""
@@ -46,9 +50,10 @@ def gpu_rows_panel(*, gpus, **context) -> dict:
         entry = latest.get(gpu.pk, {})
         gpu.diagnostic_latest = entry.get("latest")
         gpu.burn_in = selectors.burn_in_word(entry.get("burn_in"))
-    return {"diagnostics_column": True}
+    return {}
 
 
-def ticket_page_panel(*, ticket, request=None, **context) -> dict:
+@panel("maintenance.ticket", slot="evidence", name="diagnostics", template="diagnostics/_ticket_evidence.html")
+def ticket_page_panel(*, ticket, request=None, **context) -> dict | None:
     evidence = (ticket.evidence or {}).get("diagnostic") if isinstance(ticket.evidence, dict) else None
-    return {"diagnostic_evidence": evidence} if evidence else {}
+    return evidence or None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from portal.core.db import hot_cursor
 from portal.core.errors import Conflict, InvalidInput, NotFound
-from portal.diagnostics import messages
+from portal.diagnostics import hooks, messages
 from portal.diagnostics.models import LEVELS, Diagnostic, DiagnosticGpu, DiagnosticTest
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
@@ -35,27 +35,17 @@ MAX_FUTURE = dt.timedelta(minutes=5)
 TESTS_MAX = 200  # per GPU
 INFO_MAX = 20_000  # characters of one test's output kept
 
-# Subscribers to a diagnostic that finished or expired (the scheduler's resume gate): called with
-# `diagnostic=` once the transaction that stored the outcome commits.
-_finished: list[tuple[str, Callable[..., None]]] = []
-
-
-def on_diagnostic_finished(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    def register(consumer: Callable[..., None]) -> Callable[..., None]:
-        _finished[:] = [entry for entry in _finished if entry[0] != name]
-        _finished.append((name, consumer))
-        return consumer
-
-    return register
-
 
 def _finished_after_commit(diagnostic: Diagnostic) -> None:
+    """Once the outcome commits: the tickets waiting for it (this app's gate), then the apps above
+    (hooks.diagnostic_finished)."""
+
     def call():
-        for name, consumer in list(_finished):
-            try:
-                consumer(diagnostic=diagnostic)
-            except Exception:
-                log.exception("diagnostic consumer %s failed for %s", name, diagnostic.pk)
+        try:
+            gate_diagnostic_finished(diagnostic=diagnostic)
+        except Exception:
+            log.exception("the diagnostics gate failed for %s", diagnostic.pk)
+        hooks.diagnostic_finished.call(diagnostic=diagnostic)
 
     transaction.on_commit(call)
 

@@ -9,11 +9,11 @@ class EnrolmentConfig(AppConfig):
     def ready(self):
         from auditlog.registry import auditlog
 
-        from portal.core.startup import preparation
+        from portal.core.hooks import web_start
         from portal.enrolment.agent_dist import agent_dist_prepare
         from portal.enrolment.models import EnrolmentAttempt, EnrolmentCode
 
-        preparation(agent_dist_prepare)  # /agent/'s files, prepared by every web start under VAR_DIR
+        web_start.subscribe("enrolment")(agent_dist_prepare)  # /agent/'s files, under VAR_DIR
 
         # Codes (made, revoked) and every exchange, granted or refused, are in the audit trail.
         auditlog.register(EnrolmentCode, exclude_fields=["secret_hash"])

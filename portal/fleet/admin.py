@@ -44,7 +44,7 @@ class GpuAdminForm(forms.ModelForm):
         current = Gpu.objects.filter(pk=self.instance.pk).values_list("status", flat=True).first()
         if current == Gpu.Status.OUT_FOR_REPAIR and status == Gpu.Status.IN_SERVICE:
             try:
-                hooks.return_to_service_check(gpu=self.instance)
+                hooks.return_to_service.call(gpu=self.instance)
             except ApplicationError as refused:
                 raise forms.ValidationError(refused.message) from None
         return status

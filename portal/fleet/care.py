@@ -3,10 +3,12 @@
 A GPU reports its own slowdown threshold; the limits are set below it. The rules (maintenance),
 the wear meters, the pages and the metrics all take their figures from here. The rules' figures
 are defaults of their parameters, so an admin's rule override (fleet-wide or per host) moves a
-rule's limit and the pages' colours together (fleet.pages.CareLimits, maintenance.selectors).
+rule's limit and the pages' colours together (CareLimits below, maintenance.selectors).
 The wear meters' "hot" is the one portal-api-v1.md ("Wear") defines: not a rule parameter,
 because lifetime meters counted under one limit and read under another would mean nothing.
 """
+
+import datetime as dt
 
 # The slowdown threshold the rules assume for a GPU that does not report one.
 UNKNOWN_SLOWDOWN_C = 88
@@ -41,3 +43,28 @@ def below_slowdown_c(reported: int | None, *, margin_c: float, unknown_c: float 
 def wear_hot_c(reported: int | None) -> float:
     """From this temperature up a reading counts towards the wear meters' hot hours."""
     return WEAR_HOT_UNKNOWN_C if reported is None else reported - WEAR_HOT_MARGIN_C
+
+
+# How a periodic task stands: done recently, due soon, overdue, never done; "" when no schedule.
+OK, DUE, OVERDUE, NEVER = "ok", "due", "overdue", "never"
+
+
+class CareLimits:
+    """The limits a page colours by. This base sets none (no maintenance app); maintenance
+    subscribes to `fleet.hooks.care_limits` with the rule configuration in force."""
+
+    def hot_c(self, *, host_id: int, slowdown_c: int | None) -> float | None:
+        """From this temperature up a GPU counts as hot; None: never."""
+        return None
+
+    def silent_after_s(self, *, host_id: int) -> float | None:
+        """A GPU without a reading for longer than this is silent; None: never."""
+        return None
+
+    def due_state(self, *, host_id: int, record_kind: str, last: dt.datetime | None, now: dt.datetime) -> str:
+        """OK, DUE, OVERDUE or NEVER for a task done at `last`; "" when nothing schedules it."""
+        return "" if last is not None else NEVER
+
+    def open_tickets(self, *, host_id: int) -> int:
+        """Open tickets on the host and its GPUs."""
+        return 0

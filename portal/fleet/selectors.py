@@ -15,7 +15,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from agents import __version__ as SERVED_AGENT_VERSION  # the agent /agent/ serves is this tree
 from portal.core.db import EpochMs
-from portal.fleet import pages
+from portal.fleet import care, hooks
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 
 Kind = MaintenanceRecord.Kind
@@ -132,7 +132,7 @@ class Age:
     """When a periodic task was last done, and how it stands by the schedule in force."""
 
     moment: dt.datetime | None
-    state: str  # pages.OK, DUE, OVERDUE, NEVER, or "" (no schedule)
+    state: str  # care.OK, DUE, OVERDUE, NEVER, or "" (no schedule)
     now: dt.datetime
 
     @cached_property
@@ -157,7 +157,7 @@ class Age:
         return "" if self._local is None else formats.date_format(self._local, "SHORT_DATETIME_FORMAT")
 
 
-def age(*, limits: pages.CareLimits, host_id: int, kind: str, moment, now: dt.datetime) -> Age:
+def age(*, limits: care.CareLimits, host_id: int, kind: str, moment, now: dt.datetime) -> Age:
     return Age(moment, limits.due_state(host_id=host_id, record_kind=kind, last=moment, now=now), now)
 
 
@@ -222,7 +222,7 @@ def _heard_since(now: dt.datetime):
     return condition
 
 
-def _gpu_counts(gpus: QuerySet[Gpu], limits: pages.CareLimits, host_ids, now: dt.datetime) -> dict[int, dict]:
+def _gpu_counts(gpus: QuerySet[Gpu], limits: care.CareLimits, host_ids, now: dt.datetime) -> dict[int, dict]:
     """Per host: its GPUs, and of those in service the ones without data, silent and hot (by the
     rules' limits for the host), counted in the database: one query over the GPUs, 625 rows back
     at 5,000 GPUs instead of 5,000, and the limits stated once per group of hosts sharing them."""
@@ -287,7 +287,7 @@ def fleet_summary(*, now: dt.datetime, include_retired: bool = False) -> list[Ho
             url=host_url.replace("HOSTNAME", quoted), gpus_url=gpus_url.replace("HOSTNAME", quoted),
         )  # fmt: skip
         last[host_id] = [None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC) for ms in moments]
-    limits = pages.care_limits(host_ids=rows)
+    limits = hooks.care_limits_for(host_ids=rows)
     for host_id, counts in _gpu_counts(gpus, limits, list(rows), now).items():
         row = rows.get(host_id)
         if row is None:
@@ -305,12 +305,12 @@ def fleet_summary(*, now: dt.datetime, include_retired: bool = False) -> list[Ho
 
 # What the fleet page says of a host's task that falls due or is overdue, in the reader's language.
 _TASK_STATES = {
-    (Kind.CLEANING, pages.DUE): gettext_lazy("cleaning due"),
-    (Kind.CLEANING, pages.OVERDUE): gettext_lazy("cleaning overdue"),
-    (Kind.BACKUP, pages.DUE): gettext_lazy("backup due"),
-    (Kind.BACKUP, pages.OVERDUE): gettext_lazy("backup overdue"),
-    (Kind.DRIVER_UPDATE, pages.DUE): gettext_lazy("driver review due"),
-    (Kind.DRIVER_UPDATE, pages.OVERDUE): gettext_lazy("driver review overdue"),
+    (Kind.CLEANING, care.DUE): gettext_lazy("cleaning due"),
+    (Kind.CLEANING, care.OVERDUE): gettext_lazy("cleaning overdue"),
+    (Kind.BACKUP, care.DUE): gettext_lazy("backup due"),
+    (Kind.BACKUP, care.OVERDUE): gettext_lazy("backup overdue"),
+    (Kind.DRIVER_UPDATE, care.DUE): gettext_lazy("driver review due"),
+    (Kind.DRIVER_UPDATE, care.OVERDUE): gettext_lazy("driver review overdue"),
 }
 
 
@@ -322,7 +322,7 @@ def _problems(row: HostRow) -> list[str]:
         problems.append(gettext("%(count)s silent") % {"count": row.silent})
     for kind in HOST_TASKS:
         state = row.ages[kind].state
-        if state in (pages.OVERDUE, pages.DUE):
+        if state in (care.OVERDUE, care.DUE):
             problems.append(str(_TASK_STATES[kind, state]))
     if row.open_tickets:
         problems.append(
@@ -331,7 +331,7 @@ def _problems(row: HostRow) -> list[str]:
     return problems
 
 
-def host_gpu_rows(*, host: Host, now: dt.datetime, limits: pages.CareLimits) -> list[Gpu]:
+def host_gpu_rows(*, host: Host, now: dt.datetime, limits: care.CareLimits) -> list[Gpu]:
     """A host's GPUs (retired last) with their latest reading and, as attributes, `hot`, `silent`,
     `age_s` and `ages` (cleaning and driver update by the schedules in force): one query."""
     gpus = list(gpus_with_derived_dates(host.gpus.select_related("latest")).order_by("index", "created_at"))

@@ -114,7 +114,7 @@ def gpu_create(
     gpu.save()
     gpu_status_history_start(gpu=gpu, user=user, source=source, reason=reason)
     host_inventory_changed(host_ids=[gpu.host_id])
-    hooks.gpu_registered(gpu=gpu, source=source)
+    hooks.gpu_registered.call(gpu=gpu, source=source)
     return gpu
 
 
@@ -193,8 +193,8 @@ def _check_status_change(*, gpu: Gpu, status: str, user, source: str, force: boo
         return True
     if not returning:
         return False
-    if hooks.return_to_service_guarded():
-        hooks.return_to_service_check(gpu=gpu)
+    if hooks.return_to_service:
+        hooks.return_to_service.call(gpu=gpu)
         return False
     if source == GpuStatusChange.Source.CHECKLIST:
         return False

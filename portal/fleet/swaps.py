@@ -1,5 +1,5 @@
 """A card swapped in a slot: the service that records a swap, what reads the slots' history, and
-the hook higher apps subscribe to.
+what it hands on (`fleet.hooks.gpu_swapped`).
 
 Ingest (telemetry) decides when a GPU registered just now takes the slot of one that left for
 repair (it knows when each GPU last reported) and calls `gpu_swap_record`; the swap retires the
@@ -7,8 +7,8 @@ old GPU ("Replaced by <serial>."), links old, new and the repair record (GpuSwap
 repair's outcome "replaced" when it was still pending. The new GPU is registered like any new
 GPU (fleet.services.gpu_create), so whatever greets a new GPU (a burn-in) greets it too.
 
-- `on_gpu_swapped(name)(consumer)`: `consumer(swap=...)` is called once the swap has committed
-  (maintenance resolves the old GPU's "Agent silent" tickets).
+Once the swap has committed, `fleet.hooks.gpu_swapped` hands it on (maintenance resolves the old
+GPU's "Agent silent" tickets).
 """
 
 from __future__ import annotations
@@ -16,39 +16,18 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import Q
 
 from portal.core.errors import InvalidInput
-from portal.fleet import services
+from portal.fleet import hooks, services
 from portal.fleet.models import Gpu, GpuStatusChange, GpuSwap, Host, MaintenanceRecord
 
 log = logging.getLogger(__name__)
 
-SwapConsumer = Callable[..., None]
-_consumers: list[tuple[str, SwapConsumer]] = []
-
 # The GPUs a new card may replace: those not retired (a retired GPU has left its slot already).
 REPLACEABLE = (Gpu.Status.IN_SERVICE, Gpu.Status.OUT_FOR_REPAIR)
-
-
-def on_gpu_swapped(name: str) -> Callable[[SwapConsumer], SwapConsumer]:
-    def register(consumer: SwapConsumer) -> SwapConsumer:
-        _consumers[:] = [entry for entry in _consumers if entry[0] != name]
-        _consumers.append((name, consumer))
-        return consumer
-
-    return register
-
-
-def _gpu_swapped(swap: GpuSwap) -> None:
-    for name, consumer in list(_consumers):
-        try:
-            consumer(swap=swap)
-        except Exception:
-            log.exception("swap consumer %s failed for swap %s; the swap itself is stored", name, swap.pk)
 
 
 def swap_reason(*, new_gpu: Gpu) -> str:
@@ -110,7 +89,7 @@ def gpu_swap_record(*, old_gpu: Gpu, new_gpu: Gpu, repair: MaintenanceRecord | N
         except InvalidInput as error:
             log.warning("swap %s: repair record %s kept as it is: %s", swap.pk, repair.pk, error)
     services.host_inventory_changed(host_ids=[old_gpu.host_id])
-    transaction.on_commit(lambda: _gpu_swapped(swap))
+    transaction.on_commit(lambda: hooks.gpu_swapped.call(swap=swap))
     return swap
 
 

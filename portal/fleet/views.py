@@ -14,7 +14,8 @@ from django.views import View
 
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
-from portal.fleet import pages, selectors, services, swaps
+from portal.core.panels import page_panels
+from portal.fleet import hooks, selectors, services, swaps
 from portal.fleet.forms import RECORD_LABELS, GpuEditForm, GpuForm, HostForm, record_form_class
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import KIND_SPECS
@@ -54,7 +55,7 @@ class FleetView(Permission, View):
             {
                 "page": page, "host_count": len(rows), "gpu_count": sum(row.gpus for row in rows),
                 "attention_count": len(needing), "attention": attention, "include_retired": include_retired,
-                "now": now, **pages.page_panels("fleet", request=request),
+                "now": now, "panels": page_panels("fleet.fleet", request=request),
             },
         )  # fmt: skip
 
@@ -67,10 +68,12 @@ class HostGpusView(Permission, View):
     def get(self, request, hostname):
         host = get_object_or_404(Host, hostname=hostname)
         now = timezone.now()
-        limits = pages.care_limits(host_ids=[host.pk])
+        limits = hooks.care_limits_for(host_ids=[host.pk])
         gpus = selectors.host_gpu_rows(host=host, now=now, limits=limits)
-        panels = pages.page_panels("gpu_rows", request=request, gpus=gpus)
-        return render(request, "fleet/_gpu_table.html", {"host": host, "gpus": gpus, "now": now, **panels})
+        gpu_panels = page_panels("fleet.gpu_rows", request=request, gpus=gpus)
+        return render(
+            request, "fleet/_gpu_table.html", {"host": host, "gpus": gpus, "now": now, "gpu_panels": gpu_panels}
+        )
 
 
 class SearchView(Permission, View):
@@ -83,7 +86,7 @@ class SearchView(Permission, View):
             only = (results["hosts"] or results["gpus"])[0]
             return redirect(only)
         now = timezone.now()
-        limits = pages.care_limits(host_ids={gpu.host_id for gpu in results["gpus"]})
+        limits = hooks.care_limits_for(host_ids={gpu.host_id for gpu in results["gpus"]})
         for gpu in results["gpus"]:
             gpu.cleaning = selectors.age(
                 limits=limits, host_id=gpu.host_id, kind=MaintenanceRecord.Kind.CLEANING, moment=gpu.last_cleaning_at,
@@ -105,7 +108,7 @@ class HostDetailView(Permission, View):
     def get(self, request, hostname):
         host = selectors.host_get(hostname=hostname)
         now = timezone.now()
-        limits = pages.care_limits(host_ids=[host.pk])
+        limits = hooks.care_limits_for(host_ids=[host.pk])
         Kind = MaintenanceRecord.Kind
         ages = _ages(limits, host.pk, now, {
             Kind.CLEANING: host.last_cleaning_at, Kind.CONNECTION_CHECK: host.last_connection_check_at,
@@ -120,13 +123,13 @@ class HostDetailView(Permission, View):
                 "agent_update": selectors.agent_version_check(host.agent_version),
                 "ages": ages,
                 "gpus": gpus,
-                **pages.page_panels("gpu_rows", request=request, gpus=gpus),
+                "gpu_panels": page_panels("fleet.gpu_rows", request=request, gpus=gpus),
                 "records": selectors.host_timeline(host=host)[:100],
                 "slots": swaps.host_slot_history(host=host, gpus=gpus),
                 "audit_entries": _audit_entries(host),
                 "kinds": MaintenanceRecord.Kind.choices,
                 "now": now,
-                **pages.page_panels("host", request=request, host=host),
+                "panels": page_panels("fleet.host", request=request, host=host),
             },
         )
 
@@ -139,7 +142,7 @@ class GpuDetailView(Permission, View):
         now = timezone.now()
         records = list(selectors.gpu_timeline(gpu=gpu)[:100])
         Kind = MaintenanceRecord.Kind
-        ages = _ages(pages.care_limits(host_ids=[gpu.host_id]), gpu.host_id, now, {
+        ages = _ages(hooks.care_limits_for(host_ids=[gpu.host_id]), gpu.host_id, now, {
             Kind.CLEANING: gpu.last_cleaning_at, Kind.DRIVER_UPDATE: gpu.last_driver_update_at,
             Kind.INSPECTION: gpu.last_inspection_at, Kind.BACKUP: gpu.last_backup_at,
         })  # fmt: skip
@@ -155,7 +158,7 @@ class GpuDetailView(Permission, View):
                 "audit_entries": _audit_entries(gpu),
                 "kinds": [(k, label) for k, label in MaintenanceRecord.Kind.choices if k != "backup"],
                 "now": now,
-                **pages.page_panels("gpu", request=request, gpu=gpu, records=records),
+                "panels": page_panels("fleet.gpu", request=request, gpu=gpu, records=records),
             },
         )
 

@@ -1,6 +1,6 @@
 """The one module that sends the maintenance tasks (services never do: the tasks import them).
 
-Notifications: `notifications_enqueue`, the sender registered with portal.maintenance.hooks.
+Notifications: `notifications_enqueue`, the sender subscribed to portal.maintenance.hooks.notifications_ready.
 (Evaluation is a stage of the pipeline: portal.telemetry.pipeline.)
 """
 

@@ -9,7 +9,7 @@ from django.db.models import Count, QuerySet
 from django.utils.translation import gettext_lazy
 
 from portal.core.selectors import filter_given
-from portal.fleet.pages import DUE, NEVER, OK, OVERDUE, CareLimits
+from portal.fleet.care import DUE, NEVER, OK, OVERDUE, CareLimits
 from portal.maintenance.models import Severity, Ticket
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
 from portal.maintenance.services.config import RuleParams

@@ -11,7 +11,7 @@ from django.views import View
 
 from portal.core.errors import Conflict, InvalidInput
 from portal.core.forms import add_application_error
-from portal.fleet import pages
+from portal.core.panels import page_panels
 from portal.maintenance import selectors, services, xid_catalog
 from portal.maintenance.forms import (
     AssignForm,
@@ -64,6 +64,7 @@ class TicketListView(Permission, View):
             "page": page, "filters": filters, "sort": sort, "states": Ticket.State.choices,
             "severities": Severity.choices, "rules": sorted((key, rule.title_shown) for key, rule in RULES.items()),
             "sorts": [(key, SORT_LABELS[key]) for key in selectors.SORTS],
+            "panels": page_panels("maintenance.tickets", request=request),
         })  # fmt: skip
 
 
@@ -82,7 +83,7 @@ class TicketDetailView(Permission, View):
             "transitions": sorted(services.tickets.TRANSITIONS[ticket.state]), "assign_form": AssignForm(),
             "comment_form": CommentForm(), "xid_guidance": xid_catalog.ticket_xid_guidance(ticket),
             "xid_source_url": xid_catalog.SOURCE_URL, "xid_source_title": xid_catalog.SOURCE_TITLE,
-            **pages.page_panels("ticket", request=request, ticket=ticket),
+            "panels": page_panels("maintenance.ticket", request=request, ticket=ticket, rule=RULES.get(ticket.rule)),
         }, status=status)  # fmt: skip
 
     def post(self, request, pk):

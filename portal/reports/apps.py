@@ -6,7 +6,4 @@ class ReportsConfig(AppConfig):
     label = "reports"
 
     def ready(self):
-        from portal.fleet import pages
-        from portal.reports.panels import gpu_page_panel
-
-        pages.on_page("gpu", "reports")(gpu_page_panel)
+        from portal.reports import panels  # noqa: F401 - panels register themselves

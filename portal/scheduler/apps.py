@@ -9,14 +9,11 @@ class SchedulerConfig(AppConfig):
     def ready(self):
         from auditlog.registry import auditlog
 
-        from portal.diagnostics import services as diagnostics
-        from portal.fleet import pages
-        from portal.maintenance import hooks
-        from portal.scheduler import checks, enqueue, panels  # noqa: F401 - checks register themselves
+        from portal.diagnostics import hooks as diagnostics_hooks
+        from portal.maintenance import hooks as maintenance_hooks
+        from portal.scheduler import checks, enqueue, panels  # noqa: F401 - checks and panels register themselves
         from portal.scheduler.models import SchedulerAction
 
         auditlog.register(SchedulerAction, exclude_fields=["claimed_until"])
-        hooks.on_ticket_changed("scheduler")(enqueue.ticket_changed)
-        diagnostics.on_diagnostic_finished("scheduler")(enqueue.diagnostic_finished)
-        pages.on_page("host", "scheduler")(panels.host_page_panel)
-        pages.on_page("ticket", "scheduler")(panels.ticket_page_panel)
+        maintenance_hooks.ticket_changed.subscribe("scheduler")(enqueue.ticket_changed)
+        diagnostics_hooks.diagnostic_finished.subscribe("scheduler")(enqueue.diagnostic_finished)

@@ -1,9 +1,10 @@
-"""What the scheduler adds to the host page and a ticket's page (through portal.fleet.pages)."""
+"""What the scheduler adds to the host page and a ticket's page (portal.core.panels)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
+from portal.core.panels import panel
 from portal.scheduler import selectors
 from portal.scheduler.adapters import Node, NodeUnknown, SchedulerAdapter, SchedulerUnavailable
 from portal.scheduler.services import (
@@ -23,10 +24,11 @@ def _page_adapter() -> SchedulerAdapter:
     return adapter
 
 
-def host_page_panel(*, host, request=None, **context) -> dict:
+@panel("fleet.host", slot="main", name="scheduler", template="scheduler/_host_panel.html", order=10)
+def host_page_panel(*, host, request=None, **context) -> dict | None:
     user = getattr(request, "user", None)
     if not scheduler_enabled() or not (user and user.has_perm("scheduler.view_scheduleraction")):
-        return {}
+        return None
     status, error, unknown = None, "", False
     try:
         status = selectors.scheduler_node_status(host=host, adapter=_page_adapter())
@@ -43,26 +45,25 @@ def host_page_panel(*, host, request=None, **context) -> dict:
         node = Node(node=status["node"], state=status["state"], reason=status["reason"]) if status else None
         blockers = [b.text() for b in scheduler_resume_blockers(host_id=host.pk, node=node, by_hand=True)]
     return {
-        "scheduler_panel": {
-            "node": node_name(host),
-            "status": status,
-            "error": error,
-            "unknown": unknown,
-            "last_failure": selectors.scheduler_last_failure(host=host),
-            "actions": selectors.scheduler_host_actions(host=host),
-            "can_act": can_act,
-            "resume_blockers": blockers,
-            "can_force": can_act and user.has_perm("scheduler.force_resume"),
-            "mode": settings.SLURM_MODE,
-        }
+        "node": node_name(host),
+        "status": status,
+        "error": error,
+        "unknown": unknown,
+        "last_failure": selectors.scheduler_last_failure(host=host),
+        "actions": selectors.scheduler_host_actions(host=host),
+        "can_act": can_act,
+        "resume_blockers": blockers,
+        "can_force": can_act and user.has_perm("scheduler.force_resume"),
+        "mode": settings.SLURM_MODE,
     }
 
 
-def ticket_page_panel(*, ticket, request=None, **context) -> dict:
+@panel("maintenance.ticket", slot="work", name="scheduler", template="scheduler/_rest_offer.html")
+def ticket_page_panel(*, ticket, request=None, **context) -> dict | None:
     """The no-rest rule's ticket offers to drain the node after its current jobs for some hours."""
     if not scheduler_enabled() or ticket.rule != "no_rest" or not ticket.is_open:
-        return {}
+        return None
     user = getattr(request, "user", None)
     if not (user and user.has_perm("scheduler.add_scheduleraction")):
-        return {}
-    return {"scheduler_rest_offer": {"ticket": ticket, "node": node_name(ticket.host), "hours_max": REST_HOURS_MAX}}
+        return None
+    return {"ticket": ticket, "node": node_name(ticket.host), "hours_max": REST_HOURS_MAX}

@@ -18,26 +18,9 @@ class TelemetryConfig(AppConfig):
 
     def ready(self):
         post_migrate.connect(_partitions_ensure, sender=self, dispatch_uid="telemetry_partitions")
-        from portal.accounts.roles import role_flags
-        from portal.fleet import pages
-        from portal.telemetry import checks, enqueue, pipeline, selectors  # noqa: F401 - checks register themselves
-        from portal.telemetry.hooks import on_batch_stored, raw_readings_needed
+        # checks and panels register themselves
+        from portal.telemetry import checks, enqueue, hooks, panels  # noqa: F401
         from portal.telemetry.services import rollups
 
-        on_batch_stored("pipeline")(enqueue.pipeline_batch_stored)
-        pipeline.pipeline_stage("rollups", order=20)(rollups.rollups_prepare)
-        raw_readings_needed("pipeline")(pipeline.oldest_pending_reading)
-
-        @pages.on_page("host", "telemetry")
-        def _host_tokens(*, request, host, **context):
-            # The host page's agent tokens, for those who may see them.
-            if not request.user.has_perm("telemetry.view_hosttoken"):
-                return {}
-            return {"tokens": selectors.host_tokens(host=host)}
-
-        @pages.on_page("fleet", "pipeline")
-        def _pipeline(*, request, **context):
-            # Admins only: a stage that falls behind is theirs to look into.
-            if not role_flags(request.user)["admin"]:
-                return {}
-            return {"pipeline_lagging": pipeline.pipeline_lagging()}
+        hooks.batch_stored.subscribe("pipeline")(enqueue.pipeline_batch_stored)
+        hooks.pipeline_stages.subscribe("rollups", order=20)(rollups.rollups_prepare)

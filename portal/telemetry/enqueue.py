@@ -19,7 +19,8 @@ def _send() -> None:
     pipeline_run_task.delay()
 
 
-def pipeline_batch_stored(*, batch_pk: int, host_id: int, gpu_ids: list[int]) -> None:
+def pipeline_batch_stored(*, batch_pk: int, host_id: int, gpu_ids: list[int], readings=()) -> None:
+    """The batch_stored hook: a pass soon (it reads the readings itself, with its other batches)."""
     global _debouncer
     interval = settings.PIPELINE_DEBOUNCE_S
     if interval <= 0:

@@ -192,7 +192,7 @@ def _commands(host) -> list[dict]:
     queued = host.commands_queued_at
     if queued is None:
         return []
-    commands = hooks.host_commands(host_id=host.pk)
+    commands = hooks.host_commands_for(host_id=host.pk)
     if commands is None:
         return []
     if not commands:

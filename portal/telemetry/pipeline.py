@@ -1,10 +1,10 @@
 """The one pipeline after ingest: every stored batch handed once to every stage.
 
-A stage (rules, rollups, wear, and whatever registers later) works on a block of stored batches
-whose readings are already read, in one query, for every stage of a pass. It registers here (the
-apps above telemetry in their `AppConfig.ready()`) with a `prepare(block)` that only reads and
-computes, and returns what to write; the pass then writes it in a transaction together with the
-stage's rows of the ledger (`StageDone`), so a batch counts as finished by a stage exactly when
+A stage (rules, rollups, wear, and whatever subscribes later) works on a block of stored batches
+whose readings are already read, in one query, for every stage of a pass. It subscribes to
+`telemetry.hooks.pipeline_stages` (in its app's `AppConfig.ready()`) with a `prepare(block)` that
+only reads and computes, and returns what to write; the pass then writes it in a transaction together with the
+stage's rows of the ledger (`StageDone`; read in ledger.py), so a batch counts as finished by a stage exactly when
 the stage's effects are committed. A crash anywhere leaves the batch pending for that stage only,
 and the next pass does that stage's work once.
 
@@ -28,12 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet
+from django.db.models import Count, Max, Min
 from django.utils import timezone
 
 from portal.core.locks import pass_lock
 from portal.fleet.models import Gpu
-from portal.telemetry import store
+from portal.telemetry import hooks, ledger, store
 from portal.telemetry.columns import READING_ROW_COLUMNS, ReadingColumns, tuple_picker
 from portal.telemetry.models import IngestBatch, PipelineCursor, StageDone, XidEvent
 
@@ -120,54 +120,16 @@ class Stage:
     order: int
 
 
-_stages: dict[str, Stage] = {}
-
-
-def pipeline_stage(name: str, *, order: int) -> Callable[[Callable[[Block], Prepared]], Callable[[Block], Prepared]]:
-    """Register a stage; stages run in `order` within a pass. A second registration under the same
-    name replaces the first."""
-
-    def register(prepare: Callable[[Block], Prepared]) -> Callable[[Block], Prepared]:
-        _stages[name] = Stage(name, prepare, order)
-        return prepare
-
-    return register
-
-
 def stages() -> list[Stage]:
-    return sorted(_stages.values(), key=lambda stage: (stage.order, stage.name))
+    """The stages subscribed to telemetry.hooks.pipeline_stages, in the order a pass runs them."""
+    return [Stage(entry.name, entry.function, entry.order) for entry in hooks.pipeline_stages]
 
 
 # --- the ledger ---------------------------------------------------------------------------------
 
 
-def _cursor() -> int:
-    row = PipelineCursor.objects.order_by("pk").values_list("done_below", flat=True).first()
-    return row or 0
-
-
-def finished_batches() -> QuerySet[IngestBatch]:
-    """The stored batches every stage has finished."""
-    names = [stage.name for stage in stages()]
-    if not names:
-        return IngestBatch.objects.all()
-    cursor = _cursor()
-    return IngestBatch.objects.filter(Q(pk__lt=cursor) | ~Q(pk__in=_pending_query(names, floor=cursor).values("pk")))
-
-
-def _not_done(stage: str):
-    return ~Exists(StageDone.objects.filter(batch_pk=OuterRef("pk"), stage=stage))
-
-
-def _pending_query(names: list[str], *, floor: int) -> QuerySet[IngestBatch]:
-    condition = Q()
-    for name in names:
-        condition |= Q(_not_done(name))
-    return IngestBatch.objects.filter(condition, pk__gte=floor)
-
-
 def _claim_floor(*, sweep: bool) -> int:
-    cursor = _cursor()
+    cursor = ledger.cursor()
     if sweep:
         return cursor
     newest = StageDone.objects.aggregate(newest=Max("batch_pk"))["newest"] or 0
@@ -178,7 +140,7 @@ _BATCH_FIELDS = ("pk", "host_id", "received_at", "first_ts", "last_ts", "reading
 
 
 def _pending(names: list[str], *, limit: int, sweep: bool) -> list[StoredBatch]:
-    query = _pending_query(names, floor=_claim_floor(sweep=sweep)).order_by("pk").values_list(*_BATCH_FIELDS)
+    query = ledger.pending_query(names, floor=_claim_floor(sweep=sweep)).order_by("pk").values_list(*_BATCH_FIELDS)
     return [StoredBatch(*row) for row in query[:limit]]
 
 
@@ -194,12 +156,12 @@ def ledger_compact(*, now: dt.datetime | None = None) -> int:
     """Fold the ledger's rows into the cursor: it moves up to the first batch some stage has not
     finished, never past a batch received within IN_FLIGHT. Returns the cursor."""
     now = now or timezone.now()
-    cursor = _cursor()
+    cursor = ledger.cursor()
     limit = IngestBatch.objects.filter(received_at__lt=now - IN_FLIGHT, pk__gte=cursor).aggregate(top=Max("pk"))["top"]
     if limit is None:
         return cursor
     limit += 1
-    unfinished = _pending_query([stage.name for stage in stages()], floor=cursor).filter(pk__lt=limit)
+    unfinished = ledger.pending_query([stage.name for stage in stages()], floor=cursor).filter(pk__lt=limit)
     first = unfinished.aggregate(first=Min("pk"))["first"]
     moved = min(limit, first) if first is not None else limit
     if moved > cursor:
@@ -358,10 +320,10 @@ class StageStatus:
 def pipeline_status(*, now: dt.datetime | None = None) -> list[StageStatus]:
     """Every registered stage, by name (portal-api-v1.md, "Pipeline status"): one query each."""
     now = now or timezone.now()
-    floor = _cursor()
+    floor = ledger.cursor()
     out = []
-    for name in sorted(_stages):
-        figures = IngestBatch.objects.filter(_not_done(name), pk__gte=floor).aggregate(
+    for name in sorted(ledger.stage_names()):
+        figures = IngestBatch.objects.filter(ledger.not_done(name), pk__gte=floor).aggregate(
             batches=Count("pk"), oldest=Min("received_at")
         )
         oldest = figures["oldest"] if figures["batches"] else None
@@ -373,11 +335,3 @@ def pipeline_status(*, now: dt.datetime | None = None) -> list[StageStatus]:
 def pipeline_lagging(*, now: dt.datetime | None = None) -> list[StageStatus]:
     """The stages whose oldest pending batch was stored more than LAGGING_AFTER_S ago."""
     return [stage for stage in pipeline_status(now=now) if (stage.lag_seconds or 0) > LAGGING_AFTER_S]
-
-
-def oldest_pending_reading() -> dt.datetime | None:
-    """The oldest reading of a batch some stage has not finished (retention keeps it)."""
-    names = [stage.name for stage in stages()]
-    if not names:
-        return None
-    return _pending_query(names, floor=_cursor()).aggregate(oldest=Min("first_ts"))["oldest"]

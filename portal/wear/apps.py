@@ -6,12 +6,7 @@ class WearConfig(AppConfig):
     label = "wear"
 
     def ready(self):
-        from portal.fleet import pages
-        from portal.telemetry.pipeline import pipeline_stage
-        from portal.wear import selectors, services
+        from portal.telemetry import hooks
+        from portal.wear import panels, services  # noqa: F401 - panels register themselves
 
-        pipeline_stage("wear", order=30)(services.wear_prepare)
-
-        @pages.on_page("gpu", "wear")
-        def _gpu_wear(*, gpu, **context):
-            return {"wear_panel": selectors.gpu_wear_panel(gpu=gpu)}
+        hooks.pipeline_stages.subscribe("wear", order=30)(services.wear_prepare)

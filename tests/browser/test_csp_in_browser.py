@@ -12,8 +12,8 @@ from tests.portal_process import REPO
 
 pytestmark = pytest.mark.browser
 
-PLOTLY = REPO / "static" / "live" / "plotly.min.js"
-PLOTLY_TEMPLATE = REPO / "templates" / "live" / "_plotly.html"
+PLOTLY = REPO / "static" / "core" / "plotly.min.js"
+PLOTLY_TEMPLATE = REPO / "templates" / "core" / "_plotly.html"
 GPU_UUID = "GPU-demo0000-0000-4000-8000-000000000000"  # dgx-01 #0 in the demo seed
 
 
@@ -156,7 +156,7 @@ def chart_pages(portal) -> list[str]:
 
 
 def test_charts_hover_modebar_and_legend_work_under_the_policy(walk_page, walk_server, login):
-    """Plotly's own rules come from static/live/plotly.css, not from the <style> it would insert:
+    """Plotly's own rules come from static/core/plotly.css, not from the <style> it would insert:
     hover labels show, the modebar sits over the chart, appears on hover and its buttons act, and
     a click on a legend entry hides its trace, with no CSP violation on the way."""
     page = walk_page
@@ -215,7 +215,7 @@ def test_charts_hover_modebar_and_legend_work_under_the_policy(walk_page, walk_s
 
 
 def test_plotly_stylesheets_hold_the_rules_plotly_would_insert(browser):
-    """templates/live/_plotly.html links a file for each <style> element plotly.js inserts at load,
+    """templates/core/_plotly.html links a file for each <style> element plotly.js inserts at load,
     under that element's id (so plotly leaves it alone), holding the same rules in the same order.
     After a plotly.js upgrade this fails with the rules to write into the files."""
     links = dict(

@@ -5,8 +5,8 @@ import io
 import pytest
 from django.core.management import call_command
 
-from portal.checklists.demo import demo_checklists_seed
 from portal.checklists.models import ChecklistRun
+from portal.demo.checklists import demo_checklists_seed
 from portal.maintenance.models import Ticket
 from tests.checklists.conftest import ago, readings
 from tests.factories import GpuFactory, HostFactory

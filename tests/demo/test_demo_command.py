@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from portal.core.supervise import free_port
+from portal.demo import slurm
 from portal.maintenance.models import Ticket
-from portal.scheduler import devcluster
 from portal.scheduler.models import SchedulerAction
 from tests.core.test_embedded import alive, descendants, embedded_env, manage_until_stopped, row_count, wait_for
 
@@ -26,7 +26,7 @@ def test_demo_opens_tickets_within_a_minute_and_ctrl_c_stops_everything(tmp_path
         desk_xid = "rule LIKE 'xid%' AND host_id = (SELECT id FROM fleet_host WHERE hostname = 'sim-desk-c')"
         wait_for(lambda: row_count(db, Ticket, desk_xid), 60, "no XID ticket from sim-desk-c", log)
         assert time.monotonic() - up < 60
-        if not devcluster.missing_commands() and os.geteuid() == 0:  # the demo's own Slurm node drains
+        if not slurm.missing_commands() and os.geteuid() == 0:  # the demo's own Slurm node drains
             drained = "kind = 'drain' AND state = 'done' AND outcome LIKE 'Slurm node % drained: gpu-fleet #%'"
             wait_for(lambda: row_count(db, SchedulerAction, drained), 60, "no drained Slurm node", log)
         children = descendants(demo.pid)

@@ -8,6 +8,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from portal.core.hooks import Subscriber
 from portal.diagnostics import services
 from portal.diagnostics.models import Diagnostic
 from portal.telemetry import hooks
@@ -60,7 +61,7 @@ def test_a_failing_command_provider_never_fails_ingest_nor_loses_the_command(age
         raise RuntimeError("database hiccup")
 
     with monkeypatch.context() as patched:
-        patched.setattr(hooks, "_command_providers", [("broken", broken)])
+        patched.setattr(hooks.host_commands, "_subscribers", [Subscriber("broken", broken)])
         answer = post(agent)
     assert answer.status_code == 202 and answer.json() == {"accepted": 2, "duplicate": False}
     assert post(agent).json()["commands"][0]["id"] == str(diagnostic.pk)

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from portal.fleet import pages, selectors
+from portal.fleet import hooks, selectors
 from portal.fleet.models import Gpu, Host
 from portal.telemetry.models import GpuLatest
 from tests.factories import GpuFactory, HostFactory, RecordFactory
@@ -206,7 +206,7 @@ def test_host_counts_agree_with_the_gpu_rows_under_overrides():
         "e-retired": (9, 0, 0, 0),  # the rules watch active hosts only
     }  # fmt: skip
     for host in (plain, margin, deaf, quick):
-        gpus = selectors.host_gpu_rows(host=host, now=now, limits=pages.care_limits(host_ids=[host.pk]))
+        gpus = selectors.host_gpu_rows(host=host, now=now, limits=hooks.care_limits_for(host_ids=[host.pk]))
         watched = [gpu for gpu in gpus if gpu.status == Gpu.Status.IN_SERVICE]
         by_gpu = (sum(gpu.hot for gpu in watched), sum(gpu.silent for gpu in watched))
         assert (rows[host.hostname].hot, rows[host.hostname].silent) == by_gpu, host.hostname

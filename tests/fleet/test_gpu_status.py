@@ -57,7 +57,7 @@ def test_without_guards_the_repair_hold_is_a_checklist_or_an_admin_override(tech
     """Fleet by itself (no app guards the return to service)."""
     from portal.fleet import hooks
 
-    monkeypatch.setattr(hooks, "_guards", [])
+    monkeypatch.setattr(hooks.return_to_service, "_subscribers", [])
     services.gpu_status_set(gpu=gpu, status="out_for_repair", user=technician, source=Source.API)
     with pytest.raises(Conflict) as refused:
         services.gpu_status_set(gpu=gpu, status="in_service", user=technician, source=Source.API)

@@ -115,7 +115,7 @@ def no_hooks(monkeypatch):
     """Stored batches wait for a pass (in a test that commits, the hooks would run one at once)."""
     from portal.telemetry import hooks
 
-    monkeypatch.setattr(hooks, "_consumers", [])
+    monkeypatch.setattr(hooks.batch_stored, "_subscribers", [])
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,9 +5,9 @@ its repair record; seeding again changes nothing."""
 import pytest
 from django.core.management import call_command
 
+from portal.demo.repair_history import repair_history_seed
 from portal.fleet.models import Gpu, GpuSwap, MaintenanceRecord
 from portal.fleet.swaps import host_slot_history
-from portal.reports.demo import repair_history_seed
 
 pytestmark = pytest.mark.django_db
 

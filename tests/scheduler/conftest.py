@@ -1,5 +1,5 @@
 """A real single-node Slurm cluster for the scheduler tests, started once per session
-(portal.scheduler.devcluster: its own munge, slurm.conf, free ports and state under a temporary
+(portal.demo.slurm: its own munge, slurm.conf, free ports and state under a temporary
 directory, so a system Slurm is left alone) and torn down at the end."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from portal.scheduler import devcluster
+from portal.demo import slurm
 from tests.conftest import skip_or_fail
 
 
-class Cluster(devcluster.LocalCluster):
-    """The cluster devcluster started, with what the tests do to it."""
+class Cluster(slurm.LocalCluster):
+    """The cluster portal.demo.slurm started, with what the tests do to it."""
 
     def run(self, *args: str) -> str:
         done = subprocess.run(list(args), capture_output=True, text=True, timeout=30, check=True, env=self.env())
@@ -62,12 +62,12 @@ class Cluster(devcluster.LocalCluster):
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    missing = devcluster.missing_commands()
+    missing = slurm.missing_commands()
     if missing:
-        skip_or_fail(f"Slurm is not installed (missing {', '.join(missing)}; {devcluster.INSTALL_HINT})")
+        skip_or_fail(f"Slurm is not installed (missing {', '.join(missing)}; {slurm.INSTALL_HINT})")
     if os.geteuid() != 0:
         skip_or_fail("the Slurm test cluster needs root (slurmd runs as root)")
-    local = devcluster.start(Path(tempfile.mkdtemp(prefix="gpufleet-slurm-")))
+    local = slurm.start(Path(tempfile.mkdtemp(prefix="gpufleet-slurm-")))
     cluster = Cluster(**{field.name: getattr(local, field.name) for field in dataclasses.fields(local)})
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(local.conf)  # the portal's cli adapter runs sinfo/scontrol as children

@@ -12,7 +12,7 @@ from django.utils import timezone
 from portal.maintenance.models import Ticket
 from portal.maintenance.selectors import ticket_chart
 from portal.reports.rma import rma_evidence
-from portal.telemetry import hooks, pipeline
+from portal.telemetry import ledger, pipeline
 from portal.telemetry.columns import READING_ROW_COLUMNS
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch, Reading, Rollup1h, Rollup1m
 from portal.telemetry.selectors import gpu_series
@@ -29,10 +29,13 @@ ALL = READING_ROW_COLUMNS
 NOON = timezone.now().replace(hour=12, minute=0, second=0, microsecond=0)
 
 
+PIPELINE_PENDING = ledger.oldest_pending_reading
+
+
 @pytest.fixture(autouse=True)
 def _nothing_pending(monkeypatch):
     # The pipeline's pending batches are the one consumer here; tests that need one say so.
-    monkeypatch.setattr(hooks, "_raw_needed", {})
+    monkeypatch.setattr(ledger, "oldest_pending_reading", lambda: None)
 
 
 def sample_readings(gpu, start: dt.datetime, count: int, step=dt.timedelta(seconds=10)) -> list[Reading]:
@@ -146,7 +149,7 @@ def test_a_crash_leaves_the_raw_readings_and_a_rerun_does_nothing(require_postgr
 
 
 def test_readings_a_pending_pipeline_batch_needs_stay_raw(require_postgres, monkeypatch):
-    monkeypatch.setattr(hooks, "_raw_needed", {"pipeline": pipeline.oldest_pending_reading})
+    monkeypatch.setattr(ledger, "oldest_pending_reading", PIPELINE_PENDING)  # the real one again
     gpu = GpuFactory()
     start = NOON - dt.timedelta(days=3)
     sample_readings(gpu, start, 720)  # two hours

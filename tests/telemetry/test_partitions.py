@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from portal.fleet.models import Gpu
-from portal.telemetry import hooks, pipeline
+from portal.telemetry import ledger, pipeline
 from portal.telemetry.models import IngestBatch, Reading
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.selectors import gpu_series
@@ -93,13 +93,13 @@ def test_retention_drops_whole_days_and_keeps_what_consumers_still_need(require_
         ]
     )
     # a consumer (the wear meters) still needs readings from 16 days ago on
-    monkeypatch.setattr(hooks, "oldest_raw_needed", lambda: now - dt.timedelta(days=16, hours=1))
+    monkeypatch.setattr(ledger, "oldest_pending_reading", lambda: now - dt.timedelta(days=16, hours=1))
     telemetry_prune(now=now)
     names = partitions.reading_partitions()
     assert partitions.partition_name(old_days[0]) not in names  # day -17: wholly before every cutoff
     assert all(partitions.partition_name(day) in names for day in old_days[1:])
     assert Reading.objects.filter(gpu=gpu).count() == 6
-    monkeypatch.setattr(hooks, "oldest_raw_needed", lambda: None)
+    monkeypatch.setattr(ledger, "oldest_pending_reading", lambda: None)
     deleted = telemetry_prune(now=now)["readings"]
     # cutoff now - 14 d: days -16 and -15 go whole; day -14 (the cutoff's own day) stays whole
     assert deleted == 4

@@ -14,7 +14,7 @@ from portal.maintenance.models import Ticket
 from portal.maintenance.services import beat
 from portal.maintenance.services.config import rule_config_set
 from portal.reports.rma import rma_evidence
-from portal.telemetry import hooks
+from portal.telemetry import ledger
 from portal.telemetry.models import ROLLUP_HOUR_FIELDS, ROLLUP_MINUTE_FIELDS, Reading, Rollup1h, Rollup1m
 from portal.telemetry.selectors import gpu_series
 from portal.telemetry.services import compression, rollup_chunks
@@ -33,7 +33,7 @@ HOUR_COLUMNS = ("bucket", *ROLLUP_HOUR_FIELDS)
 
 @pytest.fixture(autouse=True)
 def _nothing_pending(monkeypatch):
-    monkeypatch.setattr(hooks, "_raw_needed", {})
+    monkeypatch.setattr(ledger, "oldest_pending_reading", lambda: None)
 
 
 def _rolled_up(gpu, start: dt.datetime, count: int, step=dt.timedelta(seconds=10)) -> None:

@@ -24,7 +24,7 @@ from portal.maintenance.selectors import ticket_chart
 from portal.reports.exports import report_csv
 from portal.reports.rma import rma_evidence
 from portal.reports.selectors import ReportQuery, reliability_report
-from portal.telemetry import hooks, store
+from portal.telemetry import ledger, store
 from portal.telemetry.columns import READING_ROW_COLUMNS
 from portal.telemetry.models import IngestBatch, Reading
 from portal.telemetry.selectors import gpu_series
@@ -124,7 +124,7 @@ def _answers(gpus, ticket, batch) -> dict:
 @pytest.mark.postgres
 @pytest.mark.django_db
 def test_every_reader_answers_the_same_raw_and_compressed(require_postgres, monkeypatch):
-    monkeypatch.setattr(hooks, "_raw_needed", {})  # no pending pipeline batch holds readings raw
+    monkeypatch.setattr(ledger, "oldest_pending_reading", lambda: None)  # no pending pipeline batch holds readings raw
     gpus = _fleet()
     gpu = gpus[0]
     late = _reading(gpu, LATE, 5, index=0)
@@ -225,7 +225,7 @@ def test_meters_started_on_compressed_history_count_it_all(require_postgres, mon
     lab with history): its new readings (store.readings_after) include the compressed ones."""
     from portal.wear.models import WearDay, WearHour, WearState
 
-    monkeypatch.setattr(hooks, "_raw_needed", {})
+    monkeypatch.setattr(ledger, "oldest_pending_reading", lambda: None)
     gpus = _fleet()
     for gpu in gpus:
         wear_gpu_update(gpu_id=gpu.pk)

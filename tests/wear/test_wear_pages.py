@@ -3,7 +3,7 @@
 import pytest
 from django.utils import timezone
 
-from portal.wear.demo import wear_demo_seed
+from portal.demo.wear import wear_demo_seed
 from portal.wear.selectors import fleet_wear_ranking, thermal_resistance_daily
 from tests.factories import GpuFactory, HostFactory
 

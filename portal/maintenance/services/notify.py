@@ -65,7 +65,7 @@ def notify_ticket(*, ticket: Ticket, event: str, now: dt.datetime | None = None)
         return []
     Notification.objects.bulk_create(rows)
     ids = [row.pk for row in rows]
-    transaction.on_commit(lambda: hooks.notifications_ready(ids=ids))
+    transaction.on_commit(lambda: hooks.notifications_hand_over(ids=ids))
     return rows
 
 
@@ -84,7 +84,7 @@ def notifications_pending_sweep(*, now: dt.datetime | None = None, grace_s: int 
     pending = Notification.objects.filter(status=Notification.Status.PENDING, created_at__lte=now)
     due = [n.pk for n in pending.only("id", "attempt", "created_at") if notification_due_at(n) + dt.timedelta(
         seconds=grace_s) <= now]  # fmt: skip
-    return hooks.notifications_ready(ids=sorted(due)) if due else []
+    return hooks.notifications_hand_over(ids=sorted(due)) if due else []
 
 
 def _stuck_sending_retry(now: dt.datetime) -> None:

@@ -52,7 +52,7 @@ def _event(*, note: str | Said = "", **fields) -> TicketEvent:
     event = TicketEvent.objects.create(**fields)
     change = _FEED_EVENTS.get(event.kind) or (event.to_state if event.kind == TicketEvent.Kind.STATE else None)
     if change:
-        hooks.ticket_changed(ticket=event.ticket, event=event, change=change)
+        hooks.ticket_changed.call(ticket=event.ticket, event=event, change=change)
     return event
 
 

@@ -26,8 +26,8 @@ from collections import defaultdict
 from django.conf import settings
 from django.db import transaction
 
+from portal.telemetry.ledger import finished_batches
 from portal.telemetry.models import BatchSeen, IngestBatch
-from portal.telemetry.pipeline import finished_batches
 
 FOLD_AFTER = dt.timedelta(hours=1)
 # A batch whose first reading is older than this may have been folded: ingest looks it up in

@@ -19,7 +19,7 @@ The columns are stored EXTERNAL (out of line, not compressed again by PostgreSQL
 
 `readings_compress` (hourly, from telemetry_prune_task) converts the readings older than
 READINGS_COMPRESS_AFTER_HOURS and older than anything a pipeline stage still needs
-(hooks.oldest_raw_needed, as retention respects), one GPU and day per transaction: the chunks
+(ledger.oldest_pending_reading, as retention respects), one GPU and day per transaction: the chunks
 written (merged with the chunk already there, when a late reading came in for a compressed hour)
 and the raw rows deleted together, so a crash leaves either. A day partition left empty is then
 dropped and created again empty (no dead rows for vacuum; ingest may still write late readings
@@ -42,7 +42,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from portal.telemetry import hooks
+from portal.telemetry import ledger
 from portal.telemetry.columns import READING_ROW_COLUMNS
 from portal.telemetry.services import partitions
 
@@ -288,9 +288,9 @@ def _decoded(chunks, wanted, columns, start, end, start_open, end_closed, descen
 
 def compress_before(now: dt.datetime) -> dt.datetime:
     """Readings before this may be compressed: older than READINGS_COMPRESS_AFTER_HOURS, and not
-    needed raw by any registered consumer (the pipeline's pending batches); a whole hour."""
+    needed raw by the pipeline (its pending batches: telemetry.ledger); a whole hour."""
     cutoff = now - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS)
-    needed = hooks.oldest_raw_needed()
+    needed = ledger.oldest_pending_reading()
     if needed is not None:
         cutoff = min(cutoff, needed)
     return cutoff.replace(minute=0, second=0, microsecond=0)

@@ -420,7 +420,7 @@ def _hand_on(*, host: Host, batch_pk: int, gpu_ids: dict[str, int], rows: list[t
     """Once the batch commits, hand it to the consumers (hooks.batch_stored); what ingest answers."""
     touched = sorted({row[0] for row in rows} | set(gpu_ids.values()))
     transaction.on_commit(
-        lambda: hooks.batch_stored(batch_pk=batch_pk, host_id=host.pk, gpu_ids=touched, readings=rows)
+        lambda: hooks.batch_stored.call(batch_pk=batch_pk, host_id=host.pk, gpu_ids=touched, readings=rows)
     )
     return IngestResult(accepted=len(rows), duplicate=False, batch_pk=batch_pk, gpu_ids=touched)
 

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from portal.telemetry import hooks
+from portal.telemetry import ledger
 from portal.telemetry.models import IngestBatch, Reading, Rollup1m, StageDone, XidEvent
 from portal.telemetry.services import batches, compression, partitions, rollup_chunks
 
@@ -66,11 +66,11 @@ def raw_cutoff(now: dt.datetime) -> dt.datetime:
     """Raw readings before this may go: past RETENTION_RAW_DAYS, but never any the rollups have
     not covered yet, nor any of an hour a late reading may still come in for (a late reading's
     minute is rolled up again with the stored readings around it, and ingest accepts readings up
-    to INGEST_MAX_AGE_HOURS old), nor any a consumer registered with hooks.raw_readings_needed still
-    needs (the pipeline: the readings of a batch some stage has not finished)."""
+    to INGEST_MAX_AGE_HOURS old), nor any the pipeline still needs (the readings of a batch some stage
+    has not finished: telemetry.ledger)."""
     cutoff = now - dt.timedelta(days=settings.RETENTION_RAW_DAYS)
     cutoff = min(cutoff, now - dt.timedelta(hours=settings.INGEST_MAX_AGE_HOURS))
-    needed = hooks.oldest_raw_needed()
+    needed = ledger.oldest_pending_reading()
     if needed is not None:
         cutoff = min(cutoff, needed)
     return cutoff.replace(minute=0, second=0, microsecond=0)

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from portal.reports.demo import repair_history_seed
+from portal.demo.repair_history import repair_history_seed
 
 
 class Command(BaseCommand):
