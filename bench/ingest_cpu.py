@@ -63,7 +63,7 @@ PG_DB = os.environ.get("BENCH_PG_DB", "bench_ingest_cpu")
 STAGES = ("decode+validate", "convert", "write", "answer")
 
 
-def _bodies(hostname: str, count: int, start_batch: int = 0) -> list[bytes]:
+def batch_bodies(hostname: str, count: int, start_batch: int = 0) -> list[bytes]:
     """count gzip batches of one host (8 GPUs, 100 readings at 10 Hz), batches start_batch to
     start_batch + count - 1 of one run of 2 * (BATCHES + 1) in time order, the last ending a minute
     ago (recent, as an agent's batches are); only the first lists the GPUs (as the agent sends them)."""
@@ -96,7 +96,7 @@ def _scope(token: str, length: int) -> dict:
     }  # fmt: skip
 
 
-async def _post(app, token: str, body: bytes) -> tuple[int, bytes]:
+async def asgi_post(app, token: str, body: bytes) -> tuple[int, bytes]:
     sent = []
 
     async def receive():
@@ -209,7 +209,7 @@ def _measure(path: str, bodies: list[bytes], whole) -> dict[str, float]:
     total = whole(path, bodies[1:])
     server = _backends_spent(server) if postgres else 0.0
     # The service alone, on fresh batches of the same host (batch_id is the idempotency key).
-    fresh = [zlib.decompress(body, 31) for body in _bodies(host.hostname, BATCHES, start_batch=BATCHES + 1)]
+    fresh = [zlib.decompress(body, 31) for body in batch_bodies(host.hostname, BATCHES, start_batch=BATCHES + 1)]
     fresh = [validate(body) for body in fresh]
     service = _cpu(lambda batch: ingest_service.reading_batch_ingest(host=host, batch=batch), fresh)
     seconds = {
@@ -310,7 +310,7 @@ def _child(backend: str) -> dict:
     hosts = {}
     for path in ("before", "after", "profile"):
         hostname = f"bench-{path}-{uuid.uuid4().hex[:6]}"
-        hosts[path] = (host_token_issue(hostname=hostname, create_host=True).token, _bodies(hostname, BATCHES + 1))
+        hosts[path] = (host_token_issue(hostname=hostname, create_host=True).token, batch_bodies(hostname, BATCHES + 1))
 
     def whole(path: str, bodies: list[bytes]) -> float:
         token = hosts[path][0]
@@ -318,7 +318,7 @@ def _child(backend: str) -> dict:
         async def run():
             started = time.process_time()
             for body in bodies:
-                status, answer = await _post(ingest_asgi_app, token, body)
+                status, answer = await asgi_post(ingest_asgi_app, token, body)
                 if status != 202:
                     raise SystemExit(f"{backend}: ingest answered {status} {answer[:300]!r}")
             return time.process_time() - started
