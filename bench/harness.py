@@ -38,6 +38,10 @@ def django_setup(**env_defaults: str) -> tempfile.TemporaryDirectory | None:
         os.environ["DATABASE_URL"] = f"sqlite:///{tmp.name}/bench.sqlite3"
         os.environ["VAR_DIR"] = tmp.name
     os.environ.setdefault("SECRET_KEY", "bench-" + secrets.token_hex(16))  # DEBUG off wants one
+    if "DJANGO_SETTINGS_MODULE" in env_defaults:
+        # The bench's own settings module: importing portal (as this module does) already set the
+        # portal's as a default, so a default here would never take.
+        os.environ["DJANGO_SETTINGS_MODULE"] = env_defaults.pop("DJANGO_SETTINGS_MODULE")
     for name, value in env_defaults.items():
         os.environ.setdefault(name, value)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
