@@ -75,12 +75,33 @@ def media_root(settings, tmp_path):
 # --- external services ---------------------------------------------------------------------
 
 
+def redis_test_url(base: str, worker: str | None) -> str:
+    """The Redis database of one pytest-xdist worker: gwN flushes database base−N (the default
+    base 15 and Redis's 16 databases leave room downwards, not upwards), the whole run without
+    xdist the base itself."""
+    if not worker or not worker.startswith("gw"):
+        return base
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base)
+    database = int(parts.path.strip("/") or 0) - int(worker.removeprefix("gw"))
+    if database < 0:
+        raise ValueError(
+            f"REDIS_TEST_URL={base}: xdist worker {worker} would need Redis database {database}; "
+            "choose a higher database number or fewer workers"
+        )
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
 @pytest.fixture(scope="session")
 def redis_url():
-    """URL of a Redis database the tests may flush (REDIS_TEST_URL, default db 15 on localhost)."""
+    """URL of a Redis database the tests may flush (REDIS_TEST_URL, default db 15 on localhost;
+    one database per xdist worker, see redis_test_url)."""
     import redis
 
-    url = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
+    url = redis_test_url(
+        os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15"), os.environ.get("PYTEST_XDIST_WORKER")
+    )
     client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
     try:
         client.ping()
@@ -149,3 +170,60 @@ def django_db_setup(django_db_setup, django_db_blocker):
     partitions.with_default_partition = True
     with django_db_blocker.unblock():
         partitions.reading_partitions_ensure()
+
+
+# --- the PostgreSQL pass ---------------------------------------------------------------------
+
+# A test that asks for one of these (itself or through its fixtures) or is marked django_db or
+# postgres reaches the database; any other test's outcome is the same on either engine.
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server",
+     "require_postgres"}
+)  # fmt: skip
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that reach the database (the second pass of .ci/run, on PostgreSQL: "
+        "the first pass, on SQLite, ran all of them)",
+    )
+
+
+def uses_database(item) -> bool:
+    if item.get_closest_marker("django_db") or item.get_closest_marker("postgres"):
+        return True
+    return not DATABASE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+# Under pytest-xdist (`make test`), the tests sharing one of these costly session fixtures run
+# on one worker (--dist loadgroup), which starts it once instead of once per worker.
+SHARED_SESSION_FIXTURES = {
+    "slurm_cluster": "slurm",  # a Slurm cluster (munged, slurmctld, slurmd, slurmrestd)
+    "browser": "browser",  # Chromium, and the seeded portals of tests/browser
+    "portal_server": "browser",
+    "walk_server": "browser",
+}
+
+
+def xdist_groups_mark(items) -> None:
+    for item in items:
+        groups = {
+            SHARED_SESSION_FIXTURES[name]
+            for name in getattr(item, "fixturenames", ())
+            if name in SHARED_SESSION_FIXTURES
+        }
+        if len(groups) == 1:
+            item.add_marker(pytest.mark.xdist_group(groups.pop()))
+
+
+def pytest_collection_modifyitems(config, items):
+    if hasattr(config, "workerinput"):  # an xdist worker
+        xdist_groups_mark(items)
+    if not config.getoption("database_tests_only"):
+        return
+    kept = [item for item in items if uses_database(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not uses_database(item)])
+        items[:] = kept
