@@ -100,12 +100,20 @@ demo-ldap: $(STAMP) messages
 
 # pytest-xdist: TEST_WORKERS processes (one per core, at most 4) share the tests; the tests that
 # share one costly session fixture (the Slurm cluster, the browser and its portals) stay on one
-# worker (xdist_group, tests/conftest.py). TEST_WORKERS=0: one process, as pytest alone.
+# worker (xdist_group, tests/conftest.py). The tests marked serial (their assertions bound
+# wall-clock time, or they load the whole machine) run afterwards, alone. TEST_WORKERS=0: one
+# process for everything, as pytest alone.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
-PYTEST_PARALLEL = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+
+# $(call pytest_passes,ARGUMENTS,MARK EXPRESSION): the two passes both run whatever the first
+# gave, so one run shows every failure; a serial pass that selects nothing (exit 5) is no failure.
+marked = -m "$(if $(2),($(2)) and )$(1)"
+pytest_passes = $(if $(filter 0,$(TEST_WORKERS)),$(PY) -m pytest $(1) $(if $(2),-m "$(2)"),\
+	status=0; $(PY) -m pytest $(1) -n $(TEST_WORKERS) --dist loadgroup $(call marked,not serial,$(2)) || status=$$?; \
+	$(PY) -m pytest $(1) $(call marked,serial,$(2)) || [ $$? = 5 ] || status=1; exit $$status)
 
 test: test-deps $(STAMP) browser promtool axe strace messages
-	$(PY) -m pytest $(PYTEST_PARALLEL)
+	$(call pytest_passes,,)
 
 # The second pass of .ci/run, on the PostgreSQL in DATABASE_URL: only the tests that reach the
 # database (--database-tests-only, tests/conftest.py); the others, and the browser tests (their
@@ -113,7 +121,7 @@ test: test-deps $(STAMP) browser promtool axe strace messages
 # themselves. Each xdist worker has a test database of its own (pytest-django's _gwN suffix).
 test-postgres: $(STAMP) messages
 	@case "$$DATABASE_URL" in postgres*) ;; *) echo "DATABASE_URL=postgres://... is needed"; exit 2;; esac
-	$(PY) -m pytest -q -p no:cacheprovider -m "not browser" --database-tests-only $(PYTEST_PARALLEL)
+	$(call pytest_passes,-q -p no:cacheprovider --database-tests-only,not browser)
 
 test-fast: $(STAMP) messages
 	$(PY) -m pytest -m "not browser" -x -q
