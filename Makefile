@@ -100,7 +100,7 @@ demo-ldap: $(STAMP) messages
 
 # pytest-xdist: TEST_WORKERS processes (one per core, at most 4) share the tests; the tests that
 # share one costly session fixture (the Slurm cluster, the browser and its portals) stay on one
-# worker (xdist_group, tests/conftest.py). The tests marked serial (their assertions bound
+# worker (xdist_group, tests/conftest.py, which also orders the tests). The tests marked serial (their assertions bound
 # wall-clock time, or they load the whole machine) run afterwards, alone. TEST_WORKERS=0: one
 # process for everything, as pytest alone.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
@@ -109,7 +109,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4;
 # gave, so one run shows every failure; a serial pass that selects nothing (exit 5) is no failure.
 marked = -m "$(if $(2),($(2)) and )$(1)"
 pytest_passes = $(if $(filter 0,$(TEST_WORKERS)),$(PY) -m pytest $(1) $(if $(2),-m "$(2)"),\
-	status=0; $(PY) -m pytest $(1) -n $(TEST_WORKERS) --dist loadgroup $(call marked,not serial,$(2)) || status=$$?; \
+	status=0; $(PY) -m pytest $(1) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(call marked,not serial,$(2)) || status=$$?; \
 	$(PY) -m pytest $(1) $(call marked,serial,$(2)) || [ $$? = 5 ] || status=1; exit $$status)
 
 test: test-deps $(STAMP) browser promtool axe strace messages

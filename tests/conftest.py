@@ -197,8 +197,9 @@ def uses_database(item) -> bool:
     return not DATABASE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 
 
-# Under pytest-xdist (`make test`), the tests sharing one of these costly session fixtures run
-# on one worker (--dist loadgroup), which starts it once instead of once per worker.
+# Under pytest-xdist (`make test`, --dist loadgroup --no-loadscope-reorder), the tests sharing one
+# of these costly session fixtures, or a module-scoped one, run on one worker, which sets it up
+# once instead of once per worker.
 SHARED_SESSION_FIXTURES = {
     "slurm_cluster": "slurm",  # a Slurm cluster (munged, slurmctld, slurmd, slurmrestd)
     "browser": "browser",  # Chromium, and the seeded portals of tests/browser
@@ -207,20 +208,49 @@ SHARED_SESSION_FIXTURES = {
 }
 
 
-def xdist_groups_mark(items) -> None:
+def database_kind(item) -> int:
+    """0: no database; 1: in a transaction rolled back after it; 2: committing, the tables flushed
+    after it (pytest-django's transactional_db), which empties what the migrations stored."""
+    from pytest_django.plugin import validate_django_db
+
+    fixtures = getattr(item, "fixturenames", ())
+    marker = item.get_closest_marker("django_db")
+    transaction, reset_sequences = validate_django_db(marker)[:2] if marker else (False, False)
+    if (
+        transaction
+        or reset_sequences
+        or {"transactional_db", "live_server", "django_db_reset_sequences"} & set(fixtures)
+    ):
+        return 2
+    return 1 if marker or "db" in fixtures else 0
+
+
+def xdist_group(item) -> str | None:
+    groups = sorted({SHARED_SESSION_FIXTURES[name] for name in item.fixturenames if name in SHARED_SESSION_FIXTURES})
+    if groups:
+        return groups[0]
+    definitions = getattr(item, "_fixtureinfo", None)
+    # The suite's own fixtures (a plugin's, such as pytest-django's class-scoped no-op, have no baseid).
+    ours = [d[-1] for d in definitions.name2fixturedefs.values() if d and d[-1].baseid] if definitions else []
+    return item.nodeid.split("::")[0] if {d.scope for d in ours} & {"module", "package", "class"} else None
+
+
+def xdist_order_and_group(items) -> None:
+    """Each worker runs what it is given in the order given: the tests without a database first
+    (the long ones that start processes among them, so none starts at the end), then those rolled
+    back, then the committing ones, as pytest-django orders them and for the same reason: a test
+    rolled back that ran after a committing one would find the migrations' rows gone. A group
+    holds tests of one kind only, so the order holds for groups too."""
+    items.sort(key=lambda item: (database_kind(item), xdist_group(item) is None))
     for item in items:
-        groups = {
-            SHARED_SESSION_FIXTURES[name]
-            for name in getattr(item, "fixturenames", ())
-            if name in SHARED_SESSION_FIXTURES
-        }
-        if len(groups) == 1:
-            item.add_marker(pytest.mark.xdist_group(groups.pop()))
+        group = xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(f"{group}:{database_kind(item)}"))
 
 
 def pytest_collection_modifyitems(config, items):
     if hasattr(config, "workerinput"):  # an xdist worker
-        xdist_groups_mark(items)
+        xdist_order_and_group(items)
     if not config.getoption("database_tests_only"):
         return
     kept = [item for item in items if uses_database(item)]
