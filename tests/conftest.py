@@ -1,6 +1,7 @@
 """Fixtures every portal test can use: the four standard actors, logged-in clients, a private
 MEDIA_ROOT, and the external services (Redis, PostgreSQL) that later tests need."""
 
+import collections
 import os
 
 import pytest
@@ -235,6 +236,15 @@ def xdist_group(item) -> str | None:
     return item.nodeid.split("::")[0] if {d.scope for d in ours} & {"module", "package", "class"} else None
 
 
+def xdist_duplicates_refuse(items) -> None:
+    """xdist's loadgroup scheduler knows a test by its nodeid: of several tests sharing one (as
+    schemathesis' generated cases do) it would run one and drop the rest without a word."""
+    counts = collections.Counter(item.nodeid for item in items if item.get_closest_marker("serial") is None)
+    shared = sorted(nodeid for nodeid, count in counts.items() if count > 1)
+    if shared:
+        raise pytest.UsageError(f"tests sharing a nodeid must be marked serial to run under xdist: {shared}")
+
+
 def xdist_order_and_group(items) -> None:
     """Each worker runs what it is given in the order given: the tests without a database first
     (the long ones that start processes among them, so none starts at the end), then those rolled
@@ -250,6 +260,7 @@ def xdist_order_and_group(items) -> None:
 
 def pytest_collection_modifyitems(config, items):
     if hasattr(config, "workerinput"):  # an xdist worker
+        xdist_duplicates_refuse(items)
         xdist_order_and_group(items)
     if not config.getoption("database_tests_only"):
         return
