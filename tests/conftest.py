@@ -246,12 +246,12 @@ def xdist_duplicates_refuse(items) -> None:
 
 
 def xdist_order_and_group(items) -> None:
-    """Each worker runs what it is given in the order given: the tests without a database first
-    (the long ones that start processes among them, so none starts at the end), then those rolled
-    back, then the committing ones, as pytest-django orders them and for the same reason: a test
-    rolled back that ran after a committing one would find the migrations' rows gone. A group
-    holds tests of one kind only, so the order holds for groups too."""
-    items.sort(key=lambda item: (database_kind(item), xdist_group(item) is None))
+    """Each worker runs what it is given in the order given: pytest-django's order (the tests
+    rolled back, then the committing ones, whose flush empties what the migrations stored, then
+    those without a database: the browser's session-long Playwright loop must start after every
+    database test), each group holding tests of one kind only so that the order holds for groups
+    too; within a kind the groups first."""
+    items.sort(key=lambda item: ((1, 2, 0)[database_kind(item)], xdist_group(item) is None))
     for item in items:
         group = xdist_group(item)
         if group is not None:
