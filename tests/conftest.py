@@ -251,7 +251,7 @@ def xdist_order_and_group(items) -> None:
     those without a database: the browser's session-long Playwright loop must start after every
     database test), each group holding tests of one kind only so that the order holds for groups
     too; within a kind the groups first."""
-    items.sort(key=lambda item: ((1, 2, 0)[database_kind(item)], xdist_group(item) is None))
+    items.sort(key=lambda item: ((2, 0, 1)[database_kind(item)], xdist_group(item) is None))
     for item in items:
         group = xdist_group(item)
         if group is not None:
