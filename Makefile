@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 
-.PHONY: demo demo-ldap ldap-deps test test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,26 @@ ldap-deps:
 	@dpkg -s $(LDAP_PACKAGES) >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(LDAP_PACKAGES) >/dev/null; \
 	  else echo "missing: 'sudo apt-get install $(LDAP_PACKAGES)' (python-ldap will not build; LDAP tests skip)"; fi; }
+
+# Debian's packages the whole suite drives for real, installed as root in ONE apt-get run (none
+# when all are there; elsewhere the tests needing a missing one skip with a message, in CI they
+# fail): Chromium with Liberation fonts (a recommendation of Chromium's, which
+# --no-install-recommends would leave out) and a Chinese font (the Chinese screenshots show boxes
+# without one), promtool (the /metrics check), strace (the agent installer's test records every
+# child's argv), gettext (msgfmt), the LDAP packages above, Slurm for tests/scheduler (each run
+# starts its own single-node cluster), nginx, openssl and systemd-analyze for deploy/'s site and
+# units, curl for the agent installer; and npm (axe-core, oidc-provider) when no npm is on PATH
+# (NodeSource's nodejs brings its own and conflicts with Debian's).
+TEST_PACKAGES := chromium fonts-liberation fonts-wqy-microhei prometheus strace gettext $(LDAP_PACKAGES) \
+	slurm-wlm slurmrestd slurm-wlm-jwt-plugin munge nginx openssl systemd curl
+
+test-deps:
+	@missing="$$(for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done; \
+	  command -v npm >/dev/null 2>&1 || echo npm)"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then echo "installing" $$missing; apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else echo "missing:" $$missing "('sudo make test-deps'; the tests that need them skip)"; fi; fi
 
 # The translations: locale/<lang>/LC_MESSAGES/*.po compiled to the .mo files Django reads (the .mo
 # are built, never committed). Needs GNU gettext's msgfmt (Debian's gettext, installed as root).
@@ -78,8 +98,30 @@ demo: $(STAMP) messages
 demo-ldap: $(STAMP) messages
 	$(PY) manage.py demo --ldap $(ARGS)
 
-test: $(STAMP) browser promtool axe strace messages
-	$(PY) -m pytest
+# pytest-xdist: TEST_WORKERS processes (one per core, at most 4) share the tests; the tests that
+# share one costly fixture (the Slurm cluster, the browser and its portals, a module's) stay on
+# one worker, in an order that keeps pytest-django's (xdist_group and the order: tests/conftest.py).
+# The tests marked serial (their assertions bound wall-clock time, or they load the whole
+# machine) run afterwards, alone. TEST_WORKERS=0: one process for everything, as pytest alone.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+
+# $(call pytest_passes,ARGUMENTS,MARK EXPRESSION): the two passes both run whatever the first
+# gave, so one run shows every failure; a serial pass that selects nothing (exit 5) is no failure.
+marked = -m "$(if $(2),($(2)) and )$(1)"
+pytest_passes = $(if $(filter 0,$(TEST_WORKERS)),$(PY) -m pytest $(1) $(if $(2),-m "$(2)"),\
+	status=0; $(PY) -m pytest $(1) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(call marked,not serial,$(2)) || status=$$?; \
+	$(PY) -m pytest $(1) $(call marked,serial,$(2)) || [ $$? = 5 ] || status=1; exit $$status)
+
+test: test-deps $(STAMP) browser promtool axe strace messages
+	$(call pytest_passes,,)
+
+# The second pass of .ci/run, on the PostgreSQL in DATABASE_URL: only the tests that reach the
+# database (--database-tests-only, tests/conftest.py); the others, and the browser tests (their
+# portal runs on SQLite whatever DATABASE_URL says), ran in `make test` and would only repeat
+# themselves. Each xdist worker has a test database of its own (pytest-django's _gwN suffix).
+test-postgres: $(STAMP) messages
+	@case "$$DATABASE_URL" in postgres*) ;; *) echo "DATABASE_URL=postgres://... is needed"; exit 2;; esac
+	$(call pytest_passes,-q -p no:cacheprovider --database-tests-only,not browser)
 
 test-fast: $(STAMP) messages
 	$(PY) -m pytest -m "not browser" -x -q

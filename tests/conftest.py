@@ -1,6 +1,7 @@
 """Fixtures every portal test can use: the four standard actors, logged-in clients, a private
 MEDIA_ROOT, and the external services (Redis, PostgreSQL) that later tests need."""
 
+import collections
 import os
 
 import pytest
@@ -75,12 +76,33 @@ def media_root(settings, tmp_path):
 # --- external services ---------------------------------------------------------------------
 
 
+def redis_test_url(base: str, worker: str | None) -> str:
+    """The Redis database of one pytest-xdist worker: gwN flushes database base−N (the default
+    base 15 and Redis's 16 databases leave room downwards, not upwards), the whole run without
+    xdist the base itself."""
+    if not worker or not worker.startswith("gw"):
+        return base
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(base)
+    database = int(parts.path.strip("/") or 0) - int(worker.removeprefix("gw"))
+    if database < 0:
+        raise ValueError(
+            f"REDIS_TEST_URL={base}: xdist worker {worker} would need Redis database {database}; "
+            "choose a higher database number or fewer workers"
+        )
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
 @pytest.fixture(scope="session")
 def redis_url():
-    """URL of a Redis database the tests may flush (REDIS_TEST_URL, default db 15 on localhost)."""
+    """URL of a Redis database the tests may flush (REDIS_TEST_URL, default db 15 on localhost;
+    one database per xdist worker, see redis_test_url)."""
     import redis
 
-    url = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
+    url = redis_test_url(
+        os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15"), os.environ.get("PYTEST_XDIST_WORKER")
+    )
     client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
     try:
         client.ping()
@@ -150,3 +172,100 @@ def django_db_setup(django_db_setup, django_db_blocker):
     partitions.with_default_partition = True
     with django_db_blocker.unblock():
         partitions.reading_partitions_ensure()
+
+
+# --- the PostgreSQL pass ---------------------------------------------------------------------
+
+# A test that asks for one of these (itself or through its fixtures) or is marked django_db or
+# postgres reaches the database; any other test's outcome is the same on either engine.
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback", "live_server",
+     "require_postgres"}
+)  # fmt: skip
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that reach the database (the second pass of .ci/run, on PostgreSQL: "
+        "the first pass, on SQLite, ran all of them)",
+    )
+
+
+def uses_database(item) -> bool:
+    if item.get_closest_marker("django_db") or item.get_closest_marker("postgres"):
+        return True
+    return not DATABASE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+# Under pytest-xdist (`make test`, --dist loadgroup --no-loadscope-reorder), the tests sharing one
+# of these costly session fixtures, or a module-scoped one, run on one worker, which sets it up
+# once instead of once per worker.
+SHARED_SESSION_FIXTURES = {
+    "slurm_cluster": "slurm",  # a Slurm cluster (munged, slurmctld, slurmd, slurmrestd)
+    "browser": "browser",  # Chromium, and the seeded portals of tests/browser
+    "portal_server": "browser",
+    "walk_server": "browser",
+}
+
+
+def database_kind(item) -> int:
+    """0: no database; 1: in a transaction rolled back after it; 2: committing, the tables flushed
+    after it (pytest-django's transactional_db), which empties what the migrations stored."""
+    from pytest_django.plugin import validate_django_db
+
+    fixtures = getattr(item, "fixturenames", ())
+    marker = item.get_closest_marker("django_db")
+    transaction, reset_sequences = validate_django_db(marker)[:2] if marker else (False, False)
+    if (
+        transaction
+        or reset_sequences
+        or {"transactional_db", "live_server", "django_db_reset_sequences"} & set(fixtures)
+    ):
+        return 2
+    return 1 if marker or "db" in fixtures else 0
+
+
+def xdist_group(item) -> str | None:
+    groups = sorted({SHARED_SESSION_FIXTURES[name] for name in item.fixturenames if name in SHARED_SESSION_FIXTURES})
+    if groups:
+        return groups[0]
+    definitions = getattr(item, "_fixtureinfo", None)
+    # The suite's own fixtures (a plugin's, such as pytest-django's class-scoped no-op, have no baseid).
+    ours = [d[-1] for d in definitions.name2fixturedefs.values() if d and d[-1].baseid] if definitions else []
+    return item.nodeid.split("::")[0] if {d.scope for d in ours} & {"module", "package", "class"} else None
+
+
+def xdist_duplicates_refuse(items) -> None:
+    """xdist's loadgroup scheduler knows a test by its nodeid: of several tests sharing one (as
+    schemathesis' generated cases do) it would run one and drop the rest without a word."""
+    counts = collections.Counter(item.nodeid for item in items if item.get_closest_marker("serial") is None)
+    shared = sorted(nodeid for nodeid, count in counts.items() if count > 1)
+    if shared:
+        raise pytest.UsageError(f"tests sharing a nodeid must be marked serial to run under xdist: {shared}")
+
+
+def xdist_order_and_group(items) -> None:
+    """Each worker runs what it is given in the order given: pytest-django's order (the tests
+    rolled back, then the committing ones, whose flush empties what the migrations stored, then
+    those without a database: the browser's session-long Playwright loop must start after every
+    database test), each group holding tests of one kind only so that the order holds for groups
+    too; within a kind the groups first."""
+    items.sort(key=lambda item: ((2, 0, 1)[database_kind(item)], xdist_group(item) is None))
+    for item in items:
+        group = xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(f"{group}:{database_kind(item)}"))
+
+
+def pytest_collection_modifyitems(config, items):
+    if hasattr(config, "workerinput"):  # an xdist worker
+        xdist_duplicates_refuse(items)
+        xdist_order_and_group(items)
+    if not config.getoption("database_tests_only"):
+        return
+    kept = [item for item in items if uses_database(item)]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if not uses_database(item)])
+        items[:] = kept

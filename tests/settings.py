@@ -37,3 +37,9 @@ INGEST_ALLOW_HTTP = True
 # No burn-in diagnostic for GPUs the tests' agents register (their answers would carry a command
 # every other test would have to expect); tests/diagnostics/test_burn_in.py turns it on.
 BURN_IN_LEVEL = 0
+
+# SQLite's test database is in memory, as Django does unless told otherwise, said outright because
+# pytest-django recognises only Django's own sqlite3 engine, not the portal's subclass: without it
+# each xdist worker would be given a file named after the portal's database path.
+if DATABASES["default"]["ENGINE"] == "portal.core.sqlite_backend":  # noqa: F405
+    DATABASES["default"].setdefault("TEST", {})["NAME"] = ":memory:"  # noqa: F405

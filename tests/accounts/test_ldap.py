@@ -147,6 +147,7 @@ def _blackhole():
     return sock
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("kind", ["nobody listening", "blackhole"])
 def test_a_directory_that_does_not_answer_fails_within_5_s_and_local_accounts_still_sign_in(
     settings, directory, kind, caplog

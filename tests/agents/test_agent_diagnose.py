@@ -471,6 +471,7 @@ def test_diagnose_by_hand_with_dcgmi_and_bad_input(tmp_path, dcgmi):
     assert done.returncode == 3 and "unknown scenario" in done.stderr
 
 
+@pytest.mark.serial
 def test_collection_is_not_slowed_while_a_long_diagnostic_runs(dcgmi):
     """A level-3 run (a dcgmi that takes 3 s) beside a 50 ms collection: the cadence holds."""
     dcgmi.answer("dcgm4_pass.json", sleep=3)

@@ -39,6 +39,7 @@ def _session_members(sid: int) -> list[str]:
     return members
 
 
+@pytest.mark.serial
 def test_sixty_second_soak_loses_nothing(tmp_path):
     needed = {
         "nginx": shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None),

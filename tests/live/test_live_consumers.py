@@ -138,6 +138,7 @@ def _gaps(messages) -> list[float]:
     return [later - earlier for (earlier, _), (later, _) in zip(messages, messages[1:], strict=False)]
 
 
+@pytest.mark.serial
 async def test_busy_gpu_group_is_coalesced_to_two_messages_a_second(layer, fleet, viewer_user, connect, ingest):
     host, gpus = fleet
     messages, hello = await _coalesced(connect, viewer_user, f"/ws/live/gpu/{gpus[0].uuid}/", host, gpus, ingest)
@@ -147,6 +148,7 @@ async def test_busy_gpu_group_is_coalesced_to_two_messages_a_second(layer, fleet
     assert min(_gaps(messages)) >= 0.42, _gaps(messages)  # 0.5 s apart, less the polling granularity
 
 
+@pytest.mark.serial
 async def test_fleet_group_is_coalesced_to_its_own_shorter_window(layer, fleet, viewer_user, connect, ingest):
     """Fed by every host without pause, the fleet group is flushed every 0.2 s (see publish.py)."""
     host, gpus = fleet
@@ -160,6 +162,7 @@ async def test_fleet_group_is_coalesced_to_its_own_shorter_window(layer, fleet, 
     assert min(_gaps(messages)) >= 0.12, _gaps(messages)  # 0.2 s less the polling granularity under load
 
 
+@pytest.mark.serial
 async def test_fleet_window_follows_its_setting(layer, fleet, viewer_user, connect, ingest, settings):
     settings.LIVE_FLEET_COALESCE_S = 0.5
     host, gpus = fleet
@@ -260,6 +263,7 @@ async def test_an_escalation_reaches_the_feed_with_the_counts_after_it(layer, fl
     assert event["open_counts"] == {"critical": 1, "warning": 0, "info": 0}
 
 
+@pytest.mark.serial
 async def test_a_quiet_gpu_group_is_not_held_behind_the_busy_fleet_group(layer, fleet, viewer_user, connect, ingest):
     host, gpus = fleet
     communicator, connected, _ = await connect(f"/ws/live/gpu/{gpus[0].uuid}/", viewer_user)
