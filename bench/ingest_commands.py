@@ -62,8 +62,9 @@ def _child() -> dict:
     hosts = {}
     for path in PATHS:
         hostname = f"bench-{path.replace(' ', '-')}-{uuid.uuid4().hex[:6]}"
+        total = ROUNDS * BATCHES + 1
         hosts[path] = [host_token_issue(hostname=hostname, create_host=True).token,
-                       batch_bodies(hostname, ROUNDS * BATCHES + 1), hostname]  # fmt: skip
+                       batch_bodies(hostname, total, run_length=total), hostname]  # fmt: skip
     queries = dict.fromkeys(PATHS, 0)
     counting = {"path": None}
 

@@ -63,9 +63,9 @@ PG_DB = os.environ.get("BENCH_PG_DB", "bench_ingest_cpu")
 STAGES = ("decode+validate", "convert", "write", "answer")
 
 
-def batch_bodies(hostname: str, count: int, start_batch: int = 0) -> list[bytes]:
+def batch_bodies(hostname: str, count: int, start_batch: int = 0, run_length: int = 2 * (BATCHES + 1)) -> list[bytes]:
     """count gzip batches of one host (8 GPUs, 100 readings at 10 Hz), batches start_batch to
-    start_batch + count - 1 of one run of 2 * (BATCHES + 1) in time order, the last ending a minute
+    start_batch + count - 1 of one run of run_length in time order, the last ending a minute
     ago (recent, as an agent's batches are); only the first lists the GPUs (as the agent sends them)."""
     from tests.telemetry.batches import gpu_uuid, make_batch
 
@@ -76,7 +76,7 @@ def batch_bodies(hostname: str, count: int, start_batch: int = 0) -> list[bytes]
     bodies = []
     for number in range(start_batch, start_batch + count):
         batch = make_batch(
-            hostname, gpus=uuids, readings=READINGS, now=now - per_batch * (2 * (BATCHES + 1) - number), step=step,
+            hostname, gpus=uuids, readings=READINGS, now=now - per_batch * (run_length - number), step=step,
             inventory=number == 0,
         )  # fmt: skip
         bodies.append(gzip.compress(json.dumps(batch, separators=(",", ":")).encode(), compresslevel=1))
