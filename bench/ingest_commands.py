@@ -33,11 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest_cpu import GPUS, READINGS, asgi_post, batch_bodies  # noqa: E402
+from bench.ingest_cpu import GPUS, READINGS, asgi_post, batch_bodies, pg_scratch_database  # noqa: E402
 
 BATCHES = int(os.environ.get("BENCH_BATCHES", "200"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
-PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_DB = "bench_ingest_commands"
 PATHS = ("without", "no command", "pending")
 TARGET_RATIO = 1.03
@@ -142,19 +141,6 @@ def _report(results: dict) -> None:
           f"({ratio:.3f}x, {extra:+.2f} queries)")  # fmt: skip
 
 
-def _pg_database() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {PG_DB}")
-    except Exception as error:  # noqa: BLE001 - any failure means "no PostgreSQL here"
-        print(f"PostgreSQL skipped: {error}")
-        return None
-    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_DB
-
-
 def main() -> None:
     if sys.argv[1:2] == ["child"]:
         print("RESULT " + json.dumps(_child()))
@@ -166,7 +152,7 @@ def main() -> None:
     for backend in backends:
         env = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "VAR_DIR")}
         if backend == "postgresql":
-            url = _pg_database()
+            url = pg_scratch_database(PG_DB)
             if url is None:
                 continue
             env["DATABASE_URL"] = url

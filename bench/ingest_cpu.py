@@ -414,17 +414,19 @@ def _tree(revision: str) -> Path:
     return folder
 
 
-def _pg_database() -> str | None:
+def pg_scratch_database(name: str = PG_DB) -> str | None:
+    """A new empty database `name` on the local PostgreSQL (dropped first), its URL; None (said)
+    when PostgreSQL does not answer."""
     try:
         import psycopg
 
         with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {PG_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {PG_DB}")
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {name}")
     except Exception as error:  # noqa: BLE001 - any failure means "no PostgreSQL here"
         print(f"PostgreSQL skipped: {error}")
         return None
-    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_DB
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
 
 
 def _run_child(backend: str, extra: list[str], code_root: Path | None = None) -> dict | None:
@@ -433,7 +435,7 @@ def _run_child(backend: str, extra: list[str], code_root: Path | None = None) ->
     if code_root is not None:
         env["BENCH_CODE_ROOT"] = str(code_root)
     if backend == "postgresql":
-        url = _pg_database()
+        url = pg_scratch_database()
         if url is None:
             return None
         env["DATABASE_URL"] = url
