@@ -49,10 +49,20 @@ class Said:
     params: dict
 
     def stored(self) -> dict:
-        return {"id": self.id, "params": {k: v.stored() if isinstance(v, Said) else v for k, v in self.params.items()}}
+        return {"id": self.id, "params": {k: _stored_value(v) for k, v in self.params.items()}}
 
     def __str__(self) -> str:
         return english(self.stored())
+
+
+def _stored_value(value):
+    """A parameter as the JSON column holds it: a message as its id and parameters, a list of
+    messages (shown joined with "; ") as a list of those."""
+    if isinstance(value, Said):
+        return value.stored()
+    if isinstance(value, list | tuple) and value and all(isinstance(item, Said) for item in value):
+        return [item.stored() for item in value]
+    return value
 
 
 _CATALOGUE: dict[str, Message] = {}
@@ -84,6 +94,8 @@ def _render(stored: dict, *, translate: bool) -> str:
     for name, value in (stored.get("params") or {}).items():
         if _is_stored(value):
             values[name] = _render(value, translate=translate)
+        elif isinstance(value, list) and value and all(_is_stored(item) for item in value):
+            values[name] = "; ".join(_render(item, translate=translate) for item in value)
         elif name in declared.words:
             word = declared.words[name]
             values[name] = word.shown(value) if translate else word.english(value)

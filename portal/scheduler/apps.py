@@ -14,6 +14,6 @@ class SchedulerConfig(AppConfig):
         from portal.scheduler import checks, enqueue, panels  # noqa: F401 - checks and panels register themselves
         from portal.scheduler.models import SchedulerAction
 
-        auditlog.register(SchedulerAction, exclude_fields=["claimed_until"])
+        auditlog.register(SchedulerAction, exclude_fields=["claimed_until", "outcome_msg"])
         maintenance_hooks.ticket_changed.subscribe("scheduler")(enqueue.ticket_changed)
         diagnostics_hooks.diagnostic_finished.subscribe("scheduler")(enqueue.diagnostic_finished)

@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from portal.core.messages import shown
 from portal.fleet.models import Host
 from portal.maintenance.models import Ticket
 
@@ -51,6 +52,9 @@ class SchedulerAction(models.Model):
     last_attempt_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     outcome = models.TextField(blank=True)
+    # The outcome as a message (portal.core.messages): pages show it in the reader's language, the
+    # API and the audit trail keep `outcome`'s English.
+    outcome_msg = models.JSONField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     done_at = models.DateTimeField(null=True, blank=True)
 
@@ -61,3 +65,6 @@ class SchedulerAction(models.Model):
 
     def __str__(self):
         return f"{self.kind} {self.node} ({self.state})"
+
+    def outcome_shown(self) -> str:
+        return shown(self.outcome_msg, self.outcome)

@@ -18,13 +18,14 @@ from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
-from django.utils.translation import gettext, gettext_noop
 
 from portal.core.errors import Conflict, Forbidden, InvalidInput, NotFound
+from portal.core.messages import Said, shown, text_and_stored
 from portal.diagnostics import services as diagnostics
 from portal.fleet.models import Host
 from portal.maintenance.models import SEVERITY_RANK, Ticket
 from portal.maintenance.services.tickets import ticket_history_add
+from portal.scheduler import messages
 from portal.scheduler.adapters import (
     REASON_PREFIX,
     Node,
@@ -91,12 +92,6 @@ def _draining_tickets(host_id: int):
     return Ticket.objects.filter(host_id=host_id, state__in=Ticket.OPEN_STATES, severity__in=severities)
 
 
-_BLOCKER_TEXTS = {
-    "ticket": gettext_noop("ticket #%(ticket)s is open"),
-    "rest": gettext_noop("the rest asked on ticket #%(ticket)s lasts until %(until)s UTC"),
-    "person": gettext_noop("a person drained it (%(reason)s)"),
-    "slurm": gettext_noop("Slurm holds it for a reason the portal did not set (%(reason)s)"),
-}
 _BLOCKER_LOCS = {"ticket": "ticket", "rest": "rest", "person": "node.reason", "slurm": "node.reason"}
 
 
@@ -112,12 +107,15 @@ class ResumeBlocker:
     def loc(self) -> str:
         return _BLOCKER_LOCS[self.code]
 
+    def said(self) -> Said:
+        return messages.BLOCKERS[self.code](**self.params)
+
     @property
     def msg(self) -> str:
-        return _BLOCKER_TEXTS[self.code] % self.params
+        return str(self.said())
 
     def text(self) -> str:
-        return gettext(_BLOCKER_TEXTS[self.code]) % self.params
+        return shown(self.said().stored(), self.msg)
 
 
 class _NodeKeptDrained(Conflict):
@@ -299,9 +297,7 @@ def scheduler_rest_request(
             host=ticket.host, kind=Action.Kind.RESUME, source=Action.Source.REST, ticket=ticket, user=user,
             not_before=now + dt.timedelta(hours=hours),
         )  # fmt: skip
-        ticket_history_add(
-            ticket=ticket, user=user, note=f"rest for the GPUs asked: node {drain.node} drained for {hours} h"
-        )
+        ticket_history_add(ticket=ticket, user=user, note=messages.REST_ASKED(node=drain.node, hours=hours))
     return [drain, resume]
 
 
@@ -436,13 +432,14 @@ def _failed_attempt(action: SchedulerAction, error: str, *, give_up: bool) -> No
     log.warning("Slurm action %s (%s %s) failed: %s", action.pk, action.kind, action.node, error)
 
 
-def _finish(action: SchedulerAction, state: str, outcome: str) -> None:
+def _finish(action: SchedulerAction, state: str, outcome: Said) -> None:
     with transaction.atomic():
         action.state = state
-        action.outcome = outcome
+        action.outcome, action.outcome_msg = text_and_stored(outcome)
         action.done_at = timezone.now()
         action.claimed_until = None
-        action.save(update_fields=["state", "outcome", "done_at", "claimed_until", "attempts", "last_attempt_at"])
+        action.save(update_fields=["state", "outcome", "outcome_msg", "done_at", "claimed_until", "attempts",
+                                   "last_attempt_at"])  # fmt: skip
         if action.kind != Action.Kind.JOBS:
             node_status_forget(action.node)
         if action.ticket_id is not None:
@@ -462,18 +459,18 @@ def _carry_out(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
 
 
 def _stays_drained(action: SchedulerAction, blockers: list[ResumeBlocker]) -> None:
-    why = "; ".join(b.msg for b in blockers)
-    return _finish(action, Action.State.SKIPPED, f"Slurm node {action.node} stays drained: {why}")
+    why = [b.said() for b in blockers]
+    return _finish(action, Action.State.SKIPPED, messages.STAYS_DRAINED(node=action.node, why=why))
 
 
 def _drain_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
     # Checked again here: someone may have drained the node since (Slurm did not answer then).
     blockers = _drain_by_hand_blockers(action.host_id, adapter.node(action.node))
     if blockers:
-        why = "; ".join(b.msg for b in blockers)
-        return _finish(action, Action.State.SKIPPED, f"Slurm node {action.node} was already drained: {why}")
+        why = [b.said() for b in blockers]
+        return _finish(action, Action.State.SKIPPED, messages.ALREADY_DRAINED_BY_HAND(node=action.node, why=why))
     adapter.drain(action.node, action.reason)
-    return _finish(action, Action.State.DONE, f"Slurm node {action.node} drained by hand: {action.reason}")
+    return _finish(action, Action.State.DONE, messages.DRAINED_BY_HAND(node=action.node, reason=action.reason))
 
 
 def _resume_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
@@ -482,56 +479,53 @@ def _resume_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
     if blockers and not action.forced:
         return _stays_drained(action, blockers)
     adapter.resume(action.node)
-    note = f": {action.reason}" if action.reason else ""
+    node, note = action.node, action.reason
     if not blockers:
-        return _finish(action, Action.State.DONE, f"Slurm node {action.node} resumed by hand{note}")
-    overridden = "; ".join(b.msg for b in blockers)
+        done = messages.RESUMED_BY_HAND_NOTE(node=node, note=note) if note else messages.RESUMED_BY_HAND(node=node)
+        return _finish(action, Action.State.DONE, done)
+    overridden = [b.said() for b in blockers]
     with transaction.atomic():
         # The rests this resume cut short end here: their own resume would otherwise lift a later drain.
         for rest in Action.objects.filter(
             host_id=action.host_id, source=Action.Source.REST, kind=Action.Kind.RESUME, state=Action.State.PENDING,
             not_before__gt=timezone.now(),
         ):  # fmt: skip
-            _finish(
-                rest, Action.State.SKIPPED, f"Slurm node {action.node} was resumed by hand before the rest was over"
-            )
+            _finish(rest, Action.State.SKIPPED, messages.REST_CUT_SHORT(node=node))
         tickets = Ticket.objects.filter(pk__in=[b.params["ticket"] for b in blockers if b.code == "ticket"])
         for ticket in tickets:
-            ticket_history_add(
-                ticket=ticket, user=action.requested_by,
-                note=f"Slurm node {action.node} resumed by hand, forced although this ticket is open{note}",
-            )  # fmt: skip
-        _finish(action, Action.State.DONE, f"Slurm node {action.node} resumed by hand, forced past: {overridden}{note}")
+            forced = (messages.FORCED_ON_TICKET_NOTE(node=node, note=note) if note
+                      else messages.FORCED_ON_TICKET(node=node))  # fmt: skip
+            ticket_history_add(ticket=ticket, user=action.requested_by, note=forced)
+        done = (messages.FORCED_NOTE(node=node, why=overridden, note=note) if note
+                else messages.FORCED(node=node, why=overridden))  # fmt: skip
+        _finish(action, Action.State.DONE, done)
 
 
 def _drain_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
     ticket = action.ticket
     if action.source == Action.Source.TICKET and (ticket is None or not ticket.is_open):
-        return _finish(action, Action.State.SKIPPED, "the ticket was resolved before Slurm answered: no drain")
+        return _finish(action, Action.State.SKIPPED, messages.RESOLVED_FIRST())
     node = adapter.node(action.node)
     if "drain" in node.state and action.source == Action.Source.TICKET:
-        return _finish(
-            action, Action.State.SKIPPED, f"Slurm node {action.node} was already drained ({node.reason or 'no reason'})"
-        )
+        was = (messages.WAS_DRAINED(node=action.node, reason=node.reason) if node.reason
+               else messages.WAS_DRAINED_NO_REASON(node=action.node))  # fmt: skip
+        return _finish(action, Action.State.SKIPPED, was)
     if action.source == Action.Source.REST and _drained_by_someone_else(node):
         # Neither the reason nor the end of a person's drain is the rest's to change.
         with transaction.atomic():
-            _rest_resume_cancel(action, f"no rest: a person drained Slurm node {action.node} ({node.reason})")
+            _rest_resume_cancel(action, messages.NO_REST_PERSON(node=action.node, reason=node.reason))
             return _finish(
-                action, Action.State.SKIPPED,
-                f"Slurm node {action.node} is drained for another reason ({node.reason}): no rest, the drain stays",
-            )  # fmt: skip
+                action, Action.State.SKIPPED, messages.NO_REST_OTHER_REASON(node=action.node, reason=node.reason)
+            )
     if action.source == Action.Source.REST and "drain" in node.state:
         return _finish(
-            action, Action.State.SKIPPED,
-            f"Slurm node {action.node} was already drained by the portal ({node.reason}): it stays drained for the "
-            "rest too",
-        )  # fmt: skip
+            action, Action.State.SKIPPED, messages.REST_ON_PORTAL_DRAIN(node=action.node, reason=node.reason)
+        )
     adapter.drain(action.node, action.reason)
-    return _finish(action, Action.State.DONE, f"Slurm node {action.node} drained: {action.reason}")
+    return _finish(action, Action.State.DONE, messages.DRAINED(node=action.node, reason=action.reason))
 
 
-def _rest_resume_cancel(drain: SchedulerAction, outcome: str) -> None:
+def _rest_resume_cancel(drain: SchedulerAction, outcome: Said) -> None:
     """The resume asked with a rest's drain (the next rest resume of its ticket) is not done."""
     resume = (
         Action.objects.filter(
@@ -557,22 +551,22 @@ def _resume_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> No
         return _stays_drained(action, blockers)
     node = adapter.node(action.node)
     if "drain" not in node.state:
-        return _finish(action, Action.State.SKIPPED, f"Slurm node {action.node} was not drained ({node.state})")
+        return _finish(action, Action.State.SKIPPED, messages.NOT_DRAINED(node=action.node, state=node.state))
     blockers = scheduler_resume_blockers(host_id=action.host_id, node=node, by_hand=False)
     if blockers:
         return _stays_drained(action, blockers)
     adapter.resume(action.node)
-    why = "the rest is over" if action.source == Action.Source.REST else "no draining ticket is open"
-    return _finish(action, Action.State.DONE, f"Slurm node {action.node} resumed: {why}")
+    resumed = messages.RESUMED_REST_OVER if action.source == Action.Source.REST else messages.RESUMED_NO_TICKET
+    return _finish(action, Action.State.DONE, resumed(node=action.node))
 
 
 def _record_job(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
     ticket = action.ticket
     if ticket is None or ticket.gpu is None:
-        return _finish(action, Action.State.SKIPPED, "no GPU to look up")
+        return _finish(action, Action.State.SKIPPED, messages.NO_GPU())
     index = ticket.gpu.index
     jobs = [job for job in adapter.jobs(action.node) if index in job.gpus]
     if not jobs:
-        return _finish(action, Action.State.DONE, f"no Slurm job was running on GPU {index} when this ticket opened")
-    described = "; ".join(f"job {j.id} ({j.name}, user {j.user})" for j in jobs)
-    return _finish(action, Action.State.DONE, f"running on GPU {index} when this ticket opened: {described}")
+        return _finish(action, Action.State.DONE, messages.NO_JOB(index=index))
+    described = [messages.JOB(id=j.id, name=j.name, user=j.user) for j in jobs]
+    return _finish(action, Action.State.DONE, messages.JOBS(index=index, jobs=described))

@@ -35,3 +35,12 @@ def test_an_id_is_declared_once():
     messages.message("tests.inner", "a <b>bold</b> %(x)s")  # the same declaration again (a module reloaded)
     with pytest.raises(ValueError, match="tests.inner"):
         messages.message("tests.inner", "something else")
+
+
+def test_a_list_of_messages_is_stored_as_a_list_and_shown_joined():
+    said = HELLO(who="ann", what=[INNER(x=1), INNER(x=2)], pct=0)
+    assert said.stored()["params"]["what"] == [
+        {"id": "tests.inner", "params": {"x": 1}}, {"id": "tests.inner", "params": {"x": 2}},
+    ]  # fmt: skip
+    assert str(said) == "ANN said a <b>bold</b> 1; a <b>bold</b> 2 (0 %)"
+    assert HELLO(who="ann", what=["plain", "data"], pct=0).stored()["params"]["what"] == ["plain", "data"]

@@ -5,8 +5,9 @@ import stat
 
 import pytest
 from auditlog.models import LogEntry
-from django.utils import timezone
+from django.utils import timezone, translation
 
+from portal.core.messages import shown
 from portal.maintenance.models import Ticket, TicketEvent
 from portal.maintenance.services import ticket_transition
 from portal.maintenance.services.tickets import ticket_fire
@@ -88,6 +89,13 @@ def test_the_node_stays_drained_while_another_draining_ticket_is_open(slurm, dja
     diagnostics_pass(django_capture_on_commit_callbacks, host=host, token=token)
     assert base_state(slurm) == "drained"
     assert history(first)[-1] == f"Slurm node {slurm.node} stays drained: ticket #{second.pk} is open"
+    # The same note and the action's outcome in a reader's language, the blocker inside it too.
+    note = first.events.filter(kind=TicketEvent.Kind.SCHEDULER).order_by("id").last()
+    action = SchedulerAction.objects.filter(ticket=first).order_by("id").last()
+    assert action.outcome == note.note
+    with translation.override("zh-hans"):
+        assert shown(note.note_msg, note.note) == f"Slurm 节点 {slurm.node} 保持排空：工单 #{second.pk} 仍未关闭"
+        assert action.outcome_shown() == shown(note.note_msg, note.note)
 
     with django_capture_on_commit_callbacks(execute=True):
         ticket_transition(ticket=second, to_state="resolved", user=admin)
