@@ -4,7 +4,7 @@ worker and beat running beside the web server on the same 2 cores.
 Run with `make bench-pipeline` (both set-ups) or `python bench/pipeline.py embedded|production`.
 
 - embedded: the default a small lab runs (`manage.py run`): SQLite in WAL mode, the Celery
-  broker in files under VAR_DIR, one Daphne, a worker and beat. Target >= 8,000 readings/s as
+  broker in files under VAR_DIR, one Daphne, a worker and beat. Target >= 12,000 readings/s as
   fast as it answers with ingest p99 < 250 ms; paced at 200 GPUs × 10 Hz: p99 < 100 ms and every
   stage finished within 2 s of the last post.
 - production: PostgreSQL (scratch database bench_pipeline), Redis (db 13), `manage.py run
@@ -52,7 +52,7 @@ CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
 GPUS_PER_HOST = 10
 READINGS_PER_GPU = 10
 HOSTS = 20
-TARGETS = {"embedded": 8_000, "production": 25_000}
+TARGETS = {"embedded": 12_000, "production": 25_000}
 PACED_BATCHES_PER_S = 20  # 200 GPUs at 10 Hz, in 100-reading batches
 DEFAULT_BATCHES = {"embedded": 1_200, "production": 3_000}
 
