@@ -69,14 +69,20 @@ def env_trust_proxy(name: str) -> tuple[bool, list[str]]:
     if raw.lower() in _TRUE:
         return True, []
     networks = [item.strip() for item in raw.split(",") if item.strip()]
+    return True, env_networks_check(name, networks, alternatives="true, false, or ")
+
+
+def env_networks_check(name: str, networks: list[str], *, alternatives: str = "") -> list[str]:
+    """`networks` when each is an address or network (CIDR); else a ConfigError naming the variable,
+    the item, and what else it could have said (`alternatives`, e.g. "true, false, or ")."""
     for item in networks:
         try:
             ipaddress.ip_network(item, strict=False)
         except ValueError:
             raise ConfigError(
-                f"{name}: {item!r} is not true, false, or an address or network (e.g. 10.0.0.5/32)"
+                f"{name}: {item!r} is not {alternatives}an address or network (e.g. 10.0.0.5/32)"
             ) from None
-    return True, networks
+    return networks
 
 
 # scheme: (STARTTLS, TLS from the first byte, default port)

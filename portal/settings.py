@@ -10,7 +10,6 @@ and the tests turn on DEBUG themselves.
 import base64
 import datetime as dt
 import hashlib
-import ipaddress
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -20,7 +19,7 @@ from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.directory_settings import directory_settings
-from portal.env import env_email_url, env_trust_proxy, envbool, envint, envlist, envstr
+from portal.env import env_email_url, env_networks_check, env_trust_proxy, envbool, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -452,14 +451,10 @@ MAINTENANCE_WEBHOOK_TIMEOUT_S = 5
 # loopback included; cloud metadata addresses never.
 WEBHOOK_ALLOWED_NETWORKS = envlist("WEBHOOK_ALLOWED_NETWORKS", [])
 WEBHOOK_ALLOW_PRIVATE = "private" in WEBHOOK_ALLOWED_NETWORKS
-WEBHOOK_ALLOWED_NETWORKS = [item for item in WEBHOOK_ALLOWED_NETWORKS if item != "private"]
-for _cidr in WEBHOOK_ALLOWED_NETWORKS:
-    try:
-        ipaddress.ip_network(_cidr, strict=False)
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"WEBHOOK_ALLOWED_NETWORKS: {_cidr!r} is not a network (e.g. 10.1.2.0/24) or `private`"
-        ) from None
+WEBHOOK_ALLOWED_NETWORKS = env_networks_check(
+    "WEBHOOK_ALLOWED_NETWORKS", [item for item in WEBHOOK_ALLOWED_NETWORKS if item != "private"],
+    alternatives="`private` or ",
+)  # fmt: skip
 # /metrics (portal.metrics): the scrape job's bearer token; unset, /metrics answers 404.
 METRICS_TOKEN = envstr("METRICS_TOKEN", "")
 MAINTENANCE_GROUP_FRACTION = 0.5  # more than this share of a host's GPUs firing one rule: one host ticket
