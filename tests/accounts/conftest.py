@@ -141,13 +141,12 @@ def oidc_provider(tmp_path_factory):
 
 
 def oidc_configure(settings, environ: dict) -> None:
-    from portal.accounts.directory.oidc import oidc_discovery_forget
-
+    """The OIDC settings of `environ` on pytest-django's `settings` (each change makes the portal
+    forget the provider's discovery document, as any change of OIDC_* settings does)."""
     for name, value in oidc_settings(environ).items():
         setattr(settings, name, value)
     if OIDC_BACKEND not in settings.AUTHENTICATION_BACKENDS:
         settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, OIDC_BACKEND]
-    oidc_discovery_forget()
 
 
 @pytest.fixture
@@ -155,6 +154,3 @@ def oidc_on(settings, oidc_provider):
     oidc_provider.people_reset()
     oidc_configure(settings, oidc_provider.environ())
     yield oidc_provider
-    from portal.accounts.directory.oidc import oidc_discovery_forget
-
-    oidc_discovery_forget()

@@ -229,3 +229,16 @@ def test_a_provider_that_answers_with_an_error_is_refused(oidc_on):
     assert "refused the sign-in" in response.content.decode()
     assert AccountEvent.objects.get().reason == "provider_refused"
     assert state not in client.session.get("oidc_states", {})  # that state cannot be used again
+
+
+def test_the_discovery_document_is_kept_until_the_oidc_settings_change(oidc_on, settings):
+    from portal.accounts.directory.oidc import ProviderUnavailable, oidc_discovery
+
+    first = oidc_discovery()
+    assert oidc_discovery() is first  # kept, not fetched again
+    settings.OIDC_TIMEOUT = settings.OIDC_TIMEOUT + 1
+    again = oidc_discovery()
+    assert again is not first and again == first
+    settings.OIDC_ISSUER = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(ProviderUnavailable, match="discovery failed"):
+        oidc_discovery()  # the new issuer is asked, not the old one's document returned

@@ -20,6 +20,8 @@ import requests
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http import Http404
 from django.shortcuts import resolve_url
 from django.views import View
@@ -80,9 +82,12 @@ def oidc_discovery() -> dict:
     return document
 
 
-def oidc_discovery_forget() -> None:
-    with _discovery_lock:
-        _discovery.clear()
+@receiver(setting_changed)
+def _discovery_forget_on_change(*, setting: str, **kwargs) -> None:
+    """A provider configured anew (another issuer, client or timeout) is discovered anew."""
+    if setting.startswith("OIDC_"):
+        with _discovery_lock:
+            _discovery.clear()
 
 
 def _claim_values(value) -> list[str]:
