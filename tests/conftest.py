@@ -2,6 +2,7 @@
 MEDIA_ROOT, and the external services (Redis, PostgreSQL) that later tests need."""
 
 import collections
+import contextlib
 import os
 
 import pytest
@@ -199,15 +200,19 @@ def uses_database(item) -> bool:
     return not DATABASE_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
 
 
-# Under pytest-xdist (`make test`, --dist loadgroup --no-loadscope-reorder), the tests sharing one
-# of these costly session fixtures, or a module-scoped one, run on one worker, which sets it up
-# once instead of once per worker.
+# Under pytest-xdist (`make test`: --dist loadgroup --no-loadscope-reorder, with the scheduler
+# below), the tests sharing one of these costly session fixtures, or a module-scoped one, run on
+# one worker, which sets it up once instead of once per worker.
 SHARED_SESSION_FIXTURES = {
     "slurm_cluster": "slurm",  # a Slurm cluster (munged, slurmctld, slurmd, slurmrestd)
     "browser": "browser",  # Chromium, and the seeded portals of tests/browser
     "portal_server": "browser",
     "walk_server": "browser",
 }
+# Playwright's sync API keeps an event loop running in the test thread from the browser's start to
+# the session's end, and Django refuses database calls under a running loop
+# (SynchronousOnlyOperation): a worker that has run browser tests runs none that use the database.
+BROWSER_GROUP = "browser"
 
 
 def database_kind(item) -> int:
@@ -238,31 +243,97 @@ def xdist_group(item) -> str | None:
 
 
 def xdist_duplicates_refuse(items) -> None:
-    """xdist's loadgroup scheduler knows a test by its nodeid: of several tests sharing one (as
-    schemathesis' generated cases do) it would run one and drop the rest without a word."""
+    """The scheduler knows a test by its nodeid: of several tests sharing one (as schemathesis'
+    generated cases do) it would run one and drop the rest without a word."""
     counts = collections.Counter(item.nodeid for item in items if item.get_closest_marker("serial") is None)
     shared = sorted(nodeid for nodeid, count in counts.items() if count > 1)
     if shared:
         raise pytest.UsageError(f"tests sharing a nodeid must be marked serial to run under xdist: {shared}")
 
 
-def xdist_order_and_group(items) -> None:
-    """Each worker runs what it is given in the order given: pytest-django's order (the tests
-    rolled back, then the committing ones, whose flush empties what the migrations stored, then
-    those without a database: the browser's session-long Playwright loop must start after every
-    database test), each group holding tests of one kind only so that the order holds for groups
-    too; within a kind the groups first."""
-    items.sort(key=lambda item: ((2, 0, 1)[database_kind(item)], xdist_group(item) is None))
-    for item in items:
+def xdist_order_and_group(items) -> dict[str, dict]:
+    """Each worker runs what it is given in the order given: the browser tests first (their worker
+    takes no database test afterwards), then pytest-django's order (the tests rolled back, then the
+    committing ones, whose flush empties what the migrations stored, then those without a
+    database), each group holding tests of one kind only so that the order holds for groups too;
+    within a kind the groups first. Returns each test's unit of scheduling (its group, or itself)
+    and whether it uses the database or the browser."""
+
+    def group_of(item) -> str | None:
         group = xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(f"{group}:{database_kind(item)}"))
+        return None if group is None else f"{group}:{database_kind(item)}"
+
+    items.sort(
+        key=lambda item: (
+            xdist_group(item) != BROWSER_GROUP,
+            (2, 0, 1)[database_kind(item)],
+            xdist_group(item) is None,
+        )
+    )
+    return {
+        item.nodeid: {
+            "unit": group_of(item) or item.nodeid,
+            "database": database_kind(item) > 0,
+            "browser": xdist_group(item) == BROWSER_GROUP,
+        }
+        for item in items
+    }
 
 
+# --- the scheduler of `make test`'s workers ----------------------------------------------------
+# xdist's own loadgroup scheduler reads a test's group from a suffix its worker appends to the
+# test's nodeid, which pytest 9 no longer lets a plugin change: its groups were silently ignored
+# (the browser's portals set up on both workers). Here each worker writes the units it collected
+# to a file that the controller's scheduler reads.
+
+UNITS_FILE_KEY = "test_units_file"
+_units_file = pytest.StashKey[str]()
+
+
+def units_file(config) -> str:
+    if _units_file not in config.stash:
+        import tempfile
+
+        handle, path = tempfile.mkstemp(prefix="pytest-units-", suffix=".json")
+        os.close(handle)
+        config.stash[_units_file] = path
+    return config.stash[_units_file]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput[UNITS_FILE_KEY] = units_file(node.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.xdist_units import SharedFixtureScheduling
+
+    return SharedFixtureScheduling(config, log, units_path=units_file(config))
+
+
+def pytest_unconfigure(config):
+    if _units_file in config.stash:
+        with contextlib.suppress(OSError):
+            os.unlink(config.stash[_units_file])
+
+
+# trylast: after pytest-django's reordering (tryfirst), which this one replaces under xdist.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     if hasattr(config, "workerinput"):  # an xdist worker
         xdist_duplicates_refuse(items)
-        xdist_order_and_group(items)
+        units = xdist_order_and_group(items)
+        path = config.workerinput.get(UNITS_FILE_KEY)
+        if path:  # every worker writes the same: the last one's replace wins whole
+            import json
+
+            partial = f"{path}.{os.getpid()}"
+            with open(partial, "w") as out:
+                json.dump(units, out)
+            os.replace(partial, path)
     if not config.getoption("database_tests_only"):
         return
     kept = [item for item in items if uses_database(item)]

@@ -55,7 +55,8 @@ def test_a_reader_polling_while_writers_write_never_sees_a_partial_message(tmp_p
             with _connection(tmp_path) as conn:
                 queue = conn.SimpleQueue("race")
                 while len(received) < count * writers:
-                    message = queue.get(timeout=10)
+                    # long enough for writers starved of CPU on a loaded machine
+                    message = queue.get(timeout=60)
                     received.append(message.payload["n"])
                     message.ack()
                 queue.close()
@@ -69,8 +70,8 @@ def test_a_reader_polling_while_writers_write_never_sees_a_partial_message(tmp_p
     for process in processes:
         process.start()
     for process in processes:
-        process.join(timeout=60)
-    reader.join(timeout=60)
+        process.join(timeout=120)
+    reader.join(timeout=120)
     assert errors == []
     assert sorted(received) == list(range(count * writers))
 
