@@ -26,7 +26,7 @@ from portal.core.db import EpochMs
 from portal.fleet.models import Gpu
 from portal.telemetry import store
 from portal.telemetry.pipeline import Prepared
-from portal.wear import meters
+from portal.wear import hours, meters
 from portal.wear.meters import Bucket, Hysteresis, Streak, Turns
 from portal.wear.models import WearDay, WearHour, WearState
 
@@ -69,8 +69,7 @@ def wear_row_fill(row: WearHour, bucket: Bucket) -> None:
 
 
 DAY_S = 86400
-BUCKET_FIELDS = [*SUM_FIELDS, "readings", "busy_prefix_s", "busy_suffix_s", "busy_longest_s", "busy_unbroken", "turns",
-                 "cycles_high", "cycles_ref", "cycles_total", "load_n", "load_temp_sum", "load_power_sum"]  # fmt: skip
+BUCKET_FIELDS = list(hours.FIELDS)
 
 
 def _update_rows(model, rows: list, fields: list[str]) -> None:
@@ -185,10 +184,8 @@ def _day_of(hour: int) -> int:
 
 
 def _state_before(gpu_id: int, hour: dt.datetime) -> Hysteresis:
-    row = WearHour.objects.filter(gpu_id=gpu_id, hour__lt=hour).order_by("-hour").values_list(
-        "cycles_high", "cycles_ref", "cycles_total"
-    ).first()  # fmt: skip
-    return Hysteresis() if row is None else Hysteresis(row[0], row[1], row[2])
+    row = hours.hour_last_before(gpu_id=gpu_id, hour=hour)
+    return Hysteresis() if row is None else Hysteresis(row.cycles_high, row.cycles_ref, row.cycles_total)
 
 
 def _chain(
@@ -274,16 +271,25 @@ class _Counted:
             _update_rows(WearState, self.states_changed, STATE_FIELDS)
 
 
-def _count_new(gpus: dict[int, Gpu], states: dict[int, WearState], by_gpu: dict[int, list[tuple]]) -> _Counted:
-    """Count new readings ({gpu_id: meters tuples in ts order, all newer than the GPU's newest
-    counted one}) onward from each GPU's state: one query for the hour rows they continue, one for
-    the day rows; nothing written (`states` are carried on in memory). Each GPU's newest hour row is
-    continued, and its lifetime cycle state carried on from the row's own end state over the new
-    temperatures (the turning-point reduction keeps the hysteresis for any incoming state, so this
-    equals replaying the continued row's points)."""
-    continued = {gpu_id: meters.hour_of(states[gpu_id].last_ts.timestamp()) for gpu_id in by_gpu if gpu_id in states}
+def _continued(states: dict[int, WearState], gpu_ids) -> tuple[dict[int, int], dict[int, WearHour]]:
+    """The hour of each GPU's newest counted reading (of `gpu_ids` with a state) and its row (one
+    query; missing when its day is packed, hours.py)."""
+    continued = {gpu_id: meters.hour_of(states[gpu_id].last_ts.timestamp()) for gpu_id in gpu_ids if gpu_id in states}
     spans = {gpu_id: (hour, hour + 1) for gpu_id, hour in continued.items()}
     last_rows = {row.gpu_id: row for row in WearHour.objects.filter(_by_span("hour", spans))} if spans else {}
+    return continued, last_rows
+
+
+def _count_new(
+    gpus: dict[int, Gpu], states: dict[int, WearState], by_gpu: dict[int, list[tuple]], continued_rows=None
+) -> _Counted:
+    """Count new readings ({gpu_id: meters tuples in ts order, all newer than the GPU's newest
+    counted one}) onward from each GPU's state: one query for the hour rows they continue (unless
+    given: `_continued`), one for the day rows; nothing written (`states` are carried on in memory).
+    Each GPU's newest hour row is continued, and its lifetime cycle state carried on from the row's
+    own end state over the new temperatures (the turning-point reduction keeps the hysteresis for
+    any incoming state, so this equals replaying the continued row's points)."""
+    continued, last_rows = continued_rows or _continued(states, by_gpu)
     counted = _Counted()
     days_of = {}
     for gpu_id, readings in by_gpu.items():
@@ -461,17 +467,25 @@ def wear_prepare(block) -> Prepared:
     seen = {gpu_id: state.last_ts for gpu_id, state in states.items()}
     if any(gpu_id in states and ranges[gpu_id][0] <= seen[gpu_id].timestamp() for gpu_id in gpus):
         return Prepared(apply=lambda: _update_many(ranges))
+    continued, last_rows = _continued(states, gpus)
+    if len(last_rows) < len(continued):
+        # a GPU's newest counted hour is packed (it was silent for days): unpacked in the transaction
+        return Prepared(apply=lambda: _update_many(ranges))
     ts_at = meters.READING_FIELDS.index("ts")
     by_gpu = {
         gpu_id: [(row[ts_at].timestamp(), *row[ts_at + 1 :]) for row in rows]
         for gpu_id, rows in block.columns(meters.READING_FIELDS).items()
         if gpu_id in gpus
     }
-    counted = _count_new(gpus, states, by_gpu)
+    as_read = {gpu_id: (state.last_ts, state.updated_at) for gpu_id, state in states.items()}
+    counted = _count_new(gpus, states, by_gpu, (continued, last_rows))
 
     def unchanged() -> bool:
-        now = dict(WearState.objects.select_for_update().filter(gpu_id__in=list(gpus)).values_list("gpu_id", "last_ts"))
-        return now == seen
+        # packing a day (hours.wear_hours_fold) moves no reading but touches updated_at
+        now = WearState.objects.select_for_update().filter(gpu_id__in=list(gpus)).values_list(
+            "gpu_id", "last_ts", "updated_at"
+        )  # fmt: skip
+        return {gpu_id: (last_ts, updated_at) for gpu_id, last_ts, updated_at in now} == as_read
 
     return Prepared(apply=counted.save, current=unchanged)
 
@@ -485,12 +499,18 @@ def _update_many(ranges: dict) -> None:
         state.gpu_id: state
         for state in WearState.objects.select_for_update().filter(gpu_id__in=gpu_ids).order_by("gpu_id")
     }
-    maybe_late = {}
+    maybe_late, touched = {}, {}
     for gpu_id in gpu_ids:
         late_from, late_to = ranges[gpu_id]
         state = states.get(gpu_id)
-        if state is not None and late_from is not None and late_from <= state.last_ts.timestamp():
+        if state is None:
+            continue
+        touched[gpu_id] = meters.hour_of(state.last_ts.timestamp())
+        if late_from is not None and late_from <= state.last_ts.timestamp():
             maybe_late[gpu_id] = (late_from, late_to if late_to is not None else late_from)
+            touched[gpu_id] = min(touched[gpu_id], meters.hour_of(late_from))
+    # the hours these GPUs' readings may change are rows again (usually none was packed: one query)
+    hours.hours_unfold(touched)
     for gpu_id in _uncounted(maybe_late, states):
         gpu = gpus[gpu_id]
         with transaction.atomic(savepoint=False):
