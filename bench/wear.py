@@ -204,9 +204,10 @@ def _simulated_year(gpu, rng, hours: int = YEAR_HOURS):
         def __call__(self):
             return self.now
 
-    clock = Clock()
-    client = SimulatedDeviceClient(count=1, scenarios=["healthy"], hostname=f"size-{gpu.pk}", clock=clock)
     base = meters.hour_of(time.time()) - hours * 3600
+    clock = Clock()
+    clock.now = base  # the simulator's jobs start from its clock's time at start
+    client = SimulatedDeviceClient(count=1, scenarios=["healthy"], hostname=f"size-{gpu.pk}", clock=clock)
     templates = []  # readings of an hour as (ms into the hour, temp, fan, power, energy, util)
     for n in range(96):
         readings = []

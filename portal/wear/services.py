@@ -19,7 +19,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from portal.core.db import EpochMs
@@ -495,9 +495,14 @@ def _update_many(ranges: dict) -> None:
     gpu_ids = sorted(gpus)
     if not gpu_ids:
         return
+    # each GPU's newest packed day, read with the lock: whether a day must be unpacked costs no query
+    newest_packed = WearDay.objects.filter(gpu_id=OuterRef("gpu_id"), hours__isnull=False).order_by("-day")
     states = {
         state.gpu_id: state
-        for state in WearState.objects.select_for_update().filter(gpu_id__in=gpu_ids).order_by("gpu_id")
+        for state in WearState.objects.select_for_update()
+        .filter(gpu_id__in=gpu_ids)
+        .annotate(newest_packed=Subquery(newest_packed.values("day")[:1]))
+        .order_by("gpu_id")
     }
     maybe_late, touched = {}, {}
     for gpu_id in gpu_ids:
@@ -509,8 +514,11 @@ def _update_many(ranges: dict) -> None:
         if late_from is not None and late_from <= state.last_ts.timestamp():
             maybe_late[gpu_id] = (late_from, late_to if late_to is not None else late_from)
             touched[gpu_id] = min(touched[gpu_id], meters.hour_of(late_from))
-    # the hours these GPUs' readings may change are rows again (usually none was packed: one query)
-    hours.hours_unfold(touched)
+    # the hours these GPUs' readings may change are rows again (usually none is packed)
+    hours.hours_unfold({
+        gpu_id: hour for gpu_id, hour in touched.items()
+        if states[gpu_id].newest_packed and states[gpu_id].newest_packed.timestamp() >= _day_of(hour)
+    })  # fmt: skip
     for gpu_id in _uncounted(maybe_late, states):
         gpu = gpus[gpu_id]
         with transaction.atomic(savepoint=False):

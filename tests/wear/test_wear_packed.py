@@ -8,7 +8,6 @@ import importlib
 import math
 import random
 import struct
-import zlib
 
 import pytest
 
@@ -168,7 +167,7 @@ def test_the_codec_gives_back_every_value_bit_for_bit(kind):
         }  # fmt: skip
         hours_in.append((at, tuple(values[name] for name in packing.FIELDS)))
     data = packing.pack(hours_in, 1000, day)
-    assert data[:1] and zlib.decompress(data)[2] == ["exact", "whole", "micros"].index(kind)  # the form chosen
+    assert data[2] == ["exact", "whole", "micros"].index(kind)  # the form chosen
     back = packing.unpack(data, 1000, day)
     turns_at = packing.FIELDS.index("turns")
     for (at, values), (at_back, values_back) in zip(hours_in, back, strict=True):

@@ -27,7 +27,7 @@ _AT = {name: position for position, name in enumerate(FIELDS)}
 _FLOAT_AT = [_AT[name] for name in FLOATS]
 _INT_AT = [_AT[name] for name in INTS]
 _NONE, _ZERO, _LITERAL, _WHOLE_LITERAL, _SAME = 255, 0, 1, 2, 3
-_EXACT, _WHOLE, _MICROS = 0, 1, 2  # turning points as floats, whole numbers, or whole microseconds
+_EXACT, _WHOLE, _MICROS, _WHOLE8 = 0, 1, 2, 3  # turning points as floats, whole numbers...
 _BIG = sys.byteorder == "big"
 
 
@@ -51,12 +51,13 @@ def _unshuffled(data: bytes, typecode: str, count: int) -> array:
     return values
 
 
+def _whole_number(value: float, low: float = -(2**53), high: float = 2**53) -> bool:
+    """A whole number (not -0.0, which int() would turn into 0) within [low, high]."""
+    return low <= value <= high and value == int(value) and (value != 0 or math.copysign(1.0, value) > 0)
+
+
 def _whole(values: list[float], low: int, high: int) -> bool:
-    return all(v == v and low <= v <= high and v == int(v) and math.copysign(1.0, v) > 0 for v in values)
-
-
-def _whole_number(value: float) -> bool:
-    return -(2**53) < value < 2**53 and value == int(value) and math.copysign(1.0, value) > 0
+    return all(_whole_number(v, low, high) for v in values)
 
 
 def _tags(row: tuple, tags: bytearray, literals: list[array], wholes: list[array]) -> None:
@@ -92,24 +93,65 @@ def _micros(offset: float, hour: int) -> int | None:
     return micros if (hour * 10**6 + micros) / 10**6 - hour == offset else None
 
 
-def _offsets_packed(offsets: list[tuple[int, float]]) -> tuple[int, bytes]:
-    """The turning points' offsets ((hour epoch s, offset s) each) in the narrowest exact form."""
-    values = [offset for _, offset in offsets]
+def _deltas(values: list[int], hours: list[int]) -> array:
+    """Each value less the one before it in the same hour (turning points come in time order)."""
+    out, hour_before, before = array("q"), None, 0
+    for value, hour in zip(values, hours, strict=True):
+        out.append(value - (before if hour == hour_before else 0))
+        hour_before, before = hour, value
+    return out
+
+
+def _undeltas(deltas, hours: list[int]) -> list[int]:
+    out, hour_before, before = [], None, 0
+    for delta, hour in zip(deltas, hours, strict=True):
+        before = delta + (before if hour == hour_before else 0)
+        out.append(before)
+        hour_before = hour
+    return out
+
+
+def _offsets_packed(offsets: list[tuple[int, float]]) -> tuple[int, int, bytes]:
+    """The turning points' offsets ((hour epoch s, offset s) each) in the narrowest exact form:
+    (kind, scale, bytes): whole seconds, or whole microseconds (in thousands when all are whole
+    milliseconds, as agents send), delta-coded within each hour; else the floats."""
+    hours, values = [hour for hour, _ in offsets], [offset for _, offset in offsets]
     if _whole(values, 0, 65535):
-        return _WHOLE, _shuffled(array("H", [int(v) for v in values]))
+        return _WHOLE, 0, _shuffled(_deltas([int(v) for v in values], hours))
     micros = [_micros(offset, hour) for hour, offset in offsets]
     if None not in micros:
-        return _MICROS, _shuffled(array("I", micros))
-    return _EXACT, _shuffled(array("d", values))
+        scale = 1000 if all(m % 1000 == 0 for m in micros) else 1
+        return _MICROS, scale // 1000, _shuffled(_deltas([m // scale for m in micros], hours))
+    return _EXACT, 0, _shuffled(array("d", values))
 
 
-def _offsets_unpacked(kind: int, raw: bytes, at: int, hours: list[int]) -> tuple[list[float], int]:
+def _offsets_unpacked(kind: int, scale: int, raw: bytes, at: int, hours: list[int]) -> tuple[list[float], int]:
     count = len(hours)
+    if kind == _EXACT:
+        return list(_unshuffled(raw[at : at + 8 * count], "d", count)), at + 8 * count
+    values = _undeltas(_unshuffled(raw[at : at + 8 * count], "q", count), hours)
     if kind == _WHOLE:
-        return [float(v) for v in _unshuffled(raw[at : at + 2 * count], "H", count)], at + 2 * count
-    if kind == _MICROS:
-        micros = _unshuffled(raw[at : at + 4 * count], "I", count)
-        return [(hour * 10**6 + m) / 10**6 - hour for hour, m in zip(hours, micros, strict=True)], at + 4 * count
+        return [float(v) for v in values], at + 8 * count
+    micros = [v * 1000 for v in values] if scale else values
+    return [(hour * 10**6 + m) / 10**6 - hour for hour, m in zip(hours, micros, strict=True)], at + 8 * count
+
+
+def _temps_packed(temps: list[float]) -> tuple[int, bytes]:
+    """Whole degrees as bytes or 16-bit integers when they all are, else the floats."""
+    if _whole(temps, -128, 127):
+        return _WHOLE8, array("b", [int(v) for v in temps]).tobytes()
+    if _whole(temps, -32768, 32767):
+        return _WHOLE, _shuffled(array("h", [int(v) for v in temps]))
+    return _EXACT, _shuffled(array("d", temps))
+
+
+def _temps_unpacked(kind: int, raw: bytes, at: int, count: int) -> tuple[list[float], int]:
+    if kind == _WHOLE8:
+        values = array("b")
+        values.frombytes(raw[at : at + count])
+        return [float(v) for v in values], at + count
+    if kind == _WHOLE:
+        return [float(v) for v in _unshuffled(raw[at : at + 2 * count], "h", count)], at + 2 * count
     return list(_unshuffled(raw[at : at + 8 * count], "d", count)), at + 8 * count
 
 
@@ -130,19 +172,36 @@ def pack(hours: list[tuple[int, tuple]], cycles_total: int, day: int) -> bytes:
         counts.append(len(turns))
         offsets.extend((day + at * 3600, float(point[0])) for point in turns)
         temps.extend(float(point[1]) for point in turns)
-    offsets_kind, offsets_out = _offsets_packed(offsets)
-    temps_kind = _WHOLE if _whole(temps, -16384, 16383) else _EXACT  # deltas then fit 16 bits
-    if temps_kind == _WHOLE:
-        whole = [int(v) for v in temps]
-        temps_out = _shuffled(array("h", [b - a for a, b in zip([0, *whole], whole, strict=False)]))
-    else:
-        temps_out = _shuffled(array("d", temps))
-    head = struct.pack("<BBBB", VERSION, len(hours), offsets_kind, temps_kind)
-    body = [head, bytes(index), bytes(flags), bytes(tags), _shuffled(ints), _shuffled(counts),
-            _shuffled(array("d", [value for column in literals for value in column])),
-            _shuffled(array("q", [value for column in wholes for value in column])), offsets_out,
-            temps_out]  # fmt: skip
-    return zlib.compress(b"".join(body), 9)
+    offsets_kind, scale, offsets_out = _offsets_packed(offsets)
+    temps_kind, temps_out = _temps_packed(temps)
+    head = struct.pack("<BBBBB", VERSION, len(hours), offsets_kind, scale, temps_kind)
+    sections = [bytes(index) + bytes(flags) + bytes(tags) + _shuffled(ints) + _shuffled(counts),
+                _shuffled(array("d", [value for column in literals for value in column])),
+                _shuffled(array("q", [value for column in wholes for value in column])), offsets_out,
+                temps_out]  # fmt: skip
+    return head + b"".join(_deflated(section) for section in sections)
+
+
+def _deflated(section: bytes) -> bytes:
+    """A section compressed on its own (its own Huffman codes: floats and offsets share little),
+    after its length; stored as it is (length's top bit set) when that is no longer."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = packer.compress(section) + packer.flush()
+    if len(deflated) >= len(section):
+        return struct.pack("<H", 0x8000 | len(section)) + section
+    return struct.pack("<H", len(deflated)) + deflated
+
+
+def _inflated(data: bytes) -> bytes:
+    """The sections after the header, decompressed and joined again."""
+    out, at = [], 0
+    while at < len(data):
+        (length,) = struct.unpack_from("<H", data, at)
+        at += 2
+        chunk = data[at : at + (length & 0x7FFF)]
+        at += length & 0x7FFF
+        out.append(chunk if length & 0x8000 else zlib.decompress(chunk, -15))
+    return b"".join(out)
 
 
 def _columns(raw: bytes, at: int, tags: bytes, typecode: str, tag: int) -> tuple[list, int]:
@@ -160,11 +219,11 @@ def _columns(raw: bytes, at: int, tags: bytes, typecode: str, tag: int) -> tuple
 
 def unpack(data: bytes, cycles_total: int, day: int) -> list[tuple[int, tuple]]:
     """What `pack` was given: (index of the hour in the day, values in FIELDS order)."""
-    raw = zlib.decompress(bytes(data))
-    version, n, offsets_kind, temps_kind = struct.unpack_from("<BBBB", raw)
+    data = bytes(data)
+    version, n, offsets_kind, scale, temps_kind = struct.unpack_from("<BBBBB", data)
     if version != VERSION:
         raise ValueError(f"packed wear hours of version {version}")
-    at = 4
+    raw, at = _inflated(data[5:]), 0
     index, flags = raw[at : at + n], raw[at + n : at + 2 * n]
     at += 2 * n
     tags = raw[at : at + n * len(FLOATS)]
@@ -177,14 +236,8 @@ def unpack(data: bytes, cycles_total: int, day: int) -> list[tuple[int, tuple]]:
     wholes, at = _columns(raw, at, tags, "q", _WHOLE_LITERAL)
     points = sum(counts)
     point_hours = [day + index[hour] * 3600 for hour in range(n) for _ in range(counts[hour])]
-    offsets, at = _offsets_unpacked(offsets_kind, raw, at, point_hours)
-    if temps_kind == _WHOLE:
-        temps, running = [], 0
-        for delta in _unshuffled(raw[at : at + 2 * points], "h", points):
-            running += delta
-            temps.append(float(running))
-    else:
-        temps = list(_unshuffled(raw[at : at + 8 * points], "d", points))
+    offsets, at = _offsets_unpacked(offsets_kind, scale, raw, at, point_hours)
+    temps, at = _temps_unpacked(temps_kind, raw, at, points)
     out, point = [], 0
     for hour in range(n):
         row: list = [None] * len(FIELDS)
@@ -279,7 +332,8 @@ def unfold(apps, schema_editor):
         start = int(day.timestamp())
         rows, turns = [], Turns()
         for at, values in unpack(data, cycles_total, start):
-            rows.append(WearHour(gpu_id=gpu_id, hour=_epoch_dt(start + at * 3600), **dict(zip(FIELDS, values, strict=True))))
+            hour = _epoch_dt(start + at * 3600)
+            rows.append(WearHour(gpu_id=gpu_id, hour=hour, **dict(zip(FIELDS, values, strict=True))))
             for offset, temp in values[turns_at]:
                 turns.push(at * 3600 + offset, temp)
         WearHour.objects.bulk_create(rows)
