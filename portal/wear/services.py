@@ -415,13 +415,6 @@ def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to
     state.save()
 
 
-def wear_gpu_update(*, gpu_id: int, late_from: float | None = None, late_to: float | None = None) -> None:
-    """Bring one GPU's meters up to date with its stored readings. `late_from`/`late_to` (epoch
-    seconds): the range of a batch's readings, when it may hold readings older than the newest one
-    counted. Idempotent: running it again changes nothing."""
-    wear_update_many(ranges={gpu_id: (late_from, late_to)})
-
-
 def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearState]) -> list[int]:
     """The GPUs of `spans` ({gpu_id: (from, to)} epoch s, reaching back to or before the newest
     counted reading) with readings in the span's hours, up to the newest counted one, that the
@@ -445,22 +438,12 @@ def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearStat
     return sorted({key[0] for key in raw.keys() | stored.keys() if raw.get(key, 0) != stored.get(key, 0)})
 
 
-def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) -> None:
-    """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)}, as for
-    wear_gpu_update) up to date, in one transaction: late stretches GPU by GPU (rare: batches that
-    arrive out of order), then the new readings of all of them set-based (_extend_many). The GPUs'
-    state rows are locked in id order (two callers on the same GPUs wait for each other, never
-    deadlock)."""
-    with transaction.atomic():
-        _update_many(ranges)
-
-
 def wear_prepare(block) -> Prepared:
     """The wear stage (telemetry.pipeline). Usually the block's readings are all newer than what
     each GPU's meters counted: they are counted here, from the block, and the pass's transaction
     only writes the rows (on SQLite the write lock is held for the writes alone), after checking
     that no GPU's meters moved meanwhile. A block reaching back to counted readings (a late batch)
-    is counted in the transaction from the stored readings, as wear_update_many does."""
+    is counted in the transaction from the stored readings (_update_many)."""
     ranges = {gpu_id: (rows[0][1].timestamp(), rows[-1][1].timestamp()) for gpu_id, rows in block.readings.items()}
     gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
     states = {state.gpu_id: state for state in WearState.objects.filter(gpu_id__in=list(gpus))}
@@ -491,6 +474,11 @@ def wear_prepare(block) -> Prepared:
 
 
 def _update_many(ranges: dict) -> None:
+    """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)} epoch s: the span
+    of their readings in the block, which may reach back to counted ones) up to date, in the pass's
+    transaction: late stretches GPU by GPU (rare: batches that arrive out of order), then the new
+    readings of all of them set-based (_extend_many). The GPUs' state rows are locked in id order
+    (two passes on the same GPUs wait for each other, never deadlock)."""
     gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
     gpu_ids = sorted(gpus)
     if not gpu_ids:

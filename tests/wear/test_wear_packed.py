@@ -16,8 +16,8 @@ from portal.wear import hours, packing
 from portal.wear.hours import hours_read, hours_unfold, wear_hours_fold
 from portal.wear.models import WearDay, WearHour
 from portal.wear.selectors import fleet_wear_ranking, gpu_wear_panel, meters_since, wear_for_period, wear_lifetime_all
-from portal.wear.services import wear_update_many
 from tests.factories import GpuFactory
+from tests.wear.stage import wear_count
 from tests.wear.test_wear import T0, series, store
 
 DAY = 86400
@@ -37,11 +37,11 @@ def _deliver(gpus, readings, rng, late_share=0.2):
             continue
         for gpu in gpus:
             store(gpu, batch)
-        wear_update_many(ranges={gpu.pk: (batch[0]["ts"], batch[-1]["ts"]) for gpu in gpus})
+        wear_count({gpu.pk: (batch[0]["ts"], batch[-1]["ts"]) for gpu in gpus})
     for late in held:
         for gpu in gpus:
             store(gpu, late)
-        wear_update_many(ranges={gpu.pk: (late[0]["ts"], late[-1]["ts"]) for gpu in gpus})
+        wear_count({gpu.pk: (late[0]["ts"], late[-1]["ts"]) for gpu in gpus})
 
 
 def _windows(rng, start, end):
@@ -117,7 +117,7 @@ def test_a_late_batch_into_a_packed_day_counts_as_if_nothing_was_packed(client_f
     for batch in late:
         for gpu in (packed_gpu, raw_gpu):
             store(gpu, batch)
-        wear_update_many(ranges={gpu.pk: (batch[0]["ts"], batch[-1]["ts"]) for gpu in (packed_gpu, raw_gpu)})
+        wear_count({gpu.pk: (batch[0]["ts"], batch[-1]["ts"]) for gpu in (packed_gpu, raw_gpu)})
     # the late batches unpacked the days from theirs on
     assert not WearDay.objects.filter(gpu=packed_gpu, hours__isnull=False).exists()
     client = client_for(viewer)
