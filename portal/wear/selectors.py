@@ -20,7 +20,6 @@ import statistics
 from dataclasses import dataclass
 
 from django.db.models import Max, Min, Q, Sum
-from django.db.models.functions import TruncMonth
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
@@ -228,32 +227,26 @@ def wear_lifetime(*, gpu: Gpu) -> dict:
 
 def wear_monthly(*, gpu: Gpu) -> list[dict]:
     """Per calendar month (UTC): hours powered, busy, hot, fan-high, and energy. Cycles per month
-    are the lifetime count's growth over the month."""
-    rows = (
-        WearDay.objects.filter(gpu=gpu)
-        .annotate(month=TruncMonth("day", tzinfo=dt.UTC))
-        .values("month")
-        .annotate(
-            powered=Sum("powered_s"),
-            busy=Sum("busy_s"),
-            hot=Sum("hot_s"),
-            fan=Sum("fan_high_s"),
-            energy=Sum("energy_mj"),
-            cycles_end=Max("cycles_total"),
-            cycles_start=Min("cycles_total"),
-        )  # fmt: skip
-        .order_by("month")
-    )
+    are the lifetime count's growth over the month. Summed here in day order: a database's SUM of
+    floats adds in whatever order the rows lie, which moves as rows are rewritten."""
+    rows = WearDay.objects.filter(gpu=gpu).order_by("day").values_list(
+        "day", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "cycles_total"
+    )  # fmt: skip
+    months: dict[str, list] = {}
+    for day, *sums, cycles in rows:
+        month = months.setdefault(day.strftime("%Y-%m"), [0.0, 0.0, 0.0, 0.0, 0.0, cycles])
+        for position, value in enumerate(sums):
+            month[position] += value
+        month[5] = max(month[5], cycles)
     out = []
     previous_end = 0
-    for row in rows:
+    for month, (powered, busy, hot, fan, energy, cycles_end) in months.items():
         out.append({
-            "month": row["month"].strftime("%Y-%m"),
-            "powered_hours": row["powered"] / 3600, "busy_hours": row["busy"] / 3600,
-            "hot_hours": row["hot"] / 3600, "fan_high_hours": row["fan"] / 3600,
-            "energy_kwh": row["energy"] / meters.MJ_PER_KWH, "thermal_cycles": row["cycles_end"] - previous_end,
+            "month": month, "powered_hours": powered / 3600, "busy_hours": busy / 3600, "hot_hours": hot / 3600,
+            "fan_high_hours": fan / 3600, "energy_kwh": energy / meters.MJ_PER_KWH,
+            "thermal_cycles": cycles_end - previous_end,
         })  # fmt: skip
-        previous_end = row["cycles_end"]
+        previous_end = cycles_end
     return out
 
 

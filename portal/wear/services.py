@@ -449,11 +449,11 @@ def wear_prepare(block) -> Prepared:
     states = {state.gpu_id: state for state in WearState.objects.filter(gpu_id__in=list(gpus))}
     seen = {gpu_id: state.last_ts for gpu_id, state in states.items()}
     if any(gpu_id in states and ranges[gpu_id][0] <= seen[gpu_id].timestamp() for gpu_id in gpus):
-        return Prepared(apply=lambda: _update_many(ranges))
+        return Prepared(apply=lambda: _update_many(ranges, gpus))
     continued, last_rows = _continued(states, gpus)
     if len(last_rows) < len(continued):
         # a GPU's newest counted hour is packed (it was silent for days): unpacked in the transaction
-        return Prepared(apply=lambda: _update_many(ranges))
+        return Prepared(apply=lambda: _update_many(ranges, gpus))
     ts_at = meters.READING_FIELDS.index("ts")
     by_gpu = {
         gpu_id: [(row[ts_at].timestamp(), *row[ts_at + 1 :]) for row in rows]
@@ -473,13 +473,13 @@ def wear_prepare(block) -> Prepared:
     return Prepared(apply=counted.save, current=unchanged)
 
 
-def _update_many(ranges: dict) -> None:
+def _update_many(ranges: dict, gpus: dict[int, Gpu]) -> None:
     """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)} epoch s: the span
     of their readings in the block, which may reach back to counted ones) up to date, in the pass's
     transaction: late stretches GPU by GPU (rare: batches that arrive out of order), then the new
     readings of all of them set-based (_extend_many). The GPUs' state rows are locked in id order
-    (two passes on the same GPUs wait for each other, never deadlock)."""
-    gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
+    (two passes on the same GPUs wait for each other, never deadlock). `gpus`: those of `ranges`
+    (their temp_slowdown_c), as the stage read them."""
     gpu_ids = sorted(gpus)
     if not gpu_ids:
         return
