@@ -34,7 +34,9 @@ from portal.wear.models import WearDay, WearState
 MIDDLE_COLUMNS = ("id", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "busy_prefix_s",
                   "busy_suffix_s", "busy_longest_s", "busy_unbroken", "cycles_high", "cycles_ref",
                   "cycles_total")  # fmt: skip
-TURNS_CHUNK = 48  # hours of turning points fetched at a time (the replay usually stops in the first)
+# rows of turning points fetched at a time: the replay usually stops in the first row or two, and a
+# packed day's are unpacked to be read, so the first fetch is small
+TURNS_FIRST, TURNS_CHUNK = 3, 48
 
 
 @dataclass
@@ -191,9 +193,9 @@ def cycles_over(temps, cycles: Hysteresis) -> None:
 def _middle_cycles(turns_of, rows: list[tuple], cycles: Hysteresis) -> None:
     """Replay the middle hours' turning points until the period's state meets the lifetime one."""
     last = rows[-1]
-    position = 0
+    position, size = 0, TURNS_FIRST
     while position < len(rows):
-        chunk = rows[position : position + TURNS_CHUNK]
+        chunk = rows[position : position + size]
         turns = turns_of([row[0] for row in chunk])
         for row in chunk:
             for _, temp in turns[row[0]]:
@@ -203,7 +205,7 @@ def _middle_cycles(turns_of, rows: list[tuple], cycles: Hysteresis) -> None:
                 cycles.count += last[12] - row[12]
                 cycles.high, cycles.ref = last[10], last[11]
                 return
-        position += TURNS_CHUNK
+        position, size = position + size, TURNS_CHUNK
 
 
 # --- pages -----------------------------------------------------------------------------------

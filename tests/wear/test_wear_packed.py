@@ -120,8 +120,25 @@ def test_a_late_batch_into_a_packed_day_counts_as_if_nothing_was_packed(client_f
         wear_count({gpu.pk: (batch[0]["ts"], batch[-1]["ts"]) for gpu in (packed_gpu, raw_gpu)})
     # the late batches unpacked the days from theirs on
     assert not WearDay.objects.filter(gpu=packed_gpu, hours__isnull=False).exists()
-    client = client_for(viewer)
-    windows = _windows(rng, T0, end)
+    _assert_same(packed_gpu, raw_gpu, client_for(viewer), _windows(rng, T0, end))
+
+
+@pytest.mark.django_db
+def test_a_gpu_reporting_again_after_its_days_were_packed_counts_on(client_for, viewer):
+    """The hour a GPU's meters continue lies in a packed day (it was silent for days): the stage
+    counts its new readings as if nothing had been packed."""
+    rng = random.Random(8)
+    packed_gpu, raw_gpu = GpuFactory(temp_slowdown_c=87), GpuFactory(temp_slowdown_c=87)
+    readings = series(8, n=4000, step=75)
+    _deliver([packed_gpu, raw_gpu], readings[:2500], rng, late_share=0)
+    assert wear_hours_fold(now=_utc(readings[2499]["ts"] + 2 * DAY)) >= 3
+    hours_unfold({raw_gpu.pk: -math.inf})
+    _deliver([packed_gpu, raw_gpu], readings[2500:], rng, late_share=0.1)
+    _assert_same(packed_gpu, raw_gpu, client_for(viewer), _windows(rng, T0, readings[-1]["ts"]))
+
+
+def _assert_same(gpu_a, gpu_b, client, windows):
+    """Every answer about the two GPUs and their hour rows are the same."""
 
     def without_gpu(gpu, answers):
         answers.pop("ranking")
@@ -130,10 +147,10 @@ def test_a_late_batch_into_a_packed_day_counts_as_if_nothing_was_packed(client_f
         answers["panel"]["lifetime"].pop("since")
         return answers
 
-    got = {gpu.pk: without_gpu(gpu, _answers(gpu, client, windows, T0)) for gpu in (packed_gpu, raw_gpu)}
-    assert got[packed_gpu.pk] == got[raw_gpu.pk]
-    strip = [row[2:] for row in hours_read({packed_gpu.pk: (-math.inf, math.inf)})]
-    assert strip == [row[2:] for row in hours_read({raw_gpu.pk: (-math.inf, math.inf)})]
+    got = [without_gpu(gpu, _answers(gpu, client, windows, T0)) for gpu in (gpu_a, gpu_b)]
+    assert got[0] == got[1]
+    rows = [[row[2:] for row in hours_read({gpu.pk: (-math.inf, math.inf)})] for gpu in (gpu_a, gpu_b)]
+    assert rows[0] == rows[1]
 
 
 def _bits(values):
