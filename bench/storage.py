@@ -425,8 +425,9 @@ DB_ROWS_PER_DAY = {"readings": 86400 // INTERVAL_S, "rollups 1m": 1440, "rollups
 BOOKKEEPING = ("telemetry_ingestbatch", "telemetry_batchseen", "telemetry_stagedone", "telemetry_pipelinecursor")
 BATCH_KEYS = "telemetry_batchseen"
 AUTOVACUUM_NAPTIME_S = 60  # PostgreSQL's default
-# Wear meters, a row per GPU-hour and per GPU-day, never pruned (wear is lifetime data): in the
-# steady state, a year of them, as of the hours' rollups.
+# Wear meters, a row per GPU-day holding its hours packed once the day is over (a row per GPU-hour
+# until then), never pruned (wear is lifetime data): in the steady state, a year of them, as of the
+# hours' rollups.
 WEAR = ("wear_wearhour", "wear_wearday")
 
 
@@ -487,8 +488,8 @@ def _history(start: dt.datetime, end: dt.datetime) -> tuple[int, int]:
     the ingest service as the agents' batches (one every DB_BATCH_S), with the pipeline and beat's
     jobs run on simulated time: beat's sweep (the pipeline's pending batches, then its ledger
     folded into the cursor; ingest triggers the pipeline sooner, which changes no table's size),
-    beat's hourly job (batch rows folded into keys, readings and rollups compressed, partitions
-    renewed) and autovacuum every naptime. Returns the readings and batches stored."""
+    beat's hourly jobs (batch rows folded into keys, readings and rollups compressed, partitions
+    renewed, wear days over packed) and autovacuum every naptime. Returns the readings and batches stored."""
     import uuid
 
     from django.conf import settings
@@ -500,6 +501,7 @@ def _history(start: dt.datetime, end: dt.datetime) -> tuple[int, int]:
     from portal.telemetry.schemas import BatchIn
     from portal.telemetry.services.ingest import reading_batch_ingest
     from portal.telemetry.services.retention import telemetry_housekeeping
+    from portal.wear.hours import wear_hours_fold
 
     schedule = settings.CELERY_BEAT_SCHEDULE
     sweep_s = int(schedule["pipeline-sweep"]["schedule"])
@@ -555,6 +557,7 @@ def _history(start: dt.datetime, end: dt.datetime) -> tuple[int, int]:
             _autovacuum()
         if elapsed % hourly_s == 0:
             telemetry_housekeeping(now=received)
+            wear_hours_fold(now=received)
         if time.perf_counter() - last_report > 30:
             last_report = time.perf_counter()
             print(f"  {moment:%Y-%m-%d %H:%M}: {stored:,} readings, {batches:,} batches, "
@@ -577,6 +580,7 @@ def database() -> None:
     from portal.telemetry.pipeline import pipeline_sweep
     from portal.telemetry.services import partitions
     from portal.telemetry.services.retention import telemetry_housekeeping
+    from portal.wear.hours import wear_hours_fold
 
     now = dt.datetime.now(dt.UTC)
     end = now.replace(hour=0, minute=0, second=0, microsecond=0) - dt.timedelta(days=1)  # every day over
@@ -594,6 +598,7 @@ def database() -> None:
     began = time.perf_counter()
     pipeline_sweep(now=now)
     telemetry_housekeeping(now=now)  # the days over: everything compressed
+    wear_hours_fold(now=now)  # and the wear meters' hours packed into their days
     compress_s = time.perf_counter() - began
     sizes = _database_sizes()
     at_end, after = _grouped(ended), _grouped(sizes)

@@ -108,8 +108,10 @@ def _hour_of_readings(rng: random.Random, start: float, kind: int) -> list[tuple
 
 
 def build_year(gpu, rng):
-    """8,760 hour rows from 48 distinct 1 Hz hours, cycle state chained like the portal does."""
+    """8,760 hour rows from 48 distinct 1 Hz hours, cycle state chained like the portal does, the
+    days over packed as beat's hourly job packs them."""
     from portal.wear import meters
+    from portal.wear.hours import wear_hours_fold
     from portal.wear.models import WearHour, WearState
     from portal.wear.services import wear_days_refresh, wear_row_fill
 
@@ -139,6 +141,7 @@ def build_year(gpu, rng):
         gpu=gpu, last_ts=dt.datetime.fromtimestamp(last_start + 3599, tz=dt.UTC), last_reading=[last_start + 3599],
         first_hour=dt.datetime.fromtimestamp(base, tz=dt.UTC), cycles_total=cycles.count, **totals,
     )  # fmt: skip
+    wear_hours_fold()  # as beat's hourly job: every day but the last two packed
     return base
 
 
@@ -182,6 +185,88 @@ def bench_wear_query(results):
           f"max {results['wear_year_ms'][1]:.1f} ms (target < 100 ms)")  # fmt: skip
     print(f"wear, a year, arbitrary from/to (raw partial hours): median {results['wear_year_arbitrary_ms'][0]:.1f} ms,"
           f" max {results['wear_year_arbitrary_ms'][1]:.1f} ms (target < 100 ms)")  # fmt: skip
+
+
+def _simulated_year(gpu, rng, hours: int = YEAR_HOURS):
+    """A year of hour rows through the portal's meters from the agent simulator's readings (a
+    healthy GPU of a lab: training jobs, a reading every 10 s, timestamps in milliseconds as an
+    agent sends them): 96 distinct simulated hours, each hour of the year one of them moved to its
+    place, counted from its readings with the cycle state chained; the days over then packed."""
+    from agents.simulate import SimulatedDeviceClient
+    from portal.wear import meters
+    from portal.wear.hours import wear_hours_fold
+    from portal.wear.models import WearHour
+    from portal.wear.services import wear_days_refresh, wear_row_fill
+
+    class Clock:
+        now = 0.0
+
+        def __call__(self):
+            return self.now
+
+    base = meters.hour_of(time.time()) - hours * 3600
+    clock = Clock()
+    clock.now = base  # the simulator's jobs start from its clock's time at start
+    client = SimulatedDeviceClient(count=1, scenarios=["healthy"], hostname=f"size-{gpu.pk}", clock=clock)
+    templates = []  # readings of an hour as (ms into the hour, temp, fan, power, energy, util)
+    for n in range(96):
+        readings = []
+        for i in range(360):
+            ms = i * 10_000 + rng.randrange(0, 400)
+            clock.now = base + n * 3600 + ms / 1000
+            m = client.metrics(0)
+            readings.append((ms, m["temperature_c"], m["fan_speed_pct"], m["power_w"], m["energy_mj"],
+                             m["utilization_gpu_pct"]))  # fmt: skip
+        templates.append(readings)
+    hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
+    rows, cycles, prev = [], meters.Hysteresis(), None
+    for h in range(hours):
+        start_ms = (base + h * 3600) * 1000
+        # epoch seconds from whole milliseconds, as datetime.timestamp() gives them
+        readings = [((start_ms + r[0]) / 1000, *r[1:]) for r in templates[rng.randrange(len(templates))]]
+        bucket = meters.buckets_from(readings, prev, hot_c)[base + h * 3600]
+        prev = readings[-1]
+        row = WearHour(gpu=gpu, hour=dt.datetime.fromtimestamp(base + h * 3600, tz=dt.UTC))
+        wear_row_fill(row, bucket)
+        for _, temp in bucket.turns.points:
+            cycles.push(temp)
+        row.cycles_high, row.cycles_ref, row.cycles_total = cycles.high, cycles.ref, cycles.count
+        rows.append(row)
+    WearHour.objects.bulk_create(rows, batch_size=2000)
+    wear_days_refresh({gpu.pk: {base + d * 86400 - (base % 86400) for d in range(hours // 24 + 2)}})
+    wear_hours_fold()
+
+
+WEAR_TABLES = ("wear_wearhour", "wear_wearday")
+
+
+def _wear_bytes() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        for table in WEAR_TABLES:
+            cursor.execute(f"VACUUM FULL ANALYZE {table}")  # as the rows would lie written once
+        cursor.execute("SELECT sum(pg_total_relation_size(t)) FROM unnest(%s::regclass[]) t", [list(WEAR_TABLES)])
+        return cursor.fetchone()[0]
+
+
+def bench_wear_size(results):
+    """Bytes on disk (heap, TOAST, indexes) of a year of wear meters per GPU, as beat's job keeps
+    them (the days over packed), for build_year's hours and for the simulator's."""
+    from portal.fleet.models import Gpu, Host
+    from portal.wear.models import WearDay, WearHour, WearState
+
+    rng = random.Random(35)
+    for label, build in (("build_year's hours (wide swings)", build_year), ("the agent simulator's", _simulated_year)):
+        for model in (WearHour, WearDay, WearState):
+            model.objects.all().delete()
+        for n in range(2):
+            host = Host.objects.create(hostname=f"size-host-{label[:5]}-{n}")
+            build(Gpu.objects.create(host=host, uuid=f"GPU-size-{label[:5]}-{n}", index=0, temp_slowdown_c=90), rng)
+        per_gpu = _wear_bytes() / 2
+        results[f"wear_size_{label[:5]}"] = per_gpu
+        print(f"wear meters, a year per GPU, {label}: {per_gpu / 2**20:.3f} MiB ({per_gpu / 365:,.0f} bytes a day; "
+              f"{WearHour.objects.count() / 2:.0f} hour rows left unpacked per GPU)")  # fmt: skip
 
 
 def bench_metrics(results):
@@ -510,6 +595,8 @@ def main():
     setup()
     if "wear" in parts:
         bench_wear_query(results)
+    if "size" in parts:
+        bench_wear_size(results)
     if "metrics" in parts:
         bench_metrics(results)
     if "ingest" in parts:

@@ -226,6 +226,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "inte
 CELERY_BEAT_SCHEDULE: dict = {
     "pipeline-sweep": {"task": "portal.telemetry.tasks.pipeline_sweep_task", "schedule": 30.0},
     "telemetry-prune": {"task": "portal.telemetry.tasks.telemetry_prune_task", "schedule": 3600.0},
+    "wear-hours-fold": {"task": "portal.wear.tasks.wear_hours_fold_task", "schedule": 3600.0},
     "maintenance-agent-silent": {"task": "portal.maintenance.tasks.agent_silent_check_task", "schedule": 60.0},
     "maintenance-xid-quiet": {"task": "portal.maintenance.tasks.xid_quiet_check_task", "schedule": 600.0},
     "maintenance-schedules": {"task": "portal.maintenance.tasks.schedules_check_task", "schedule": 3600.0},

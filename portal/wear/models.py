@@ -49,6 +49,9 @@ class WearHour(WearBucket):
 
 class WearDay(WearBucket):
     day = models.DateTimeField()  # UTC midnight
+    # the day's hour rows packed (wear/packing.py) once the day is over for a while, and then no
+    # WearHour rows of the day nor turning points of its own; NULL while they are rows (wear/hours.py)
+    hours = models.BinaryField(null=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["gpu", "day"], name="wearday_gpu_day")]

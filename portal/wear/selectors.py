@@ -19,23 +19,24 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from django.db.models import Count, Max, Min, Q, Sum
-from django.db.models.functions import TruncMonth
+from django.db.models import Max, Min, Q, Sum
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from portal.fleet import care
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.telemetry import store
-from portal.wear import meters
+from portal.wear import hours, meters
 from portal.wear.meters import Bucket, Hysteresis, Streak
-from portal.wear.models import WearDay, WearHour, WearState
+from portal.wear.models import WearDay, WearState
 
 # no datetime column: parsing 8,760 timestamps costs more than everything else together
 MIDDLE_COLUMNS = ("id", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "busy_prefix_s",
                   "busy_suffix_s", "busy_longest_s", "busy_unbroken", "cycles_high", "cycles_ref",
                   "cycles_total")  # fmt: skip
-TURNS_CHUNK = 48  # hours of turning points fetched at a time (the replay usually stops in the first)
+# rows of turning points fetched at a time: the replay usually stops in the first row or two, and a
+# packed day's are unpacked to be read, so the first fetch is small
+TURNS_FIRST, TURNS_CHUNK = 3, 48
 
 
 @dataclass
@@ -64,7 +65,7 @@ def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[
         epoch=True,
     )  # fmt: skip
     raw_in_hour = sum(store.hour_counts([(gpu.pk, _epoch_dt(hour), _epoch_dt(hour + 3600))]).values())
-    stored = WearHour.objects.filter(gpu_id=gpu.pk, hour=_epoch_dt(hour)).first()
+    stored = next(iter(hours.hours_read({gpu.pk: (hour, hour + 1)})), None)
     if stored is None or raw_in_hour >= stored.readings:
         return meters.figures_over(readings, None, hot_c, start, end)
     # Raw readings pruned: the stored hour, prorated (documented approximation).
@@ -82,16 +83,27 @@ def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[
 DAY_S = 86400
 
 
-def _rows(model, field: str, gpu: Gpu, lo: float, hi: float):
-    """Hour or day rows with lo <= start < hi, in time order (no query for an empty range)."""
-    queryset = model.objects.filter(gpu_id=gpu.pk)
+def _days(gpu: Gpu, lo: float, hi: float):
+    """Day rows with lo <= day < hi in time order, as MIDDLE_COLUMNS, and how to get their turning
+    points by id (no query for an empty range)."""
     if lo >= hi:
-        return queryset, []
+        return hours.day_turns, []
+    queryset = WearDay.objects.filter(gpu_id=gpu.pk)
     if not math.isinf(lo):
-        queryset = queryset.filter(**{f"{field}__gte": _epoch_dt(lo)})
+        queryset = queryset.filter(day__gte=_epoch_dt(lo))
     if not math.isinf(hi):
-        queryset = queryset.filter(**{f"{field}__lt": _epoch_dt(hi)})
-    return queryset, list(queryset.order_by(field).values_list(*MIDDLE_COLUMNS))
+        queryset = queryset.filter(day__lt=_epoch_dt(hi))
+    return hours.day_turns, list(queryset.order_by("day").values_list(*MIDDLE_COLUMNS))
+
+
+def _hours(gpu: Gpu, lo: float, hi: float):
+    """Hour rows with lo <= hour < hi (raw or packed, hours.py) as _days gives day rows, their
+    position standing for the id."""
+    if lo >= hi:
+        return None, []
+    found = hours.hours_read({gpu.pk: (lo, hi)})
+    rows = [(position, *(getattr(row, name) for name in MIDDLE_COLUMNS[1:])) for position, row in enumerate(found)]
+    return (lambda ids: {position: found[position].turns for position in ids}), rows
 
 
 def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datetime | None = None) -> WearFigures:
@@ -110,11 +122,11 @@ def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datet
         day_lo = full_lo if math.isinf(full_lo) else math.ceil(full_lo / DAY_S) * DAY_S
         day_hi = full_hi if math.isinf(full_hi) else math.floor(full_hi / DAY_S) * DAY_S
         if day_lo < day_hi:
-            parts.append(("rows", _rows(WearHour, "hour", gpu, full_lo, day_lo)))
-            parts.append(("rows", _rows(WearDay, "day", gpu, day_lo, day_hi)))
-            parts.append(("rows", _rows(WearHour, "hour", gpu, day_hi, full_hi)))
+            parts.append(("rows", _hours(gpu, full_lo, day_lo)))
+            parts.append(("rows", _days(gpu, day_lo, day_hi)))
+            parts.append(("rows", _hours(gpu, day_hi, full_hi)))
         else:
-            parts.append(("rows", _rows(WearHour, "hour", gpu, full_lo, full_hi)))
+            parts.append(("rows", _hours(gpu, full_lo, full_hi)))
     first_edge_to = parts[-1][0] == "edge" and min(hi, meters.hour_of(lo) + 3600)
     if not math.isinf(hi) and hi % 3600 and first_edge_to != hi:
         hour = meters.hour_of(hi)
@@ -133,7 +145,7 @@ def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datet
             streak = bucket.streak if streak is None else streak.then(bucket.streak)
             cycles_over(temps, cycles)
             continue
-        queryset, rows = part
+        turns_of, rows = part
         if not rows:
             continue
         powered = busy = hot = fan = energy = 0.0
@@ -161,7 +173,7 @@ def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datet
         total.energy_mj += energy
         segment = Streak(prefix, suffix, longest, unbroken)
         streak = segment if streak is None else streak.then(segment)
-        _middle_cycles(queryset, rows, cycles)
+        _middle_cycles(turns_of, rows, cycles)
     return WearFigures(
         powered_hours=total.powered_s / 3600,
         busy_hours=total.busy_s / 3600,
@@ -178,13 +190,13 @@ def cycles_over(temps, cycles: Hysteresis) -> None:
         cycles.push(temp)
 
 
-def _middle_cycles(queryset, rows: list[tuple], cycles: Hysteresis) -> None:
+def _middle_cycles(turns_of, rows: list[tuple], cycles: Hysteresis) -> None:
     """Replay the middle hours' turning points until the period's state meets the lifetime one."""
     last = rows[-1]
-    position = 0
+    position, size = 0, TURNS_FIRST
     while position < len(rows):
-        chunk = rows[position : position + TURNS_CHUNK]
-        turns = dict(queryset.filter(id__in=[row[0] for row in chunk]).values_list("id", "turns"))
+        chunk = rows[position : position + size]
+        turns = turns_of([row[0] for row in chunk])
         for row in chunk:
             for _, temp in turns[row[0]]:
                 cycles.push(temp)
@@ -193,7 +205,7 @@ def _middle_cycles(queryset, rows: list[tuple], cycles: Hysteresis) -> None:
                 cycles.count += last[12] - row[12]
                 cycles.high, cycles.ref = last[10], last[11]
                 return
-        position += TURNS_CHUNK
+        position, size = position + size, TURNS_CHUNK
 
 
 # --- pages -----------------------------------------------------------------------------------
@@ -217,32 +229,26 @@ def wear_lifetime(*, gpu: Gpu) -> dict:
 
 def wear_monthly(*, gpu: Gpu) -> list[dict]:
     """Per calendar month (UTC): hours powered, busy, hot, fan-high, and energy. Cycles per month
-    are the lifetime count's growth over the month."""
-    rows = (
-        WearDay.objects.filter(gpu=gpu)
-        .annotate(month=TruncMonth("day", tzinfo=dt.UTC))
-        .values("month")
-        .annotate(
-            powered=Sum("powered_s"),
-            busy=Sum("busy_s"),
-            hot=Sum("hot_s"),
-            fan=Sum("fan_high_s"),
-            energy=Sum("energy_mj"),
-            cycles_end=Max("cycles_total"),
-            cycles_start=Min("cycles_total"),
-        )  # fmt: skip
-        .order_by("month")
-    )
+    are the lifetime count's growth over the month. Summed here in day order: a database's SUM of
+    floats adds in whatever order the rows lie, which moves as rows are rewritten."""
+    rows = WearDay.objects.filter(gpu=gpu).order_by("day").values_list(
+        "day", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "cycles_total"
+    )  # fmt: skip
+    months: dict[str, list] = {}
+    for day, *sums, cycles in rows:
+        month = months.setdefault(day.strftime("%Y-%m"), [0.0, 0.0, 0.0, 0.0, 0.0, cycles])
+        for position, value in enumerate(sums):
+            month[position] += value
+        month[5] = max(month[5], cycles)
     out = []
     previous_end = 0
-    for row in rows:
+    for month, (powered, busy, hot, fan, energy, cycles_end) in months.items():
         out.append({
-            "month": row["month"].strftime("%Y-%m"),
-            "powered_hours": row["powered"] / 3600, "busy_hours": row["busy"] / 3600,
-            "hot_hours": row["hot"] / 3600, "fan_high_hours": row["fan"] / 3600,
-            "energy_kwh": row["energy"] / meters.MJ_PER_KWH, "thermal_cycles": row["cycles_end"] - previous_end,
+            "month": month, "powered_hours": powered / 3600, "busy_hours": busy / 3600, "hot_hours": hot / 3600,
+            "fan_high_hours": fan / 3600, "energy_kwh": energy / meters.MJ_PER_KWH,
+            "thermal_cycles": cycles_end - previous_end,
         })  # fmt: skip
-        previous_end = row["cycles_end"]
+        previous_end = cycles_end
     return out
 
 
@@ -340,32 +346,60 @@ def wear_lifetime_all() -> list[tuple]:
     )
 
 
+def _meters_spans(host_ids: list[int], since: dict[int, dt.datetime]) -> tuple[dict, dict, dict]:
+    """Per GPU of the hosts: the hours of the day `since` falls in from its hour on (a partial day,
+    read hour by hour), the first whole day after it (read from the day rows), and its host."""
+    partial, whole, host_of = {}, {}, {}
+    for gpu_id, host_id in Gpu.objects.filter(host_id__in=host_ids).values_list("pk", "host_id"):
+        host_of[gpu_id] = host_id
+        moment = since.get(host_id)
+        lo = -math.inf if moment is None else meters.hour_of(moment.timestamp())
+        whole[gpu_id] = lo if math.isinf(lo) or lo % DAY_S == 0 else lo - lo % DAY_S + DAY_S
+        if whole[gpu_id] > lo:
+            partial[gpu_id] = (lo, whole[gpu_id])
+    return partial, whole, host_of
+
+
 def meters_since(*, host_ids: list[int], since: dict[int, dt.datetime]) -> dict[int, dict[str, float]]:
     """Per host: the largest busy, fan-high hours and thermal cycles of any of its GPUs since
-    `since[host_id]` (whole hours from that time's hour on). For usage-based schedules."""
+    `since[host_id]` (whole hours from that time's hour on; the cycles counted after the first of
+    them). For usage-based schedules. The rest of the first day is read hour by hour, raw or packed
+    alike (hours.py), the whole days after it from the day rows (sums of their hours)."""
     out: dict[int, dict[str, float]] = {host_id: {"busy_hours": 0.0, "fan_high_hours": 0.0, "thermal_cycles": 0}
                                         for host_id in host_ids}  # fmt: skip
     if not host_ids:
         return out
-    condition = Q()
-    for host_id in host_ids:
-        moment = since.get(host_id)
-        part = Q(gpu__host_id=host_id)
-        if moment is not None:
-            part &= Q(hour__gte=_epoch_dt(meters.hour_of(moment.timestamp())))
-        condition |= part
-    per_gpu = (
-        WearHour.objects.filter(condition)
-        .values("gpu_id", "gpu__host_id")
-        .annotate(
-            busy=Sum("busy_s"), fan=Sum("fan_high_s"), cmax=Max("cycles_total"), cmin=Min("cycles_total"), n=Count("id")
-        )  # fmt: skip
+    partial, whole, host_of = _meters_spans(host_ids, since)
+    figures: dict[int, list] = {}  # gpu_id: [busy_s, fan_high_s, first hour's cycles, last hour's]
+    for row in hours.hours_read(partial):
+        entry = figures.setdefault(row.gpu_id, [0.0, 0.0, row.cycles_total, 0])
+        entry[0] += row.busy_s
+        entry[1] += row.fan_high_s
+        entry[3] = row.cycles_total
+    condition = Q(pk__in=[])
+    for gpu_id, lo in whole.items():
+        condition |= Q(gpu_id=gpu_id) if math.isinf(lo) else Q(gpu_id=gpu_id, day__gte=_epoch_dt(lo))
+    days = list(
+        WearDay.objects.filter(condition)
+        .values("gpu_id")
+        .annotate(busy=Sum("busy_s"), fan=Sum("fan_high_s"), cmax=Max("cycles_total"), first=Min("day"))
+        .values_list("gpu_id", "busy", "fan", "cmax", "first")
     )
-    for row in per_gpu:
-        host = out[row["gpu__host_id"]]
-        host["busy_hours"] = max(host["busy_hours"], row["busy"] / 3600)
-        host["fan_high_hours"] = max(host["fan_high_hours"], row["fan"] / 3600)
-        host["thermal_cycles"] = max(host["thermal_cycles"], row["cmax"] - row["cmin"])
+    # a GPU with no hour in its partial day: the cycles count from its first day row's first hour
+    starts = {gpu_id: first.timestamp() for gpu_id, _, _, _, first in days if gpu_id not in figures}
+    first_hours = {}
+    for row in hours.hours_read({gpu_id: (start, start + DAY_S) for gpu_id, start in starts.items()}):
+        first_hours.setdefault(row.gpu_id, row.cycles_total)
+    for gpu_id, busy, fan, cmax, _ in days:
+        entry = figures.setdefault(gpu_id, [0.0, 0.0, first_hours.get(gpu_id, cmax), 0])
+        entry[0] += busy
+        entry[1] += fan
+        entry[3] = cmax
+    for gpu_id, (busy, fan, first, last) in figures.items():
+        host = out[host_of[gpu_id]]
+        host["busy_hours"] = max(host["busy_hours"], busy / 3600)
+        host["fan_high_hours"] = max(host["fan_high_hours"], fan / 3600)
+        host["thermal_cycles"] = max(host["thermal_cycles"], last - first)
     return out
 
 

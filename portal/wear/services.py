@@ -19,14 +19,14 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from portal.core.db import EpochMs
 from portal.fleet.models import Gpu
 from portal.telemetry import store
 from portal.telemetry.pipeline import Prepared
-from portal.wear import meters
+from portal.wear import hours, meters
 from portal.wear.meters import Bucket, Hysteresis, Streak, Turns
 from portal.wear.models import WearDay, WearHour, WearState
 
@@ -69,8 +69,7 @@ def wear_row_fill(row: WearHour, bucket: Bucket) -> None:
 
 
 DAY_S = 86400
-BUCKET_FIELDS = [*SUM_FIELDS, "readings", "busy_prefix_s", "busy_suffix_s", "busy_longest_s", "busy_unbroken", "turns",
-                 "cycles_high", "cycles_ref", "cycles_total", "load_n", "load_temp_sum", "load_power_sum"]  # fmt: skip
+BUCKET_FIELDS = list(hours.FIELDS)
 
 
 def _update_rows(model, rows: list, fields: list[str]) -> None:
@@ -185,10 +184,8 @@ def _day_of(hour: int) -> int:
 
 
 def _state_before(gpu_id: int, hour: dt.datetime) -> Hysteresis:
-    row = WearHour.objects.filter(gpu_id=gpu_id, hour__lt=hour).order_by("-hour").values_list(
-        "cycles_high", "cycles_ref", "cycles_total"
-    ).first()  # fmt: skip
-    return Hysteresis() if row is None else Hysteresis(row[0], row[1], row[2])
+    row = hours.hour_last_before(gpu_id=gpu_id, hour=hour)
+    return Hysteresis() if row is None else Hysteresis(row.cycles_high, row.cycles_ref, row.cycles_total)
 
 
 def _chain(
@@ -274,16 +271,25 @@ class _Counted:
             _update_rows(WearState, self.states_changed, STATE_FIELDS)
 
 
-def _count_new(gpus: dict[int, Gpu], states: dict[int, WearState], by_gpu: dict[int, list[tuple]]) -> _Counted:
-    """Count new readings ({gpu_id: meters tuples in ts order, all newer than the GPU's newest
-    counted one}) onward from each GPU's state: one query for the hour rows they continue, one for
-    the day rows; nothing written (`states` are carried on in memory). Each GPU's newest hour row is
-    continued, and its lifetime cycle state carried on from the row's own end state over the new
-    temperatures (the turning-point reduction keeps the hysteresis for any incoming state, so this
-    equals replaying the continued row's points)."""
-    continued = {gpu_id: meters.hour_of(states[gpu_id].last_ts.timestamp()) for gpu_id in by_gpu if gpu_id in states}
+def _continued(states: dict[int, WearState], gpu_ids) -> tuple[dict[int, int], dict[int, WearHour]]:
+    """The hour of each GPU's newest counted reading (of `gpu_ids` with a state) and its row (one
+    query; missing when its day is packed, hours.py)."""
+    continued = {gpu_id: meters.hour_of(states[gpu_id].last_ts.timestamp()) for gpu_id in gpu_ids if gpu_id in states}
     spans = {gpu_id: (hour, hour + 1) for gpu_id, hour in continued.items()}
     last_rows = {row.gpu_id: row for row in WearHour.objects.filter(_by_span("hour", spans))} if spans else {}
+    return continued, last_rows
+
+
+def _count_new(
+    gpus: dict[int, Gpu], states: dict[int, WearState], by_gpu: dict[int, list[tuple]], continued_rows=None
+) -> _Counted:
+    """Count new readings ({gpu_id: meters tuples in ts order, all newer than the GPU's newest
+    counted one}) onward from each GPU's state: one query for the hour rows they continue (unless
+    given: `_continued`), one for the day rows; nothing written (`states` are carried on in memory).
+    Each GPU's newest hour row is continued, and its lifetime cycle state carried on from the row's
+    own end state over the new temperatures (the turning-point reduction keeps the hysteresis for
+    any incoming state, so this equals replaying the continued row's points)."""
+    continued, last_rows = continued_rows or _continued(states, by_gpu)
     counted = _Counted()
     days_of = {}
     for gpu_id, readings in by_gpu.items():
@@ -409,13 +415,6 @@ def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to
     state.save()
 
 
-def wear_gpu_update(*, gpu_id: int, late_from: float | None = None, late_to: float | None = None) -> None:
-    """Bring one GPU's meters up to date with its stored readings. `late_from`/`late_to` (epoch
-    seconds): the range of a batch's readings, when it may hold readings older than the newest one
-    counted. Idempotent: running it again changes nothing."""
-    wear_update_many(ranges={gpu_id: (late_from, late_to)})
-
-
 def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearState]) -> list[int]:
     """The GPUs of `spans` ({gpu_id: (from, to)} epoch s, reaching back to or before the newest
     counted reading) with readings in the span's hours, up to the newest counted one, that the
@@ -439,58 +438,75 @@ def _uncounted(spans: dict[int, tuple[float, float]], states: dict[int, WearStat
     return sorted({key[0] for key in raw.keys() | stored.keys() if raw.get(key, 0) != stored.get(key, 0)})
 
 
-def wear_update_many(*, ranges: dict[int, tuple[float | None, float | None]]) -> None:
-    """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)}, as for
-    wear_gpu_update) up to date, in one transaction: late stretches GPU by GPU (rare: batches that
-    arrive out of order), then the new readings of all of them set-based (_extend_many). The GPUs'
-    state rows are locked in id order (two callers on the same GPUs wait for each other, never
-    deadlock)."""
-    with transaction.atomic():
-        _update_many(ranges)
-
-
 def wear_prepare(block) -> Prepared:
     """The wear stage (telemetry.pipeline). Usually the block's readings are all newer than what
     each GPU's meters counted: they are counted here, from the block, and the pass's transaction
     only writes the rows (on SQLite the write lock is held for the writes alone), after checking
     that no GPU's meters moved meanwhile. A block reaching back to counted readings (a late batch)
-    is counted in the transaction from the stored readings, as wear_update_many does."""
+    is counted in the transaction from the stored readings (_update_many)."""
     ranges = {gpu_id: (rows[0][1].timestamp(), rows[-1][1].timestamp()) for gpu_id, rows in block.readings.items()}
     gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
     states = {state.gpu_id: state for state in WearState.objects.filter(gpu_id__in=list(gpus))}
     seen = {gpu_id: state.last_ts for gpu_id, state in states.items()}
     if any(gpu_id in states and ranges[gpu_id][0] <= seen[gpu_id].timestamp() for gpu_id in gpus):
-        return Prepared(apply=lambda: _update_many(ranges))
+        return Prepared(apply=lambda: _update_many(ranges, gpus))
+    continued, last_rows = _continued(states, gpus)
+    if len(last_rows) < len(continued):
+        # a GPU's newest counted hour is packed (it was silent for days): unpacked in the transaction
+        return Prepared(apply=lambda: _update_many(ranges, gpus))
     ts_at = meters.READING_FIELDS.index("ts")
     by_gpu = {
         gpu_id: [(row[ts_at].timestamp(), *row[ts_at + 1 :]) for row in rows]
         for gpu_id, rows in block.columns(meters.READING_FIELDS).items()
         if gpu_id in gpus
     }
-    counted = _count_new(gpus, states, by_gpu)
+    as_read = {gpu_id: (state.last_ts, state.updated_at) for gpu_id, state in states.items()}
+    counted = _count_new(gpus, states, by_gpu, (continued, last_rows))
 
     def unchanged() -> bool:
-        now = dict(WearState.objects.select_for_update().filter(gpu_id__in=list(gpus)).values_list("gpu_id", "last_ts"))
-        return now == seen
+        # packing a day (hours.wear_hours_fold) moves no reading but touches updated_at
+        now = WearState.objects.select_for_update().filter(gpu_id__in=list(gpus)).values_list(
+            "gpu_id", "last_ts", "updated_at"
+        )  # fmt: skip
+        return {gpu_id: (last_ts, updated_at) for gpu_id, last_ts, updated_at in now} == as_read
 
     return Prepared(apply=counted.save, current=unchanged)
 
 
-def _update_many(ranges: dict) -> None:
-    gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
+def _update_many(ranges: dict, gpus: dict[int, Gpu]) -> None:
+    """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)} epoch s: the span
+    of their readings in the block, which may reach back to counted ones) up to date, in the pass's
+    transaction: late stretches GPU by GPU (rare: batches that arrive out of order), then the new
+    readings of all of them set-based (_extend_many). The GPUs' state rows are locked in id order
+    (two passes on the same GPUs wait for each other, never deadlock). `gpus`: those of `ranges`
+    (their temp_slowdown_c), as the stage read them."""
     gpu_ids = sorted(gpus)
     if not gpu_ids:
         return
+    # each GPU's newest packed day, read with the lock: whether a day must be unpacked costs no query
+    newest_packed = WearDay.objects.filter(gpu_id=OuterRef("gpu_id"), hours__isnull=False).order_by("-day")
     states = {
         state.gpu_id: state
-        for state in WearState.objects.select_for_update().filter(gpu_id__in=gpu_ids).order_by("gpu_id")
+        for state in WearState.objects.select_for_update()
+        .filter(gpu_id__in=gpu_ids)
+        .annotate(newest_packed=Subquery(newest_packed.values("day")[:1]))
+        .order_by("gpu_id")
     }
-    maybe_late = {}
+    maybe_late, touched = {}, {}
     for gpu_id in gpu_ids:
         late_from, late_to = ranges[gpu_id]
         state = states.get(gpu_id)
-        if state is not None and late_from is not None and late_from <= state.last_ts.timestamp():
+        if state is None:
+            continue
+        touched[gpu_id] = meters.hour_of(state.last_ts.timestamp())
+        if late_from is not None and late_from <= state.last_ts.timestamp():
             maybe_late[gpu_id] = (late_from, late_to if late_to is not None else late_from)
+            touched[gpu_id] = min(touched[gpu_id], meters.hour_of(late_from))
+    # the hours these GPUs' readings may change are rows again (usually none is packed)
+    hours.hours_unfold({
+        gpu_id: hour for gpu_id, hour in touched.items()
+        if states[gpu_id].newest_packed and states[gpu_id].newest_packed.timestamp() >= _day_of(hour)
+    })  # fmt: skip
     for gpu_id in _uncounted(maybe_late, states):
         gpu = gpus[gpu_id]
         with transaction.atomic(savepoint=False):

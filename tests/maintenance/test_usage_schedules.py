@@ -13,6 +13,7 @@ from portal.maintenance.models import Ticket
 from portal.maintenance.services import beat
 from portal.maintenance.services.config import rule_config_set
 from portal.wear.models import WearHour
+from portal.wear.services import wear_days_refresh
 from tests.factories import GpuFactory
 
 NOW = dt.datetime(2026, 6, 1, 12, tzinfo=dt.UTC)
@@ -24,6 +25,8 @@ def hours(gpu, n, *, start, busy=0.0, fan=0.0, cycles_per_hour=0):
                  cycles_total=(i + 1) * cycles_per_hour)
         for i in range(n)
     )  # fmt: skip
+    first = int(start.timestamp()) // 86400 * 86400
+    wear_days_refresh({gpu.pk: {first + 86400 * d for d in range(n // 24 + 2)}})
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ from portal.telemetry.models import IngestBatch, Reading
 from portal.telemetry.selectors import gpu_series
 from portal.telemetry.services import compression, partitions
 from portal.wear.selectors import wear_for_period, wear_lifetime
-from portal.wear.services import wear_gpu_update
 from tests.factories import GpuFactory
+from tests.wear.stage import wear_count
 
 ROOT = Path(__file__).resolve().parents[2]
 NOON = timezone.now().replace(hour=12, minute=0, second=0, microsecond=0)
@@ -135,7 +135,7 @@ def test_every_reader_answers_the_same_raw_and_compressed(require_postgres, monk
     batch = IngestBatch.objects.create(batch_id=uuid.uuid4(), host=gpu.host, sent_at=NOON, received_at=NOON,
                                        reading_count=2, first_ts=LATE, last_ts=DUPLICATE)  # fmt: skip
     for each in gpus:
-        wear_gpu_update(gpu_id=each.pk)
+        wear_count({each.pk: (None, None)})
     before = _answers(gpus, ticket, batch)
     assert before["auto"][0] == "raw" and len(before["chart"][0]) == 409  # with the late reading
     assert before["checks"]["cleaning_effect"]["gpus"][0]["bins"], "the cleaning check judges at equal power"
@@ -150,7 +150,7 @@ def test_every_reader_answers_the_same_raw_and_compressed(require_postgres, monk
     duplicate.temperature_c, duplicate.power_w = 99, original.power_w
     _store([late, duplicate])
     assert Reading.objects.count() == 2
-    wear_gpu_update(gpu_id=gpu.pk, late_from=LATE.timestamp(), late_to=DUPLICATE.timestamp())
+    wear_count({gpu.pk: (LATE.timestamp(), DUPLICATE.timestamp())})
     after = _answers(gpus, ticket, batch)
     for name, old in before.items():
         assert after[name] == old, name
@@ -228,7 +228,7 @@ def test_meters_started_on_compressed_history_count_it_all(require_postgres, mon
     monkeypatch.setattr(ledger, "oldest_pending_reading", lambda: None)
     gpus = _fleet()
     for gpu in gpus:
-        wear_gpu_update(gpu_id=gpu.pk)
+        wear_count({gpu.pk: (None, None)})
 
     def counted():
         return [
@@ -245,7 +245,7 @@ def test_meters_started_on_compressed_history_count_it_all(require_postgres, mon
     compression.readings_compress(now=NOON)
     assert not Reading.objects.exists()
     for gpu in gpus:
-        wear_gpu_update(gpu_id=gpu.pk)
+        wear_count({gpu.pk: (None, None)})
     counted_compressed = counted()
     assert counted_compressed == counted_raw
     assert sum(count for _, hours in counted_compressed for _, count in hours) == Reading.objects.count() + len(

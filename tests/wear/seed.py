@@ -15,7 +15,7 @@ from django.utils import timezone
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Gpu
 from portal.telemetry.models import Reading
-from portal.wear.services import wear_update_many
+from tests.wear.stage import wear_count
 
 HOST = "wear-lab"
 DAYS = 40
@@ -61,7 +61,7 @@ def wear_lab_seed() -> dict:
                 utilization_gpu_pct=100 if busy else 0,
             ))  # fmt: skip
         Reading.objects.bulk_create(rows, batch_size=5000)
-    wear_update_many(ranges={gpu.pk: (None, None) for gpu in gpus.values()})
+    wear_count({gpu.pk: (None, None) for gpu in gpus.values()})
     # the raw readings go as retention would take them: wear is lifetime data
     Reading.objects.filter(gpu__host=host).delete()
     return {"start": start.isoformat(), "cleaned_at": cleaned_at.isoformat()}

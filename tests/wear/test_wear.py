@@ -12,9 +12,9 @@ import pytest
 from portal.telemetry.models import Reading
 from portal.wear.models import WearDay, WearHour, WearState
 from portal.wear.selectors import wear_for_period
-from portal.wear.services import wear_gpu_update
 from tests.factories import GpuFactory
 from tests.wear.reference import close, reference_wear
+from tests.wear.stage import wear_count
 
 T0 = dt.datetime(2026, 3, 1, 10, 17, 23, tzinfo=dt.UTC).timestamp()
 FIGURES = ("powered_hours", "busy_hours", "hot_hours", "fan_high_hours", "longest_busy_hours", "energy_kwh")
@@ -63,14 +63,14 @@ def deliver(gpu, readings, rng, batch=25, late_share=0.3):
             held.append(b)
             continue
         store(gpu, b)
-        wear_gpu_update(gpu_id=gpu.pk, late_from=b[0]["ts"], late_to=b[-1]["ts"])
+        wear_count({gpu.pk: (b[0]["ts"], b[-1]["ts"])})
         if held and rng.random() < 0.3:
             late = held.pop(rng.randrange(len(held)))
             store(gpu, late)
-            wear_gpu_update(gpu_id=gpu.pk, late_from=late[0]["ts"], late_to=late[-1]["ts"])
+            wear_count({gpu.pk: (late[0]["ts"], late[-1]["ts"])})
     for late in held:
         store(gpu, late)
-        wear_gpu_update(gpu_id=gpu.pk, late_from=late[0]["ts"], late_to=late[-1]["ts"])
+        wear_count({gpu.pk: (late[0]["ts"], late[-1]["ts"])})
 
 
 def check(gpu, readings, start, end):
@@ -139,7 +139,7 @@ def test_gap_edges_and_counter_reset_by_hand():
         ]
     ]
     store(gpu, rows)
-    wear_gpu_update(gpu_id=gpu.pk)
+    wear_count({gpu.pk: (None, None)})
     got = wear_for_period(gpu=gpu).as_dict()
     # 119.5 s covered (busy, hot at 80 °C, fan); 120.5 s gap covers nothing; 60 s (null: powered
     # only, 200 W × 60 s); 60 s (busy, energy counter: 99 after a null → power is null: nothing)
@@ -159,7 +159,7 @@ def test_partial_hours_past_raw_retention_are_prorated_as_documented():
     gpu = GpuFactory(temp_slowdown_c=None)
     readings = series(5, n=1500)
     store(gpu, readings)
-    wear_gpu_update(gpu_id=gpu.pk)
+    wear_count({gpu.pk: (None, None)})
     hours = sorted(row.hour.timestamp() for row in WearHour.objects.filter(gpu=gpu))
     first, second = hours[1], hours[2]
     Reading.objects.all().delete()

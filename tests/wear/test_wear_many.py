@@ -1,4 +1,4 @@
-"""The meters of many GPUs kept together (`wear_update_many`, as the wear task runs them): the
+"""The meters of many GPUs kept together (the pipeline's wear stage, services.wear_prepare): the
 same figures as the contract's reference for every GPU (GPUs that lag, GPUs new to the meters,
 late batches, reads cut into chunks), and a number of queries per task that does not grow with
 its GPUs."""
@@ -12,9 +12,9 @@ from django.test.utils import CaptureQueriesContext
 
 from portal.wear import services
 from portal.wear.models import WearState
-from portal.wear.services import wear_update_many
 from tests.factories import GpuFactory
 from tests.wear.reference import close, reference_wear
+from tests.wear.stage import wear_block, wear_count, wear_stage_run
 from tests.wear.test_wear import T0, check, series, store
 
 
@@ -44,10 +44,10 @@ def test_many_gpus_together_match_the_contract(monkeypatch, chunk):
             lo, hi = ranges.get(pk, (math.inf, -math.inf))
             ranges[pk] = (min(lo, late[0]["ts"]), max(hi, late[-1]["ts"]))
         if ranges:
-            wear_update_many(ranges=ranges)
+            wear_count(ranges)
     for pk, late in held:
         store(next(g for g in gpus if g.pk == pk), late)
-        wear_update_many(ranges={pk: (late[0]["ts"], late[-1]["ts"])})
+        wear_count({pk: (late[0]["ts"], late[-1]["ts"])})
     for gpu in gpus:
         readings = data[gpu.pk]
         check(gpu, readings, -math.inf, math.inf)
@@ -70,8 +70,9 @@ def _queries_for(gpus, rounds):
             rows = series(gpu.pk, n=30 * (n + 1))[30 * n :]
             store(gpu, rows)
             ranges[gpu.pk] = (rows[0]["ts"], rows[-1]["ts"])
+        block = wear_block(ranges)  # the pass's read, shared by every stage
         with CaptureQueriesContext(connection) as queries:
-            wear_update_many(ranges=ranges)
+            wear_stage_run(block)
         counts.append(len(queries))
     return counts
 
@@ -96,11 +97,13 @@ def test_a_range_reaching_back_over_counted_readings_rebuilds_nothing():
         rows = series(gpu.pk, n=300)
         store(gpu, rows)
         ranges[gpu.pk] = (rows[0]["ts"], rows[-1]["ts"])
-    wear_update_many(ranges=dict.fromkeys(ranges, (None, None)))  # the first process's task
+    wear_count(dict.fromkeys(ranges, (None, None)))  # the first process's pass
+    block = wear_block(ranges)
     with CaptureQueriesContext(connection) as queries:
-        wear_update_many(ranges=ranges)  # the second's: the same readings
-    # (on PostgreSQL one of them asks whether compressed readings follow the marks: these are old)
-    assert len(queries) <= 9, [query["sql"][:80] for query in queries]
+        wear_stage_run(block)  # the second's: the same readings
+    # (the stage reads the GPUs' states once to see the block reaches back, then again locked; on
+    # PostgreSQL one of them asks whether compressed readings follow the marks: these are old)
+    assert len(queries) <= 10, [query["sql"][:80] for query in queries]
     for gpu in gpus:
         check(gpu, series(gpu.pk, n=300), -math.inf, math.inf)
 
