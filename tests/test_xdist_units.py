@@ -42,7 +42,7 @@ def scheduler(tmp_path) -> SharedFixtureScheduling:
 
 def run_to_the_end(sched: SharedFixtureScheduling, workers: list[Worker]) -> None:
     """Each worker finishes its tests one by one, in turn, as the controller hears of them."""
-    done = {worker: 0 for worker in workers}
+    done = dict.fromkeys(workers, 0)
     while any(done[worker] < len(worker.sent) for worker in workers):
         for worker in workers:
             if done[worker] < len(worker.sent):
