@@ -98,12 +98,13 @@ demo: $(STAMP) messages
 demo-ldap: $(STAMP) messages
 	$(PY) manage.py demo --ldap $(ARGS)
 
-# pytest-xdist: TEST_WORKERS processes (one per core, at most 4) share the tests; the tests that
-# share one costly fixture (the Slurm cluster, the browser and its portals, a module's) stay on
-# one worker, in an order that keeps pytest-django's (xdist_group and the order: tests/conftest.py).
+# pytest-xdist: TEST_WORKERS processes (two per core, at most 4: the tests spend a third of their
+# time waiting on the servers and programs they start) share the tests; the tests that share one
+# costly fixture (the Slurm cluster, the browser and its portals, a module's) stay on one worker,
+# in an order that keeps pytest-django's (tests/conftest.py, and its scheduler tests/xdist_units.py).
 # The tests marked serial (their assertions bound wall-clock time, or they load the whole
 # machine) run afterwards, alone. TEST_WORKERS=0: one process for everything, as pytest alone.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+TEST_WORKERS ?= $(shell n=$$(( 2 * $$(nproc 2>/dev/null || echo 1) )); [ $$n -gt 4 ] && n=4; echo $$n)
 
 # $(call pytest_passes,ARGUMENTS,MARK EXPRESSION): the two passes both run whatever the first
 # gave, so one run shows every failure; a serial pass that selects nothing (exit 5) is no failure.

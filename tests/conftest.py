@@ -208,6 +208,8 @@ SHARED_SESSION_FIXTURES = {
     "browser": "browser",  # Chromium, and the seeded portals of tests/browser
     "portal_server": "browser",
     "walk_server": "browser",
+    "directory": "ldap",  # slapd with the demo people (tests/accounts)
+    "oidc_provider": "oidc",  # node's oidc-provider (tests/accounts)
 }
 # Playwright's sync API keeps an event loop running in the test thread from the browser's start to
 # the session's end, and Django refuses database calls under a running loop

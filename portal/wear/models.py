@@ -1,7 +1,8 @@
 # ruff: noqa: DJ008 - wear rows are figures, never shown one by one
 """Wear meters per GPU: one row per GPU-hour with readings, and one state row per GPU (the newest
-reading counted, the lifetime totals). Kept incrementally from ingest; never pruned (wear is
-lifetime data, the raw readings are not)."""
+reading counted, the lifetime totals). Kept incrementally from ingest and never pruned (wear is
+lifetime data, the raw readings are not): once a day is over, its hour rows are packed into its
+day row (packing.py) and read back through hours.py as they were."""
 
 from django.db import models
 
