@@ -261,24 +261,21 @@ def xdist_order_and_group(items) -> dict[str, dict]:
     within a kind the groups first. Returns each test's unit of scheduling (its group, or itself)
     and whether it uses the database or the browser."""
 
-    def group_of(item) -> str | None:
-        group = xdist_group(item)
-        return None if group is None else f"{group}:{database_kind(item)}"
-
+    facts = {item.nodeid: (xdist_group(item), database_kind(item)) for item in items}
     items.sort(
         key=lambda item: (
-            xdist_group(item) != BROWSER_GROUP,
-            (2, 0, 1)[database_kind(item)],
-            xdist_group(item) is None,
+            facts[item.nodeid][0] != BROWSER_GROUP,
+            (2, 0, 1)[facts[item.nodeid][1]],
+            facts[item.nodeid][0] is None,
         )
     )
     return {
-        item.nodeid: {
-            "unit": group_of(item) or item.nodeid,
-            "database": database_kind(item) > 0,
-            "browser": xdist_group(item) == BROWSER_GROUP,
+        nodeid: {
+            "unit": nodeid if group is None else f"{group}:{kind}",
+            "database": kind > 0,
+            "browser": group == BROWSER_GROUP,
         }
-        for item in items
+        for nodeid, (group, kind) in facts.items()
     }
 
 
