@@ -164,6 +164,7 @@ def _fold_gpu(gpu_id: int, before: dt.datetime) -> int:
         WearState.objects.select_for_update().filter(gpu_id=gpu_id).update(updated_at=timezone.now())
         days = list(
             WearDay.objects.filter(gpu_id=gpu_id, day__lt=before, hours__isnull=True)
+            .order_by("day")  # the span read below runs from the first to the last
             .annotate(day_ms=EpochMs("day"))
             .values_list("pk", "day_ms", "cycles_total")
         )

@@ -10,6 +10,7 @@ import random
 import struct
 
 import pytest
+from django.db import connection
 
 from portal.telemetry.models import Reading
 from portal.wear import hours, packing
@@ -121,6 +122,29 @@ def test_a_late_batch_into_a_packed_day_counts_as_if_nothing_was_packed(client_f
     # the late batches unpacked the days from theirs on
     assert not WearDay.objects.filter(gpu=packed_gpu, hours__isnull=False).exists()
     _assert_same(packed_gpu, raw_gpu, client_for(viewer), _windows(rng, T0, end))
+
+
+@pytest.mark.django_db
+def test_days_whose_rows_were_written_newest_first_are_packed_whole():
+    """The newest day's readings were counted first, the older days' came late: their day rows
+    were inserted newest first (PostgreSQL reads them back in that order without an ORDER BY),
+    and packing still keeps every hour of every day."""
+    gpu = GpuFactory(temp_slowdown_c=87)
+    readings = series(9, n=4000, step=75)  # three days and more
+    days = {}
+    for reading in readings:
+        days.setdefault(reading["ts"] // DAY, []).append(reading)
+    for _, day_readings in sorted(days.items(), reverse=True):
+        store(gpu, day_readings)
+        wear_count({gpu.pk: (day_readings[0]["ts"], day_readings[-1]["ts"])})
+    assert len(days) >= 3
+    rows_before = hours_read({gpu.pk: (-math.inf, math.inf)})
+    assert len(rows_before) > 48
+    if connection.vendor == "postgresql":  # a bitmap or sequential scan: the rows in their heap order
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_indexscan = off")
+    assert wear_hours_fold(now=_utc(readings[-1]["ts"] + 3 * DAY)) == len(days)
+    assert hours_read({gpu.pk: (-math.inf, math.inf)}) == rows_before
 
 
 @pytest.mark.django_db
