@@ -408,12 +408,13 @@ DB_HOURS = float(os.environ.get("BENCH_DB_HOURS", "46"))
 DB_BATCH_S = int(os.environ.get("BENCH_DB_BATCH_S", str(INTERVAL_S)))
 DB_NAME = os.environ.get("BENCH_DB_NAME", "bench_storage_db")
 # Bytes per reading: the issue's measurement before rollups were compressed, and the previous run
-# (agents' batches every 60 s, the pipeline's bookkeeping and compression run once at the end).
+# (the same history and jobs, readings compressed after 24 h). A GPU's steady state: the issue's,
+# and the previous run's without wear (its wear line scaled the day rows' update bloat by 190).
 DB_BEFORE = {
     "issue": {"readings": 14.5, "rollups 1m": 43.4, "rollups 1h": 1.1, "everything else": 14.3, "total": 73.0},
-    "previous": {"readings": 15.0, "rollups 1m": 14.6, "rollups 1h": 0.5, "everything else": 19.1, "total": 49.2},
+    "previous": {"readings": 15.2, "rollups 1m": 5.2, "rollups 1h": 0.3, "everything else": 6.7, "total": 27.4},
 }
-DB_BEFORE_GPU_MIB = {"issue": 40.0, "previous": 8.1}
+DB_BEFORE_GPU_MIB = {"issue": 40.0, "previous (wear apart)": 9.09}
 DB_GROUPS = {
     "readings": ("telemetry_reading", "telemetry_chunk"),
     "rollups 1m": ("telemetry_rollup1m", "telemetry_rollup1m_chunk"),
@@ -429,6 +430,19 @@ AUTOVACUUM_NAPTIME_S = 60  # PostgreSQL's default
 # until then), never pruned (wear is lifetime data): in the steady state, a year of them, as of the
 # hours' rollups.
 WEAR = ("wear_wearhour", "wear_wearday")
+
+
+def _wear_year(ended: dict[str, int], gpu_days: float, gpus: int) -> float:
+    """A GPU's year of wear meters on disk: 365 of its days packed, as the day rows lie written once
+    (VACUUM FULL: the history rewrote each day row with every batch, which a year's other 363 days
+    no longer are), and the hour rows of the days not yet packed as the history ended."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM FULL ANALYZE wear_wearday")
+        cursor.execute("SELECT pg_total_relation_size('wear_wearday')")
+        packed = cursor.fetchone()[0]
+    return packed / gpu_days * 365 + ended.get("wear_wearhour", 0) / gpus
 
 
 def _database_sizes() -> dict[str, int]:
@@ -637,29 +651,39 @@ def database() -> None:
           f"{steady_bookkeeping:.2f}")  # fmt: skip
 
     # Steady state of the default retention, per GPU, from per-day sizes: the days kept compressed
-    # (the chunk table's size) and a day raw (the raw table's size per GPU-day of the rows it held
-    # as the history ended), for readings, 1-minute and 1-hour rollups; the batch keys for their
+    # (the chunk table's size per GPU-day) and what stays raw at the day's peak. Readings: the raw
+    # partitions as the history ended (a midnight, beat's hourly jobs run), twice: yesterday's
+    # partition keeps its size until its last hours are compressed, READINGS_COMPRESS_AFTER_HOURS
+    # into today, while today's grows to as much (the space of rows compressed is reused within a
+    # partition only). Rollups: a day of minutes and hours is compressed once the readings' cutoff
+    # is past it, so a day and READINGS_COMPRESS_AFTER_HOURS of them are raw at most, at the raw
+    # table's size per GPU-day of the rows it held as the history ended. The batch keys for their
     # days; everything else as measured.
+    after_hours = settings.READINGS_COMPRESS_AFTER_HOURS
     per_day = {}
     for group, (raw_table, chunk_table) in DB_GROUPS.items():
         raw_days = raw_rows[group] / DB_ROWS_PER_DAY[group]
-        per_day[group] = (sizes[chunk_table] / gpu_days, ended[raw_table] / raw_days if raw_days else 0.0)
+        if group == "readings":
+            raw = 2 * ended[raw_table] / gpus
+        else:
+            raw = (ended[raw_table] / raw_days if raw_days else 0.0) * (1 + after_hours / 24)
+        per_day[group] = (sizes[chunk_table] / gpu_days, raw)
     kept_days = {"readings": settings.RETENTION_RAW_DAYS, "rollups 1m": settings.RETENTION_1M_DAYS, "rollups 1h": 365}
     steady = {group: kept_days[group] * packed + unpacked for group, (packed, unpacked) in per_day.items()}
     steady["batch keys"] = keys_per_gpu_day * keys_days
     wear = sum(sizes.get(table, 0) for table in WEAR)
-    steady["wear (a year)"] = wear / gpu_days * 365
+    steady["wear (a year)"] = _wear_year(ended, gpu_days, gpus)
     steady["everything else"] = (after["everything else"] - sizes.get(BATCH_KEYS, 0) - wear) / gpus
     total = sum(steady.values())
     print(f"\nsteady state per GPU ({settings.RETENTION_RAW_DAYS} days of readings, {settings.RETENTION_1M_DAYS} "
-          f"of 1-minute rollups, 365 of hours, each with a day raw; batch keys for {keys_days:.1f} days; "
-          "a year of wear meters)")  # fmt: skip
+          f"of 1-minute rollups, 365 of hours, each with what stays raw at its peak (readings compressed after "
+          f"{after_hours} h); batch keys for {keys_days:.1f} days; a year of wear meters)")  # fmt: skip
     print("  " + ", ".join(f"{label} {mib:g} MiB" for label, mib in DB_BEFORE_GPU_MIB.items()) + "; target <= 10 MiB")
     for group, size in steady.items():
         line = f"  {group:<18}{size / 2**20:>7.2f} MiB  ({size / total:>4.0%})"
         if group in per_day:
             packed, unpacked = per_day[group]
-            line += f"   a GPU-day: {packed / 1024:,.1f} KiB compressed, {unpacked / 1024:,.1f} KiB raw"
+            line += f"   a GPU-day {packed / 1024:,.1f} KiB compressed; raw at the peak {unpacked / 1024:,.1f} KiB"
         print(line)
     print(f"  {'total':<18}{total / 2**20:>7.2f} MiB")
     if os.environ.get("BENCH_KEEP") != "1":

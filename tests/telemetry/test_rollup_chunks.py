@@ -6,6 +6,7 @@ minutes) gets the same answer as from raw rows."""
 import datetime as dt
 
 import pytest
+from django.conf import settings
 from django.db import connection, transaction
 from django.test import Client
 
@@ -74,7 +75,8 @@ def test_every_rollup_column_reads_back_the_same_once_compressed(require_postgre
     start = NOON - dt.timedelta(days=3, minutes=20)
     _rolled_up(gpu, start, 400)  # 11:40 to 12:46, three days ago
     _rolled_up(gpu, NOON - dt.timedelta(hours=2), 30)  # today: stays raw
-    _rolled_up(recent, NOON - dt.timedelta(hours=30), 30)  # yesterday: within the cutoff's day
+    # within the cutoff's day (READINGS_COMPRESS_AFTER_HOURS before now, down to a day): stays raw
+    _rolled_up(recent, NOON - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS + 6), 30)
     minutes, hours = _all(gpu)
     assert len(minutes) == 67 + 5 and len(hours) == 2 + 1
     assert any(value is None for row in minutes for value in row)  # NULLs included (fan speed)
@@ -298,7 +300,8 @@ def test_hours_go_into_their_months_chunk_a_day_at_a_time(require_postgres):
         _rolled_up(gpu, month.replace(day=day, hour=10), 720)  # two hours a day
     hours = _all(gpu)[1]
     assert len(hours) == 6
-    now = month.replace(day=5, hour=12)  # the cutoff: the 4th at 00:00 (a day of READINGS_COMPRESS_AFTER_HOURS)
+    # the cutoff: the 4th at 00:00 (READINGS_COMPRESS_AFTER_HOURS before now, down to a day)
+    now = month.replace(day=4, hour=12) + dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS)
     assert rollup_chunks.rollups_compress(now=now)["rollups_1h"] == 2
     assert _chunks("telemetry_rollup1h_chunk", gpu.pk) == [(month, 2)] and Rollup1h.objects.filter(gpu=gpu).count() == 4
     assert _all(gpu)[1] == hours
