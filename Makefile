@@ -6,6 +6,12 @@ STAMP := $(VENV)/.installed
 
 LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 
+# Every Python the commands below start (the suite's workers, the portals, agents and servers its
+# tests start, the demo's processes) keeps the project's compiled modules, as it would without
+# this variable: set (some containers set it), each of them compiled every module it imports
+# again, and pytest rewrote every test module's asserts again in each worker.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt | ldap-deps
