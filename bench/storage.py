@@ -218,6 +218,7 @@ def _compressed(start: dt.datetime, sizes: dict) -> None:
     """The same readings compressed (services/compression.py: a row per GPU and hour), as the
     hourly task leaves them once they are older than READINGS_COMPRESS_AFTER_HOURS; a GPU's 24 h
     chart over the first day, raw and compressed."""
+    from django.conf import settings
     from django.db import connection
 
     from bench.harness import machine_load
@@ -242,14 +243,17 @@ def _compressed(start: dt.datetime, sizes: dict) -> None:
         by_column = sorted(zip(compression.COLUMNS, cursor.fetchone(), strict=True), key=lambda item: -item[1])
     left = _sizes("telemetry_reading")
     compressed_chart_ms, compressed_points = _chart_ms(gpu, start)
-    # The window holds RETENTION_RAW_DAYS (14) days of readings: the last 24 h raw, 13 days
-    # compressed. Yesterday's partition keeps its pages (its rows deleted hour by hour) until it
-    # is wholly compressed and renewed, 24 h after it ends: as a day begins one raw day is on disk
-    # (yesterday's, its day over), as it ends two (yesterday's and today's, being written).
+    # The window holds RETENTION_RAW_DAYS (14) days of readings, compressed but for the last
+    # READINGS_COMPRESS_AFTER_HOURS and the hour being written. The space of the rows compressed
+    # is reused by the rows written next within their day partition, so a partition holds about
+    # that many hours of pages; after midnight two do (yesterday's until its last hours are
+    # compressed, and today's): at most twice that many hours raw, at the cost of the day being
+    # written (bench-storage-db measures the partitions as beat's jobs leave them).
     written = sizes["after (0004)"]["total"] / sizes["after (0004)"]["rows"]
-    over = sizes["after, days over"]["total"] / sizes["after, days over"]["rows"]
     per_reading = total / rows
-    best, worst = (over + per_reading * 13) / 14, (written + over + per_reading * 13) / 14
+    raw_hours = settings.READINGS_COMPRESS_AFTER_HOURS + 1
+    best = per_reading + (written - per_reading) * raw_hours / (14 * 24)
+    worst = per_reading + (written - per_reading) * 2 * raw_hours / (14 * 24)
     print(f"\ncompressed, a row per GPU and hour ({machine_load()}); target <= 40")
     print(
         f"  {done['readings']:,} readings compressed in {took:.0f} s ({done['readings'] / took:,.0f}/s), "
@@ -262,8 +266,8 @@ def _compressed(start: dt.datetime, sizes: dict) -> None:
     print("  largest columns, bytes/reading: "
           + ", ".join(f"{name} {size / rows:.1f}" for name, size in by_column[:6]))  # fmt: skip
     print(
-        f"  steady state over the 14-day window (13 days compressed; raw on disk: 1 day at {over:.0f} as a day "
-        f"begins, 2 days at {over:.0f} and {written:.0f} as it ends): {best:.1f} to {worst:.1f} bytes/reading"
+        f"  steady state over the 14-day window (compressed but for {raw_hours} to {2 * raw_hours} hours raw on "
+        f"disk at {written:.0f}): {best:.1f} to {worst:.1f} bytes/reading"
     )
     per_day = per_reading * 86400 / INTERVAL_S * 10_000 / 1e9
     print(f"  disk per day, 10,000 GPUs at 1 reading / {INTERVAL_S} s: {per_day:.2f} GB compressed")

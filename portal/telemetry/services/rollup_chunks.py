@@ -1,4 +1,4 @@
-"""Rollups older than a day stored compressed, a row per GPU and UTC day of minutes or month of
+"""Rollups of the days over stored compressed, a row per GPU and UTC day of minutes or month of
 hours, on PostgreSQL (issue 35).
 
 A 1-minute rollup row costs about 190 bytes (a tuple of 37 columns, its id and the (gpu, bucket)
