@@ -236,6 +236,10 @@ def database_kind(item) -> int:
 
 def xdist_group(item) -> str | None:
     groups = sorted({SHARED_SESSION_FIXTURES[name] for name in item.fixturenames if name in SHARED_SESSION_FIXTURES})
+    # a browser test may ask for its fixtures only once running (the accessibility test skips
+    # before the page walk when axe-core is missing): its marker says where it belongs
+    if item.get_closest_marker("browser"):
+        groups = [BROWSER_GROUP]
     if groups:
         return groups[0]
     definitions = getattr(item, "_fixtureinfo", None)

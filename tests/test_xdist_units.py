@@ -5,6 +5,7 @@ has run browser tests is never given a test that uses the database."""
 import json
 import types
 
+from tests.conftest import BROWSER_GROUP, xdist_group
 from tests.xdist_units import SharedFixtureScheduling
 
 BROWSER = [f"tests/browser/test_b.py::test_{n}" for n in range(4)]
@@ -69,3 +70,19 @@ def test_groups_stay_on_one_worker_and_the_browsers_worker_takes_no_database_tes
     # Every test ran exactly once, and every worker was let go.
     assert sorted(browser_worker.sent + other.sent) == sorted(COLLECTION)
     assert all(worker.shutting_down for worker in workers)
+
+
+def _item(nodeid: str, fixturenames: list[str], markers: tuple[str, ...] = ()):
+    return types.SimpleNamespace(
+        nodeid=nodeid, fixturenames=fixturenames, _fixtureinfo=None,
+        get_closest_marker=lambda name: types.SimpleNamespace(name=name) if name in markers else None,
+    )  # fmt: skip
+
+
+def test_a_browser_test_that_asks_for_its_fixtures_while_running_is_in_the_browser_group():
+    """The accessibility test reads the page walk with request.getfixturevalue: by its fixtures
+    alone it would run on another worker, starting Chromium and the walk's portal again there."""
+    assert xdist_group(_item("tests/browser/test_a.py::test_walk", ["request"], ("browser",))) == BROWSER_GROUP
+    assert xdist_group(_item("tests/browser/test_c.py::test_csp", ["site_walk", "browser"])) == BROWSER_GROUP
+    assert xdist_group(_item("tests/accounts/test_l.py::test_ldap", ["directory"])) == "ldap"
+    assert xdist_group(_item("tests/fleet/test_f.py::test_page", ["client", "db"])) is None
