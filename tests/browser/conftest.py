@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.readings import recent_minutes_post
-from tests.portal_process import REPO, PortalProcess, in_ci, manage, portal_env, running_portal
+from tests.portal_process import REPO, PortalProcess, in_ci, manage, migrate, portal_env, running_portal
 
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -29,7 +29,7 @@ class PortalServer(PortalProcess):
 def seeded_portal(var_dir):
     """A portal on its own database with the demo seed, serving until the block ends."""
     env = portal_env(var_dir)
-    manage(env, "migrate", "--noinput", "-v", "0")
+    migrate(env)
     seeded = manage(env, "seed_demo").stdout
     credentials = dict(re.findall(r"^  (\w+)\s+(\S+)$", seeded, re.M))
     assert set(credentials) >= {"admin", "tech", "viewer"}, seeded

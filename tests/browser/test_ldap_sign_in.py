@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from portal.demo.directory import DEMO_PEOPLE, directory_running, slapd_available
 from tests.browser.conftest import ARTIFACTS
 from tests.conftest import skip_or_fail
-from tests.portal_process import manage, portal_env, running_portal
+from tests.portal_process import migrate, portal_env, running_portal
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +20,7 @@ def portal_with_directory(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("ldap-e2e")
     with directory_running() as directory:
         env = portal_env(var_dir, **directory.settings())
-        manage(env, "migrate", "--noinput", "-v", "0")
+        migrate(env)
         with running_portal(env, var_dir) as portal:
             yield portal
 

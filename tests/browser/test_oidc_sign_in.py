@@ -16,7 +16,7 @@ from tests.accounts.conftest import (
 from tests.browser.conftest import ARTIFACTS
 from tests.browser.site_walk import AXE, AXE_RUN, WCAG_TAGS
 from tests.conftest import skip_or_fail
-from tests.portal_process import manage, portal_env, running_portal
+from tests.portal_process import migrate, portal_env, running_portal
 
 pytestmark = pytest.mark.browser
 
@@ -35,7 +35,7 @@ def portal_with_provider(tmp_path_factory):
         OIDC_ROLE_VALUES=OIDC_ROLE_VALUES,
         OIDC_SCOPES="openid email profile groups",
     )
-    manage(env, "migrate", "--noinput", "-v", "0")
+    migrate(env)
     with (
         running_portal(env, var_dir) as portal,
         oidc_provider_running(

@@ -21,7 +21,7 @@ from portal.core.supervise import free_port
 from portal.maintenance.models import Ticket
 from portal.maintenance.rules import AGENT_SILENT
 from portal.telemetry.models import Rollup1m, StageDone
-from tests.portal_process import REPO, ingest_post, manage
+from tests.portal_process import REPO, ingest_post, manage, migrate
 from tests.telemetry.batches import make_batch
 
 
@@ -136,7 +136,7 @@ def row_count(db: Path, model, where: str = "1=1", *params) -> int:
 def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
     # Beat's intervals at 2 %: rollups every 0.6 s, the silence check every 1.2 s.
     env = embedded_env(tmp_path, DJANGO_SETTINGS_MODULE="tests.settings_fast_beat")
-    manage(env, "migrate", "--noinput", "-v", "0")
+    migrate(env)
     token = manage(env, "issue_token", "lab-01").stdout.strip().splitlines()[-1]
     silence = (
         "from portal.fleet.models import Host; from portal.maintenance.rules import AGENT_SILENT; "
@@ -165,7 +165,7 @@ def test_readings_wait_for_a_worker_without_one_and_are_caught_up_when_it_starts
     from tests.portal_process import running_portal
 
     env = embedded_env(tmp_path, DATABASE_URL=f"sqlite:///{tmp_path}/portal.sqlite3")
-    manage(env, "migrate", "--noinput", "-v", "0")
+    migrate(env)
     token = manage(env, "issue_token", "lab-02").stdout.strip().splitlines()[-1]
     db = tmp_path / "portal.sqlite3"
     with running_portal(env, tmp_path) as portal:

@@ -18,7 +18,7 @@ import pytest
 
 from portal.core.supervise import ChildFailed, free_port, serving
 from tests.deploy.test_nginx_site import nginx_serving
-from tests.portal_process import manage, portal_env
+from tests.portal_process import manage, migrate, portal_env
 
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "a long enough password 42"
@@ -51,7 +51,7 @@ def site(tmp_path_factory):
     var_dir.mkdir()
     env = portal_env(var_dir, TRUST_PROXY_HEADERS="127.0.0.1/32",
                      LOGIN_FAILURE_LIMIT=str(LIMIT))  # fmt: skip
-    manage(env, "migrate", "--noinput", "-v", "0")
+    migrate(env)
     manage(env, "shell", "-c", CREATE_USERS)
     port = free_port()
     command = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]

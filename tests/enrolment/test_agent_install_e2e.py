@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.conftest import skip_or_fail
-from tests.portal_process import manage, portal_env, running_portal
+from tests.portal_process import manage, migrate, portal_env, running_portal
 
 FAKE_TOOL = """#!/bin/sh
 echo "$(basename "$0") $*" >> "{log}"
@@ -89,7 +89,7 @@ def test_install_sh_from_the_portal_alone_enrols_and_the_agent_reports(tmp_path)
     var_dir = tmp_path / "var"
     var_dir.mkdir()
     env = portal_env(var_dir)
-    manage(env, "migrate", "--noinput", "-v", "0")
+    migrate(env)
     built = manage(env, "agent_dist", check=False)
     if built.returncode != 0:
         skip_or_fail(f"the agent's dependency wheel could not be fetched: {built.stderr[-500:]}")

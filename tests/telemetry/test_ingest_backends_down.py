@@ -6,7 +6,7 @@ import time
 import pytest
 
 from portal.core.supervise import free_port
-from tests.portal_process import ingest_post, manage, portal_env, running_portal
+from tests.portal_process import ingest_post, manage, migrate, portal_env, running_portal
 from tests.telemetry.batches import make_batch
 
 
@@ -15,7 +15,7 @@ def portal_without_redis(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("redis-down")
     dead = f"redis://127.0.0.1:{free_port()}/0"  # a port nothing listens on
     env = portal_env(var_dir, REDIS_URL=dead, DJANGO_SETTINGS_MODULE="portal.settings")  # tasks sent to the broker
-    manage(env, "migrate", "--noinput", "-v", "0")
+    migrate(env)
     token = manage(env, "issue_token", "lonely-host").stdout.strip().splitlines()[-1]
     with running_portal(env, var_dir) as portal:
         yield portal, token

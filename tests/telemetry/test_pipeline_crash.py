@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from tests.portal_process import REPO, manage
+from tests.portal_process import REPO, migrate
 from tests.telemetry import pipeline_crash_child as child
 
 # What each stage derives, compared between the two runs (columns set from the clock left out;
@@ -75,7 +75,7 @@ def _ledger(db: Path) -> dict:
 def stored(tmp_path_factory) -> Path:
     """A migrated database holding the batches, handed on to nobody yet."""
     db = tmp_path_factory.mktemp("crash") / "stored.sqlite3"
-    manage(_env(db), "migrate", "--noinput", "-v", "0")
+    migrate(_env(db))
     start = (timezone.now() - dt.timedelta(hours=2)).replace(microsecond=0)
     _child(db, "store", start.isoformat())
     return db
