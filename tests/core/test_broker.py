@@ -35,20 +35,23 @@ def test_the_url_names_our_transport_and_a_message_comes_back_whole(tmp_path):
     assert [path.name for path in (tmp_path / "queue").iterdir() if not path.name.endswith("exchange")] == []
 
 
+# A payload that takes a while to encode: kombu's own transport encodes it after creating the
+# file, which is when a reader finds the file empty.
+PAD = [{"reading": k, "temperature_c": 60.5} for k in range(2000)]
+
+
+def _write(folder, offset: int, count: int) -> None:
+    with _connection(folder) as conn:
+        queue = conn.SimpleQueue("race")
+        for n in range(count):
+            queue.put({"n": offset + n, "pad": PAD})
+        queue.close()
+
+
 def test_a_reader_polling_while_writers_write_never_sees_a_partial_message(tmp_path):
-    # A payload that takes a while to encode: kombu's own transport encodes it after creating
-    # the file, which is when a reader finds the file empty.
-    pad = [{"reading": k, "temperature_c": 60.5} for k in range(2000)]
     count, writers = 60, 3
     received: list[int] = []
     errors: list[BaseException] = []
-
-    def write(offset: int) -> None:
-        with _connection(tmp_path) as conn:
-            queue = conn.SimpleQueue("race")
-            for n in range(count):
-                queue.put({"n": offset + n, "pad": pad})
-            queue.close()
 
     def read() -> None:
         try:
@@ -65,13 +68,17 @@ def test_a_reader_polling_while_writers_write_never_sees_a_partial_message(tmp_p
 
     reader = threading.Thread(target=read)
     reader.start()
-    # Writers in processes of their own, as the web server and beat are.
-    processes = [multiprocessing.get_context("fork").Process(target=write, args=(k * count,)) for k in range(writers)]
+    # Writers in processes of their own, as the web server and beat are: started fresh, not forked
+    # from this one while its reader thread may hold a lock (an import's, say) that a forked child
+    # would then wait on forever, writing nothing.
+    spawn = multiprocessing.get_context("spawn")
+    processes = [spawn.Process(target=_write, args=(tmp_path, k * count, count)) for k in range(writers)]
     for process in processes:
         process.start()
     for process in processes:
         process.join(timeout=120)
     reader.join(timeout=120)
+    assert [process.exitcode for process in processes] == [0] * writers
     assert errors == []
     assert sorted(received) == list(range(count * writers))
 
