@@ -11,6 +11,7 @@ reports the same GPUs (same uuids) with the same character.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import hashlib
 import math
@@ -81,6 +82,7 @@ class JobSchedule:
         self.job_s, self.pause_s = job_s, pause_s
         self.scale = job_s[0] / JOB_S[0]  # longer jobs: warm-up and evaluation passes longer too
         self._jobs: list[tuple[float, float, float, float]] = []  # (start, end, level, eval period)
+        self._ends: list[float] = []  # each job's end, to find the job at a time by bisection
         # The collector and a diagnostic (agents.diagnose) may both extend the list.
         self._lock = threading.Lock()
 
@@ -96,16 +98,21 @@ class JobSchedule:
             start = self._jobs[-1][1] + rng.uniform(*self.pause_s) if self._jobs else 0.0
             end = start + rng.uniform(*self.job_s)
             self._jobs.append((start, end, rng.uniform(0.86, 0.99), rng.uniform(*EVAL_EVERY_S) * self.scale))
+            self._ends.append(end)  # after the job: a reader never finds an end without its job
         return self._jobs[k]
+
+    def _index_at(self, elapsed: float) -> int:
+        """The first job that ends after `elapsed` (seconds from the origin)."""
+        while not self._ends or self._ends[-1] <= elapsed:
+            self._job(len(self._ends))
+        return bisect.bisect_right(self._ends, elapsed)
 
     def load(self, real_now: float, gpu_seed: int) -> float:
         """Utilisation 0..1 of one GPU at real time real_now."""
         elapsed = real_now - self.origin
         if elapsed < 0:
             return 0.0
-        k = 0
-        while self._job(k)[1] <= elapsed:
-            k += 1
+        k = self._index_at(elapsed)
         start, _end, level, eval_every = self._job(k)
         if elapsed < start or (k > 0 and random.Random(gpu_seed ^ k).random() > 0.85):
             return 0.0
