@@ -61,6 +61,7 @@ def _wait_for(path: Path, text: str, timeout_s: float) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_two_real_beats_one_waits_then_takes_over(tmp_path):
     """Two `celery beat` processes on one embedded portal: the second waits, sends nothing, and
     takes over (with its first due tasks) once the first is stopped."""

@@ -24,6 +24,8 @@ from portal.telemetry.models import Rollup1m, StageDone
 from tests.portal_process import REPO, ingest_post, manage, migrate
 from tests.telemetry.batches import make_batch
 
+pytestmark = pytest.mark.slow
+
 
 def embedded_env(var_dir: Path, **overrides: str) -> dict[str, str]:
     """The embedded default as a new user gets it: no REDIS_URL, SQLite, tasks sent to a worker."""

@@ -6,11 +6,15 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from portal.core.supervise import free_port
 from portal.demo import slurm
 from portal.maintenance.models import Ticket
 from portal.scheduler.models import SchedulerAction
 from tests.core.test_embedded import alive, descendants, embedded_env, manage_until_stopped, row_count, wait_for
+
+pytestmark = pytest.mark.slow
 
 
 def test_demo_opens_tickets_within_a_minute_and_ctrl_c_stops_everything(tmp_path):

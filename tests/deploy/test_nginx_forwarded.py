@@ -20,6 +20,8 @@ from portal.core.supervise import ChildFailed, free_port, serving
 from tests.deploy.test_nginx_site import nginx_serving
 from tests.portal_process import manage, migrate, portal_env
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "a long enough password 42"
 LIMIT = 3  # LOGIN_FAILURE_LIMIT for this portal

@@ -41,6 +41,8 @@ import pytest
 from portal.core.supervise import free_port
 from tests.conftest import skip_or_fail
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "production.md"
 PORTAL_URL = "https://fleet.example.test"

@@ -27,6 +27,8 @@ MAKE_CODE = """
 from portal.accounts.services import api_token_issue
 from portal.enrolment.services import enrolment_code_create
 from tests.factories import UserFactory
+
+pytestmark = pytest.mark.slow
 admin = UserFactory(username="root-admin", role="admin")
 print(enrolment_code_create(created_by=admin, uses=4).code, api_token_issue(user=admin)[0])
 """

@@ -9,6 +9,8 @@ from portal.core.supervise import free_port
 from tests.portal_process import ingest_post, manage, migrate, portal_env, running_portal
 from tests.telemetry.batches import make_batch
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def portal_without_redis(tmp_path_factory):

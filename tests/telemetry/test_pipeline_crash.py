@@ -23,6 +23,8 @@ from django.utils import timezone
 from tests.portal_process import REPO, migrate
 from tests.telemetry import pipeline_crash_child as child
 
+pytestmark = pytest.mark.slow
+
 # What each stage derives, compared between the two runs (columns set from the clock left out;
 # "*": every column but the surrogate key).
 COMPARED = {
