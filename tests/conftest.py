@@ -260,7 +260,7 @@ def xdist_duplicates_refuse(items) -> None:
 def xdist_order_and_group(items) -> dict[str, dict]:
     """Each worker runs what it is given in the order given: the browser tests first (their worker
     takes no database test afterwards), then the tests marked slow that use no database, then
-    pytest-django's order (the tests rolled back, then the
+    pytest-django's order (a slow test first among those of its kind) (the tests rolled back, then the
     committing ones, whose flush empties what the migrations stored, then those without a
     database), each group holding tests of one kind only so that the order holds for groups too;
     within a kind the groups first. Returns each test's unit of scheduling (its group, or itself)
@@ -269,12 +269,14 @@ def xdist_order_and_group(items) -> dict[str, dict]:
     facts = {item.nodeid: (xdist_group(item), database_kind(item)) for item in items}
     # the long runs of programs without a database right after the browser tests: started last,
     # the pass would end with one of them running alone on a machine otherwise idle
-    early = {item.nodeid for item in items if item.get_closest_marker("slow") and facts[item.nodeid][1] == 0}
+    # (and a slow test of the others first among those of its kind)
+    slow = {item.nodeid for item in items if item.get_closest_marker("slow")}
     items.sort(
         key=lambda item: (
             facts[item.nodeid][0] != BROWSER_GROUP,
-            item.nodeid not in early,
+            not (item.nodeid in slow and facts[item.nodeid][1] == 0),
             (2, 0, 1)[facts[item.nodeid][1]],
+            item.nodeid not in slow,
             facts[item.nodeid][0] is None,
         )
     )

@@ -31,7 +31,7 @@ from portal.maintenance.models import Subscription
 from portal.maintenance.services.tickets import ticket_fire
 from tests.factories import GpuFactory, HostFactory, RecordFactory
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 

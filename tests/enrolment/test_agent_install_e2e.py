@@ -14,8 +14,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import skip_or_fail
 from tests.portal_process import manage, migrate, portal_env, running_portal
+
+pytestmark = pytest.mark.slow
 
 FAKE_TOOL = """#!/bin/sh
 echo "$(basename "$0") $*" >> "{log}"
@@ -27,8 +31,6 @@ MAKE_CODE = """
 from portal.accounts.services import api_token_issue
 from portal.enrolment.services import enrolment_code_create
 from tests.factories import UserFactory
-
-pytestmark = pytest.mark.slow
 admin = UserFactory(username="root-admin", role="admin")
 print(enrolment_code_create(created_by=admin, uses=4).code, api_token_issue(user=admin)[0])
 """

@@ -11,6 +11,8 @@ import json
 import uuid as uuidlib
 from collections import defaultdict
 
+import pytest
+
 from agents.collector import Collector, rfc3339
 from agents.simulate import SCENARIOS, SimulatedDeviceClient
 from portal.maintenance.models import Ticket
@@ -47,6 +49,7 @@ class FakeClock:
         return self.t
 
 
+@pytest.mark.slow
 def test_every_scenario_raises_its_ticket_and_healthy_none(db):
     hostname = "sim-01"
     host = host_token_issue(hostname=hostname, label="t", create_host=True).record.host

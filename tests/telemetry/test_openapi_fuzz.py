@@ -97,6 +97,7 @@ def steer_into_the_service(body, hostname: str) -> None:
                     event["ts"] = now
 
 
+@pytest.mark.slow
 @schema.include(operation_id="ingest_batch").parametrize()
 @FUZZ
 def test_ingest_never_answers_5xx(case, transactional_db, fuzz_fleet, settings):
