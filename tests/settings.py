@@ -43,3 +43,9 @@ BURN_IN_LEVEL = 0
 # each xdist worker would be given a file named after the portal's database path.
 if DATABASES["default"]["ENGINE"] == "portal.core.sqlite_backend":  # noqa: F405
     DATABASES["default"].setdefault("TEST", {})["NAME"] = ":memory:"  # noqa: F405
+
+# A password checked or set costs the portal's hasher (PBKDF2, a million iterations) a quarter of
+# a CPU-second, on purpose; the suite logs in and checks passwords hundreds of times. Django's
+# advice for tests: a fast hasher. The portals the suite starts in subprocesses keep the real one,
+# and tests/accounts/test_token_lifecycle.py checks the upgrade to it.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
