@@ -57,17 +57,17 @@ def _code_key() -> str:
     return digest.hexdigest()[:20]
 
 
-def _migrated_sqlite(env) -> Path:
-    """An SQLite database as `manage.py migrate` leaves it, made once for the code as it stands
+def sqlite_migrated_once(migrate_into, *, kind: str) -> Path:
+    """An SQLite database as `migrate_into(path)` leaves it, made once for the code as it stands
     and shared by every test process (a file lock keeps two from making it at once)."""
     folder = Path(tempfile.gettempdir())
-    database = folder / f"gpu-fleet-tests-migrated-{_code_key()}.sqlite3"
+    database = folder / f"gpu-fleet-tests-migrated-{kind}-{_code_key()}.sqlite3"
     with open(folder / "gpu-fleet-tests-migrated.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not database.exists():
             making = database.with_suffix(f".{os.getpid()}.tmp")
             making.unlink(missing_ok=True)
-            manage({**env, "DATABASE_URL": f"sqlite:///{making}"}, "migrate", "--noinput", "-v", "0")
+            migrate_into(making)
             os.replace(making, database)
     return database
 
@@ -80,7 +80,11 @@ def migrate(env) -> None:
     if not url.startswith("sqlite:////"):
         manage(env, "migrate", "--noinput", "-v", "0")
         return
-    shutil.copyfile(_migrated_sqlite(env), url.removeprefix("sqlite:///"))
+
+    def migrate_into(path):
+        manage({**env, "DATABASE_URL": f"sqlite:///{path}"}, "migrate", "--noinput", "-v", "0")
+
+    shutil.copyfile(sqlite_migrated_once(migrate_into, kind="portal"), url.removeprefix("sqlite:///"))
 
 
 def ingest_post(base_url: str, token: str, batch: dict, *, timeout: float = 30) -> tuple[int, dict]:
