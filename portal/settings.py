@@ -420,7 +420,7 @@ RETENTION_1M_DAYS = envint("RETENTION_1M_DAYS", 90)
 # get both alike. At least 1, or the hour being written could be compressed. Short, because the
 # space of the raw rows compressed is reused by the rows written next only within their day's
 # partition: compressed within the day they were written, a GPU's raw readings take a few hours
-# of pages on disk; a day later, a whole day's partition and part of the next (issue 35).
+# of pages on disk; a day later, a whole day's partition and part of the next.
 READINGS_COMPRESS_AFTER_HOURS = 2
 # The pipeline after ingest (portal.telemetry.pipeline): a stored batch sends the pipeline task at
 # most once per this many seconds per process (each run takes every pending batch); 0: every batch

@@ -3,6 +3,7 @@ MEDIA_ROOT, and the external services (Redis, PostgreSQL) that later tests need.
 
 import collections
 import contextlib
+import functools
 import os
 import sqlite3
 
@@ -163,9 +164,6 @@ def _fresh_ingest_gpu_cache():
     host_gpus_forget()
 
 
-_real_call_command = [None]  # restored once the test database is made: a test's own migrate migrates
-
-
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """Before pytest-django creates the test database: on SQLite, its `migrate` becomes a copy of
@@ -176,8 +174,9 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
 
     if connection.vendor != "sqlite":
         return
-    migrate_command = _real_call_command[0] = management.call_command
+    migrate_command = management.call_command
 
+    @functools.wraps(migrate_command)  # django_db_setup puts the real one back (__wrapped__)
     def call_command(name, *args, **options):
         if name != "migrate" or options.get("database", "default") != "default":
             return migrate_command(name, *args, **options)
@@ -206,8 +205,8 @@ def django_db_setup(django_db_setup, django_db_blocker):
 
     from portal.telemetry.services import partitions
 
-    if _real_call_command[0] is not None:
-        management.call_command = _real_call_command[0]
+    # the test database is made: a test's own migrate migrates
+    management.call_command = getattr(management.call_command, "__wrapped__", management.call_command)
     partitions.with_default_partition = True
     with django_db_blocker.unblock():
         partitions.reading_partitions_ensure()
@@ -298,10 +297,10 @@ def xdist_duplicates_refuse(items) -> None:
 def xdist_order_and_group(items) -> dict[str, dict]:
     """Each worker runs what it is given in the order given: the browser tests first (their worker
     takes no database test afterwards), then the tests marked slow that use no database, then
-    pytest-django's order (a slow test first among those of its kind) (the tests rolled back, then the
-    committing ones, whose flush empties what the migrations stored, then those without a
-    database), each group holding tests of one kind only so that the order holds for groups too;
-    within a kind the groups first. Returns each test's unit of scheduling (its group, or itself)
+    pytest-django's order: the tests rolled back, then the committing ones, whose flush empties
+    what the migrations stored, then those without a database (a slow test first in its kind),
+    each group holding tests of one kind only so that the order holds for groups too; within a
+    kind the groups first. Returns each test's unit of scheduling (its group, or itself)
     and whether it uses the database or the browser."""
 
     facts = {item.nodeid: (xdist_group(item), database_kind(item)) for item in items}

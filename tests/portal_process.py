@@ -6,6 +6,7 @@ back-end services down)."""
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -46,6 +47,7 @@ def manage(env, *args, check=True) -> subprocess.CompletedProcess:
     return result
 
 
+@functools.cache
 def _code_key() -> str:
     """A digest of everything a migrated database depends on: the portal's code (its migrations,
     and the post_migrate handlers' roles and permissions) and the installed Django."""

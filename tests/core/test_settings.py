@@ -79,22 +79,21 @@ def _environment(tmp_path, env_changes: dict) -> dict:
     return {k: v for k, v in env.items() if v is not None}
 
 
+def _python(*args, tmp_path, env_changes: dict) -> subprocess.CompletedProcess:
+    env = _environment(tmp_path, env_changes)
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
 def manage(*args, tmp_path, **env_changes):
     """Run manage.py in a fresh interpreter with a clean, production-like environment."""
-    return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=REPO, env=_environment(tmp_path, env_changes), capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
+    return _python("manage.py", *args, tmp_path=tmp_path, env_changes=env_changes)
 
 
 def settings_print(expression: str, *, tmp_path, **env_changes):
     """Print `expression` of django.conf's settings, loaded in a fresh interpreter from the same
     environment as `manage` gives manage.py (the settings module alone: no apps, no checks)."""
     code = f"from django.conf import settings; print({expression})"
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=_environment(tmp_path, env_changes), capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
+    return _python("-c", code, tmp_path=tmp_path, env_changes=env_changes)
 
 
 def test_production_settings_pass_check_deploy(tmp_path):
