@@ -117,7 +117,7 @@ TEST_WORKERS ?= $(shell n=$$(( 2 * $$(nproc 2>/dev/null || echo 1) )); [ $$n -gt
 marked = -m "$(if $(2),($(2)) and )$(1)"
 pytest_passes = $(if $(filter 0,$(TEST_WORKERS)),$(PY) -m pytest $(1) $(if $(2),-m "$(2)"),\
 	status=0; $(PY) -m pytest $(1) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(call marked,not serial,$(2)) || status=$$?; \
-	$(PY) -m pytest $(1) $(call marked,serial,$(2)) || [ $$? = 5 ] || status=1; exit $$status)
+	$(PY) -m pytest $(1) --serial-files-only $(call marked,serial,$(2)) || [ $$? = 5 ] || status=1; exit $$status)
 
 test: test-deps $(STAMP) browser promtool axe strace messages
 	$(call pytest_passes,,)

@@ -229,6 +229,19 @@ def pytest_addoption(parser):
         help="run only the tests that reach the database (the second pass of .ci/run, on PostgreSQL: "
         "the first pass, on SQLite, ran all of them)",
     )
+    parser.addoption(
+        "--serial-files-only",
+        action="store_true",
+        help="collect only the test files that name the serial marker (`make test`'s second pass, "
+        "-m serial: importing the other two hundred files only to deselect their tests takes 15 s)",
+    )
+
+
+def pytest_ignore_collect(collection_path, config):
+    if not config.getoption("serial_files_only"):
+        return None
+    a_test_file = collection_path.suffix == ".py" and collection_path.name.startswith("test_")
+    return True if a_test_file and "serial" not in collection_path.read_text() else None
 
 
 def uses_database(item) -> bool:
@@ -283,6 +296,16 @@ def xdist_group(item) -> str | None:
     # The suite's own fixtures (a plugin's, such as pytest-django's class-scoped no-op, have no baseid).
     ours = [d[-1] for d in definitions.name2fixturedefs.values() if d and d[-1].baseid] if definitions else []
     return item.nodeid.split("::")[0] if {d.scope for d in ours} & {"module", "package", "class"} else None
+
+
+def pytest_itemcollected(item):
+    """Schemathesis names each case it generates after its operation (`test_x[GET /api/v1/gpus]`)
+    but leaves every one its function's nodeid, by which xdist's scheduler, --deselect and the
+    reports know a test: each is given the nodeid its name says."""
+    if item.nodeid.endswith("]") or not item.name.endswith("]") or "[" not in item.name:
+        return
+    if type(item).__name__ == "SchemathesisFunction":
+        item._id = item._id.with_params(item.name.partition("[")[2][:-1])
 
 
 def xdist_duplicates_refuse(items) -> None:

@@ -125,8 +125,6 @@ def aim(case, fleet) -> None:
         case.body.update({name: value for name, value in BODY.items() if isinstance(case.body.get(name), str)})
 
 
-# One nodeid for every generated case: xdist's loadgroup would run one of them only.
-@pytest.mark.serial
 @schema.parametrize()
 @bounded(5)
 def test_every_operation_answers_as_documented_for_an_admin(case, fleet, admin_token):
@@ -134,8 +132,6 @@ def test_every_operation_answers_as_documented_for_an_admin(case, fleet, admin_t
     case.call_and_validate(headers={"Authorization": f"Token {admin_token}"}, checks=CHECKS)
 
 
-# One nodeid for every generated case: xdist's loadgroup would run one of them only.
-@pytest.mark.serial
 @writes.parametrize()
 @bounded(3)
 def test_every_write_answers_as_documented_for_a_viewer(case, fleet, viewer_token):

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
+from django.db import OperationalError
 from django.utils import timezone
 
 from portal.maintenance.models import Ticket
@@ -23,9 +24,15 @@ UUID = "GPU-0000c0de-6b9b-4b4e-9d0a-6f1c1a2b3c4d"
 def _wait_for(condition, timeout=20.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
+        try:
+            if condition():
+                return True
+        except OperationalError as error:
+            # SQLite's shared-cache test database refuses a read of a table the worker thread is
+            # writing ("database table is locked") instead of waiting for it: look again
+            if "locked" not in str(error):
+                raise
+        time.sleep(0.25)
     return False
 
 

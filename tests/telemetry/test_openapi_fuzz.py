@@ -60,8 +60,6 @@ def personal_token(db):
 schema = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_application())
 
 
-# One nodeid for every generated case: xdist's loadgroup would run one of them only.
-@pytest.mark.serial
 @schema.include(method="GET").parametrize()
 @FUZZ
 def test_read_endpoints_never_fail_and_match_their_schema(case, transactional_db, fuzz_fleet, personal_token):
