@@ -109,7 +109,8 @@ demo-ldap: $(STAMP) messages
 # costly fixture (the Slurm cluster, the browser and its portals, a module's) stay on one worker,
 # in an order that keeps pytest-django's (tests/conftest.py, and its scheduler tests/xdist_units.py).
 # The tests marked serial (their assertions bound wall-clock time, or they load the whole
-# machine) run afterwards, alone. TEST_WORKERS=0: one process for everything, as pytest alone.
+# machine) run afterwards, alone, from the files that name the marker only (--serial-files-only).
+# TEST_WORKERS=0: one process for everything, as pytest alone.
 TEST_WORKERS ?= $(shell n=$$(( 2 * $$(nproc 2>/dev/null || echo 1) )); [ $$n -gt 4 ] && n=4; echo $$n)
 
 # $(call pytest_passes,ARGUMENTS,MARK EXPRESSION): the two passes both run whatever the first
