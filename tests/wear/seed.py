@@ -10,6 +10,7 @@ resistance at load climbs and drops on the cleaning day."""
 
 import datetime as dt
 
+from django.db import connection
 from django.utils import timezone
 
 from portal.fleet import services as fleet_services
@@ -34,6 +35,22 @@ def start_of_history(now: dt.datetime) -> dt.datetime:
     return midnight - dt.timedelta(days=DAYS + 1)
 
 
+SEEDED_COLUMNS = ("gpu_id", "ts", "temperature_c", "fan_speed_pct", "power_w", "energy_mj", "utilization_gpu_pct",
+                  "xid_count")  # fmt: skip
+
+
+def _readings_insert(rows: list[tuple]) -> None:
+    """Rows of SEEDED_COLUMNS, in one prepared INSERT: the ORM's bulk_create spent three quarters of
+    the seed's 30 s of CPU building 86,400 model instances into SQL."""
+    table, columns = Reading._meta.db_table, ", ".join(SEEDED_COLUMNS)
+    adapt = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(SEEDED_COLUMNS))})",
+            [(gpu_id, adapt(ts), *metrics) for gpu_id, ts, *metrics in rows],
+        )
+
+
 def wear_lab_seed() -> dict:
     now = timezone.now()
     start = start_of_history(now)
@@ -55,12 +72,9 @@ def wear_lab_seed() -> dict:
             busy = second < busy_h * 3600
             since_clean = day - CLEANED_DAY if day >= CLEANED_DAY else day
             temp = busy_c + (since_clean // 2 if dusty else 0) if busy else idle_c
-            rows.append(Reading(
-                gpu=gpus[index], ts=start + dt.timedelta(seconds=i * STEP_S), temperature_c=temp,
-                fan_speed_pct=fan if busy else 30, power_w=busy_w if busy else idle_w, energy_mj=None,
-                utilization_gpu_pct=100 if busy else 0,
-            ))  # fmt: skip
-        Reading.objects.bulk_create(rows, batch_size=5000)
+            rows.append((gpus[index].pk, start + dt.timedelta(seconds=i * STEP_S), temp, fan if busy else 30,
+                         busy_w if busy else idle_w, None, 100 if busy else 0, 0))  # fmt: skip
+        _readings_insert(rows)
     wear_count({gpu.pk: (None, None) for gpu in gpus.values()})
     # the raw readings go as retention would take them: wear is lifetime data
     Reading.objects.filter(gpu__host=host).delete()
