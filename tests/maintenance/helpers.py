@@ -5,8 +5,9 @@ import datetime as dt
 import http.server
 import json
 import threading
+import time
 
-from django.db import transaction
+from django.db import OperationalError, transaction
 
 from portal.fleet.models import Gpu
 from portal.maintenance.rules.base import READING_COLUMNS
@@ -123,3 +124,19 @@ class WebhookServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(5)
+
+
+def worker_wait_for(condition, timeout: float) -> bool:
+    """Whether `condition()` held within `timeout` seconds, asked every quarter second while a
+    worker thread of this process writes. SQLite's shared-cache test database refuses a read of a
+    table that thread is writing ("database table is locked") instead of waiting: asked again."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return True
+        except OperationalError as error:
+            if "locked" not in str(error):
+                raise
+        time.sleep(0.25)
+    return False

@@ -3,11 +3,9 @@ queues the task, a worker thread (solo pool) evaluates it, and the ticket appear
 
 import datetime as dt
 import json
-import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
-from django.db import OperationalError
 from django.utils import timezone
 
 from portal.maintenance.models import Ticket
@@ -15,25 +13,10 @@ from portal.telemetry.models import StageDone
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services.ingest import reading_batch_ingest
 from portal.telemetry.services.tokens import host_token_issue
-from tests.maintenance.helpers import celery_configured
+from tests.maintenance.helpers import celery_configured, worker_wait_for
 from tests.telemetry.batches import make_batch, make_gpu, make_reading
 
 UUID = "GPU-0000c0de-6b9b-4b4e-9d0a-6f1c1a2b3c4d"
-
-
-def _wait_for(condition, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if condition():
-                return True
-        except OperationalError as error:
-            # SQLite's shared-cache test database refuses a read of a table the worker thread is
-            # writing ("database table is locked") instead of waiting for it: look again
-            if "locked" not in str(error):
-                raise
-        time.sleep(0.25)
-    return False
 
 
 @pytest.mark.redis
@@ -56,7 +39,7 @@ def test_ingested_batch_is_evaluated_by_a_real_worker(transactional_db, redis_ur
     ):
         result = reading_batch_ingest(host=host, batch=BatchIn.model_validate_json(json.dumps(batch)), now=now)
         assert not result.duplicate
-        assert _wait_for(lambda: Ticket.objects.filter(rule="overheat").exists()), "no ticket within 20 s"
+        assert worker_wait_for(Ticket.objects.filter(rule="overheat").exists, 20), "no ticket within 20 s"
     assert StageDone.objects.filter(stage="rules", batch_pk=result.batch_pk).exists()
     ticket = Ticket.objects.get(rule="overheat")
     assert ticket.gpu.uuid == UUID and ticket.peak_value == 89

@@ -3,7 +3,6 @@ evaluates it into a ticket, the ticket's hook queues the scheduler task after th
 same worker drains the real Slurm node."""
 
 import json
-import time
 
 import pytest
 from celery.contrib.testing.worker import start_worker
@@ -15,18 +14,9 @@ from portal.scheduler.models import SchedulerAction
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services.ingest import reading_batch_ingest
 from portal.telemetry.services.tokens import host_token_issue
-from tests.maintenance.helpers import celery_configured
+from tests.maintenance.helpers import celery_configured, worker_wait_for
 from tests.scheduler.helpers import GPUS
 from tests.telemetry.batches import make_batch
-
-
-def _wait_for(condition, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 @pytest.mark.redis
@@ -47,7 +37,7 @@ def test_xid_79_drains_the_node_through_a_real_worker(transactional_db, redis_ur
     ):
         reading_batch_ingest(host=host, batch=BatchIn.model_validate_json(json.dumps(batch)), now=now)
         done = SchedulerAction.objects.filter(kind="drain", state="done")
-        assert _wait_for(done.exists), "the node was not drained within 30 s"
+        assert worker_wait_for(done.exists, 30), "the node was not drained within 30 s"
     ticket = Ticket.objects.get(rule="xid_bus")
     node = SlurmCli().node(cluster.node)
     assert node.state.split("+")[0] in ("drained", "draining")
