@@ -37,6 +37,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
+from django.utils import translation
 
 from portal.live.selectors import POINT_COLUMNS, POINT_FIELDS, batch_points, open_ticket_counts
 from portal.telemetry.columns import ROW_GPU_ID, ROW_TS
@@ -340,7 +341,9 @@ def ticket_changed(ticket_id: int, host_id: int, gpu_id: int | None, payload: di
 
         event        "opened" | "acknowledged" | "resolved"
         severity     "critical" | "warning" | "info"
-        title        one line, e.g. "Temperature near slowdown (88 °C)"
+        title        one line, e.g. "Temperature near slowdown (88 °C)", in English
+        titles       {language code: title} for every language of LANGUAGES; each page shows
+                     its own (the feed's one message goes to readers of every language)
         url          the ticket's page
         at           when it happened (datetime or RFC 3339 string; default: when received)
         by           who acknowledged / resolved it
@@ -362,6 +365,7 @@ def ticket_event_published(*, ticket, event, change: str) -> None:
             "event": change,
             "severity": ticket.severity,
             "title": ticket.title,
+            "titles": titles_in_every_language(ticket),
             "url": ticket.get_absolute_url(),
             "at": event.at,
             "by": event.user.get_username() if event.user_id else "",
@@ -370,6 +374,14 @@ def ticket_event_published(*, ticket, event, change: str) -> None:
             "open_counts": open_ticket_counts(),
         },
     )
+
+
+def titles_in_every_language(ticket) -> dict[str, str]:
+    titles = {}
+    for code, _name in settings.LANGUAGES:
+        with translation.override(code):
+            titles[code] = ticket.title_shown
+    return titles
 
 
 def _queue_ticket_event(event: dict) -> None:

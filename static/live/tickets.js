@@ -42,7 +42,8 @@
     const what = document.createElement("span");
     const title = event.url ? document.createElement("a") : document.createElement("strong");
     if (event.url) title.href = event.url;
-    title.textContent = event.title || interpolate(gettext("Ticket #%s"), [event.ticket_id]);
+    const titles = event.titles || {};
+    title.textContent = titles[document.documentElement.lang] || event.title || interpolate(gettext("Ticket #%s"), [event.ticket_id]);
     what.appendChild(title);
     const subject = [SEVERITIES[event.severity] || event.severity, event.hostname, event.gpu_label,
       event.by ? interpolate(gettext("by %s"), [event.by]) : ""]

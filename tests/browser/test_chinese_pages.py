@@ -16,14 +16,17 @@ docs/zh-*.png. I18N_WALK_ALL=1 walks every signed-in page instead of the main on
 """
 
 import contextlib
+import datetime as dt
 import json
 import os
 import re
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import expect
 
 from tests.browser.conftest import do_login, seeded_portal
+from tests.browser.readings import gpu_uuid, host_token_issue, post_readings, reading
 from tests.browser.site_walk import site_pages
 from tests.portal_process import REPO, in_ci
 
@@ -175,3 +178,15 @@ def test_page_has_no_untranslated_interface_text(name, zh_page, zh_pages, zh_dat
                     seen.add((node["text"], node["where"]))
                     found.append(f"{url} [{node['where']}] {node['text']!r} (English: {' '.join(words)})")
     assert not found, f"untranslated interface text on {len(found)} nodes:\n  " + "\n  ".join(found)
+
+
+def test_the_live_ticket_feed_shows_a_new_ticket_in_the_readers_language(zh_page, zh_portal):
+    """The feed sends one message to readers of every language; it carries a title for each."""
+    zh_page.goto("/", wait_until="load")
+    expect(zh_page.locator("#live-tickets .live-indicator")).to_have_attribute("data-state", "live")
+    now = dt.datetime.now(dt.UTC)
+    hot = [reading(now - dt.timedelta(seconds=s), 84, gpu_uuid=gpu_uuid(2)) for s in range(180, 0, -10)]
+    post_readings(zh_portal.base_url, host_token_issue(zh_portal), hot)
+    item = zh_page.locator("#ticket-feed li", has_text="GPU 过热").first
+    expect(item).to_be_visible(timeout=20_000)
+    assert "overheating" not in item.inner_text(), item.inner_text()

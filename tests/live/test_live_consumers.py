@@ -239,6 +239,9 @@ async def test_a_ticket_opened_and_acknowledged_by_the_engine_reaches_the_feed(l
     assert (event["event"], event["ticket_id"], event["gpu_id"]) == ("opened", ticket.pk, gpus[0].pk)
     assert event["url"] == ticket.get_absolute_url()
     assert event["open_counts"][ticket.severity] == 1
+    # One message goes to readers of every language: each page picks its title (static/live/tickets.js).
+    assert event["title"] == ticket.title and event["titles"]["en"] == ticket.title
+    assert event["titles"]["zh-hans"].startswith("GPU 过热"), event["titles"]
     [event] = acknowledged["events"]
     assert (event["event"], event["by"]) == ("acknowledged", "charlie")
 
