@@ -1,4 +1,4 @@
-"""Bytes per raw reading in PostgreSQL, and retention at scale (issue 24).
+"""Bytes per raw reading in PostgreSQL, and retention at scale.
 
 `bench/storage.py` (make bench-storage): the same realistic readings stored in today's layout
 (telemetry_reading as migration 0002 left it: a surrogate id, a (gpu, ts) B-tree, a BRIN on ts)
@@ -411,14 +411,6 @@ DB_HOURS = float(os.environ.get("BENCH_DB_HOURS", "46"))
 # defaults to --interval), here 8 readings, one per GPU of the host.
 DB_BATCH_S = int(os.environ.get("BENCH_DB_BATCH_S", str(INTERVAL_S)))
 DB_NAME = os.environ.get("BENCH_DB_NAME", "bench_storage_db")
-# Bytes per reading: the issue's measurement before rollups were compressed, and the previous run
-# (the same history and jobs, readings compressed after 24 h). A GPU's steady state: the issue's,
-# and the previous run's without wear (its wear line scaled the day rows' update bloat by 190).
-DB_BEFORE = {
-    "issue": {"readings": 14.5, "rollups 1m": 43.4, "rollups 1h": 1.1, "everything else": 14.3, "total": 73.0},
-    "previous": {"readings": 15.2, "rollups 1m": 5.2, "rollups 1h": 0.3, "everything else": 6.7, "total": 27.4},
-}
-DB_BEFORE_GPU_MIB = {"issue": 40.0, "previous (wear apart)": 9.09}
 DB_GROUPS = {
     "readings": ("telemetry_reading", "telemetry_chunk"),
     "rollups 1m": ("telemetry_rollup1m", "telemetry_rollup1m_chunk"),
@@ -628,11 +620,10 @@ def database() -> None:
     print(f"\n{readings:,} readings in {batches:,} batches ({readings / batches:.0f} a batch) stored, with the "
           f"pipeline and beat's jobs, in {stored_s:.0f} s; the days over compressed in {compress_s:.0f} s "
           f"(load {machine_load()})")  # fmt: skip
-    head = "".join(f"{label:>10}" for label in (*DB_BEFORE, "history", "days over"))
+    head = "".join(f"{label:>10}" for label in ("history", "days over"))
     print(f"\nwhole database, bytes per reading{'':>10}{head}   target <= 40")
     for group in after:
-        before = "".join(f"{figures[group]:>10.1f}" for figures in DB_BEFORE.values())
-        print(f"  {group:<40}{before}{at_end[group] / readings:>10.1f}{after[group] / readings:>10.1f}")
+        print(f"  {group:<40}{at_end[group] / readings:>10.1f}{after[group] / readings:>10.1f}")
     print("  (history: as the history ends, beat's hourly jobs run on it; days over: every day compressed)")
 
     print("\nevery table over 0.05 bytes per reading (history / days over)")
@@ -682,7 +673,7 @@ def database() -> None:
     print(f"\nsteady state per GPU ({settings.RETENTION_RAW_DAYS} days of readings, {settings.RETENTION_1M_DAYS} "
           f"of 1-minute rollups, 365 of hours, each with what stays raw at its peak (readings compressed after "
           f"{after_hours} h); batch keys for {keys_days:.1f} days; a year of wear meters)")  # fmt: skip
-    print("  " + ", ".join(f"{label} {mib:g} MiB" for label, mib in DB_BEFORE_GPU_MIB.items()) + "; target <= 10 MiB")
+    print("  target <= 10 MiB")
     for group, size in steady.items():
         line = f"  {group:<18}{size / 2**20:>7.2f} MiB  ({size / total:>4.0%})"
         if group in per_day:

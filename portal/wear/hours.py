@@ -4,7 +4,7 @@ An hour row is written as a `WearHour` row and stays one while its day may still
 batches reach back up to the ingest window). Once its day has been over for FOLD_AFTER, the beat
 job `wear_hours_fold` packs the day's hours into the day row's `hours` (packing.py: every value
 exactly as the rows held it) and deletes the rows: a year of a GPU's hours costs a few hundred
-KiB instead of 5 MiB (issue 35). A packed day's own turning points are not kept either: they are
+KiB instead of 5 MiB. A packed day's own turning points are not kept either: they are
 its hours' turning points reduced again, which is how the day row got them (services._days_built).
 
 Readers never learn which form answered: `hours_read` returns the same rows for a span whether

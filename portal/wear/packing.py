@@ -1,7 +1,7 @@
 """A GPU-day's hour rows packed into one bytes value, and back, exactly; no Django.
 
 A year of hour rows costs about 5 MiB per GPU as rows (8,760 tuples of 20 columns, their JSON
-turning points and two index entries each), most of a GPU's 10 MiB budget (issue 35). Hours whose
+turning points and two index entries each), most of a GPU's 10 MiB budget. Hours whose
 day is over are kept packed in their day row instead (hours.py), and this is their format:
 every value decodes to the very float, integer or boolean the row held, so a reader cannot tell
 packed hours from rows.

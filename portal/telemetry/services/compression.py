@@ -1,4 +1,4 @@
-"""Finished readings stored compressed, one row per GPU and hour, on PostgreSQL (issue 24).
+"""Finished readings stored compressed, one row per GPU and hour, on PostgreSQL.
 
 A raw reading costs about 60 bytes before its first value (tuple header, line pointer, key index
 entry); stored as a column of values per GPU-hour, as TimescaleDB's compression does, it costs

@@ -1,5 +1,5 @@
 """Rollups of the days over stored compressed, a row per GPU and UTC day of minutes or month of
-hours, on PostgreSQL (issue 35).
+hours, on PostgreSQL.
 
 A 1-minute rollup row costs about 190 bytes (a tuple of 37 columns, its id and the (gpu, bucket)
 index): stored raw for the default 90 days it was most of the database. `telemetry_rollup1m_chunk`
