@@ -380,6 +380,16 @@ def spooled_readings(spool_dir: Path) -> list[tuple[str, str]]:
     return keys(bodies)
 
 
+def spooled_count(spool_dir: Path) -> int:
+    """How many readings the agent has spooled so far: 0 before it made its spool."""
+    if not (Path(spool_dir) / "spool.db").exists():
+        return 0
+    try:
+        return len(spooled_readings(spool_dir))
+    except sqlite3.OperationalError:  # not made yet, or locked by a write: asked again
+        return 0
+
+
 def run_agent(args: list[str], env_extra: dict) -> subprocess.Popen:
     env = {**os.environ, **env_extra, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
@@ -416,7 +426,7 @@ def test_agent_processes_sigterm_and_restart_lose_nothing(tmp_path, stub):
     env = {"GPU_AGENT_URL": stub.url, "GPU_AGENT_TOKEN": "tok"}
     stub.stop()
     process = run_agent(args, env)
-    time.sleep(1.5)
+    wait_for(lambda: spooled_count(tmp_path) >= 6)  # however long the agent took to start
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=10)
     assert process.returncode == 0, stderr
