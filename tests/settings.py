@@ -49,3 +49,10 @@ if DATABASES["default"]["ENGINE"] == "portal.core.sqlite_backend":  # noqa: F405
 # advice for tests: a fast hasher. The portals the suite starts in subprocesses keep the real one,
 # and tests/accounts/test_token_lifecycle.py checks the upgrade to it.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# WhiteNoise reads the finders' static files whenever a handler loads the middleware, as each test
+# client does, unless it looks files up per request: DEBUG (on while the settings are read) turns
+# the finders on, and Django's runner turning DEBUG off turns the lookup per request off. About
+# 25 ms a client, and the suite makes thousands of clients; the lookup per request serves the same
+# files (the suite's own requests for static files go through a portal it starts).
+WHITENOISE_AUTOREFRESH = True
