@@ -47,7 +47,7 @@ def two_nodes_behind_nginx(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nginx-outage")
     nodes = [StandInNode(("127.0.0.1", 0), Handler) for _ in range(2)]
     for node in nodes:
-        threading.Thread(target=node.serve_forever, daemon=True).start()
+        threading.Thread(target=node.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     upstreams = [f"127.0.0.1:{node.server_address[1]}" for node in nodes]
     try:
         with nginx_serving(tmp, upstream=upstreams, static=tmp) as (https_port, _):

@@ -89,7 +89,7 @@ class _Slurmrestd(BaseHTTPRequestHandler):
 def newer_slurmrestd():
     server = HTTPServer(("127.0.0.1", 0), _Slurmrestd)
     _Slurmrestd.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}", _Slurmrestd.requests
     server.shutdown()
@@ -142,7 +142,7 @@ def test_the_token_never_follows_a_redirect(newer_slurmrestd, code):
     target, requests = newer_slurmrestd  # where the redirect points: it records what reaches it
     server = HTTPServer(("127.0.0.1", 0), _Redirecting)
     _Redirecting.target, _Redirecting.code = target, code
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         adapter = SlurmRest(url=f"http://127.0.0.1:{server.server_port}", user="gpufleet", token="jwt-abc")
         with pytest.raises(SchedulerUnavailable, match=f"answered {code} \\(a redirect to {target}/openapi/v3\\)"):
@@ -169,7 +169,7 @@ def test_plain_http_to_loopback_never_goes_through_a_proxy(newer_slurmrestd, mon
     directly, never in clear to the proxy."""
     url, requests = newer_slurmrestd
     proxy = HTTPServer(("127.0.0.1", 0), _Redirecting)  # were it asked anything, it would redirect away
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     proxied = []
     _Redirecting.target = "http://example.invalid"
     monkeypatch.setattr(_Redirecting, "do_GET", lambda self: proxied.append(self.path) or self._redirect())
