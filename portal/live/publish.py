@@ -357,6 +357,8 @@ def ticket_changed(ticket_id: int, host_id: int, gpu_id: int | None, payload: di
 
 def ticket_event_published(*, ticket, event, change: str) -> None:
     """The maintenance ticket hook: one feed item per change people watch for."""
+    if not (settings.LIVE_ENABLED and publisher.has_listeners()):
+        return  # nobody to tell: not even the counts' query
     ticket_changed(
         ticket.pk,
         ticket.host_id,
