@@ -37,6 +37,7 @@ def user_group(user_id: int) -> str:
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     permission = "fleet.view_gpu"
     group = user_id = session_key = _refresh = _recheck = None
+    following_tickets = False
 
     async def connect(self):
         self.group = None
@@ -65,6 +66,8 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(group, self.channel_name)
         await publish.watchers.watch(group)
         publish.publisher.attach(asyncio.get_running_loop())
+        if group == publish.TICKETS_GROUP:
+            self.following_tickets = publish.ticket_follower.feed_opened()
         self._refresh = asyncio.create_task(self._keep_membership())
         coalesce_ms = round(publish.coalesce_interval(group) * 1000)
         await self.send_json({"kind": "hello", "group": group, "coalesce_ms": coalesce_ms})
@@ -131,6 +134,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             group, self.group = self.group, None
             await self.channel_layer.group_discard(group, self.channel_name)
             await publish.watchers.unwatch(group)
+        if self.following_tickets:
+            self.following_tickets = False
+            publish.ticket_follower.feed_closed()
 
     async def receive_json(self, content, **kwargs):
         if isinstance(content, dict) and content.get("kind") == "ping":

@@ -30,8 +30,9 @@ import json
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
+from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
@@ -40,6 +41,8 @@ from django.db import transaction
 from django.utils import translation
 
 from portal.live.selectors import POINT_COLUMNS, POINT_FIELDS, batch_points, open_ticket_counts
+from portal.maintenance import selectors as maintenance_selectors
+from portal.maintenance.services.tickets import feed_change
 from portal.telemetry.columns import ROW_GPU_ID, ROW_TS
 
 log = logging.getLogger(__name__)
@@ -297,6 +300,7 @@ class Publisher:
             self._last_sent.clear()
         self.sent_messages = 0
         watchers.reset()
+        ticket_follower.reset()
 
 
 publisher = Publisher()
@@ -359,6 +363,11 @@ def ticket_event_published(*, ticket, event, change: str) -> None:
     """The maintenance ticket hook: one feed item per change people watch for."""
     if not (settings.LIVE_ENABLED and publisher.has_listeners()):
         return  # nobody to tell: not even the counts' query
+    ticket_follower.published(event.pk)
+    _feed_item_queue(ticket=ticket, event=event, change=change)
+
+
+def _feed_item_queue(*, ticket, event, change: str) -> None:
     ticket_changed(
         ticket.pk,
         ticket.host_id,
@@ -376,6 +385,78 @@ def ticket_event_published(*, ticket, event, change: str) -> None:
             "open_counts": open_ticket_counts(),
         },
     )
+
+
+class TicketFollower:
+    """The ticket feed's items for the ticket events another process recorded, on the in-memory layer.
+
+    Without Redis (the embedded default) tickets are opened and resolved by the worker, another
+    process: its hook has nobody to tell there, and this process's feeds would never hear of them.
+    While a ticket feed is open in this process, the follower reads the events recorded since its
+    last look every FOLLOW_EVERY_S and queues them as the hook would; the ones the hook queued in
+    this process are known by id and skipped. With Redis every process sends its own."""
+
+    FOLLOW_EVERY_S = 1.0
+    REMEMBERED = 1000  # ids of events queued here: far more than a second's worth
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._queued_here: OrderedDict[int, None] = OrderedDict()
+        self._feeds = 0
+        self._task: asyncio.Task | None = None
+
+    def published(self, event_pk: int) -> None:
+        with self._lock:
+            self._queued_here[event_pk] = None
+            while len(self._queued_here) > self.REMEMBERED:
+                self._queued_here.popitem(last=False)
+
+    def _queued_before(self, event_pk: int) -> bool:
+        with self._lock:
+            return event_pk in self._queued_here
+
+    def feed_opened(self) -> bool:
+        """A ticket feed connected (on the running loop): follow while any is open. False when
+        there is nothing to follow (a shared layer: every process sends its own)."""
+        if not isinstance(get_channel_layer(), InMemoryChannelLayer):
+            return False
+        self._feeds += 1
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._task = loop.create_task(self._follow())
+        return True
+
+    def feed_closed(self) -> None:
+        self._feeds = max(0, self._feeds - 1)
+
+    async def _follow(self) -> None:
+        cursor = await database_sync_to_async(maintenance_selectors.ticket_event_last_pk)()
+        while self._feeds > 0:
+            await asyncio.sleep(self.FOLLOW_EVERY_S)
+            try:
+                cursor = await database_sync_to_async(self.feed_after)(cursor)
+            except Exception:
+                log.exception("live: could not read the ticket events after #%s", cursor)
+
+    def feed_after(self, cursor: int) -> int:
+        """Queue the feed items of the events after `cursor` not queued here; the last event's id."""
+        for event in maintenance_selectors.ticket_events_after(pk=cursor):
+            cursor = event.pk
+            change = feed_change(event)
+            if change and not self._queued_before(event.pk):
+                self.published(event.pk)
+                _feed_item_queue(ticket=event.ticket, event=event, change=change)
+        return cursor
+
+    def reset(self) -> None:
+        """Forget what was queued and the feeds (tests)."""
+        with self._lock:
+            self._queued_here.clear()
+        self._feeds = 0
+        self._task = None
+
+
+ticket_follower = TicketFollower()
 
 
 def titles_in_every_language(ticket) -> dict[str, str]:

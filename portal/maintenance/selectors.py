@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy
 
 from portal.core.selectors import filter_given
 from portal.fleet.care import DUE, NEVER, OK, OVERDUE, CareLimits
-from portal.maintenance.models import Severity, Ticket
+from portal.maintenance.models import Severity, Ticket, TicketEvent
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
 from portal.maintenance.services.config import RuleParams
 
@@ -144,3 +144,13 @@ class RuleCareLimits(CareLimits):
 
 _UNSET = object()
 _SCHEDULE_BY_KIND = {schedule.record_kind: schedule for schedule in SCHEDULES}
+
+
+def ticket_events_after(*, pk: int, limit: int = 200) -> list[TicketEvent]:
+    """The ticket events recorded after event `pk`, oldest first, with their tickets' subjects."""
+    events = TicketEvent.objects.filter(pk__gt=pk).select_related("ticket__host", "ticket__gpu", "user")
+    return list(events.order_by("pk")[:limit])
+
+
+def ticket_event_last_pk() -> int:
+    return TicketEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0

@@ -21,6 +21,7 @@ from portal.core.supervise import free_port
 from portal.maintenance.models import Ticket
 from portal.maintenance.rules import AGENT_SILENT
 from portal.telemetry.models import Rollup1m, StageDone
+from tests.live_socket import LiveSocket, signed_in_cookies
 from tests.portal_process import REPO, ingest_post, manage, migrate
 from tests.telemetry.batches import make_batch
 
@@ -135,6 +136,14 @@ def row_count(db: Path, model, where: str = "1=1", *params) -> int:
         return connection.execute(f"SELECT COUNT(*) FROM {model._meta.db_table} WHERE {where}", params).fetchone()[0]
 
 
+VIEWER_PASSWORD = "viewer-password-for-the-live-feed"
+VIEWER_CREATE = (
+    "from django.contrib.auth import get_user_model; from portal.accounts.services import user_set_role; "
+    f"user = get_user_model().objects.create_user('viewer', password={VIEWER_PASSWORD!r}); "
+    "user_set_role(user=user, role='viewer')"
+)
+
+
 def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
     # Beat's intervals at 2 %: rollups every 0.6 s, the silence check every 1.2 s.
     env = embedded_env(tmp_path, DJANGO_SETTINGS_MODULE="tests.settings_fast_beat")
@@ -146,8 +155,11 @@ def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
         "rule_config_set(rule=AGENT_SILENT.key, params={'silent_after_s': 3}, host=Host.objects.get(hostname='lab-01'))"
     )
     manage(env, "shell", "-c", silence)
+    manage(env, "shell", "-c", VIEWER_CREATE)
     db = tmp_path / "portal.sqlite3"
     with portal_run(tmp_path, DJANGO_SETTINGS_MODULE="tests.settings_fast_beat") as (process, base_url, env, log):
+        feed = LiveSocket(base_url, "/ws/live/tickets/", signed_in_cookies(base_url, "viewer", VIEWER_PASSWORD))
+        assert feed.receive_json(timeout=10)["kind"] == "hello"
         batch = make_batch("lab-01", readings=3)
         batch["readings"][-1]["xid_events"] = [{"code": 79, "ts": batch["readings"][-1]["ts"]}]
         assert ingest_post(base_url, token, batch)[0] == 202
@@ -156,6 +168,11 @@ def test_worker_evaluates_ingest_and_beat_drives_rollups_and_silence(tmp_path):
         wait_for(lambda: "Task portal.telemetry.tasks.pipeline_run_task" in log.read_text(), 10,
                   "the worker did not receive the pipeline task", log)  # fmt: skip
         assert row_count(db, Ticket, "rule LIKE 'xid%'") == 1
+        # ... and the web server's ticket feed heard of it, though the worker has no listener.
+        message = feed.receive_json(timeout=15)
+        feed.close()
+        assert message["kind"] == "tickets" and message["events"][0]["event"] == "opened", message
+        assert message["events"][0]["hostname"] == "lab-01" and "XID" in message["events"][0]["title"], message
         # ... the same pipeline run rolled it up ...
         wait_for(lambda: row_count(db, Rollup1m), 30, "no rollup appeared", log)
         # ... and with no reading for 3 s, beat's silence check opened "agent silent".

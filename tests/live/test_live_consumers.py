@@ -3,6 +3,7 @@ that keeps a busy group to ~2 messages a second (the fleet group: ~5). Each test
 in-memory layer and again on channels-redis (Redis db 15)."""
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -324,3 +325,48 @@ async def test_a_batch_nobody_watches_builds_no_points(fleet, viewer_user, conne
     finally:
         await communicator.disconnect()
     assert [point[0] for point in message["points"]] == [gpus[0].pk]
+
+
+@pytest.fixture
+def another_process(monkeypatch):
+    """Within the block, tickets change as in a process where nobody listens (the embedded
+    worker beside a web server on the in-memory layer): the hook queues nothing."""
+
+    @contextlib.contextmanager
+    def block():
+        with monkeypatch.context() as patch:
+            patch.setattr(publish.publisher, "has_listeners", lambda: False)
+            yield
+
+    return block
+
+
+async def test_tickets_another_process_changes_reach_the_feed_once(
+    fleet, viewer_user, connect, another_process, settings
+):
+    """The in-memory layer: the worker that opens and resolves tickets is another process."""
+    from django.utils import timezone
+
+    from portal.maintenance.services.tickets import ticket_fire, ticket_transition
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    host, gpus = fleet
+    communicator, connected, _ = await connect("/ws/live/tickets/", viewer_user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=2)  # hello
+        with another_process():
+            ticket, _what = await asyncio.to_thread(
+                lambda: ticket_fire(rule="overheat", host_id=host.pk, gpu_id=gpus[0].pk, at=timezone.now(), value=91.0)
+            )
+        opened = await communicator.receive_json_from(timeout=5)
+        # Changed in this process: queued by the hook, and not a second time by the follower.
+        await asyncio.to_thread(lambda: ticket_transition(ticket=ticket, to_state="acknowledged", user=viewer_user))
+        acknowledged = await communicator.receive_json_from(timeout=5)
+        assert await communicator.receive_nothing(timeout=2.5)
+    finally:
+        await communicator.disconnect()
+    [event] = opened["events"]
+    assert (event["event"], event["ticket_id"], event["gpu_id"]) == ("opened", ticket.pk, gpus[0].pk)
+    assert event["titles"]["zh-hans"].startswith("GPU 过热") and sum(event["open_counts"].values()) == 1
+    assert [(e["event"], e["by"]) for e in acknowledged["events"]] == [("acknowledged", "charlie")]

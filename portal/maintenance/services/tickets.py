@@ -44,13 +44,18 @@ State = Ticket.State
 Kind = TicketEvent.Kind
 
 
+def feed_change(event: TicketEvent) -> str | None:
+    """The word the ticket hooks (the live feed) get for this event; None: not a change people watch for."""
+    return _FEED_EVENTS.get(event.kind) or (event.to_state if event.kind == TicketEvent.Kind.STATE else None)
+
+
 def _event(*, note: str | Said = "", **fields) -> TicketEvent:
     """Record a ticket event (every change is a row) and hand the ones people watch for to the
     ticket hooks (the live ticket feed; see portal.maintenance.hooks). A note the portal writes
     is a message (portal.maintenance.messages); a person's is their text."""
     fields["note"], fields["note_msg"] = text_and_stored(note)
     event = TicketEvent.objects.create(**fields)
-    change = _FEED_EVENTS.get(event.kind) or (event.to_state if event.kind == TicketEvent.Kind.STATE else None)
+    change = feed_change(event)
     if change:
         hooks.ticket_changed.call(ticket=event.ticket, event=event, change=change)
     return event
