@@ -37,7 +37,6 @@ def user_group(user_id: int) -> str:
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     permission = "fleet.view_gpu"
     group = user_id = session_key = _refresh = _recheck = None
-    following_tickets = False
 
     async def connect(self):
         self.group = None
@@ -66,8 +65,6 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_add(group, self.channel_name)
         await publish.watchers.watch(group)
         publish.publisher.attach(asyncio.get_running_loop())
-        if group == publish.TICKETS_GROUP:
-            self.following_tickets = publish.ticket_follower.feed_opened()
         self._refresh = asyncio.create_task(self._keep_membership())
         coalesce_ms = round(publish.coalesce_interval(group) * 1000)
         await self.send_json({"kind": "hello", "group": group, "coalesce_ms": coalesce_ms})
@@ -134,9 +131,6 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             group, self.group = self.group, None
             await self.channel_layer.group_discard(group, self.channel_name)
             await publish.watchers.unwatch(group)
-        if self.following_tickets:
-            self.following_tickets = False
-            publish.ticket_follower.feed_closed()
 
     async def receive_json(self, content, **kwargs):
         if isinstance(content, dict) and content.get("kind") == "ping":
@@ -182,6 +176,14 @@ class FleetConsumer(LiveConsumer):
 
 class TicketFeedConsumer(LiveConsumer):
     permission = "maintenance.view_ticket"
+    following = False  # the ticket events other processes record (publish.TicketFollower)
 
     async def resolve_group(self):
+        self.following = publish.ticket_follower.feed_opened()
         return publish.TICKETS_GROUP
+
+    async def _leave(self):
+        await super()._leave()
+        if self.following:
+            self.following = False
+            publish.ticket_follower.feed_closed()

@@ -364,10 +364,10 @@ def ticket_event_published(*, ticket, event, change: str) -> None:
     if not (settings.LIVE_ENABLED and publisher.has_listeners()):
         return  # nobody to tell: not even the counts' query
     ticket_follower.published(event.pk)
-    _feed_item_queue(ticket=ticket, event=event, change=change)
+    _feed_item_queue(ticket=ticket, event=event, change=change, open_counts=open_ticket_counts())
 
 
-def _feed_item_queue(*, ticket, event, change: str) -> None:
+def _feed_item_queue(*, ticket, event, change: str, open_counts: dict) -> None:
     ticket_changed(
         ticket.pk,
         ticket.host_id,
@@ -382,7 +382,7 @@ def _feed_item_queue(*, ticket, event, change: str) -> None:
             "by": event.user.get_username() if event.user_id else "",
             "hostname": ticket.host.hostname,
             "gpu_label": f"GPU {ticket.gpu.index}" if ticket.gpu_id else "",
-            "open_counts": open_ticket_counts(),
+            "open_counts": open_counts,
         },
     )
 
@@ -439,13 +439,15 @@ class TicketFollower:
                 log.exception("live: could not read the ticket events after #%s", cursor)
 
     def feed_after(self, cursor: int) -> int:
-        """Queue the feed items of the events after `cursor` not queued here; the last event's id."""
+        """Queue the feed items of the events after `cursor` not queued here; the last event's id.
+        The open tickets are counted once: as they stand now, after every event read."""
+        open_counts = None
         for event in maintenance_selectors.ticket_events_after(pk=cursor):
             cursor = event.pk
             change = feed_change(event)
             if change and not self._queued_before(event.pk):
-                self.published(event.pk)
-                _feed_item_queue(ticket=event.ticket, event=event, change=change)
+                open_counts = open_ticket_counts() if open_counts is None else open_counts
+                _feed_item_queue(ticket=event.ticket, event=event, change=change, open_counts=open_counts)
         return cursor
 
     def reset(self) -> None:
