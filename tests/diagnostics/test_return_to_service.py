@@ -145,7 +145,7 @@ def test_checklist_requests_a_diagnostic_waits_and_returns_the_gpu_when_it_passe
     broken.refresh_from_db()
     assert broken.status == "in_service"
     change = GpuStatusChange.objects.filter(gpu=broken).latest("changed_at")
-    assert (change.source, change.override) == ("checklist", False)
+    assert (change.source, change.override, change.proof) == ("checklist", False, str(requested.pk))
 
 
 def test_checklist_with_a_pass_already_returns_at_sign_off(client_for, technician, agent, broken):
