@@ -13,6 +13,7 @@ from portal.core.selectors import filter_given
 AUDITED_MODELS = {
     "host": ("fleet", "host"),
     "gpu": ("fleet", "gpu"),
+    "refused status": ("fleet", "gpustatusrefusal"),
     "record": ("fleet", "maintenancerecord"),
     "attachment": ("fleet", "attachment"),
     "scheduler": ("scheduler", "scheduleraction"),

@@ -16,6 +16,7 @@ PAGE_SIZE = 50
 MODEL_LABELS = {
     "host": pgettext_lazy("audit filter", "Host"),
     "gpu": pgettext_lazy("audit filter", "Gpu"),
+    "refused status": pgettext_lazy("audit filter", "Refused GPU status changes"),
     "record": pgettext_lazy("audit filter", "Record"),
     "attachment": pgettext_lazy("audit filter", "Attachment"),
     "scheduler": pgettext_lazy("audit filter", "Scheduler"),

@@ -366,7 +366,8 @@ def _open_failure_tickets(run: ChecklistRun, items: list[dict], answers: dict[st
 
 
 def _return_to_service(run: ChecklistRun, gpus, user) -> list[Gpu]:
-    """A passed repair_return run puts its GPUs that are out for repair back in service."""
+    """A passed repair_return run puts its GPUs that are out for repair back in service (through the
+    return-to-service gate, as every path; a retired GPU stays retired: only an admin revives one)."""
     back = []
     for gpu in gpus:
         if gpu.status != Gpu.Status.OUT_FOR_REPAIR:
@@ -456,6 +457,7 @@ def _records_write(
     return records
 
 
+@fleet_services.status_refusals_kept
 @transaction.atomic
 def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | None = None) -> ChecklistRun:
     """Sign the run off: every required item answered, automatic items filled from telemetry,

@@ -56,6 +56,10 @@ class DiagnosticOut(Schema):
     expires_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    # The portal's own clock (the agent's times above are its own): what the return-to-service gate
+    # compares with when the GPU left service and its latest repair.
+    start_reported_at: dt.datetime | None
+    result_at: dt.datetime | None
     tool: str | None
     tool_version: str | None
     driver_version: str | None
@@ -69,6 +73,7 @@ def diagnostic_out(diagnostic: Diagnostic) -> dict:
         "requested_by": diagnostic.requested_by.get_username() if diagnostic.requested_by_id else None,
         "requested_at": diagnostic.requested_at, "expires_at": diagnostic.expires_at,
         "started_at": diagnostic.started_at, "finished_at": diagnostic.finished_at,
+        "start_reported_at": diagnostic.start_reported_at, "result_at": diagnostic.result_at,
         "tool": diagnostic.tool or None, "tool_version": diagnostic.tool_version or None,
         "driver_version": diagnostic.driver_version or None,
         "gpus": [
@@ -166,7 +171,8 @@ def _plain_http_refused(request) -> bool:
 def diagnostic_result(request, id: str, payload: ResultIn):  # noqa: A002 - the contract's name
     """The host's agent (host token): `started_at` alone marks the diagnostic `running` (202; it is
     no longer offered); the whole result (`finished_at`, `tool`, `gpus`) stores it (200). 404 for
-    another host's diagnostic, 409 when it already has a result."""
+    another host's diagnostic, 409 (nothing written) when it already has a result or is `expired` or
+    `cancelled`: a late result never counts for a return to service."""
     if _plain_http_refused(request):
         raise Forbidden("plain HTTP refused: this portal takes agent results over HTTPS only")
     host = request.auth.host

@@ -14,5 +14,10 @@ GATE_REQUESTED = message(
 GATE_UNDER_WAY = message(
     "diagnostics.note.gate_under_way", gettext_noop("a diagnostic is under way: back in service when it passes")
 )
+GATE_NO_GPU = message(
+    "diagnostics.note.gate_no_gpu",
+    gettext_noop("no GPU of this ticket is left to diagnose (retired): the node stays drained until an admin forces "
+                 "the resume"),
+)  # fmt: skip
 FAILED = message("diagnostics.note.failed", gettext_noop("diagnostic %(id)s failed: %(tests)s"))
 EXPIRED = message("diagnostics.note.expired", gettext_noop("diagnostic %(id)s expired: run another one"))

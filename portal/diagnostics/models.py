@@ -20,6 +20,7 @@ class Diagnostic(models.Model):
         WARNED = "warned", _("passed with warnings")
         FAILED = "failed", _("failed")
         EXPIRED = "expired", _("expired")
+        CANCELLED = "cancelled", _("cancelled")
 
     class Purpose(models.TextChoices):
         MANUAL = "manual", _("requested by a person")
@@ -38,7 +39,9 @@ class Diagnostic(models.Model):
     )
     requested_at = models.DateTimeField()
     expires_at = models.DateTimeField()
-    started_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)  # the agent's clock
+    # When the portal heard of the start (its own clock): what "started after the repair" compares.
+    start_reported_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # When the portal stored the result (finished_at is the agent's clock).
     result_at = models.DateTimeField(null=True, blank=True)
@@ -52,6 +55,8 @@ class Diagnostic(models.Model):
 
     FINISHED_STATES = (State.PASSED, State.WARNED, State.FAILED)
     OPEN_STATES = (State.REQUESTED, State.RUNNING)
+    # No result is taken any more: a late one never counts for a return to service.
+    CLOSED_STATES = (State.EXPIRED, State.CANCELLED)
 
     class Meta:
         ordering = ["-requested_at"]

@@ -136,10 +136,7 @@ def diagnostic_started(
     """The agent took the diagnostic: it is `running` and no longer offered as a command."""
     now = now or timezone.now()
     diagnostic = _own(diagnostic_id, host)
-    if diagnostic.has_result:
-        raise Conflict("this diagnostic already has a result", field_errors={"id": "Already has a result."})
-    if diagnostic.state == State.EXPIRED:
-        raise Conflict("this diagnostic expired", field_errors={"state": "Expired; request a new one."})
+    _check_open(diagnostic)
     problems: list = []
     _check_time("started_at", started_at, now, problems)
     if problems:
@@ -147,8 +144,18 @@ def diagnostic_started(
     if diagnostic.state == State.REQUESTED:
         diagnostic.state = State.RUNNING
     diagnostic.started_at = started_at
-    diagnostic.save(update_fields=["state", "started_at"])
+    diagnostic.start_reported_at = diagnostic.start_reported_at or now
+    diagnostic.save(update_fields=["state", "started_at", "start_reported_at"])
     return diagnostic
+
+
+def _check_open(diagnostic: Diagnostic) -> None:
+    """A diagnostic with a result, expired or cancelled takes no start and no result (409)."""
+    if diagnostic.has_result:
+        raise Conflict("this diagnostic already has a result", field_errors={"id": "Already has a result."})
+    if diagnostic.state in Diagnostic.CLOSED_STATES:
+        said = f"This diagnostic is {diagnostic.state}; request a new one."
+        raise Conflict(f"this diagnostic is {diagnostic.state}", field_errors={"state": said})
 
 
 def _gpu_result(given: str, tests: list[dict]) -> str:
@@ -165,7 +172,10 @@ def _gpu_result(given: str, tests: list[dict]) -> str:
 
 
 def _state_of(results: list[str]) -> str:
-    """Passes when every GPU is `pass` or `warn` (`warned` when any warned); a `skip` never passes."""
+    """Passes when every GPU is `pass` or `warn` (`warned` when any warned); a `skip` never passes,
+    nor does a diagnostic left without GPUs."""
+    if not results:
+        return State.FAILED
     if all(result == Result.PASS for result in results):
         return State.PASSED
     if all(result in DiagnosticGpu.PASSING for result in results):
@@ -191,8 +201,7 @@ def diagnostic_result_record(
     counts as `skip` (it was not checked: it never passes)."""
     now = now or timezone.now()
     diagnostic = _own(diagnostic_id, host)
-    if diagnostic.has_result:
-        raise Conflict("this diagnostic already has a result", field_errors={"id": "Already has a result."})
+    _check_open(diagnostic)
     rows = {row.gpu.uuid: row for row in diagnostic.gpus.select_related("gpu")}
     problems: list = []
     _check_time("started_at", started_at, now, problems)
@@ -358,17 +367,25 @@ def gpu_registered(*, gpu: Gpu, source: str) -> None:
 # --- return to service -----------------------------------------------------------------------------
 
 RETURN_REFUSED = (
-    "A GPU out for repair returns to service only after a diagnostic of level %(level)s or higher passed on it, "
-    "started after it went out for repair and after its latest repair record, on the driver its host reports now "
-    "(%(driver)s); an admin may force it with notes."
+    "A GPU out of service returns to service only after a diagnostic of level %(level)s or higher passed on it, "
+    "requested or started after it left service and after its latest repair record, on the driver its host reports "
+    "now (%(driver)s); an admin may force it with notes."
 )
 
 
+def _counted_from(since: dt.datetime) -> Q:
+    """Diagnostics that ran after `since` by the portal's own clock: requested after it, or their
+    start reported to the portal after it (the agent's own times never count alone)."""
+    return Q(diagnostic__requested_at__gte=since) | Q(diagnostic__start_reported_at__gt=since)
+
+
 def return_to_service_since(gpu: Gpu) -> dt.datetime | None:
-    """From when a passing diagnostic counts for the GPU: the later of when it last went out for
-    repair and its latest repair record."""
-    went_out = (
-        GpuStatusChange.objects.filter(gpu=gpu, to_status=Gpu.Status.OUT_FOR_REPAIR)
+    """From when a passing diagnostic counts for the GPU: the later of when it last left service
+    (its latest change to out_for_repair or retired, or its registration in one of them) and its
+    latest repair record."""
+    left = (
+        GpuStatusChange.objects.filter(gpu=gpu)
+        .exclude(to_status=Gpu.Status.IN_SERVICE)
         .order_by("-changed_at")
         .values_list("changed_at", flat=True)
         .first()
@@ -379,7 +396,7 @@ def return_to_service_since(gpu: Gpu) -> dt.datetime | None:
         .values_list("performed_at", flat=True)
         .first()
     )
-    moments = [moment for moment in (went_out, repaired) if moment is not None]
+    moments = [moment for moment in (left, repaired) if moment is not None]
     return max(moments, default=None)
 
 
@@ -389,17 +406,17 @@ def passing_diagnostic_for_return(gpu: Gpu) -> DiagnosticGpu | None:
     driver = Host.objects.filter(pk=gpu.host_id).values_list("driver_version", flat=True).first() or ""
     results = DiagnosticGpu.objects.filter(
         gpu=gpu, result__in=DiagnosticGpu.PASSING, diagnostic__level__gte=settings.RETURN_TO_SERVICE_LEVEL,
-        diagnostic__host_id=gpu.host_id, diagnostic__driver_version=driver,
+        diagnostic__state__in=(State.PASSED, State.WARNED), diagnostic__host_id=gpu.host_id,
+        diagnostic__driver_version=driver,
     )  # fmt: skip
     if since is not None:
-        # Requested after the repair means run after it too, whatever the agent's clock says.
-        results = results.filter(Q(diagnostic__started_at__gt=since) | Q(diagnostic__requested_at__gte=since))
-    return results.select_related("diagnostic").order_by("-diagnostic__started_at").first()
+        results = results.filter(_counted_from(since))
+    return results.select_related("diagnostic").order_by("-diagnostic__requested_at").first()
 
 
 def latest_for_return(gpu: Gpu) -> DiagnosticGpu | None:
-    """The GPU's newest diagnostic of a level that counts for its return, requested after it went
-    out for repair and after its latest repair record (whatever its state), or None."""
+    """The GPU's newest diagnostic of a level that counts for its return, requested after it left
+    service and after its latest repair record (whatever its state), or None."""
     since = return_to_service_since(gpu)
     rows = DiagnosticGpu.objects.filter(gpu=gpu, diagnostic__level__gte=settings.RETURN_TO_SERVICE_LEVEL)
     if since is not None:
@@ -407,11 +424,13 @@ def latest_for_return(gpu: Gpu) -> DiagnosticGpu | None:
     return rows.select_related("diagnostic").order_by("-diagnostic__requested_at").first()
 
 
-def return_to_service_guard(*, gpu: Gpu) -> None:
-    """The fleet hook asked before a GPU out for repair goes back in service (API, forms, admin,
-    the repair_return checklist's sign-off)."""
-    if passing_diagnostic_for_return(gpu) is not None:
-        return
+def return_to_service_guard(*, gpu: Gpu) -> str:
+    """The fleet hook asked before a GPU goes back in service from any other status (API, forms,
+    admin, the repair_return checklist's sign-off); returns the proof kept in its status history
+    (the passing diagnostic's id)."""
+    passed = passing_diagnostic_for_return(gpu)
+    if passed is not None:
+        return str(passed.diagnostic_id)
     driver = Host.objects.filter(pk=gpu.host_id).values_list("driver_version", flat=True).first() or "unknown"
     message = RETURN_REFUSED % {"level": settings.RETURN_TO_SERVICE_LEVEL, "driver": driver}
     raise Conflict(message, field_errors={"status": message})
@@ -439,18 +458,25 @@ def ticket_gate_gpus(ticket: Ticket) -> list[Gpu]:
 
 def _passed_since(gpus: list[Gpu], since: dt.datetime) -> set[int]:
     return set(
-        DiagnosticGpu.objects.filter(gpu__in=gpus, result__in=DiagnosticGpu.PASSING, diagnostic__level__gte=GATE_LEVEL)
-        .filter(Q(diagnostic__started_at__gte=since) | Q(diagnostic__requested_at__gte=since))
+        DiagnosticGpu.objects.filter(
+            gpu__in=gpus, result__in=DiagnosticGpu.PASSING, diagnostic__level__gte=GATE_LEVEL,
+            diagnostic__state__in=(State.PASSED, State.WARNED),
+        )
+        .filter(_counted_from(since))
         .values_list("gpu_id", flat=True)
-    )
+    )  # fmt: skip
 
 
 def ticket_gate_passed(ticket: Ticket) -> bool:
     """Whether a diagnostic of level 1 or higher passed on each of the ticket's GPUs since it
-    opened (a ticket below the gate's severity, or one without GPUs, always has)."""
+    opened (a ticket below the gate's severity always has). A ticket left without a GPU to diagnose
+    (its GPU retired, a host without GPUs in service or out for repair) never has: nothing proves
+    the node fit, so only an admin's forced resume returns it to work."""
     if not _gate_severity(ticket.severity):
         return True
     gpus = ticket_gate_gpus(ticket)
+    if not gpus:
+        return False
     passed = _passed_since(gpus, ticket.first_seen)
     return all(gpu.pk in passed for gpu in gpus)
 
@@ -462,6 +488,9 @@ def ticket_changed(*, ticket: Ticket, event, change: str) -> None:
     if change not in ("resolved", "closed") or ticket_gate_passed(ticket):
         return
     gpus = ticket_gate_gpus(ticket)
+    if not gpus:
+        ticket_history_add(ticket=ticket, note=messages.GATE_NO_GPU())
+        return
     now = timezone.now()
     under_way = set(
         DiagnosticGpu.objects.filter(

@@ -2,9 +2,14 @@ from django import forms
 from django.contrib import admin
 
 from portal.core.errors import ApplicationError
-from portal.fleet import hooks
 from portal.fleet.models import Attachment, Gpu, GpuStatusChange, GpuSwap, Host, MaintenanceRecord
-from portal.fleet.services import gpu_status_history_start, gpu_status_set, host_inventory_changed
+from portal.fleet.services import (
+    gpu_status_change_check,
+    gpu_status_history_start,
+    gpu_status_refusal_keep,
+    gpu_status_set,
+    host_inventory_changed,
+)
 
 
 class GpuInline(admin.StackedInline):  # a tabular inline leaves its inputs without labels (WCAG 1.3.1)
@@ -32,21 +37,29 @@ class HostAdmin(admin.ModelAdmin):
 
 
 class GpuAdminForm(forms.ModelForm):
-    """A GPU out for repair returns to service here under the same rule as elsewhere (a passed
-    diagnostic; forcing it is the GPU page's edit form or the API's `force`): refused on the form."""
+    """A status change here follows the same rules as elsewhere (gpu_status_change_check: a return
+    to service needs a passed diagnostic, leaving `retired` an admin; forcing a return is the GPU
+    page's edit form or the API's `force`): refused on the form, and the refusal kept in the audit
+    trail (the admin's own transaction commits a form shown again with its errors)."""
 
     class Meta:
         model = Gpu
         fields = "__all__"  # noqa: DJ007 - the admin shows what ModelAdmin.fields/fieldsets say
 
+    request_user = None  # GpuAdmin.get_form sets who is asking
+
     def clean_status(self):
         status = self.cleaned_data.get("status")
-        current = Gpu.objects.filter(pk=self.instance.pk).values_list("status", flat=True).first()
-        if current == Gpu.Status.OUT_FOR_REPAIR and status == Gpu.Status.IN_SERVICE:
-            try:
-                hooks.return_to_service.call(gpu=self.instance)
-            except ApplicationError as refused:
-                raise forms.ValidationError(refused.message) from None
+        stored = Gpu.objects.filter(pk=self.instance.pk).first()
+        if stored is None or status == stored.status:
+            return status
+        try:
+            gpu_status_change_check(
+                gpu=stored, status=status, user=self.request_user, source=GpuStatusChange.Source.ADMIN
+            )
+        except ApplicationError as refused:
+            gpu_status_refusal_keep(error=refused)
+            raise forms.ValidationError(refused.message) from None
         return status
 
 
@@ -57,6 +70,10 @@ class GpuAdmin(admin.ModelAdmin):
     list_filter = ("status", "model_name")
     search_fields = ("uuid", "serial", "host__hostname")
     list_select_related = ("host",)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        return type(form.__name__, (form,), {"request_user": request.user})
 
     # The admin writes GPUs without the services: tell ingest's cache (old and new host), and
     # send a status change through gpu_status_set so the GPU's history keeps it.

@@ -9,12 +9,12 @@ from pydantic import AwareDatetime, ConfigDict, model_serializer
 
 import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ApiDateTime, ErrorOut, Pagination, require_perm
-from portal.core.errors import Forbidden, InvalidInput, NotFound
+from portal.core.errors import InvalidInput, NotFound
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_input import record_create_from_fields
 from portal.fleet.record_kinds import ALL_KIND_FIELDS
 from portal.fleet.selectors import gpu_status_history, gpus_with_latest, hosts_with_derived_dates
-from portal.fleet.services import FORCE_ADMINS_ONLY, FORCE_NOTES_REQUIRED, gpu_status_override_allowed, gpu_update
+from portal.fleet.services import gpu_update
 
 router = Router(tags=["fleet"])
 
@@ -292,22 +292,20 @@ def _gpu_or_404(uuid: str) -> Gpu:
     tags=["gpus"],
 )  # fmt: skip
 def gpu_patch(request, uuid: str, payload: GpuPatchIn):
-    """Admins and technicians. A GPU `out_for_repair` returns to `in_service` only after a
-    diagnostic of level ≥ RETURN_TO_SERVICE_LEVEL passed on it, started after it went out for
-    repair and after its latest repair record, on the driver its host reports now (409 naming
-    `status` otherwise); or with `"force": true` and `notes` saying why (admins only: 403
-    otherwise; 400 naming `notes` without them), kept as an override in its status history."""
+    """Admins and technicians. A GPU returns to `in_service` from any other status (`retired`
+    included) only after a diagnostic of level ≥ RETURN_TO_SERVICE_LEVEL passed on it, requested
+    or started (by the portal's clock) after it left service and after its latest repair record, on
+    the driver its host reports now (409 naming `status` otherwise); or with `"force": true` and
+    `notes` saying why (admins only: 403 otherwise; 400 naming `notes` without them), kept as an
+    override in its status history. Only an admin takes a GPU out of `retired` (403 naming `status`
+    otherwise). Every refusal is kept in the audit trail."""
     require_perm(request, "fleet.service_gpu")
     gpu = _gpu_or_404(uuid)
     values = payload.model_dump(exclude_unset=True)
     reason = values.pop("reason", "") or ""
     force = values.pop("force", False)
-    if force:
-        if not gpu_status_override_allowed(user=request.user):
-            raise Forbidden(FORCE_ADMINS_ONLY, field_errors={"force": FORCE_ADMINS_ONLY})
+    if force:  # the notes say why; gpu_update refuses a force by anyone but an admin, and keeps the refusal
         notes = (values.pop("notes", None) or "").strip()
-        if not notes:
-            raise InvalidInput("notes required", field_errors={"notes": FORCE_NOTES_REQUIRED})
         reason = f"{notes}\n\n{reason}".strip() if reason else notes
     if "status" in values and values["status"] is None:
         raise InvalidInput("invalid request", field_errors={"status": "Cannot be null."})

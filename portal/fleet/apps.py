@@ -8,7 +8,7 @@ class FleetConfig(AppConfig):
     def ready(self):
         from auditlog.registry import auditlog
 
-        from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
+        from portal.fleet.models import Attachment, Gpu, GpuStatusRefusal, Host, MaintenanceRecord
 
         # Only the model's own columns: auditlog would otherwise log reverse relations (a host's
         # "gpus", "records", other apps' tickets) as "None → fleet.Gpu.None" on every create.
@@ -21,3 +21,5 @@ class FleetConfig(AppConfig):
         auditlog.register(Gpu, include_fields=own_fields(Gpu))
         auditlog.register(MaintenanceRecord, include_fields=own_fields(MaintenanceRecord))
         auditlog.register(Attachment, include_fields=own_fields(Attachment, exclude=["file"]))
+        # A refused status change writes nothing else: this row is its line in the audit trail.
+        auditlog.register(GpuStatusRefusal, include_fields=own_fields(GpuStatusRefusal))

@@ -4,11 +4,12 @@ layers; `portal.core.hooks.Hook`). Subscribed in the higher apps' `AppConfig.rea
 - `gpu_registered`: `consumer(gpu=..., source=...)` when a GPU is registered (inside the
   registering transaction; defer work with `transaction.on_commit`). Diagnostics subscribes: a GPU
   its agent reports for the first time gets a burn-in.
-- `return_to_service`: `guard(gpu=...)` is asked before a GPU that is out for repair goes back in
-  service (not when an admin forces it); it raises `portal.core.errors.Conflict` naming `status`
-  when the GPU may not return yet. Diagnostics subscribes: a passed diagnostic after the repair, on
-  the current driver. Without any guard, a GPU returns only through a repair-return checklist run
-  (or an admin's force).
+- `return_to_service`: `guard(gpu=...)` is asked before a GPU goes back in service from any other
+  status, `retired` included (not when an admin forces it); it returns what proved the GPU fit (kept
+  in its status history), or raises `portal.core.errors.Conflict` naming `status` when the GPU may
+  not return yet. Diagnostics subscribes: a passed diagnostic since it left service and its latest
+  repair, on the current driver. Without any guard, a GPU returns only through a repair-return
+  checklist run (or an admin's force).
 - `gpu_swapped`: `consumer(swap=...)` once a card swapped into a slot has committed (maintenance
   resolves the old GPU's "Agent silent" tickets). Isolated: the swap stands whatever fails.
 - `care_limits`: `factory(host_ids=...)` returns a `fleet.care.CareLimits` for those hosts

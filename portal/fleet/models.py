@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
@@ -124,6 +125,9 @@ class GpuStatusChange(models.Model):
     reason = models.TextField(blank=True)
     # An admin returned a GPU out for repair to service without a passed repair-return checklist.
     override = models.BooleanField(default=False)
+    # What proved a return to service (the id of the diagnostic that passed): a return with neither
+    # this nor `override` is flagged in the reliability report as unproven.
+    proof = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["gpu_id", "changed_at", "id"]
@@ -132,6 +136,30 @@ class GpuStatusChange(models.Model):
 
     def __str__(self):
         return f"{self.gpu_id}: {self.from_status or '—'} → {self.to_status} at {self.changed_at:%Y-%m-%d %H:%M}"
+
+
+class GpuStatusRefusal(models.Model):
+    """A status change the portal refused (a return to service without proof, a GPU taken out of
+    retirement by someone not an admin): kept for the audit trail; the GPU itself is unchanged."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="status_refusals")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    from_status = models.CharField(max_length=16, choices=Gpu.Status.choices)
+    to_status = models.CharField(max_length=16, choices=Gpu.Status.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    source = models.CharField(max_length=16, choices=GpuStatusChange.Source.choices)
+    forced = models.BooleanField(default=False)
+    reason = models.TextField(blank=True)  # the refusal as the portal said it (English, as the audit trail keeps it)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name = _("refused GPU status change")
+        verbose_name_plural = _("refused GPU status changes")
+
+    def __str__(self):
+        return f"{self.gpu.uuid}: {self.from_status} → {self.to_status} refused"
 
 
 class MaintenanceRecord(models.Model):

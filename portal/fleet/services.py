@@ -7,6 +7,7 @@ Conflict (the record's state does not allow it).
 """
 
 import datetime as dt
+import functools
 from collections.abc import Iterable
 from decimal import Decimal
 
@@ -17,9 +18,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from portal.core.errors import Conflict, Forbidden, InvalidInput
+from portal.core.errors import ApplicationError, Conflict, Forbidden, InvalidInput
 from portal.fleet import hooks
-from portal.fleet.models import Attachment, Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.fleet.models import Attachment, Gpu, GpuStatusChange, GpuStatusRefusal, Host, MaintenanceRecord
 from portal.fleet.record_kinds import ALL_KIND_FIELDS, HOST_ONLY_KINDS, KIND_SPECS
 
 # A clock a few minutes fast on a technician's phone is not an error; a record dated next week is.
@@ -97,6 +98,105 @@ def _check_gpu_thresholds(gpu: Gpu) -> None:
         raise InvalidInput("invalid GPU", field_errors=errors)
 
 
+REPAIR_HOLD_MESSAGE = (
+    "A GPU out of service returns to service only through a passed repair-return checklist run; an admin may override."
+)
+FORCE_ADMINS_ONLY = "Only an admin may force a GPU back into service."
+FORCE_NOTES_REQUIRED = "Required with force: say why the GPU returns to service without the usual check."
+RETIRED_ADMINS_ONLY = "Only an admin may take a GPU out of retirement."
+
+
+def gpu_status_override_allowed(*, user) -> bool:
+    return user is not None and user.has_perm("fleet.override_gpu")
+
+
+def _refused(error: ApplicationError, *, gpu: Gpu, status: str, user, source: str, force: bool) -> ApplicationError:
+    """Mark a refusal of a status change so that status_refusals_kept writes its line in the audit
+    trail once the refused transaction has rolled back."""
+    error.status_refusal = {
+        "gpu_id": gpu.pk, "from_status": gpu.status, "to_status": status, "source": source, "forced": force,
+        "user": user if getattr(user, "is_authenticated", False) else None, "reason": error.message[:2000],
+    }  # fmt: skip
+    return error
+
+
+def gpu_status_refusal_keep(*, error: ApplicationError) -> GpuStatusRefusal | None:
+    """Write the audit trail's line for a refused status change (once: a refusal kept inside a
+    transaction that rolled back is written again by the caller outside it)."""
+    refusal = getattr(error, "status_refusal", None)
+    if refusal is None:
+        return None
+    kept = getattr(error, "status_refusal_kept", None)
+    if kept is not None and GpuStatusRefusal.objects.filter(pk=kept.pk).exists():
+        return kept
+    error.status_refusal_kept = GpuStatusRefusal.objects.create(**refusal)
+    return error.status_refusal_kept
+
+
+def status_refusals_kept(function):
+    """A write that may refuse a status change keeps each refusal in the audit trail, although the
+    refused write itself changes nothing."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except ApplicationError as error:
+            gpu_status_refusal_keep(error=error)
+            raise
+
+    return wrapper
+
+
+def gpu_status_change_check(
+    *, gpu: Gpu, status: str, user, source: str, force: bool = False, reason: str = ""
+) -> tuple[bool, str]:
+    """Validate a change of `gpu` (its stored status) to `status`; return whether it is an admin's
+    override and what proved a return to service (the guards' proof, or "").
+
+    Every change into in_service from another status is a return to service: the return-to-service
+    guards (fleet.hooks; the diagnostics app: a passed diagnostic since the GPU left service and its
+    latest repair) must let it, or an admin forces it with a note (kept as an override in the status
+    history). Without guards: through a repair-return checklist run, or an admin (the override). A
+    GPU leaves `retired` only by an admin's hand."""
+    if status not in Gpu.Status.values:
+        choices = ", ".join(Gpu.Status.values)
+        raise InvalidInput("invalid status", field_errors={"status": f"Unknown status {status!r} (one of {choices})."})
+    if source not in GpuStatusChange.Source.values:
+        raise InvalidInput("invalid source", field_errors={"source": f"Unknown source {source!r}."})
+
+    def refused(error: ApplicationError) -> ApplicationError:
+        return _refused(error, gpu=gpu, status=status, user=user, source=source, force=force)
+
+    returning = status == Gpu.Status.IN_SERVICE and gpu.status != Gpu.Status.IN_SERVICE
+    if gpu.status == Gpu.Status.RETIRED and status != gpu.status and not gpu_status_override_allowed(user=user):
+        raise refused(Forbidden(RETIRED_ADMINS_ONLY, field_errors={"status": RETIRED_ADMINS_ONLY}))
+    if force:
+        if not returning:
+            raise InvalidInput(
+                "force applies only to a return to service",
+                field_errors={"force": "Only a GPU returning to in_service from another status can be forced."},
+            )
+        if not gpu_status_override_allowed(user=user):
+            raise refused(Forbidden(FORCE_ADMINS_ONLY, field_errors={"force": FORCE_ADMINS_ONLY}))
+        if not (reason or "").strip():
+            raise InvalidInput("notes required", field_errors={"notes": FORCE_NOTES_REQUIRED})
+        return True, ""
+    if not returning:
+        return False, ""
+    if hooks.return_to_service:
+        try:
+            proofs = hooks.return_to_service.call(gpu=gpu)
+        except ApplicationError as error:
+            raise refused(error) from None
+        return False, next((proof for proof in proofs if proof), "")
+    if source == GpuStatusChange.Source.CHECKLIST:
+        return False, ""
+    if gpu_status_override_allowed(user=user):
+        return True, ""
+    raise refused(Conflict(REPAIR_HOLD_MESSAGE, field_errors={"status": REPAIR_HOLD_MESSAGE}))
+
+
 @transaction.atomic
 def gpu_create(
     *,
@@ -118,6 +218,7 @@ def gpu_create(
     return gpu
 
 
+@status_refusals_kept
 @transaction.atomic
 def gpu_update(
     *,
@@ -135,10 +236,10 @@ def gpu_update(
     old_host_id = gpu.host_id
     gpu.status = current = _locked_status(gpu)
     changing = new_status is not None and new_status != current
-    override = (
-        _check_status_change(gpu=gpu, status=new_status, user=user, source=source, force=force, reason=reason)
+    override, proof = (
+        gpu_status_change_check(gpu=gpu, status=new_status, user=user, source=source, force=force, reason=reason)
         if changing
-        else False
+        else (False, "")
     )
     _apply(gpu, values, GPU_FIELDS)
     if changing:
@@ -150,59 +251,14 @@ def gpu_update(
     gpu.save()
     if changing:
         _status_change_write(
-            gpu=gpu, from_status=current, user=user, reason=reason, source=source, override=override, at=None
-        )
+            gpu=gpu, from_status=current, user=user, reason=reason, source=source, override=override, proof=proof,
+            at=None,
+        )  # fmt: skip
     host_inventory_changed(host_ids={old_host_id, gpu.host_id})
     return gpu
 
 
-REPAIR_HOLD_MESSAGE = (
-    "A GPU out for repair returns to service only through a passed repair-return checklist run; an admin may override."
-)
-FORCE_ADMINS_ONLY = "Only an admin may force a GPU back into service."
-FORCE_NOTES_REQUIRED = "Required with force: say why the GPU returns to service without the usual check."
-
-
-def gpu_status_override_allowed(*, user) -> bool:
-    return user is not None and user.has_perm("fleet.override_gpu")
-
-
-def _check_status_change(*, gpu: Gpu, status: str, user, source: str, force: bool = False, reason: str = "") -> bool:
-    """Validate a status change; return whether it is an admin's override of the repair hold.
-
-    A GPU out for repair returns to service when the return-to-service guards (fleet.hooks; the
-    diagnostics app: a passed diagnostic after the repair) let it, or when an admin forces it with
-    a note (kept as an override in the status history). Without guards: through a repair-return
-    checklist run, or an admin (the override)."""
-    if status not in Gpu.Status.values:
-        choices = ", ".join(Gpu.Status.values)
-        raise InvalidInput("invalid status", field_errors={"status": f"Unknown status {status!r} (one of {choices})."})
-    if source not in GpuStatusChange.Source.values:
-        raise InvalidInput("invalid source", field_errors={"source": f"Unknown source {source!r}."})
-    returning = gpu.status == Gpu.Status.OUT_FOR_REPAIR and status == Gpu.Status.IN_SERVICE
-    if force:
-        if not returning:
-            raise InvalidInput(
-                "force applies only to a return to service",
-                field_errors={"force": "Only a GPU out for repair returning to in_service can be forced."},
-            )
-        if not gpu_status_override_allowed(user=user):
-            raise Forbidden(FORCE_ADMINS_ONLY, field_errors={"force": FORCE_ADMINS_ONLY})
-        if not (reason or "").strip():
-            raise InvalidInput("notes required", field_errors={"notes": FORCE_NOTES_REQUIRED})
-        return True
-    if not returning:
-        return False
-    if hooks.return_to_service:
-        hooks.return_to_service.call(gpu=gpu)
-        return False
-    if source == GpuStatusChange.Source.CHECKLIST:
-        return False
-    if gpu_status_override_allowed(user=user):
-        return True
-    raise Conflict(REPAIR_HOLD_MESSAGE, field_errors={"status": REPAIR_HOLD_MESSAGE})
-
-
+@status_refusals_kept
 @transaction.atomic
 def gpu_status_set(
     *,
@@ -216,19 +272,23 @@ def gpu_status_set(
 ) -> GpuStatusChange | None:
     """Set a GPU's status and keep the change (time, user, from/to, reason, source) in its history.
 
-    The one path every status change takes (forms, API, admin, checklists). A GPU out for repair
-    returns to in_service when the return-to-service guards allow it (_check_status_change), or
-    when an admin (fleet.override_gpu) forces it with a reason, recorded as an override; otherwise
-    Conflict. Setting the status it already has changes nothing and returns None.
+    The one path every status change takes (forms, API, admin, checklists). A GPU returns to
+    in_service from any other status when the return-to-service guards allow it
+    (gpu_status_change_check), or when an admin (fleet.override_gpu) forces it with a reason,
+    recorded as an override; otherwise Conflict (Forbidden for leaving `retired` without being an
+    admin), and the refusal is kept in the audit trail. Setting the status it already has changes
+    nothing and returns None.
     """
     gpu.status = current = _locked_status(gpu)
     if status == current:
         return None
-    override = _check_status_change(gpu=gpu, status=status, user=user, source=source, force=force, reason=reason)
+    override, proof = gpu_status_change_check(
+        gpu=gpu, status=status, user=user, source=source, force=force, reason=reason
+    )
     gpu.status = status
     gpu.save(update_fields=["status"])  # a save, so the audit trail has it too
     return _status_change_write(
-        gpu=gpu, from_status=current, user=user, reason=reason, source=source, override=override, at=at
+        gpu=gpu, from_status=current, user=user, reason=reason, source=source, override=override, proof=proof, at=at
     )
 
 
@@ -238,12 +298,12 @@ def _locked_status(gpu: Gpu) -> str:
 
 
 def _status_change_write(
-    *, gpu: Gpu, from_status: str, user, reason: str, source: str, override: bool, at: dt.datetime | None
+    *, gpu: Gpu, from_status: str, user, reason: str, source: str, override: bool, proof: str, at: dt.datetime | None
 ) -> GpuStatusChange:
     return GpuStatusChange.objects.create(
         gpu=gpu, changed_at=at or timezone.now(), from_status=from_status, to_status=gpu.status,
         changed_by=user if getattr(user, "is_authenticated", False) else None,
-        source=source, reason=(reason or "")[:2000], override=override,
+        source=source, reason=(reason or "")[:2000], override=override, proof=(proof or "")[:64],
     )  # fmt: skip
 
 

@@ -348,7 +348,7 @@ def _service_sections(evidence: dict, section, text) -> None:
         _("Status history"),
         [_("From"), _("To"), _("Status"), _("By"), _("Reason")],
         [
-            [_when(s["from"]), _when(s["to"]) if s["to"] else _("now"), text(statuses.get(s["status"], s["status"])),
+            [_when(s["from"]), _when(s["to"]) if s["to"] else _("now"), text(_status_said(s, statuses)),
              text(s["by"]), text(s["reason"])]
             for s in evidence["status_history"]
         ],
@@ -366,6 +366,16 @@ def _service_sections(evidence: dict, section, text) -> None:
             ],
             (16, 110, 30, 30),
         )
+
+
+def _status_said(interval: dict, statuses: dict) -> str:
+    """The status, and how it was reached when it is a return to service the auditor must see."""
+    said = str(statuses.get(interval["status"], interval["status"]))
+    if interval["override"]:
+        return f"{said} ({_('admin override')})"
+    if interval["unproven"]:
+        return f"{said} ({_('returned without a passed diagnostic')})"
+    return said
 
 
 def _diagnostic_section(evidence: dict, section, text) -> None:

@@ -402,8 +402,16 @@ def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[str]:
 # --- one GPU's repair history ---------------------------------------------------------------
 
 
+def return_unproven(change: GpuStatusChange) -> bool:
+    """A return to service (into in_service from another status) that neither a passed diagnostic
+    proved nor an admin forced: the report flags it for the auditor."""
+    returned = change.to_status == Gpu.Status.IN_SERVICE and change.from_status not in ("", Gpu.Status.IN_SERVICE)
+    return returned and not change.override and not change.proof
+
+
 def status_intervals(*, gpu: Gpu, now: dt.datetime) -> list[dict]:
-    """The GPU's status history as intervals (from, to or None while current, status, who, why)."""
+    """The GPU's status history as intervals (from, to or None while current, status, who, why,
+    and for a return to service what proved it, or that nothing did)."""
     changes = list(GpuStatusChange.objects.filter(gpu=gpu).select_related("changed_by").order_by("changed_at", "id"))
     intervals = []
     for i, change in enumerate(changes):
@@ -418,6 +426,8 @@ def status_intervals(*, gpu: Gpu, now: dt.datetime) -> list[dict]:
                 "source": change.source,
                 "reason": change.reason,
                 "override": change.override,
+                "proof": change.proof,
+                "unproven": return_unproven(change),
             }
         )
     return intervals

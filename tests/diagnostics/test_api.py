@@ -261,10 +261,14 @@ def test_expiry_after_1h_or_4h_and_an_expired_one_is_no_longer_offered(agent, gp
     states = dict(Diagnostic.objects.values_list("pk", "state"))
     assert (states[quick.pk], states[long_.pk], states[running.pk]) == ("expired", "requested", "expired")
     assert services.diagnostics_expire(now=now + dt.timedelta(hours=3)) == 1
-    # An expired diagnostic cannot be started; a late result is kept as evidence.
+    # An expired diagnostic takes neither a start nor a late result: both 409, nothing written.
     refused = agent.result(quick.pk, {"started_at": now.isoformat()})
     assert refused.status_code == 409 and refused.json()["detail"][0]["loc"] == "state"
-    assert agent.result(running.pk, result_body(gpus)).json()["state"] == "passed"
+    late = agent.result(running.pk, result_body(gpus))
+    assert late.status_code == 409 and late.json()["detail"][0]["loc"] == "state"
+    running.refresh_from_db()
+    assert (running.state, running.result_at, running.tool) == ("expired", None, "")
+    assert not DiagnosticTest.objects.filter(gpu_result__diagnostic=running).exists()
 
 
 def test_expiry_task_is_on_the_beat_schedule(settings):

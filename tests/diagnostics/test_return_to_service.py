@@ -145,7 +145,7 @@ def test_checklist_requests_a_diagnostic_waits_and_returns_the_gpu_when_it_passe
     broken.refresh_from_db()
     assert broken.status == "in_service"
     change = GpuStatusChange.objects.filter(gpu=broken).latest("changed_at")
-    assert (change.source, change.override) == ("checklist", False)
+    assert (change.source, change.override, change.proof) == ("checklist", False, str(requested.pk))
 
 
 def test_checklist_with_a_pass_already_returns_at_sign_off(client_for, technician, agent, broken):
@@ -192,3 +192,168 @@ def test_the_rma_pack_lists_the_diagnostics_that_failed_and_proved_the_repair(cl
     text = " ".join(page.extract_text() for page in PdfReader(io.BytesIO(client.get(
         f"/reports/gpus/{broken.uuid}/rma.pdf").content)).pages)  # fmt: skip
     assert "Diagnostics" in text and "PCIe: fail (PCIe fail)" in text
+
+
+# --- no side door: every way into in_service passes the gate -----------------------------------
+
+
+def refusals(gpu):
+    """The audit trail's lines for refused status changes of `gpu` (what the audit page lists)."""
+    from auditlog.models import LogEntry
+
+    from portal.fleet.models import GpuStatusRefusal
+
+    rows = list(GpuStatusRefusal.objects.filter(gpu=gpu).order_by("at", "id"))
+    logged = LogEntry.objects.get_for_objects(GpuStatusRefusal.objects.filter(gpu=gpu))
+    assert logged.count() == len(rows)  # each refusal has its line in the audit trail
+    return [(row.from_status, row.to_status, row.user, row.source) for row in rows]
+
+
+def test_through_retired_a_technician_cannot_return_a_gpu(client_for, technician, broken):
+    technician_client = client_for(technician)
+    assert patch(technician_client, broken, {"status": "retired"}).status_code == 200
+    refused = patch(technician_client, broken, {"status": "in_service"})
+    assert refused.status_code == 403 and refused.json()["detail"][0]["loc"] == "status"
+    refused = patch(technician_client, broken, {"status": "out_for_repair"})
+    assert refused.status_code == 403 and refused.json()["detail"][0]["loc"] == "status"
+    broken.refresh_from_db()
+    assert broken.status == "retired"
+    assert GpuStatusChange.objects.filter(gpu=broken).latest("changed_at", "id").to_status == "retired"
+    assert refusals(broken) == [
+        ("retired", "in_service", technician, "api"), ("retired", "out_for_repair", technician, "api"),
+    ]  # fmt: skip
+
+
+def test_through_retired_an_admin_needs_the_diagnostic_or_force_too(client_for, admin, technician, agent, broken):
+    run_diagnostic(agent, [broken], now=timezone.now() - dt.timedelta(minutes=5))
+    assert patch(client_for(technician), broken, {"status": "retired"}).status_code == 200
+    # The pass came before it was retired: it proves nothing about the GPU since.
+    refused = patch(client_for(admin), broken, {"status": "in_service"})
+    assert refused.status_code == 409 and refused.json()["detail"][0]["loc"] == "status"
+    assert refusals(broken) == [("retired", "in_service", admin, "api")]
+    # A retired GPU is not diagnosed: an admin takes it back out for repair, then it is proved.
+    assert patch(client_for(admin), broken, {"status": "out_for_repair"}).status_code == 200
+    after = run_diagnostic(agent, [broken])
+    assert patch(client_for(technician), broken, {"status": "in_service"}).status_code == 200
+    change = GpuStatusChange.objects.filter(gpu=broken).latest("changed_at", "id")
+    assert (change.from_status, change.to_status, change.override, change.proof) == (
+        "out_for_repair", "in_service", False, str(after.pk),
+    )  # fmt: skip
+
+
+def test_a_retired_gpu_forced_back_by_an_admin_is_an_override(client_for, admin, technician, broken):
+    assert patch(client_for(technician), broken, {"status": "retired"}).status_code == 200
+    body = {"status": "in_service", "force": True, "notes": "Retired by mistake"}
+    refused = patch(client_for(technician), broken, body)
+    assert refused.status_code == 403
+    assert patch(client_for(admin), broken, body).status_code == 200
+    change = GpuStatusChange.objects.filter(gpu=broken).latest("changed_at", "id")
+    assert (change.from_status, change.override, change.reason) == ("retired", True, "Retired by mistake")
+    assert refusals(broken) == [("retired", "in_service", technician, "api")]
+
+
+def test_a_technicians_force_is_refused_and_kept_in_the_audit_trail(client_for, technician, broken):
+    body = {"status": "in_service", "force": True, "notes": "trust me"}
+    refused = patch(client_for(technician), broken, body)
+    assert refused.status_code == 403 and refused.json()["detail"][0]["loc"] == "force"
+    assert refusals(broken) == [("out_for_repair", "in_service", technician, "api")]
+
+
+def test_a_refused_return_is_kept_in_the_audit_trail(client_for, technician, admin, broken):
+    assert patch(client_for(technician), broken, {"status": "in_service"}).status_code == 409
+    assert refusals(broken) == [("out_for_repair", "in_service", technician, "api")]
+    page = client_for(admin).get("/audit/", {"model": "refused status"})
+    assert page.status_code == 200 and broken.uuid in page.content.decode()
+
+
+def test_the_gpu_form_page_through_retired(client_for, admin, technician, broken):
+    assert patch(client_for(technician), broken, {"status": "retired"}).status_code == 200
+    client = client_for(admin)
+    form = {
+        "uuid": broken.uuid, "serial": broken.serial, "model_name": broken.model_name, "host": broken.host_id,
+        "index": broken.index, "pci_bus_id": broken.pci_bus_id or "", "notes": "", "status": "in_service",
+    }  # fmt: skip
+    url = f"/gpus/{broken.uuid}/edit/"
+    answer = client.post(url, form)
+    assert answer.status_code == 400 and "returns to service only after a diagnostic" in answer.content.decode()
+    broken.refresh_from_db()
+    assert broken.status == "retired"
+    assert refusals(broken) == [("retired", "in_service", admin, "portal")]
+    forced = client.post(url, {**form, "force_return": "on", "force_reason": "Retired by mistake"})
+    assert forced.status_code == 302
+    change = GpuStatusChange.objects.filter(gpu=broken).latest("changed_at", "id")
+    assert (change.from_status, change.to_status, change.override) == ("retired", "in_service", True)
+
+
+def test_the_admin_site_through_retired(client_for, admin, technician, broken):
+    """The Django admin site applies the same gate (an admin, without a diagnostic since it left
+    service), and keeps the refusal."""
+    fleet_services.gpu_status_set(gpu=broken, status="retired", user=technician)
+    client = client_for(admin)
+    url = f"/admin/fleet/gpu/{broken.pk}/change/"
+    form = client.get(url).context["adminform"].form
+    data = {name: value for name, value in form.initial.items() if value is not None}
+    data.update({
+        "status": "in_service", "host": broken.host_id, "agent_warnings": "[]",
+        "status_changes-TOTAL_FORMS": "0", "status_changes-INITIAL_FORMS": "0",
+    })  # fmt: skip
+    answer = client.post(url, data)
+    assert answer.status_code == 200, answer.content[:300]
+    assert "returns to service only after a diagnostic" in answer.content.decode()
+    broken.refresh_from_db()
+    assert broken.status == "retired"
+    assert refusals(broken) == [("retired", "in_service", admin, "admin")]
+
+
+def test_the_reliability_report_flags_a_return_without_proof(client_for, admin, technician, agent, broken):
+    # A return that no diagnostic proved and no admin forced (as the history of an earlier release
+    # may hold): flagged; a proved one is not.
+    GpuStatusChange.objects.create(gpu=broken, changed_at=timezone.now() - dt.timedelta(hours=20),
+                                   from_status="out_for_repair", to_status="in_service", source="api")  # fmt: skip
+    Gpu.objects.filter(pk=broken.pk).update(status="in_service")
+    page = client_for(admin).get(f"/reports/gpus/{broken.uuid}/repairs")
+    assert page.status_code == 200 and page.content.decode().count("returned without a passed diagnostic") == 1
+    fleet_services.gpu_status_set(gpu=broken, status="out_for_repair", user=technician)
+    proof = run_diagnostic(agent, [broken])
+    assert patch(client_for(technician), broken, {"status": "in_service"}).status_code == 200
+    page = client_for(admin).get(f"/reports/gpus/{broken.uuid}/repairs").content.decode()
+    assert page.count("returned without a passed diagnostic") == 1 and f"proved by diagnostic {proof.pk}" in page
+    pack = client_for(admin).get(f"/reports/gpus/{broken.uuid}/rma.json").json()
+    returns = [i for i in pack["status_history"] if i["status"] == "in_service"]
+    assert [(i["unproven"], i["proof"]) for i in returns] == [(True, ""), (False, str(proof.pk))]
+
+
+# --- late results and the portal's own clock ---------------------------------------------------
+
+
+@pytest.mark.parametrize("closed", ["expired", "cancelled"])
+def test_a_late_result_is_refused_and_never_returns_the_gpu(client_for, technician, agent, broken, closed):
+    diagnostic = services.diagnostic_request(host=agent.host, level=1, gpu_uuids=[broken.uuid])
+    Diagnostic.objects.filter(pk=diagnostic.pk).update(state=closed)
+    late = agent.result(diagnostic.pk, result_body([broken]))
+    assert late.status_code == 409 and late.json()["detail"][0]["loc"] == "state"
+    diagnostic.refresh_from_db()
+    assert (diagnostic.state, diagnostic.result_at) == (closed, None)
+    assert not diagnostic.gpus.exclude(result="").exists()
+    assert patch(client_for(technician), broken, {"status": "in_service"}).status_code == 409
+
+
+def test_the_agents_clock_alone_does_not_date_a_diagnostic_after_the_repair(client_for, technician, agent, broken):
+    # Requested (portal's clock) before the repair record; the agent says it started after it.
+    before = timezone.now() - dt.timedelta(hours=30)
+    diagnostic = services.diagnostic_request(host=agent.host, level=1, gpu_uuids=[broken.uuid], now=before)
+    Diagnostic.objects.filter(pk=diagnostic.pk).update(expires_at=timezone.now() + dt.timedelta(hours=1))
+    body = result_body([broken], started=timezone.now() - dt.timedelta(minutes=2))
+    assert agent.result(diagnostic.pk, body).status_code == 200
+    assert patch(client_for(technician), broken, {"status": "in_service"}).status_code == 409
+    # Its start reported to the portal after the repair counts (the portal's own clock).
+    again = services.diagnostic_request(host=agent.host, level=1, gpu_uuids=[broken.uuid], now=before)
+    Diagnostic.objects.filter(pk=again.pk).update(expires_at=timezone.now() + dt.timedelta(hours=1))
+    started = agent.result(again.pk, {"started_at": (timezone.now() - dt.timedelta(days=3)).isoformat()})
+    assert started.status_code == 202, started.content
+    reported = dt.datetime.fromisoformat(started.json()["start_reported_at"])
+    assert timezone.now() - reported < dt.timedelta(minutes=1)  # the portal's clock, not the agent's
+    assert (
+        agent.result(again.pk, result_body([broken], started=timezone.now() - dt.timedelta(days=3))).status_code == 200
+    )
+    assert patch(client_for(technician), broken, {"status": "in_service"}).status_code == 200

@@ -9,6 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from portal.diagnostics.models import Diagnostic
+from portal.diagnostics.services import diagnostic_request
 from portal.maintenance.models import Ticket, TicketEvent
 from portal.maintenance.services import ticket_transition
 from portal.scheduler.models import SchedulerAction
@@ -114,3 +115,41 @@ def test_without_slurm_the_same_gate_reopens_the_ticket(settings, django_capture
     ticket.refresh_from_db()
     assert ticket.state == "open"
     assert not SchedulerAction.objects.exists()
+
+
+def test_retiring_the_tickets_gpu_leaves_the_node_drained_until_an_admin_forces_it(
+    slurm, django_capture_on_commit_callbacks, client_for, technician, admin
+):
+    """The ticket's gate then covers no GPU: nothing proves the node fit, so resolving the ticket
+    (and a pass on the host's other GPUs) never resumes it; an admin's forced resume does."""
+    capture = django_capture_on_commit_callbacks
+    host, token = enrol(slurm.node)
+    post_xid(capture, hostname=slurm.node, token=token, gpu_index=0)
+    ticket = Ticket.objects.get(rule="xid_bus", host=host)
+    assert node(slurm).state in ("drained", "draining")
+    client = client_for(technician)
+    retired = client.patch(f"/api/v1/gpus/{ticket.gpu.uuid}", json.dumps({"status": "retired"}),
+                           content_type="application/json")  # fmt: skip
+    assert retired.status_code == 200, retired.content
+    with capture(execute=True):
+        resolved = client.post(f"/api/v1/tickets/{ticket.pk}/state", json.dumps({"state": "resolved"}),
+                               content_type="application/json")  # fmt: skip
+    assert resolved.status_code == 200, resolved.content
+    assert "DRAIN" in slurm.node_line()
+    assert not SchedulerAction.objects.filter(kind="resume").exists()
+    assert any("no GPU of this ticket is left to diagnose" in note for note in notes(ticket))
+    others = list(host.gpus.exclude(pk=ticket.gpu_id))
+    with capture(execute=True):
+        diagnostic = diagnostic_request(host=host, level=1, gpus=others)
+    post_result(capture, token, diagnostic)
+    assert "DRAIN" in slurm.node_line()
+    assert not SchedulerAction.objects.filter(kind="resume").exists()
+    # Past the gate only by an admin's force, which says so.
+    with capture(execute=True):
+        forced = client_for(admin).post(
+            f"/api/v1/hosts/{host.hostname}/scheduler/resume",
+            json.dumps({"reason": "card pulled, node checked by hand", "force": True}), content_type="application/json",
+        )  # fmt: skip
+    assert forced.status_code == 200, forced.content
+    assert "DRAIN" not in slurm.node_line()
+    assert SchedulerAction.objects.get(kind="resume").forced

@@ -9,12 +9,14 @@ import pytest
 from auditlog.models import LogEntry
 from django.utils import timezone
 
+from portal.diagnostics.services import diagnostic_request, diagnostic_result_record
 from portal.maintenance.models import TicketEvent
 from portal.maintenance.services import ticket_transition
 from portal.maintenance.services.tickets import ticket_fire
 from portal.scheduler.enqueue import host_actions_enqueue
 from portal.scheduler.models import SchedulerAction
 from portal.scheduler.services import scheduler_rest_request, scheduler_sweep
+from tests.factories import GpuFactory
 from tests.scheduler.helpers import enrol, node
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +45,20 @@ def critical_ticket(capture, host):
     with capture(execute=True):
         ticket, _ = ticket_fire(rule="xid_bus", host_id=host.pk, gpu_id=None, at=timezone.now(), severity="critical")
     return ticket
+
+
+def gate_passed(capture, host):
+    """The host's GPU passed a diagnostic since its ticket opened: resolving the ticket lets the node
+    go (a gate over no GPU never passes)."""
+    gpus = list(host.gpus.all()) or [GpuFactory(host=host, index=0)]
+    with capture(execute=True):
+        diagnostic = diagnostic_request(host=host, level=1, gpus=gpus)
+        now = timezone.now()
+        results = [{"uuid": gpu.uuid, "result": "pass", "tests": []} for gpu in gpus]
+        diagnostic_result_record(
+            diagnostic_id=diagnostic.pk, host=host, started_at=now, finished_at=now, tool="nvml", tool_version="",
+            driver_version=host.driver_version, gpus=results,
+        )  # fmt: skip
 
 
 def rest(capture, host, user, hours: int = 2):
@@ -114,6 +130,7 @@ def test_a_ticket_resolved_during_a_rest_leaves_the_node_drained_until_the_rest_
     assert node(slurm).reason.startswith(f"gpu-fleet #{no_rest.pk}: rest for 3 h")
     xid = critical_ticket(django_capture_on_commit_callbacks, host)
     assert "already drained" in notes(xid)[-1]
+    gate_passed(django_capture_on_commit_callbacks, host)
 
     with django_capture_on_commit_callbacks(execute=True):
         ticket_transition(ticket=xid, to_state="resolved", user=admin)
@@ -159,6 +176,7 @@ def test_resume_by_hand_is_refused_while_a_draining_ticket_is_open(
     assert resume(client_for(technician), host.hostname).status_code == 409  # no body at all
     assert is_drained(slurm) and SchedulerAction.objects.count() == before  # nothing written
 
+    gate_passed(django_capture_on_commit_callbacks, host)
     with django_capture_on_commit_callbacks(execute=True):
         ticket_transition(ticket=ticket, to_state="resolved", user=admin)
     assert not is_drained(slurm)
