@@ -209,3 +209,25 @@ def test_a_long_list_of_gpus_is_cut_to_fit(slurm, django_capture_on_commit_callb
     reason = node(slurm).reason
     assert reason.startswith(f"gpu-fleet burn-in: GPU 0 ({gpu_uuid(0)}), GPU 1") and reason.endswith("…")
     assert len(reason) == 200
+
+
+def test_an_admin_may_force_past_a_burn_in_and_it_is_recorded(
+    slurm, django_capture_on_commit_callbacks, client_for, technician, admin
+):
+    host, token = enrol(slurm.node)
+    report(django_capture_on_commit_callbacks, slurm.node, token)
+    refused = resume(client_for(technician), host.hostname, {"force": True, "reason": "deadline"})
+    assert refused.status_code == 403 and "DRAIN" in slurm.node_line()
+    answer = resume(client_for(admin), host.hostname, {"force": True, "reason": "vendor-tested cards"})
+    assert answer.status_code == 200, answer.content
+    assert "DRAIN" not in slurm.node_line()
+    forced = SchedulerAction.objects.get(source="person", forced=True)
+    assert forced.outcome == (
+        f"Slurm node {slurm.node} resumed by hand, forced past: no burn-in diagnostic has passed yet on "
+        f"GPU 0 ({GPUS[0]}), GPU 1 ({GPUS[1]}): vendor-tested cards"
+    )
+    entries = [
+        LogEntry.objects.get_for_object(a).filter(action=LogEntry.Action.CREATE).get()
+        for a in SchedulerAction.objects.filter(source="person")
+    ]
+    assert sorted(entry.actor.username for entry in entries) == sorted([technician.username, admin.username])
