@@ -53,6 +53,19 @@ def gpu_rows_panel(*, gpus, **context) -> dict:
     return {}
 
 
+BURN_IN_LISTED = 10  # the tile names this many of the GPUs waiting; the count says how many in all
+
+
+@panel("fleet.fleet", slot="overview", name="burn-in", template="diagnostics/_fleet_burn_in.html", order=5)
+def fleet_page_panel(*, request=None, **context) -> dict | None:
+    """How many GPUs of the fleet wait for a passing burn-in (two queries), while burn-in is on."""
+    if not settings.BURN_IN_LEVEL:
+        return None
+    waiting = selectors.burn_in_waiting()
+    count, gpus = waiting.count(), list(waiting.select_related("host")[:BURN_IN_LISTED])
+    return {"count": count, "gpus": gpus, "more": count - len(gpus)}
+
+
 @panel("maintenance.ticket", slot="evidence", name="diagnostics", template="diagnostics/_ticket_evidence.html")
 def ticket_page_panel(*, ticket, request=None, **context) -> dict | None:
     evidence = (ticket.evidence or {}).get("diagnostic") if isinstance(ticket.evidence, dict) else None

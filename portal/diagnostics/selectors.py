@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db.models import Prefetch
+from django.db.models import Exists, OuterRef, Prefetch, QuerySet, Subquery
 
 from portal.core.errors import NotFound
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu, DiagnosticTest
@@ -77,3 +77,28 @@ def burn_in_word(row: DiagnosticGpu | None) -> str:
     if state == Diagnostic.State.EXPIRED:
         return "expired"
     return "passed" if row.result in DiagnosticGpu.PASSING else "failed"
+
+
+def burn_in_waiting(*, host_id: int | None = None) -> QuerySet[Gpu]:
+    """GPUs in service or out for repair whose latest burn-in has not passed: no diagnostic of its
+    level or higher, requested since it was, passed on them (one query; the whole fleet's when
+    `host_id` is None). A burn-in that failed or expired still waits: the GPU has no proof yet."""
+    latest = DiagnosticGpu.objects.filter(gpu=OuterRef("pk"), diagnostic__purpose=Diagnostic.Purpose.BURN_IN).order_by(
+        "-diagnostic__requested_at"
+    )
+    passed = DiagnosticGpu.objects.filter(
+        gpu=OuterRef("pk"), result__in=DiagnosticGpu.PASSING,
+        diagnostic__requested_at__gte=OuterRef("burn_in_at"), diagnostic__level__gte=OuterRef("burn_in_level"),
+    )  # fmt: skip
+    gpus = Gpu.objects.filter(status__in=(Gpu.Status.IN_SERVICE, Gpu.Status.OUT_FOR_REPAIR))
+    if host_id is not None:
+        gpus = gpus.filter(host_id=host_id)
+    return (
+        gpus.annotate(
+            burn_in_at=Subquery(latest.values("diagnostic__requested_at")[:1]),
+            burn_in_level=Subquery(latest.values("diagnostic__level")[:1]),
+        )
+        .filter(burn_in_at__isnull=False)
+        .exclude(Exists(passed))
+        .order_by("host_id", "index")
+    )

@@ -342,9 +342,11 @@ class _BurnIn:
         if not gpus:
             return
         try:
-            diagnostic_request(host=gpus[0].host, level=self.level, gpus=gpus, purpose=Purpose.BURN_IN)
+            diagnostic = diagnostic_request(host=gpus[0].host, level=self.level, gpus=gpus, purpose=Purpose.BURN_IN)
         except Exception:
             log.exception("could not request the burn-in of host %s's new GPUs", self.host_id)
+            return
+        hooks.burn_in_requested.call(diagnostic=diagnostic)
 
 
 def gpu_registered(*, gpu: Gpu, source: str) -> None:

@@ -31,6 +31,7 @@ from typing import Protocol
 from portal.core.errors import ApplicationError, NotFound
 
 REASON_PREFIX = "gpu-fleet #"
+BURN_IN_PREFIX = "gpu-fleet burn-in: "
 REASON_MAX = 200  # Slurm keeps longer reasons, but sinfo's and the page's columns don't
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
@@ -74,6 +75,11 @@ def clean_reason(reason: str, *, limit: int = REASON_MAX) -> str:
     text = _CONTROL.sub(" ", reason or "").replace('"', "'").strip()
     text = re.sub(r" {2,}", " ", text)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def is_portal_reason(reason: str) -> bool:
+    """A drain reason the portal set itself (a ticket's, a rest's, a burn-in's), never a person's."""
+    return reason.startswith((REASON_PREFIX, BURN_IN_PREFIX))
 
 
 def node_state_words(base: str | list, flags: list | None = None) -> str:

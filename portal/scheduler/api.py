@@ -74,7 +74,8 @@ def scheduler_drain(request, hostname: str, payload: DrainIn):
 @router.post("/hosts/{hostname}/scheduler/resume", response={**ANSWERS, 409: ErrorOut})
 def scheduler_resume(request, hostname: str, payload: ResumeIn | None = None):
     """Resume the node now. 409 while the portal keeps it drained (`detail`: each reason, `loc`
-    `ticket`, `rest` or `node.reason`); `force` (admins only, 403 otherwise, with a `reason`) goes
-    past them, and the audit trail and the open tickets' history record it."""
+    `ticket`, `diagnostic` (a resolved ticket's or a burn-in's diagnostic not passed yet), `rest` or
+    `node.reason`); `force` (admins only, 403 otherwise, with a `reason`) goes past them, and the
+    audit trail and the tickets' history record it. A refused attempt stays in the audit trail."""
     payload = payload or ResumeIn()
     return _act(request, hostname, "resume", payload.reason, payload.force)

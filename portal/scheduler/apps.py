@@ -17,3 +17,4 @@ class SchedulerConfig(AppConfig):
         auditlog.register(SchedulerAction, exclude_fields=["claimed_until", "outcome_msg"])
         maintenance_hooks.ticket_changed.subscribe("scheduler")(enqueue.ticket_changed)
         diagnostics_hooks.diagnostic_finished.subscribe("scheduler")(enqueue.diagnostic_finished)
+        diagnostics_hooks.burn_in_requested.subscribe("scheduler")(enqueue.burn_in_requested)

@@ -35,3 +35,9 @@ def diagnostic_finished(*, diagnostic) -> None:
     """The diagnostics hook (subscribed in SchedulerConfig.ready): a pass may resume a node."""
     if services.scheduler_diagnostic_finished(diagnostic=diagnostic):
         host_actions_enqueue(diagnostic.host_id)
+
+
+def burn_in_requested(*, diagnostic) -> None:
+    """The diagnostics hook (subscribed in SchedulerConfig.ready): new GPUs keep the node drained."""
+    if services.scheduler_burn_in_requested(diagnostic=diagnostic):
+        host_actions_enqueue(diagnostic.host_id)

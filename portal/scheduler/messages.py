@@ -16,6 +16,11 @@ BLOCKERS = {
     "slurm": message(
         "scheduler.blocker.slurm", gettext_noop("Slurm holds it for a reason the portal did not set (%(reason)s)")
     ),
+    "gate": message(
+        "scheduler.blocker.gate",
+        gettext_noop("ticket #%(ticket)s is resolved but no diagnostic has passed on its GPUs since it opened"),
+    ),
+    "burn_in": message("scheduler.blocker.burn_in", gettext_noop("no burn-in diagnostic has passed yet on %(gpus)s")),
 }
 
 REST_ASKED = message(
@@ -43,6 +48,24 @@ FORCED_ON_TICKET = message(
 FORCED_ON_TICKET_NOTE = message(
     "scheduler.note.forced_on_ticket_note",
     gettext_noop("Slurm node %(node)s resumed by hand, forced although this ticket is open: %(note)s"),
+)
+FORCED_ON_GATE = message(
+    "scheduler.note.forced_on_gate",
+    gettext_noop("Slurm node %(node)s resumed by hand, forced before a diagnostic passed on this ticket's GPUs"),
+)
+FORCED_ON_GATE_NOTE = message(
+    "scheduler.note.forced_on_gate_note",
+    gettext_noop(
+        "Slurm node %(node)s resumed by hand, forced before a diagnostic passed on this ticket's GPUs: %(note)s"
+    ),
+)
+REFUSED_BY_HAND = message(
+    "scheduler.outcome.refused_by_hand",
+    gettext_noop("resume by hand refused: Slurm node %(node)s stays drained: %(why)s"),
+)
+FORCE_REFUSED = message(
+    "scheduler.outcome.force_refused",
+    gettext_noop("forced resume refused: only admins may force a resume of Slurm node %(node)s"),
 )
 FORCED = message("scheduler.outcome.forced", gettext_noop("Slurm node %(node)s resumed by hand, forced past: %(why)s"))
 FORCED_NOTE = message(
@@ -74,6 +97,17 @@ DRAINED = message("scheduler.outcome.drained", gettext_noop("Slurm node %(node)s
 NOT_DRAINED = message("scheduler.outcome.not_drained", gettext_noop("Slurm node %(node)s was not drained (%(state)s)"))
 RESUMED_REST_OVER = message(
     "scheduler.outcome.resumed_rest_over", gettext_noop("Slurm node %(node)s resumed: the rest is over")
+)
+BURN_IN_DRAINED = message(
+    "scheduler.outcome.burn_in_drained",
+    gettext_noop("Slurm node %(node)s drained until the burn-in passes: %(reason)s"),
+)
+BURN_IN_PASSED_FIRST = message(
+    "scheduler.outcome.burn_in_passed_first",
+    gettext_noop("the burn-in passed before Slurm answered: no drain of Slurm node %(node)s"),
+)
+RESUMED_BURN_IN = message(
+    "scheduler.outcome.resumed_burn_in", gettext_noop("Slurm node %(node)s resumed: its GPUs' burn-in passed")
 )
 RESUMED_NO_TICKET = message(
     "scheduler.outcome.resumed_no_ticket", gettext_noop("Slurm node %(node)s resumed: no draining ticket is open")

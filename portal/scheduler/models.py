@@ -25,6 +25,7 @@ class SchedulerAction(models.Model):
         TICKET = "ticket", _("A ticket")
         PERSON = "person", _("A person")
         REST = "rest", _("Rest for the GPUs")
+        BURN_IN = "burn_in", _("A burn-in")
 
     class State(models.TextChoices):
         PENDING = "pending", _("Pending")

@@ -16,17 +16,19 @@ import logging
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from portal.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from portal.core.messages import Said, shown, text_and_stored
+from portal.diagnostics import selectors as diagnostics_selectors
 from portal.diagnostics import services as diagnostics
-from portal.fleet.models import Host
+from portal.fleet.models import Gpu, Host
 from portal.maintenance.models import SEVERITY_RANK, Ticket
 from portal.maintenance.services.tickets import ticket_history_add
 from portal.scheduler import messages
 from portal.scheduler.adapters import (
+    BURN_IN_PREFIX,
     REASON_PREFIX,
     Node,
     NodeUnknown,
@@ -35,6 +37,7 @@ from portal.scheduler.adapters import (
     SlurmCli,
     SlurmRest,
     clean_reason,
+    is_portal_reason,
 )
 from portal.scheduler.models import SchedulerAction
 
@@ -80,6 +83,14 @@ def drain_reason(ticket: Ticket) -> str:
     return clean_reason(f"{REASON_PREFIX}{ticket.pk}: {ticket.title}")
 
 
+def gpus_named(gpus: list[Gpu]) -> str:
+    return ", ".join(f"GPU {gpu.index} ({gpu.uuid})" for gpu in gpus)
+
+
+def burn_in_reason(gpus: list[Gpu]) -> str:
+    return clean_reason(f"{BURN_IN_PREFIX}{gpus_named(gpus)}")
+
+
 def _drains(severity: str) -> bool:
     threshold = settings.SLURM_DRAIN_SEVERITY
     if threshold not in SEVERITY_RANK:  # "none": never by itself
@@ -92,7 +103,10 @@ def _draining_tickets(host_id: int):
     return Ticket.objects.filter(host_id=host_id, state__in=Ticket.OPEN_STATES, severity__in=severities)
 
 
-_BLOCKER_LOCS = {"ticket": "ticket", "rest": "rest", "person": "node.reason", "slurm": "node.reason"}
+_BLOCKER_LOCS = {
+    "ticket": "ticket", "gate": "diagnostic", "burn_in": "diagnostic", "rest": "rest", "person": "node.reason",
+    "slurm": "node.reason",
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,8 +179,10 @@ def scheduler_resume_blockers(*, host_id: int, node: Node | None, by_hand: bool)
     every resume the portal makes, a ticket's, a rest's or a person's:
 
     - an open ticket of SLURM_DRAIN_SEVERITY or worse on the host (it drained the node, or will);
+    - a resolved one that drained it, whose diagnostic has not passed (`_gate_pending_tickets`);
+    - a GPU of the host whose burn-in has not passed, while BURN_IN_LEVEL is on;
     - a rest for the GPUs that is not over (its own resume is still to come);
-    - a Slurm reason that the portal did not set, one not starting `gpu-fleet #`: a person's drain
+    - a Slurm reason that the portal did not set (`is_portal_reason`): a person's drain
       (or Slurm's own reason for a down node) is never undone by the portal. A resume by hand may
       end a drain made by hand through the portal: the reason of the latest drain the portal
       carried out, when that was a person's, is the portal's.
@@ -175,6 +191,9 @@ def scheduler_resume_blockers(*, host_id: int, node: Node | None, by_hand: bool)
     action is carried out). A forced resume by an admin goes past all of them."""
     tickets = _draining_tickets(host_id).order_by("id").values_list("pk", flat=True)
     blockers = [ResumeBlocker("ticket", {"ticket": pk}) for pk in tickets]
+    blockers += [ResumeBlocker("gate", {"ticket": pk}) for pk in _gate_pending_tickets(host_id)]
+    if waiting := _burn_in_waiting(host_id):
+        blockers.append(ResumeBlocker("burn_in", {"gpus": gpus_named(waiting)}))
     now = timezone.now()
     rests = Action.objects.filter(
         host_id=host_id, source=Action.Source.REST, kind=Action.Kind.RESUME, state=Action.State.PENDING,
@@ -185,11 +204,42 @@ def scheduler_resume_blockers(*, host_id: int, node: Node | None, by_hand: bool)
         blockers.append(ResumeBlocker("rest", {"ticket": rest.ticket_id, "until": until}))
     # Held for a reason that is not the portal's (a drain without any reason counts as a person's).
     held = node is not None and bool(node.reason or "drain" in node.state)
-    foreign = held and not node.reason.startswith(REASON_PREFIX)
+    foreign = held and not is_portal_reason(node.reason)
     if foreign and not (by_hand and node.reason and node.reason == _hand_drain_reason(host_id)):
         code = "person" if "drain" in node.state else "slurm"
         blockers.append(ResumeBlocker(code, {"reason": node.reason or "no reason"}))
     return blockers
+
+
+def _gate_pending_tickets(host_id: int) -> list[int]:
+    """Resolved (or closed) draining tickets of the host that drained its node, or found it drained
+    already, and whose diagnostic has not passed since they opened, unless the node was resumed
+    since their latest drain (the ticket's own resume, or a person's forced one, which said so)."""
+    severities = [s for s in SEVERITY_RANK if _drains(s)]
+    latest_drain = (
+        Action.objects.filter(ticket=OuterRef("pk"), kind=Action.Kind.DRAIN)
+        .order_by("-created_at")
+        .values("created_at")
+    )
+    resumed_since = Action.objects.filter(
+        host_id=host_id, kind=Action.Kind.RESUME, state=Action.State.DONE, done_at__gte=OuterRef("drained_at")
+    )
+    tickets = (
+        Ticket.objects.filter(
+            host_id=host_id, state__in=[Ticket.State.RESOLVED, Ticket.State.CLOSED], severity__in=severities
+        )
+        .annotate(drained_at=Subquery(latest_drain[:1]))
+        .filter(drained_at__isnull=False)
+        .exclude(Exists(resumed_since))
+        .order_by("id")
+    )
+    return [ticket.pk for ticket in tickets if not diagnostics.ticket_gate_passed(ticket)]
+
+
+def _burn_in_waiting(host_id: int) -> list[Gpu]:
+    if not settings.BURN_IN_LEVEL:
+        return []
+    return list(diagnostics_selectors.burn_in_waiting(host_id=host_id))
 
 
 def _hand_drain_reason(host_id: int) -> str | None:
@@ -263,10 +313,38 @@ def scheduler_diagnostic_finished(*, diagnostic) -> bool:
         and not Action.objects.filter(ticket=ticket, kind=Action.Kind.RESUME, source=Action.Source.TICKET).exists()
         and diagnostics.ticket_gate_passed(ticket)
     ]
+    burn_in_over = _burn_in_resume_due(diagnostic.host_id)
+    if not waiting and not burn_in_over:
+        return False
+    with transaction.atomic():
+        if waiting:
+            _action_add(host=waiting[0].host, kind=Action.Kind.RESUME, source=Action.Source.TICKET, ticket=waiting[0])
+        if burn_in_over:
+            _action_add(host=diagnostic.host, kind=Action.Kind.RESUME, source=Action.Source.BURN_IN)
+    return True
+
+
+def _burn_in_resume_due(host_id: int) -> bool:
+    """The host's latest burn-in drain has no resume after it, and no GPU of the host waits for its
+    burn-in any more."""
+    latest = Action.objects.filter(host_id=host_id, source=Action.Source.BURN_IN).order_by("-id").only("kind").first()
+    return latest is not None and latest.kind == Action.Kind.DRAIN and not _burn_in_waiting(host_id)
+
+
+def scheduler_burn_in_requested(*, diagnostic) -> bool:
+    """A burn-in was requested for new GPUs (portal.diagnostics' hook, through portal.scheduler.enqueue):
+    with BURN_IN_LEVEL on, the host's node is drained until it passes (`gpu-fleet burn-in: <GPUs>`),
+    so that a new or swapped-in card takes no job before it proved itself. Returns whether it wrote
+    an action."""
+    if not scheduler_enabled() or not settings.BURN_IN_LEVEL:
+        return False
+    waiting = _burn_in_waiting(diagnostic.host_id)
     if not waiting:
         return False
     with transaction.atomic():
-        _action_add(host=waiting[0].host, kind=Action.Kind.RESUME, source=Action.Source.TICKET, ticket=waiting[0])
+        _action_add(
+            host=diagnostic.host, kind=Action.Kind.DRAIN, source=Action.Source.BURN_IN, reason=burn_in_reason(waiting)
+        )
     return True
 
 
@@ -302,7 +380,7 @@ def scheduler_rest_request(
 
 
 def _drained_by_someone_else(node: Node) -> bool:
-    return "drain" in node.state and not node.reason.startswith(REASON_PREFIX)
+    return "drain" in node.state and not is_portal_reason(node.reason)
 
 
 def _drain_by_hand_blockers(host_id: int, node: Node) -> list[ResumeBlocker]:
@@ -328,6 +406,7 @@ def scheduler_manual_action(
         if kind != Action.Kind.RESUME:
             raise InvalidInput("only a resume can be forced", field_errors={"force": ["only a resume can be forced"]})
         if not user.has_perm("scheduler.force_resume"):
+            _resume_refused(host=host, user=user, reason=reason, outcome=messages.FORCE_REFUSED(node=node_name(host)))
             raise Forbidden(
                 "only admins may force a resume (scheduler.force_resume)",
                 problems=[("force", "only admins may force a resume")],
@@ -349,6 +428,8 @@ def scheduler_manual_action(
     if kind == Action.Kind.RESUME and not force:
         blockers = scheduler_resume_blockers(host_id=host.pk, node=node, by_hand=True)
         if blockers:
+            why = [b.said() for b in blockers]
+            _resume_refused(host=host, user=user, reason=reason, outcome=messages.REFUSED_BY_HAND(node=name, why=why))
             raise ResumeRefused(name, blockers)
     if kind == Action.Kind.DRAIN and node is not None and (blockers := _drain_by_hand_blockers(host.pk, node)):
         raise DrainRefused(name, blockers)
@@ -366,6 +447,17 @@ def scheduler_manual_action(
     if action.state == Action.State.SKIPPED:  # something came to keep it drained since the check above
         raise ResumeRefused(name, scheduler_resume_blockers(host_id=host.pk, node=adapter.node(name), by_hand=True))
     return action
+
+
+def _resume_refused(*, host: Host, user, reason: str, outcome: Said) -> None:
+    """A refused resume by hand stays in the audit trail as a row that was never carried out: who
+    asked, when, and what kept the node drained."""
+    text, stored = text_and_stored(outcome)
+    now = timezone.now()
+    Action.objects.create(
+        host=host, node=node_name(host), kind=Action.Kind.RESUME, source=Action.Source.PERSON, reason=reason,
+        requested_by=user, state=Action.State.SKIPPED, outcome=text, outcome_msg=stored, not_before=now, done_at=now,
+    )  # fmt: skip
 
 
 def scheduler_host_actions_run(*, host_id: int, adapter: SchedulerAdapter | None = None) -> int:
@@ -453,6 +545,8 @@ def _carry_out(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
         if action.kind == Action.Kind.DRAIN:
             return _drain_by_hand(action, adapter)
         return _resume_by_hand(action, adapter)
+    if action.kind == Action.Kind.DRAIN and action.source == Action.Source.BURN_IN:
+        return _drain_for_burn_in(action, adapter)
     if action.kind == Action.Kind.DRAIN:
         return _drain_for_ticket(action, adapter)
     return _resume_for_ticket(action, adapter)
@@ -491,10 +585,15 @@ def _resume_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
             not_before__gt=timezone.now(),
         ):  # fmt: skip
             _finish(rest, Action.State.SKIPPED, messages.REST_CUT_SHORT(node=node))
-        tickets = Ticket.objects.filter(pk__in=[b.params["ticket"] for b in blockers if b.code == "ticket"])
+        tickets = Ticket.objects.filter(pk__in=[b.params["ticket"] for b in blockers if b.code in ("ticket", "gate")])
+        gate = {b.params["ticket"] for b in blockers if b.code == "gate"}
         for ticket in tickets:
-            forced = (messages.FORCED_ON_TICKET_NOTE(node=node, note=note) if note
-                      else messages.FORCED_ON_TICKET(node=node))  # fmt: skip
+            if ticket.pk in gate:
+                forced = (messages.FORCED_ON_GATE_NOTE(node=node, note=note) if note
+                          else messages.FORCED_ON_GATE(node=node))  # fmt: skip
+            else:
+                forced = (messages.FORCED_ON_TICKET_NOTE(node=node, note=note) if note
+                          else messages.FORCED_ON_TICKET(node=node))  # fmt: skip
             ticket_history_add(ticket=ticket, user=action.requested_by, note=forced)
         done = (messages.FORCED_NOTE(node=node, why=overridden, note=note) if note
                 else messages.FORCED(node=node, why=overridden))  # fmt: skip
@@ -525,6 +624,20 @@ def _drain_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> Non
     return _finish(action, Action.State.DONE, messages.DRAINED(node=action.node, reason=action.reason))
 
 
+def _drain_for_burn_in(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
+    """Drained until the burn-in passes; a node drained already keeps its reason (a person's stays
+    theirs, and the burn-in keeps any other drain from ending: `scheduler_resume_blockers`)."""
+    if not _burn_in_waiting(action.host_id):
+        return _finish(action, Action.State.SKIPPED, messages.BURN_IN_PASSED_FIRST(node=action.node))
+    node = adapter.node(action.node)
+    if "drain" in node.state:
+        was = (messages.WAS_DRAINED(node=action.node, reason=node.reason) if node.reason
+               else messages.WAS_DRAINED_NO_REASON(node=action.node))  # fmt: skip
+        return _finish(action, Action.State.SKIPPED, was)
+    adapter.drain(action.node, action.reason)
+    return _finish(action, Action.State.DONE, messages.BURN_IN_DRAINED(node=action.node, reason=action.reason))
+
+
 def _rest_resume_cancel(drain: SchedulerAction, outcome: Said) -> None:
     """The resume asked with a rest's drain (the next rest resume of its ticket) is not done."""
     resume = (
@@ -545,7 +658,8 @@ def _rest_resume_cancel(drain: SchedulerAction, outcome: Said) -> None:
 
 
 def _resume_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
-    """A ticket's or a rest's resume: only when nothing keeps the node drained (`scheduler_resume_blockers`)."""
+    """A ticket's, a rest's or a burn-in's resume: only when nothing keeps the node drained
+    (`scheduler_resume_blockers`)."""
     blockers = scheduler_resume_blockers(host_id=action.host_id, node=None, by_hand=False)
     if blockers:
         return _stays_drained(action, blockers)
@@ -556,8 +670,8 @@ def _resume_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> No
     if blockers:
         return _stays_drained(action, blockers)
     adapter.resume(action.node)
-    resumed = messages.RESUMED_REST_OVER if action.source == Action.Source.REST else messages.RESUMED_NO_TICKET
-    return _finish(action, Action.State.DONE, resumed(node=action.node))
+    resumed = {Action.Source.REST: messages.RESUMED_REST_OVER, Action.Source.BURN_IN: messages.RESUMED_BURN_IN}
+    return _finish(action, Action.State.DONE, resumed.get(action.source, messages.RESUMED_NO_TICKET)(node=action.node))
 
 
 def _record_job(action: SchedulerAction, adapter: SchedulerAdapter) -> None:

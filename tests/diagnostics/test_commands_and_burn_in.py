@@ -197,3 +197,47 @@ def test_run_diagnostic_form(agent, client_for, technician, viewer, django_captu
     assert "Diagnostic not requested" in bad.content.decode() and "level" in bad.content.decode()
     assert Diagnostic.objects.count() == 1
     assert client_for(technician).post("/diagnostics/hosts/nope/request", {"level": "1"}).status_code == 404
+
+
+def burn_in_tile(html: str) -> str:
+    start = html.index('id="burn-in-waiting"')
+    return html[start : html.index("</section>", start)]
+
+
+def test_fleet_page_counts_the_gpus_waiting_for_burn_in(agent, burn_in, client_for, viewer, settings,
+                                                        django_capture_on_commit_callbacks):  # fmt: skip
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.diagnostics.conftest import agent_for
+
+    with django_capture_on_commit_callbacks(execute=True):
+        post(agent)
+    client = client_for(viewer)
+    tile = burn_in_tile(client.get("/").content.decode())
+    assert "Waiting for burn-in" in tile and "<strong data-count>2</strong>" in tile
+    gpu = agent.host.gpus.get(index=1)
+    assert f'<a href="{gpu.get_absolute_url()}">GPU 1 on {agent.host.hostname}</a>' in tile
+    chinese = burn_in_tile(client.get("/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode())
+    assert "等待老化测试" in chinese and f"{agent.host.hostname} 上的 GPU 1" in chinese
+
+    # A failed GPU still waits; a passed one no longer does.
+    gpus = list(agent.host.gpus.order_by("index"))
+    agent.result(Diagnostic.objects.get().pk, result_body(gpus, {gpus[1].uuid: "fail"}))
+    with CaptureQueriesContext(connection) as small:
+        tile = burn_in_tile(client.get("/").content.decode())
+    assert "<strong data-count>1</strong>" in tile and "GPU 0 on" not in tile and "GPU 1 on" in tile
+
+    # The same queries for a larger fleet; past ten GPUs the tile counts the rest.
+    for n in range(3):
+        other = agent_for(f"dgx-1{n}")
+        batch = make_batch(other.host.hostname, gpus=[gpu_uuid(10 + 4 * n + i) for i in range(4)])
+        with django_capture_on_commit_callbacks(execute=True):
+            post_batch(other.client, other.token, batch)
+    with CaptureQueriesContext(connection) as large:
+        tile = burn_in_tile(client.get("/").content.decode())
+    assert len(large) == len(small)
+    assert "<strong data-count>13</strong>" in tile and "and 3 more" in tile
+
+    settings.BURN_IN_LEVEL = 0
+    assert 'id="burn-in-waiting"' not in client.get("/").content.decode()

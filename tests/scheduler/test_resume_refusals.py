@@ -167,14 +167,25 @@ def test_resume_by_hand_is_refused_while_a_draining_ticket_is_open(
 ):
     ticket = critical_ticket(django_capture_on_commit_callbacks, host)
     assert is_drained(slurm)
-    before = SchedulerAction.objects.count()
+    before_id = SchedulerAction.objects.order_by("-id").values_list("id", flat=True).first()
     for user in (technician, admin):
         answer = resume(client_for(user), host.hostname, {"reason": "looks fine to me"})
         assert answer.status_code == 409, answer.content
         assert answer.json()["detail"] == [{"loc": "ticket", "msg": f"ticket #{ticket.pk} is open"}]
         assert "an admin may force the resume" in answer.json()["error"]
     assert resume(client_for(technician), host.hostname).status_code == 409  # no body at all
-    assert is_drained(slurm) and SchedulerAction.objects.count() == before  # nothing written
+    assert is_drained(slurm)
+    # Nothing carried out; each refusal stays in the audit trail, with who asked and why it was refused.
+    refused = list(SchedulerAction.objects.filter(pk__gt=before_id).order_by("id"))
+    assert [(a.kind, a.state, a.requested_by) for a in refused] == [
+        ("resume", "skipped", technician), ("resume", "skipped", admin), ("resume", "skipped", technician)
+    ]  # fmt: skip
+    assert refused[0].outcome == (
+        f"resume by hand refused: Slurm node {slurm.node} stays drained: ticket #{ticket.pk} is open"
+    )
+    for action in refused:
+        entry = LogEntry.objects.get_for_object(action).filter(action=LogEntry.Action.CREATE).get()
+        assert entry.actor == action.requested_by
 
     gate_passed(django_capture_on_commit_callbacks, host)
     with django_capture_on_commit_callbacks(execute=True):
@@ -240,12 +251,17 @@ def test_force_is_for_admins_with_a_reason_and_is_recorded(
     assert no_reason.status_code == 400 and no_reason.json()["detail"][0]["loc"] == "reason"
     bad = resume(client_for(admin), host.hostname, {"force": "yes please", "reason": "x"})
     assert bad.status_code == 400 and bad.json()["detail"][0]["loc"] == "force"
-    assert is_drained(slurm) and not SchedulerAction.objects.filter(source="person").exists()
+    assert is_drained(slurm)
+    # The technician's attempt to force stays in the audit trail; the bad requests wrote nothing.
+    (attempt,) = SchedulerAction.objects.filter(source="person")
+    assert (attempt.state, attempt.forced, attempt.requested_by) == ("skipped", False, technician)
+    assert attempt.outcome == f"forced resume refused: only admins may force a resume of Slurm node {slurm.node}"
+    assert LogEntry.objects.get_for_object(attempt).get().actor == technician
 
     answer = resume(client_for(admin), host.hostname, {"force": True, "reason": "GPU 0 tested fine by hand"})
     assert answer.status_code == 200, answer.content
     assert "drain" not in answer.json()["state"]
-    action = SchedulerAction.objects.get(source="person", kind="resume")
+    action = SchedulerAction.objects.get(source="person", kind="resume", forced=True)
     assert action.forced and action.requested_by == admin and action.state == "done"
     assert action.outcome == (
         f"Slurm node {slurm.node} resumed by hand, forced past: ticket #{ticket.pk} is open: GPU 0 tested fine by hand"
@@ -331,3 +347,113 @@ def test_what_slurm_says_decides_without_a_cluster(db):
     )
     assert why("drained", "PDU") == []  # the portal's drain by hand, ended by hand
     assert why("drained", "PDU", by_hand=False) == [("node.reason", "a person drained it (PDU)")]  # never by itself
+
+
+# A resolved ticket whose diagnostic has not passed yet
+
+
+def drained_and_resolved(cluster, capture, user, monkeypatch):
+    """An XID drains the node through ingest; a person resolves the ticket: the diagnostic it asks
+    for has not run yet."""
+    from portal.maintenance.models import Ticket
+    from portal.telemetry import ingest_view
+    from tests.scheduler.helpers import post_xid
+
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
+    host, token = enrol(cluster.node)
+    post_xid(capture, hostname=cluster.node, token=token, gpu_index=0)
+    ticket = Ticket.objects.get(rule="xid_bus", host=host)
+    with capture(execute=True):
+        ticket_transition(ticket=ticket, to_state="resolved", user=user, note="reseated")
+    assert is_drained(cluster)
+    return host, token, ticket
+
+
+def test_resume_by_hand_is_refused_while_a_resolved_tickets_diagnostic_is_pending(
+    slurm, client_for, technician, admin, django_capture_on_commit_callbacks, monkeypatch
+):
+    capture = django_capture_on_commit_callbacks
+    host, token, ticket = drained_and_resolved(slurm, capture, technician, monkeypatch)
+    gate = [{"loc": "diagnostic", "msg": f"ticket #{ticket.pk} is resolved but no diagnostic has passed on its GPUs "
+                                         "since it opened"}]  # fmt: skip
+    for user in (technician, admin):
+        answer = resume(client_for(user), host.hostname, {"reason": "reseated, looks fine"})
+        assert answer.status_code == 409, answer.content
+        assert answer.json()["detail"] == gate
+    assert is_drained(slurm) and node(slurm).reason.startswith(f"gpu-fleet #{ticket.pk}:")
+    assert "DRAIN" in slurm.node_line()
+    refused = SchedulerAction.objects.filter(source="person", kind="resume").order_by("id")
+    assert [(a.state, a.requested_by) for a in refused] == [("skipped", technician), ("skipped", admin)]
+    assert all(f"ticket #{ticket.pk} is resolved but no diagnostic has passed" in a.outcome for a in refused)
+    assert all(LogEntry.objects.get_for_object(a).get().actor == a.requested_by for a in refused)
+    page = client_for(technician).get(host.get_absolute_url()).content.decode()
+    assert f"ticket #{ticket.pk} is resolved but no diagnostic has passed on its GPUs since it opened" in page
+
+    # An admin may force it, as for an open ticket; the ticket's history says so.
+    answer = resume(client_for(admin), host.hostname, {"force": True, "reason": "tested by hand"})
+    assert answer.status_code == 200, answer.content
+    assert not is_drained(slurm)
+    forced = SchedulerAction.objects.get(source="person", forced=True)
+    assert forced.state == "done" and f"forced past: ticket #{ticket.pk} is resolved but no diagnostic" in (
+        forced.outcome
+    )
+    assert notes(ticket)[-1] == (
+        f"Slurm node {slurm.node} resumed by hand, forced before a diagnostic passed on this ticket's GPUs: "
+        "tested by hand"
+    )
+
+
+def test_the_blocker_ends_when_the_diagnostic_passes(
+    slurm, client_for, technician, django_capture_on_commit_callbacks, monkeypatch
+):
+    from tests.scheduler.helpers import diagnostics_pass
+
+    capture = django_capture_on_commit_callbacks
+    host, token, ticket = drained_and_resolved(slurm, capture, technician, monkeypatch)
+    client = client_for(technician)
+    drain = client.post(f"/api/v1/hosts/{host.hostname}/scheduler/drain", {"reason": "PDU swap"},
+                        content_type="application/json")  # fmt: skip
+    assert drain.status_code == 200 and resume(client, host.hostname, {}).status_code == 409
+    assert diagnostics_pass(capture, host=host, token=token) == 1
+    assert node(slurm).reason == "PDU swap"  # the person's drain by hand is theirs to end
+    answer = resume(client_for(technician), host.hostname, {})
+    assert answer.status_code == 200, answer.content  # the ticket's own gate no longer holds it
+    assert not is_drained(slurm)
+
+
+def test_a_rest_that_ends_leaves_a_node_drained_for_a_pending_diagnostic(
+    slurm, host, technician, admin, django_capture_on_commit_callbacks
+):
+    """The rest drained the node; a critical ticket came and was resolved meanwhile, its diagnostic
+    still to pass: the rest's end keeps the node drained, the passing diagnostic resumes it."""
+    from portal.diagnostics.models import Diagnostic
+    from tests.factories import GpuFactory
+
+    capture = django_capture_on_commit_callbacks
+    gpu = GpuFactory(host=host, index=0)
+    no_rest, (_, rest_resume) = rest(capture, host, technician, hours=2)
+    with capture(execute=True):
+        xid, _ = ticket_fire(rule="xid_bus", host_id=host.pk, gpu_id=gpu.pk, at=timezone.now(), severity="critical")
+    with capture(execute=True):
+        ticket_transition(ticket=xid, to_state="resolved", user=admin)
+    diagnostic = Diagnostic.objects.get(ticket=xid)
+
+    SchedulerAction.objects.filter(pk=rest_resume.pk).update(not_before=timezone.now() - dt.timedelta(seconds=1))
+    scheduler_sweep()
+    assert is_drained(slurm) and "DRAIN" in slurm.node_line()
+    rest_resume.refresh_from_db()
+    assert rest_resume.state == "skipped"
+    assert rest_resume.outcome == (
+        f"Slurm node {slurm.node} stays drained: ticket #{xid.pk} is resolved but no diagnostic has passed on its "
+        "GPUs since it opened"
+    )
+
+    from portal.diagnostics.services import diagnostic_result_record
+
+    now = timezone.now()
+    with capture(execute=True):
+        diagnostic_result_record(
+            diagnostic_id=diagnostic.pk, host=host, started_at=now, finished_at=now, tool="nvml", tool_version="",
+            driver_version="", gpus=[{"uuid": gpu.uuid, "result": "pass", "tests": []}],
+        )  # fmt: skip
+    assert not is_drained(slurm)
