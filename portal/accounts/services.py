@@ -112,8 +112,8 @@ def api_token_refusal(raw: str) -> str | None:
         return None
     token = (
         ApiToken.objects.filter(secret_hash=secret_hash(raw))
-        .only("revoked_at", "expires_at", "user__is_active", "user__profile__directory_vouched_until")
-        .select_related("user", "user__profile")
+        .only("revoked_at", "expires_at", "user__is_active")
+        .select_related("user")
         .first()
     )
     if token is None:

@@ -83,12 +83,12 @@ def directory_account_recheck(*, user, client: str | None = None) -> float | Non
 
 
 def session_vouched_mark(*, user) -> float | str:
-    """What a new session of `user` keeps as its copy (see SESSION_VOUCHED_KEY)."""
-    profile = _profile_of(user)
-    if profile is None or profile.source == Source.LOCAL:
+    """What a new session of `user` keeps as its copy (see SESSION_VOUCHED_KEY), read afresh: the
+    sign-in has just set it."""
+    row = UserProfile.objects.filter(user=user).values_list("source", "directory_vouched_until").first()
+    if row is None or row[0] == Source.LOCAL:
         return LOCAL_MARK
-    until = profile.directory_vouched_until
-    return until.timestamp() if until is not None else 0.0
+    return session_mark_after_check(row[1].timestamp()) if row[1] is not None else 0.0
 
 
 def session_mark_after_check(until: float) -> float | str:
