@@ -77,6 +77,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "portal.accounts.middleware.UserLanguageMiddleware",
+    # A directory account's role asked again while it is signed in (LIVE_RECHECK_S).
+    "portal.accounts.middleware.DirectoryRecheckMiddleware",
     # Every page needs a login unless its view opts out (login page, agent ingest).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

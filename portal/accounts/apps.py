@@ -82,9 +82,12 @@ def _language_into_session(sender, request, user, **kwargs):
 
 
 def _signed_in(sender, request, user, **kwargs):
+    from portal.accounts.directory.recheck import SESSION_VOUCHED_KEY, session_vouched_mark
     from portal.accounts.directory.services import account_event_record, client_address, user_source
     from portal.accounts.models import AccountEvent
 
+    if request is not None and hasattr(request, "session"):
+        request.session[SESSION_VOUCHED_KEY] = session_vouched_mark(user=user)
     account_event_record(
         kind=AccountEvent.Kind.SIGN_IN, source=user_source(user), user=user, client=client_address(request)
     )

@@ -47,6 +47,13 @@ class UserProfile(models.Model):
     # Set when the directory took every role away (the account is then inactive); a sign-in with a
     # role again clears it. An admin's own deactivation leaves it empty, and a sign-in never undoes that.
     directory_revoked_at = models.DateTimeField(_("revoked by the directory at"), null=True, blank=True)
+    # Until when the directory's last answer stands for this account's role; after it, the next
+    # request of any of its sessions or tokens asks again (portal.accounts.directory.recheck).
+    directory_vouched_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The OIDC provider's refresh token, to read the role claim again without the user. It is
+    # useless without the client secret (settings, not the database): the provider authenticates
+    # the client on every refresh.
+    directory_refresh_token = models.TextField(blank=True, editable=False)
 
     class Meta:
         constraints = [

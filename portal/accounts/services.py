@@ -87,17 +87,20 @@ def api_tokens_revoke_all(*, user) -> int:
 
 
 def api_token_authenticate(raw: str):
-    """The active user of a live personal token (not revoked, not expired), or None."""
+    """The active user of a live personal token (not revoked, not expired) whose directory, if it
+    has one, still gives it a role (asked again after LIVE_RECHECK_S), or None."""
+    from portal.accounts.directory.recheck import directory_account_recheck
+
     if not raw.startswith(API_TOKEN_PREFIX) or len(raw) > 200:
         return None
     now = timezone.now()
     token = (
-        ApiToken.objects.select_related("user")
+        ApiToken.objects.select_related("user", "user__profile")
         .filter(secret_hash=secret_hash(raw), revoked_at__isnull=True, user__is_active=True)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .first()
     )
-    if token is None:
+    if token is None or directory_account_recheck(user=token.user) is None:
         return None
     token_touch(token)
     return token.user
@@ -107,13 +110,23 @@ def api_token_refusal(raw: str) -> str | None:
     """Why a known token was refused (expired, revoked), for the 401's message; None when unknown."""
     if not raw.startswith(API_TOKEN_PREFIX) or len(raw) > 200:
         return None
-    token = ApiToken.objects.filter(secret_hash=secret_hash(raw)).only("revoked_at", "expires_at").first()
+    token = (
+        ApiToken.objects.filter(secret_hash=secret_hash(raw))
+        .only("revoked_at", "expires_at", "user__is_active")
+        .select_related("user")
+        .first()
+    )
     if token is None:
         return None
     if token.revoked_at is not None:
         return f"this API token was revoked at {token.revoked_at:%Y-%m-%d %H:%M} UTC: mint a new one on /account/"
     if token.is_expired():
         return f"this API token expired at {token.expires_at:%Y-%m-%d %H:%M} UTC: mint a new one on /account/"
+    if token.user.is_active:  # a live token of an active user: its directory no longer vouches for it
+        return (
+            "your lab's sign-in provider no longer confirms this account's role: sign in to the portal again, "
+            "then this token works again"
+        )
     return None
 
 

@@ -14,7 +14,7 @@ from pydantic import AwareDatetime, ConfigDict, WithJsonSchema
 
 from portal.core.api import ErrorOut, require_perm
 from portal.core.errors import Forbidden, InvalidInput, NotFound
-from portal.diagnostics import selectors, services
+from portal.diagnostics import limits, selectors, services
 from portal.diagnostics.models import Diagnostic
 from portal.telemetry.services import host_token_authenticate
 
@@ -107,17 +107,24 @@ def _diagnostic_id(value: str) -> uuid_module.UUID:
 
 @router.post(
     "/hosts/{segment:hostname}/diagnostics",
-    response={201: DiagnosticOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    response={201: DiagnosticOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
 )
 def diagnostic_request(request, hostname: str, payload: RequestIn):
     """Admins and technicians: run a diagnostic of `level` (1 quick, 2 medium, 3 long; DCGM's
     `dcgmi diag -r`) on `gpus` (absent: all the host's GPUs in service or out for repair). The
-    host's agent gets it with the answer to its next batch."""
+    host's agent gets it with the answer to its next batch. 409 naming `level` for a level 3
+    while the host has one pending (one at a time)."""
     require_perm(request, "diagnostics.add_diagnostic")
     host = selectors.host_get(hostname=hostname)
     if payload.level is None:
         raise InvalidInput("level required", field_errors={"level": "Required: 1, 2 or 3."})
-    diagnostic = services.diagnostic_request(host=host, level=payload.level, gpu_uuids=payload.gpus, user=request.user)
+    diagnostic = limits.diagnostic_request_by_person(
+        host=host,
+        level=payload.level,
+        gpu_uuids=payload.gpus,
+        user=request.user,
+        client=request.META.get("REMOTE_ADDR"),
+    )
     return Status(201, diagnostic_out(selectors.diagnostic_get(diagnostic_id=diagnostic.pk)))
 
 

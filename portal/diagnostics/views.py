@@ -8,7 +8,7 @@ from django.utils.translation import gettext
 from django.views import View
 
 from portal.core.errors import ApplicationError
-from portal.diagnostics import services
+from portal.diagnostics import limits
 from portal.fleet.models import Gpu, Host
 
 
@@ -26,7 +26,9 @@ class DiagnosticRequestView(PermissionRequiredMixin, View):
         raw = request.POST.get("level", "")
         level = int(raw) if raw.isdigit() else -1
         try:
-            diagnostic = services.diagnostic_request(host=host, level=level, gpu_uuids=uuids, user=request.user)
+            diagnostic = limits.diagnostic_request_by_person(
+                host=host, level=level, gpu_uuids=uuids, user=request.user, client=request.META.get("REMOTE_ADDR")
+            )
         except ApplicationError as error:
             details = "; ".join(f"{p.loc}: {p.msg}" for p in error.problems) or error.message
             messages.error(request, gettext("Diagnostic not requested: %(details)s") % {"details": details})

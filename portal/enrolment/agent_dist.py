@@ -7,6 +7,11 @@ wheel written again only when the tree changed, the dependency's fetched once wi
 serves it offline), and `manifest.json` naming each file with its sha256 and what is missing.
 /agent/ serves the files the manifest names as they are: nothing is built per request.
 
+The dependency's wheel is the one agents/requirements-dist.txt pins by sha256 (pip download
+--require-hashes), and one found in the folder is served only with that sha256: the manifest, and
+the install line's --sha256 made from it, certify the file the lab chose, not whatever an index
+(or someone with write access to the folder) supplied.
+
 The wheel is written here with zipfile rather than by a build backend: it is pure Python, and
 this way building needs nothing that a fresh checkout or an offline CI runner might lack. Its
 metadata comes from agents/pyproject.toml, so `pip install ./agents` and the served wheel agree.
@@ -35,6 +40,7 @@ AGENT_DIR = Path(settings.BASE_DIR) / "agents"
 WHEEL_FILE = b"Wheel-Version: 1.0\nGenerator: gpu-fleet-portal\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # reproducible: the same tree gives the same wheel
 MANIFEST = "manifest.json"
+DEPENDENCY_PINS = AGENT_DIR / "requirements-dist.txt"
 
 logger = logging.getLogger("portal.start")
 
@@ -114,18 +120,48 @@ def _pinned(dependency: str) -> tuple[str, str]:
     return name.strip(), version.strip()
 
 
-def _dependency_wheel(name: str, version: str) -> Path | None:
+def _normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def dependency_hashes(name: str, version: str) -> set[str]:
+    """The sha256s agents/requirements-dist.txt allows for `name==version` (its `--hash=sha256:`s)."""
+    text = DEPENDENCY_PINS.read_text() if DEPENDENCY_PINS.exists() else ""
+    for line in re.sub(r"\\\n", " ", text).splitlines():
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        pin_name, _, pin_version = words[0].partition("==")
+        if _normalized(pin_name) == _normalized(name) and pin_version == version:
+            return {word.removeprefix("--hash=sha256:") for word in words[1:] if word.startswith("--hash=sha256:")}
+    return set()
+
+
+def _dependency_wheel(name: str, version: str, hashes: set[str]) -> Path | None:
+    """The pinned wheel already in the folder; one with another sha256 is removed (and logged)."""
     stem = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-"
-    found = sorted(p for p in dist_dir().glob("*.whl") if p.name.lower().startswith(stem))
-    return found[0] if found else None
+    for found in sorted(p for p in dist_dir().glob("*.whl") if p.name.lower().startswith(stem)):
+        digest = sha256_file(found)
+        if digest in hashes:
+            return found
+        logger.warning(
+            "agent distribution: %s in %s has sha256 %s, not one agents/requirements-dist.txt pins; removed, "
+            "not served", found.name, found.parent, digest,
+        )  # fmt: skip
+        found.unlink(missing_ok=True)
+    return None
 
 
-def _dependency_fetch(name: str, version: str) -> Path:
-    """pip download the pinned wheel into a scratch folder beside the served files, then rename
-    it into place whole. Raises AgentDistError with pip's last words."""
+def _dependency_fetch(name: str, version: str, hashes: set[str]) -> Path:
+    """pip download the pinned wheel, its sha256 checked by pip (--require-hashes), into a scratch
+    folder beside the served files, then rename it into place whole. Raises AgentDistError with
+    pip's last words."""
     with tempfile.TemporaryDirectory(dir=dist_dir(), prefix=".download-") as scratch:
-        command = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", f"{name}=={version}",
-                   "--no-deps", "--only-binary=:all:", "--retries", "1", "--timeout", "15", "-d", scratch]  # fmt: skip
+        requirement = Path(scratch) / "requirement.txt"
+        requirement.write_text(f"{name}=={version} " + " ".join(f"--hash=sha256:{h}" for h in sorted(hashes)) + "\n")
+        command = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--require-hashes",
+                   "-r", str(requirement), "--no-deps", "--only-binary=:all:", "--retries", "1", "--timeout", "15",
+                   "-d", scratch]  # fmt: skip
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
@@ -134,6 +170,8 @@ def _dependency_fetch(name: str, version: str) -> Path:
         if result.returncode != 0 or not wheels:
             last = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
             raise AgentDistError(f"pip download failed: {last[-300:]}")
+        if sha256_file(wheels[0]) not in hashes:  # pip checked it; a wheel of another name would not be
+            raise AgentDistError(f"pip download gave {wheels[0].name}, whose sha256 is not the pinned one")
         target = dist_dir() / wheels[0].name
         os.replace(wheels[0], target)
         return target
@@ -154,16 +192,20 @@ def agent_dist_prepare() -> dict:
         files, missing = [target], []
         for dependency in project.dependencies:
             name, version = _pinned(dependency)
-            wheel = _dependency_wheel(name, version)
+            hashes = dependency_hashes(name, version)
+            wheel = _dependency_wheel(name, version, hashes)
             if wheel is None:
                 try:
-                    wheel = _dependency_fetch(name, version)
+                    if not hashes:
+                        raise AgentDistError(f"agents/requirements-dist.txt pins no sha256 for {name}=={version}")
+                    wheel = _dependency_fetch(name, version, hashes)
                 except AgentDistError as error:
                     missing.append(f"{name}=={version}")
                     logger.warning(
                         "agent distribution: the wheel of %s==%s is missing from %s (%s); GPU hosts cannot install "
-                        "the agent from /agent/ until it is there (pip download %s==%s --no-deps -d %s)",
-                        name, version, folder, error, name, version, folder,
+                        "the agent from /agent/ until it is there (pip download --require-hashes --no-deps "
+                        "-r agents/requirements-dist.txt -d %s)",
+                        name, version, folder, error, folder,
                     )  # fmt: skip
                     continue
             files.append(wheel)

@@ -84,14 +84,45 @@ trap cleanup EXIT
 
 step() { STEP="$1"; echo "==> $1"; }
 
+# Plain HTTP only to this machine: the URL's host (after any user@, without the :port) is a
+# 127.0.0.0/8 address written as four decimal numbers, localhost or [::1]; a name that merely
+# begins with 127 (http://127.evil.example) or has the address as its user (http://127.0.0.1@evil)
+# is another machine.
+is_loopback_url() {
+  rest="${1#http://}"
+  host="${rest%%[/?#]*}"
+  host="${host##*@}"
+  case "$host" in
+    \[*\]:*) port="${host##*]:}"; host="${host%:*}" ;;
+    \[*\]) port="" ;;
+    *:*) port="${host#*:}"; host="${host%%:*}" ;;
+    *) port="" ;;
+  esac
+  case "$port" in *[!0-9]*) return 1 ;; esac
+  case "$host" in localhost|\[::1\]) return 0 ;; esac
+  is_ipv4_loopback "$host"
+}
+is_ipv4_loopback() {
+  case "$1" in 127.*.*.*) ;; *) return 1 ;; esac
+  case "$1" in *[!0-9.]*|*..*|*.) return 1 ;; esac
+  set -f; old_ifs="$IFS"; IFS=.
+  # shellcheck disable=SC2086 # split on the dots, on purpose
+  set -- $1
+  IFS="$old_ifs"; set +f
+  [ $# -eq 4 ] || return 1
+  for octet in "$@"; do
+    case "$octet" in 0?*) return 1 ;; esac  # no leading zero (some parsers read it as octal)
+    [ ${#octet} -le 3 ] && [ "$octet" -le 255 ] || return 1
+  done
+}
+
 step "check: root, Python 3.11+, curl"
 if [ -z "$ROOT" ] && [ "$(id -u)" != 0 ]; then echo "run as root (sudo)" >&2; exit 1; fi
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "$PYTHON is missing or older than 3.11" >&2; exit 1; }
 command -v curl >/dev/null 2>&1 || { echo "curl is missing" >&2; exit 1; }
 case "$URL" in
   https://*) ;;
-  http://127.*|http://localhost|http://localhost[:/]*|http://\[::1\]*) ;;
-  http://*) [ -n "$INSECURE" ] || { echo "refusing the plain-HTTP portal $URL: the code and the host token would cross the network in clear (use https://, or --insecure-http on a trusted LAN)" >&2; exit 1; } ;;
+  http://*) is_loopback_url "$URL" || [ -n "$INSECURE" ] || { echo "refusing the plain-HTTP portal $URL: the code and the host token would cross the network in clear (use https://, or --insecure-http on a trusted LAN)" >&2; exit 1; } ;;
   *) echo "--url must start with https:// or http://" >&2; exit 1 ;;
 esac
 

@@ -6,9 +6,10 @@ the publisher (portal/live/publish.py) and go out as they are. Close codes the p
 4404 no such GPU or host.
 
 A socket stays open for days, so the check made at connect is made again: every LIVE_RECHECK_S
-seconds (the session still exists and is the user's, the user is active, the role still allows
-it), and at once when the user logs out of that session, is saved (deactivated, new password) or
-changes groups (portal/live/signals.py sends those events to the user's group).
+seconds (the session still exists and is the user's, the user is active, a directory account's
+directory still gives it a role, the role still allows it), and at once when the user logs out of
+that session, is saved (deactivated, new password) or changes groups (portal/live/signals.py sends
+those events to the user's group).
 """
 
 import asyncio
@@ -21,6 +22,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib import auth
 
+from portal.accounts.directory.recheck import directory_account_recheck
 from portal.fleet.models import Gpu, Host
 from portal.live import publish
 
@@ -95,6 +97,9 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         # is active and whose password (session hash) is unchanged.
         user = auth.get_user(SimpleNamespace(session=store))
         if not user.is_authenticated or user.pk != self.user_id:
+            return CLOSE_UNAUTHENTICATED
+        # A directory account is asked about again as its pages' requests would ask.
+        if directory_account_recheck(user=user) is None:
             return CLOSE_UNAUTHENTICATED
         if not user.has_perm(self.permission):
             return CLOSE_FORBIDDEN

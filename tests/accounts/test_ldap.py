@@ -199,6 +199,37 @@ def test_the_sync_ends_sessions_of_accounts_that_lost_their_groups_without_waiti
     assert roles_of(User.objects.get(username="tess")) == {"admin"}
 
 
+def test_a_lost_group_ends_the_session_and_the_token_within_live_recheck_s(ldap_on, settings):
+    """No sync, no sign-in: the session's and the token's own next use after LIVE_RECHECK_S asks."""
+    settings.LIVE_RECHECK_S = 1
+    vic_session, _ = sign_in("vic", DEMO_PEOPLE["vic"][0])
+    tess_session, _ = sign_in("tess", DEMO_PEOPLE["tess"][0])
+    secret, _ = api_token_issue(user=User.objects.get(username="vic"))
+    ldap_on.member_set("viewer", [])
+    ldap_on.member_set("admin", ["ada", "tess"])
+    assert vic_session.get("/account/").status_code == 200  # the sign-in vouches for a moment
+
+    time.sleep(1.1)
+    assert vic_session.get("/account/").status_code == 302
+    assert Client().get("/api/v1/hosts", HTTP_AUTHORIZATION=f"Token {secret}").status_code == 401
+    vic = User.objects.get(username="vic")
+    assert not vic.is_active and ApiToken.objects.get(user=vic).revoked_at is not None
+    assert tess_session.get("/account/").status_code == 200
+    assert roles_of(User.objects.get(username="tess")) == {"admin"}
+    changes = AccountEvent.objects.filter(kind="role_change", source="ldap").order_by("-id")
+    assert {(e.username, e.role_before, e.role_after) for e in changes[:2]} == {
+        ("vic", "viewer", ""),
+        ("tess", "technician", "admin"),
+    }
+
+
+def test_a_recheck_while_the_directory_is_down_keeps_the_session(settings, ldap_on):
+    settings.LIVE_RECHECK_S = 0
+    session, _ = sign_in("vic", DEMO_PEOPLE["vic"][0])
+    ldap_configure(settings, {**ldap_on.settings(), "LDAP_SERVER_URI": f"ldap://127.0.0.1:{free_port()}"})
+    assert session.get("/account/").status_code == 200
+
+
 def test_a_sync_while_the_directory_is_down_changes_nothing(settings, ldap_on):
     sign_in("vic", DEMO_PEOPLE["vic"][0])
     ldap_configure(settings, {**ldap_on.settings(), "LDAP_SERVER_URI": f"ldap://127.0.0.1:{free_port()}"})

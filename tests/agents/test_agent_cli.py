@@ -270,6 +270,8 @@ def test_the_package_depends_on_nvidia_ml_py_only_at_the_pinned_version():
     project = tomllib.loads((REPO / "agents/pyproject.toml").read_text())["project"]
     pins = [line for line in (REPO / "agents/requirements.txt").read_text().splitlines() if line and line[0] != "#"]
     assert project["dependencies"] == pins and pins[0].startswith("nvidia-ml-py==")
+    served = (REPO / "agents/requirements-dist.txt").read_text()
+    assert all(f"{pin} \\\n    --hash=sha256:" in served for pin in pins)  # /agent/ serves the same version, by hash
     assert project["scripts"] == {"gpu-fleet-agent": "agents.cli:main"} and project["name"] == "gpu-fleet-agent"
 
 

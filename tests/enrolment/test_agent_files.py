@@ -35,11 +35,11 @@ def dist_dir(settings, tmp_path):
 
 
 @pytest.fixture
-def prepared(dist_dir):
+def prepared(dist_dir, stand_in_pinned):
     """The distribution as a start leaves it, the dependency's wheel already there (a stand-in:
     these tests are about serving, not about pip)."""
     dist_dir.mkdir()
-    (dist_dir / NVML_WHEEL).write_bytes(b"PK stand-in")
+    (dist_dir / NVML_WHEEL).write_bytes(stand_in_pinned)
     return agent_dist_prepare()
 
 
@@ -151,11 +151,11 @@ def test_prepare_writes_again_only_what_changed(prepared, dist_dir):
     assert sha256((dist_dir / AGENT_WHEEL).read_bytes()) == prepared["files"][0]["sha256"]
 
 
-def test_several_starts_at_once_prepare_one_consistent_distribution(dist_dir):
+def test_several_starts_at_once_prepare_one_consistent_distribution(dist_dir, nvml_wheel):
     """Web processes (or nodes sharing VAR_DIR) starting together: each prepares under the
     folder's lock, and every file is renamed into place whole."""
     dist_dir.mkdir()
-    (dist_dir / NVML_WHEEL).write_bytes(b"PK stand-in")
+    (dist_dir / NVML_WHEEL).write_bytes(nvml_wheel.read_bytes())
     env = {**os.environ, "AGENT_DIST_DIR": str(dist_dir), "DEBUG": "true", "DJANGO_SETTINGS_MODULE": "portal.settings",
            "VAR_DIR": str(dist_dir.parent)}  # fmt: skip
     command = [sys.executable, "manage.py", "agent_dist"]
@@ -169,3 +169,45 @@ def test_several_starts_at_once_prepare_one_consistent_distribution(dist_dir):
     assert sorted(p.name for p in dist_dir.iterdir() if not p.name.startswith(".")) == sorted(
         [AGENT_WHEEL, NVML_WHEEL, "manifest.json"]
     )
+
+
+def test_the_dependency_is_served_only_with_the_pinned_sha256(dist_dir, nvml_wheel, monkeypatch, caplog, tmp_path):
+    """A wheel whose sha256 is not the one agents/requirements-dist.txt pins (another build, a file
+    swapped in the folder, an index that served something else) is neither served nor certified
+    by the manifest: it is removed, logged, and pip, asked for the pinned hash, refuses it too."""
+    pinned = (REPO / "agents/requirements-dist.txt").read_text()
+    assert f"--hash=sha256:{sha256(nvml_wheel.read_bytes())}" in pinned
+    wrong = tmp_path / "requirements-dist.txt"
+    wrong.write_text(pinned.replace(sha256(nvml_wheel.read_bytes()), "0" * 64))
+    monkeypatch.setattr(agent_dist, "DEPENDENCY_PINS", wrong)
+    dist_dir.mkdir()
+    (dist_dir / NVML_WHEEL).write_bytes(nvml_wheel.read_bytes())
+    monkeypatch.setenv("PIP_FIND_LINKS", str(nvml_wheel.parent))  # pip finds the same wheel at once
+
+    with caplog.at_level(logging.WARNING, logger="portal.start"):
+        manifest = agent_dist_prepare()
+    assert manifest["missing"] == [NVML_PIN] and [entry["name"] for entry in manifest["files"]] == [AGENT_WHEEL]
+    assert not (dist_dir / NVML_WHEEL).exists()
+    assert Client().get(f"/agent/{NVML_WHEEL}").status_code == 404
+    lines = [record.getMessage() for record in caplog.records if record.name == "portal.start"]
+    assert f"{NVML_WHEEL} in {dist_dir} has sha256 {sha256(nvml_wheel.read_bytes())}" in lines[0]
+    assert NVML_PIN in lines[1] and "pip download failed" in lines[1]
+
+
+def test_the_pinned_wheel_is_served_and_certified(dist_dir, nvml_wheel):
+    dist_dir.mkdir()
+    (dist_dir / NVML_WHEEL).write_bytes(nvml_wheel.read_bytes())
+    manifest = agent_dist_prepare()
+    assert manifest["missing"] == []
+    assert {entry["name"]: entry["sha256"] for entry in manifest["files"]}[NVML_WHEEL] == sha256(
+        nvml_wheel.read_bytes()
+    )
+
+
+def test_a_stand_in_that_is_not_the_pinned_wheel_is_not_served(dist_dir, monkeypatch):
+    dist_dir.mkdir()
+    (dist_dir / NVML_WHEEL).write_bytes(b"PK not the wheel the lab chose")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    assert agent_dist_prepare()["missing"] == [NVML_PIN]
+    assert Client().get(f"/agent/{NVML_WHEEL}").status_code == 404

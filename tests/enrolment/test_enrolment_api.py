@@ -232,7 +232,7 @@ def test_install_command_and_ingest_url_use_portal_url(admin_client, settings):
     )
 
 
-def test_install_command_carries_each_wheels_sha256(admin_client, settings, tmp_path):
+def test_install_command_carries_each_wheels_sha256(admin_client, settings, tmp_path, stand_in_pinned):
     import hashlib
     import shlex
 
@@ -240,7 +240,7 @@ def test_install_command_carries_each_wheels_sha256(admin_client, settings, tmp_
 
     settings.AGENT_DIST_DIR = str(tmp_path / "dist")
     (tmp_path / "dist").mkdir()
-    (tmp_path / "dist" / "nvidia_ml_py-13.615.71-py3-none-any.whl").write_bytes(b"PK stand-in")
+    (tmp_path / "dist" / "nvidia_ml_py-13.615.71-py3-none-any.whl").write_bytes(stand_in_pinned)
     manifest = agent_dist_prepare()
     words = shlex.split(make_code(admin_client)["install_command"].split(" sh -s -- ", 1)[1])
     pairs = [words[i + 1] for i, word in enumerate(words) if word == "--sha256"]

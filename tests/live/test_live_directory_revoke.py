@@ -1,5 +1,6 @@
 """A directory account that loses every role group: its open live sockets close at once (the
-portal learns it at a sign-in attempt or the LDAP sync), whichever backend made the session."""
+portal learns it at a sign-in attempt, the LDAP sync, or the socket's own re-check, which asks
+the directory), whichever backend made the session."""
 
 import pytest
 from channels.db import database_sync_to_async
@@ -11,12 +12,17 @@ from portal.accounts.directory.services import directory_user_accept, directory_
 from portal.accounts.models import Source
 from portal.accounts.roles import ROLE_VIEWER
 from portal.live.consumers import CLOSE_UNAUTHENTICATED
+from tests.accounts import conftest as accounts_conftest
 from tests.accounts.conftest import LDAP_BACKEND, ldap_configure
 from tests.factories import UserFactory
 from tests.live.conftest import ORIGIN
 from tests.live.test_live_access_ends import closed_with
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
+
+# A real slapd, started as the accounts tests start it.
+directory = accounts_conftest.directory
+ldap_on = accounts_conftest.ldap_on
 
 DIRECTORY = {
     "LDAP_SERVER_URI": "ldap://127.0.0.1:1",
@@ -46,5 +52,24 @@ async def test_revocation_by_the_directory_closes_the_socket(layer, fleet, setti
         assert await closed_with(communicator) == CLOSE_UNAUTHENTICATED
         page = await database_sync_to_async(client.get)("/account/")
         assert page.status_code == 302  # and the session's pages ask for a login again
+    finally:
+        await communicator.disconnect()
+
+
+async def test_a_role_lost_at_the_directory_closes_the_socket_within_live_recheck_s(layer, fleet, ldap_on, settings):
+    """No sign-in, no page load, no sync: the socket's own re-check asks the directory."""
+    from portal.asgi import application
+
+    settings.LIVE_RECHECK_S = 0.3
+    client = Client()
+    signed_in = await database_sync_to_async(client.post)("/login/", {"username": "vic", "password": "vic-pass-1"})
+    assert signed_in.status_code == 302
+    cookie = f"{django_settings.SESSION_COOKIE_NAME}={client.cookies[django_settings.SESSION_COOKIE_NAME].value}"
+    communicator = WebsocketCommunicator(application, "/ws/live/fleet/", headers=[ORIGIN, (b"cookie", cookie.encode())])
+    try:
+        connected, _ = await communicator.connect(timeout=3)
+        assert connected and (await communicator.receive_json_from(timeout=2))["kind"] == "hello"
+        await database_sync_to_async(ldap_on.member_set)("viewer", [])
+        assert await closed_with(communicator, timeout=5) == CLOSE_UNAUTHENTICATED
     finally:
         await communicator.disconnect()

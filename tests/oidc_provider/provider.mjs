@@ -1,7 +1,9 @@
 // A real OpenID Connect provider for the tests (panva's oidc-provider, certified by the OpenID
 // Foundation), on a loopback port: one confidential client with PKCE required, people read from a
-// JSON file at every request (the tests change their groups between two sign-ins), and its own
-// login page that checks passwords. Usage: node provider.mjs CONFIG.json; prints "READY <issuer>".
+// JSON file at every request (the tests change their groups between two sign-ins, or while a
+// sign-in is open: a refresh reads them again), and its own login page that checks passwords. The
+// client gets a refresh token with every code, as Keycloak gives one; `<client_id>-no-refresh` is
+// the same client without one, as some providers answer. Usage: node provider.mjs CONFIG.json; prints "READY <issuer>".
 import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import Provider from 'oidc-provider';
@@ -14,15 +16,19 @@ const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'test-key-1', use: 'sig', alg: 'RS256' };
 
 const provider = new Provider(config.issuer, {
-  clients: [{
-    client_id: config.client_id,
+  clients: [
+    { client_id: config.client_id, grant_types: ['authorization_code', 'refresh_token'] },
+    { client_id: `${config.client_id}-no-refresh`, grant_types: ['authorization_code'] },
+  ].map((client) => ({
+    ...client,
     client_secret: config.client_secret,
     redirect_uris: config.redirect_uris,
     post_logout_redirect_uris: config.post_logout_redirect_uris,
-    grant_types: ['authorization_code'],
     response_types: ['code'],
     token_endpoint_auth_method: 'client_secret_post',
-  }],
+  })),
+  // oidc-provider's default wants the offline_access scope and a consent prompt for a refresh token.
+  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   pkce: { required: () => true },
   jwks: { keys: [signingKey] },
   cookies: { keys: ['oidc-provider-test-only-cookie-key'] },

@@ -5,20 +5,30 @@ user with the service account, binds as them with the typed password (which the 
 stores: a directory account has an unusable password), reads their groups, and only then, in
 get_or_build_user below, the portal decides: a role group, or a refusal that creates nothing."""
 
+import datetime as dt
+import logging
+
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.utils import timezone
 from django_auth_ldap.backend import LDAPBackend, ldap_error
 
 from portal.accounts.directory.services import (
+    REVOKED,
+    UNAVAILABLE,
+    VOUCHED,
     client_address,
     directory_user_accept,
     directory_user_may_sign_in,
     directory_user_revoke,
+    directory_vouched_set,
     refusal_note,
     role_from_memberships,
     user_role,
 )
 from portal.accounts.models import Source
+
+logger = logging.getLogger("portal.accounts.directory")
 
 
 class PortalLDAPBackend(LDAPBackend):
@@ -64,6 +74,7 @@ class PortalLDAPBackend(LDAPBackend):
                 role=ldap_user._portal_role,
                 client=client_address(ldap_user._request),
             )
+            directory_vouched_set(user=user, until=timezone.now() + dt.timedelta(seconds=settings.LIVE_RECHECK_S))
         return user
 
 
@@ -92,14 +103,64 @@ def ldap_connection():
     return connection
 
 
+def _ldap_account_groups(connection, *, username: str) -> tuple[str, list[str]]:
+    """The account's DN and the DNs of the groups under LDAP_GROUP_SEARCH_BASE that list it as a
+    member; ("", []) for an account the directory no longer has (or has twice)."""
+    import ldap
+    from ldap.filter import escape_filter_chars
+
+    found = [
+        dn
+        for dn, _attrs in connection.search_s(
+            settings.LDAP_USER_SEARCH_BASE,
+            ldap.SCOPE_SUBTREE,
+            settings.LDAP_USER_FILTER % {"user": escape_filter_chars(username)},
+            ["1.1"],
+        )
+        if dn  # Active Directory adds referrals without a DN
+    ]
+    if len(found) != 1:
+        return "", []
+    groups = [
+        dn
+        for dn, _attrs in connection.search_s(
+            settings.LDAP_GROUP_SEARCH_BASE,
+            ldap.SCOPE_SUBTREE,
+            f"(member={escape_filter_chars(found[0])})",
+            ["1.1"],
+        )
+        if dn
+    ]
+    return found[0], groups
+
+
+def ldap_account_recheck(*, user, profile, client: str | None = None) -> str:
+    """One account's groups read again, as ldap_accounts_sync does for all (recheck's verdicts)."""
+    import ldap
+
+    try:
+        connection = ldap_connection()
+        try:
+            dn, groups = _ldap_account_groups(connection, username=user.get_username())
+        finally:
+            connection.unbind_s()
+    except ldap.LDAPError as exc:
+        logger.warning("LDAP did not answer the re-check of %s: %s", user.get_username(), type(exc).__name__)
+        return UNAVAILABLE
+    role = role_from_memberships(memberships=groups, role_values=settings.LDAP_ROLE_GROUPS, casefold=True)
+    if role is None:
+        directory_user_revoke(user=user, source=Source.LDAP, client=client)
+        return REVOKED
+    if user_role(user) != role:
+        directory_user_accept(user=user, source=Source.LDAP, directory_id=dn, role=role, client=client)
+    return VOUCHED
+
+
 def ldap_accounts_sync() -> dict[str, int]:
     """Read every active LDAP account's groups again, as a sign-in would, without its password:
     a lost role group revokes the account (sessions end, tokens revoked), a changed one changes
     the role; an account gone from the directory is revoked. Any directory error stops the run
     before it decides anything more (a directory that does not answer revokes no one)."""
-    import ldap
-    from ldap.filter import escape_filter_chars
-
     from portal.accounts.models import UserProfile
 
     counts = {"checked": 0, "revoked": 0, "changed": 0}
@@ -110,35 +171,14 @@ def ldap_accounts_sync() -> dict[str, int]:
     try:
         for profile in profiles:
             user = profile.user
-            found = [
-                dn
-                for dn, _attrs in connection.search_s(
-                    settings.LDAP_USER_SEARCH_BASE,
-                    ldap.SCOPE_SUBTREE,
-                    settings.LDAP_USER_FILTER % {"user": escape_filter_chars(user.get_username())},
-                    ["1.1"],
-                )
-                if dn  # Active Directory adds referrals without a DN
-            ]
-            groups = []
-            if len(found) == 1:
-                groups = [
-                    dn
-                    for dn, _attrs in connection.search_s(
-                        settings.LDAP_GROUP_SEARCH_BASE,
-                        ldap.SCOPE_SUBTREE,
-                        f"(member={escape_filter_chars(found[0])})",
-                        ["1.1"],
-                    )
-                    if dn
-                ]
+            dn, groups = _ldap_account_groups(connection, username=user.get_username())
             role = role_from_memberships(memberships=groups, role_values=settings.LDAP_ROLE_GROUPS, casefold=True)
             counts["checked"] += 1
             if role is None:
                 directory_user_revoke(user=user, source=Source.LDAP)
                 counts["revoked"] += 1
             elif user_role(user) != role:
-                directory_user_accept(user=user, source=Source.LDAP, directory_id=found[0], role=role)
+                directory_user_accept(user=user, source=Source.LDAP, directory_id=dn, role=role)
                 counts["changed"] += 1
     finally:
         connection.unbind_s()

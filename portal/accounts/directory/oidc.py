@@ -8,6 +8,7 @@ provider that is down must not stop the portal or its local sign-ins. The ID tok
 An account is known by its issuer and subject (never by e-mail, which would let a provider's
 user take over a local account with the same address)."""
 
+import datetime as dt
 import hashlib
 import logging
 import re
@@ -24,6 +25,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.http import Http404
 from django.shortcuts import resolve_url
+from django.utils import timezone
 from django.views import View
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
@@ -31,14 +33,20 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 from portal.accounts.directory.forms import login_refused
 from portal.accounts.directory.services import (
     REFUSAL_ATTR,
+    REVOKED,
+    UNAVAILABLE,
+    VOUCHED,
     account_event_record,
     client_address,
     directory_identity_owner,
+    directory_refresh_token_set,
     directory_user_accept,
     directory_user_may_sign_in,
     directory_user_revoke,
+    directory_vouched_set,
     refusal_note,
     role_from_memberships,
+    user_role,
 )
 from portal.accounts.models import AccountEvent, Source
 
@@ -122,13 +130,10 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
         if request is None or "nonce" not in kwargs or not request.GET.get("code") or not request.GET.get("state"):
             return None  # the login form's user name and password are for the other backends
         try:
-            document = oidc_discovery()
+            self.endpoints_discovered()
         except ProviderUnavailable:
             refusal_note(request, reason="provider_unavailable", source=Source.OIDC)
             return None
-        self.OIDC_OP_TOKEN_ENDPOINT = document["token_endpoint"]
-        self.OIDC_OP_USER_ENDPOINT = document.get("userinfo_endpoint")
-        self.OIDC_OP_JWKS_ENDPOINT = document["jwks_uri"]
         try:
             return super().authenticate(request, **kwargs)
         except requests.HTTPError as exc:
@@ -172,6 +177,17 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
             raise SuspiciousOperation("no nonce kept for this sign-in")
         return super().verify_token(token, **kwargs)
 
+    def get_token(self, payload):
+        # The refresh token (if the provider gives one) is kept at the sign-in, for recheck.
+        self.token_answer = super().get_token(payload)
+        return self.token_answer
+
+    def endpoints_discovered(self) -> None:
+        document = oidc_discovery()
+        self.OIDC_OP_TOKEN_ENDPOINT = document["token_endpoint"]
+        self.OIDC_OP_USER_ENDPOINT = document.get("userinfo_endpoint")
+        self.OIDC_OP_JWKS_ENDPOINT = document["jwks_uri"]
+
     def get_userinfo(self, access_token, id_token, payload):
         """The ID token's claims, completed by the userinfo endpoint's for the same subject."""
         claims = dict(payload)
@@ -211,6 +227,12 @@ class PortalOIDCBackend(OIDCAuthenticationBackend):
         directory_user_accept(
             user=user, source=Source.OIDC, directory_id=directory_id, role=role, client=client_address(request)
         )
+        refresh_token = str(getattr(self, "token_answer", {}).get("refresh_token") or "")
+        if refresh_token:
+            until = timezone.now() + dt.timedelta(seconds=settings.LIVE_RECHECK_S)
+        else:  # nothing to ask the provider with: its word holds as long as it said
+            until = dt.datetime.fromtimestamp(payload["exp"], tz=dt.UTC)
+        directory_vouched_set(user=user, until=until, refresh_token=refresh_token)
         return user
 
     @staticmethod
@@ -285,3 +307,67 @@ def oidc_logout_url(request) -> str | None:
         }
     )
     return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
+
+
+def _refreshed_claims(backend: PortalOIDCBackend, *, profile) -> dict:
+    """The account's claims as the provider gives them now: a refresh grant with the kept refresh
+    token, its new ID token checked as at a sign-in (no nonce: none is sent with a refresh), and
+    the userinfo endpoint's claims for the same subject. A rotated refresh token is kept."""
+    answer = backend.get_token(
+        {
+            "client_id": backend.OIDC_RP_CLIENT_ID,
+            "client_secret": backend.OIDC_RP_CLIENT_SECRET,
+            "grant_type": "refresh_token",
+            "refresh_token": profile.directory_refresh_token,
+        }
+    )
+    issuer, _, subject = profile.directory_id.rpartition("|")
+    id_token = answer.get("id_token")
+    if id_token:
+        payload = backend._verify_jws(id_token, backend.retrieve_matching_jwk(id_token))
+    elif backend.OIDC_OP_USER_ENDPOINT:
+        payload = {"iss": issuer, "sub": subject}
+    else:
+        raise SuspiciousOperation("the refresh answered no ID token and there is no userinfo endpoint")
+    if f"{payload['iss']}|{payload['sub']}" != profile.directory_id:
+        raise SuspiciousOperation("the refreshed ID token is about another subject")
+    claims = backend.get_userinfo(answer.get("access_token"), id_token, payload)
+    rotated = answer.get("refresh_token")
+    if rotated and rotated != profile.directory_refresh_token:
+        directory_refresh_token_set(profile=profile, refresh_token=str(rotated))
+    return claims
+
+
+def oidc_account_recheck(*, user, profile, client: str | None = None) -> str:
+    """Ask the provider for the account's role claim again (recheck's verdicts, or a refusal's
+    reason: no refresh token to ask with, the provider refused it, its answer failed the checks)."""
+    if not profile.directory_refresh_token:
+        return "signin_expired"
+    backend = PortalOIDCBackend()
+    try:
+        backend.endpoints_discovered()
+        claims = _refreshed_claims(backend, profile=profile)
+    except ProviderUnavailable:
+        return UNAVAILABLE
+    except requests.HTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else 500
+        logger.warning("OIDC provider answered a refresh for %s with HTTP %s", user.get_username(), status)
+        # 400/401: the refresh token or the grant is gone (invalid_grant); 5xx: the provider's trouble.
+        return "provider_refused" if 400 <= status < 500 else UNAVAILABLE
+    except (requests.RequestException, ValueError) as exc:
+        logger.warning("OIDC provider did not answer a refresh: %s", type(exc).__name__)
+        return UNAVAILABLE
+    except (SuspiciousOperation, jwt.PyJWTError, KeyError) as exc:
+        logger.warning("OIDC refresh answer refused: %s", exc if isinstance(exc, SuspiciousOperation) else type(exc))
+        return "token_invalid"
+    role = role_from_memberships(
+        memberships=_claim_values(claims.get(settings.OIDC_ROLE_CLAIM)), role_values=settings.OIDC_ROLE_VALUES
+    )
+    if role is None:
+        directory_user_revoke(user=user, source=Source.OIDC, client=client)
+        return REVOKED
+    if user_role(user) != role:
+        directory_user_accept(
+            user=user, source=Source.OIDC, directory_id=profile.directory_id, role=role, client=client
+        )
+    return VOUCHED

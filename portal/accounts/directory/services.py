@@ -6,10 +6,12 @@ claim value (OIDC) it has. With none, the sign-in is refused and the account is 
 inactive (its sessions stop at their next request, the live pages close their sockets, see
 portal.live.signals, and every personal API token is revoked by portal.accounts.apps' save hook),
 its role groups removed. A later sign-in with a role group again brings it back. The portal
-learns of a lost group when the account next signs in or when `manage.py directory_sync` (LDAP)
-runs; from then on, nothing of that account works."""
+learns of a lost group when the account next signs in, when any of its sessions or tokens is used
+more than LIVE_RECHECK_S after the directory last vouched for it (portal.accounts.directory.recheck),
+or when `manage.py directory_sync` (LDAP) runs; from then on, nothing of that account works."""
 
 import contextlib
+import datetime as dt
 import logging
 
 from auditlog.models import LogEntry
@@ -43,7 +45,16 @@ REASONS = {
     "provider_refused": _("The sign-in provider refused the sign-in."),
     "token_invalid": _("The sign-in provider's answer failed its checks, so the sign-in was refused."),
     "state": _("This sign-in link is stale or was not started here. Start again from the login page."),
+    "signin_expired": _(
+        "The sign-in provider can no longer be asked whether your account still has its role. Sign in again."
+    ),
 }
+
+# What a directory says when asked again about a signed-in account (portal.accounts.directory.recheck);
+# any other answer is the reason it no longer vouches for the account (a REASONS code).
+VOUCHED = "vouched"  # a role (maybe another one, applied)
+REVOKED = "revoked"  # no role: the account was revoked (inactive, tokens revoked)
+UNAVAILABLE = "unavailable"  # no answer: the last verdict stands
 
 # How the request carries a backend's verdict to the login form and the audit trail.
 REFUSAL_ATTR = "portal_signin_refusal"
@@ -246,3 +257,16 @@ def directory_user_revoke(*, user, source: str, client: str | None = None) -> No
             client=client,
         )
         logger.warning("%s account %s lost every role group: signed out, tokens revoked", source, user.get_username())
+
+
+def directory_vouched_set(*, user, until: dt.datetime, refresh_token: str | None = None) -> None:
+    """A sign-in (or a refresh) vouches for the account until `until`; a new refresh token is kept."""
+    fields = {"directory_vouched_until": until}
+    if refresh_token is not None:
+        fields["directory_refresh_token"] = refresh_token
+    UserProfile.objects.filter(user=user).update(**fields)
+
+
+def directory_refresh_token_set(*, profile, refresh_token: str) -> None:
+    """The provider rotated the refresh token: the old one no longer works."""
+    UserProfile.objects.filter(pk=profile.pk).update(directory_refresh_token=refresh_token)
