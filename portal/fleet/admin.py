@@ -44,7 +44,7 @@ class GpuAdminForm(forms.ModelForm):
         current = Gpu.objects.filter(pk=self.instance.pk).values_list("status", flat=True).first()
         if current == Gpu.Status.OUT_FOR_REPAIR and status == Gpu.Status.IN_SERVICE:
             try:
-                hooks.return_to_service.call(gpu=self.instance)
+                hooks.return_to_service_gate.ask(gpu=self.instance)
             except ApplicationError as refused:
                 raise forms.ValidationError(refused.message) from None
         return status
@@ -111,6 +111,11 @@ class MaintenanceRecordAdmin(admin.ModelAdmin):
     list_select_related = ("host", "gpu")
     date_hierarchy = "performed_at"
     inlines = [AttachmentInline]
+
+    # The admin writes records without the services: tell the apps that react to a saved record.
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        hooks.record_saved.call(record=obj)
 
 
 @admin.register(GpuSwap)

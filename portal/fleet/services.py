@@ -193,8 +193,8 @@ def _check_status_change(*, gpu: Gpu, status: str, user, source: str, force: boo
         return True
     if not returning:
         return False
-    if hooks.return_to_service:
-        hooks.return_to_service.call(gpu=gpu)
+    if hooks.return_to_service_gate.provided:
+        hooks.return_to_service_gate.ask(gpu=gpu)
         return False
     if source == GpuStatusChange.Source.CHECKLIST:
         return False
@@ -390,6 +390,7 @@ def _record_save(record: MaintenanceRecord, attachments: Iterable[UploadedFile],
     checked = [(upload, *_checked_attachment(upload)) for upload in attachments]
     record.save()
     _attach(record, checked, user)
+    hooks.record_saved.call(record=record)
     return record
 
 
