@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.simulate import MODEL, Effects, SimulatedGpu
+from portal.fleet import hooks as fleet_hooks
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.wear import meters
 from portal.wear.models import WearHour, WearState
@@ -117,11 +118,13 @@ def _seed(now: dt.datetime) -> int:
             state.first_hour = min(state.first_hour, dt.datetime.fromtimestamp(start, tz=dt.UTC))
             state.save()
         if dusty:
-            MaintenanceRecord.objects.get_or_create(
+            record, created = MaintenanceRecord.objects.get_or_create(
                 kind=MaintenanceRecord.Kind.CLEANING, host=gpu.host, gpu=gpu,
                 performed_at=dt.datetime.fromtimestamp(start + (DAYS - CLEANED_DAYS_AGO) * 86400 + 36000, tz=dt.UTC),
                 defaults={"performed_by": "demo", "dust_level": "heavy", "airflow_ok": True,
                           "notes": "Heatsink fins matted with dust; blown out, filters replaced."},
             )  # fmt: skip
+            if created:
+                fleet_hooks.record_saved.call(record=record)
         seeded += 1
     return seeded

@@ -18,5 +18,5 @@ class DiagnosticsConfig(AppConfig):
         auditlog.register(Diagnostic, include_fields=["state", "level", "purpose", "requested_by", "host"])
         telemetry_hooks.host_commands.subscribe("diagnostics")(services.host_commands)
         fleet_hooks.gpu_registered.subscribe("diagnostics")(services.gpu_registered)
-        fleet_hooks.return_to_service.subscribe("diagnostics")(services.return_to_service_guard)
+        fleet_hooks.return_to_service_gate.provide("diagnostics")(services.return_to_service_guard)
         maintenance_hooks.ticket_changed.subscribe("diagnostics")(services.ticket_changed)

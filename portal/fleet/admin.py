@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from portal.core.errors import ApplicationError
+from portal.fleet import hooks
 from portal.fleet.models import Attachment, Gpu, GpuStatusChange, GpuSwap, Host, MaintenanceRecord
 from portal.fleet.services import (
     gpu_status_change_check,
@@ -128,6 +129,11 @@ class MaintenanceRecordAdmin(admin.ModelAdmin):
     list_select_related = ("host", "gpu")
     date_hierarchy = "performed_at"
     inlines = [AttachmentInline]
+
+    # The admin writes records without the services: tell the apps that react to a saved record.
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        hooks.record_saved.call(record=obj)
 
 
 @admin.register(GpuSwap)

@@ -51,7 +51,7 @@ OK, DUE, OVERDUE, NEVER = "ok", "due", "overdue", "never"
 
 class CareLimits:
     """The limits a page colours by. This base sets none (no maintenance app); maintenance
-    subscribes to `fleet.hooks.care_limits` with the rule configuration in force."""
+    provides the `fleet.hooks.care_limits` policy with the rule configuration in force."""
 
     def hot_c(self, *, host_id: int, slowdown_c: int | None) -> float | None:
         """From this temperature up a GPU counts as hot; None: never."""

@@ -1,21 +1,29 @@
-"""What fleet lets higher apps add to its own writes and pages, without importing them (one-way
-layers; `portal.core.hooks.Hook`). Subscribed in the higher apps' `AppConfig.ready()`:
+"""What fleet tells higher apps, and what it asks them, without importing them (one-way layers).
+
+Hooks (`portal.core.hooks.Hook`) say "this happened"; any number of higher apps subscribe in their
+`AppConfig.ready()`:
 
 - `gpu_registered`: `consumer(gpu=..., source=...)` when a GPU is registered (inside the
   registering transaction; defer work with `transaction.on_commit`). Diagnostics subscribes: a GPU
   its agent reports for the first time gets a burn-in.
-- `return_to_service`: `guard(gpu=...)` is asked before a GPU goes back in service from any other
-  status, `retired` included (not when an admin forces it); it returns what proved the GPU fit (kept
-  in its status history), or raises `portal.core.errors.Conflict` naming `status` when the GPU may
-  not return yet. Diagnostics subscribes: a passed diagnostic since it left service and its latest
-  repair, on the current driver. Without any guard, a GPU returns only through a repair-return
-  checklist run (or an admin's force).
+- `record_saved`: `consumer(record=...)` when a maintenance record is created or changed (inside
+  the saving transaction: a subscriber's error undoes the record). Maintenance subscribes: a
+  cleaning, paste or fan record resolves the tickets it answers.
 - `gpu_swapped`: `consumer(swap=...)` once a card swapped into a slot has committed (maintenance
   resolves the old GPU's "Agent silent" tickets). Isolated: the swap stands whatever fails.
-- `care_limits`: `factory(host_ids=...)` returns a `fleet.care.CareLimits` for those hosts
-  (maintenance: the rule configuration in force, per-host overrides included), so a page colours a
-  value exactly where a ticket would open. The last subscriber counts; without one, nothing is
-  coloured.
+
+Policies (`portal.core.policies.Policy`) answer a question fleet asks; each has one owner, and
+another app providing it too is refused at start:
+
+- `return_to_service_gate`, owned by diagnostics: `gate(gpu=...)` is asked before a GPU goes back
+  in service from any other status, `retired` included (not when an admin forces it); it returns
+  what proved the GPU fit (kept in its status history), or raises `portal.core.errors.Conflict`
+  naming `status` when the GPU may not return yet (a passed diagnostic since it left service and
+  its latest repair, on the current driver). Without an owner, a GPU returns only through a
+  repair-return checklist run (or an admin's force).
+- `care_limits`, owned by maintenance: `factory(host_ids=...)` returns a `fleet.care.CareLimits`
+  for those hosts (the rule configuration in force, per-host overrides included), so a page colours
+  a value exactly where a ticket would open. Without an owner, nothing is coloured.
 
 What higher apps show on fleet's pages are panels (`portal.core.panels`, pages "fleet.fleet",
 "fleet.host", "fleet.gpu" and "fleet.gpu_rows": the GPU rows of the fleet and host pages).
@@ -26,14 +34,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from portal.core.hooks import Hook
+from portal.core.policies import Policy
 from portal.fleet.care import CareLimits
 
 gpu_registered = Hook("fleet.gpu_registered")
-return_to_service = Hook("fleet.return_to_service")
+record_saved = Hook("fleet.record_saved")
 gpu_swapped = Hook("fleet.gpu_swapped", isolated=True)
-care_limits = Hook("fleet.care_limits")
+
+return_to_service_gate = Policy("fleet.return_to_service_gate", default=lambda *, gpu: None)
+care_limits = Policy("fleet.care_limits", default=lambda *, host_ids: CareLimits())
 
 
 def care_limits_for(*, host_ids: Iterable[int]) -> CareLimits:
-    factories = care_limits.subscribers
-    return factories[-1].function(host_ids=list(host_ids)) if factories else CareLimits()
+    return care_limits.ask(host_ids=list(host_ids))

@@ -155,10 +155,10 @@ def gpu_status_change_check(
     override and what proved a return to service (the guards' proof, or "").
 
     Every change into in_service from another status is a return to service: the return-to-service
-    guards (fleet.hooks; the diagnostics app: a passed diagnostic since the GPU left service and its
-    latest repair) must let it, or an admin forces it with a note (kept as an override in the status
-    history). Without guards: through a repair-return checklist run, or an admin (the override). A
-    GPU leaves `retired` only by an admin's hand."""
+    gate (fleet.hooks' policy, owned by diagnostics: a passed diagnostic since the GPU left service
+    and its latest repair) must let it, or an admin forces it with a note (kept as an override in
+    the status history). Without an owner: through a repair-return checklist run, or an admin (the
+    override). A GPU leaves `retired` only by an admin's hand."""
     if status not in Gpu.Status.values:
         choices = ", ".join(Gpu.Status.values)
         raise InvalidInput("invalid status", field_errors={"status": f"Unknown status {status!r} (one of {choices})."})
@@ -184,12 +184,12 @@ def gpu_status_change_check(
         return True, ""
     if not returning:
         return False, ""
-    if hooks.return_to_service:
+    if hooks.return_to_service_gate.provided:
         try:
-            proofs = hooks.return_to_service.call(gpu=gpu)
+            proof = hooks.return_to_service_gate.ask(gpu=gpu)
         except ApplicationError as error:
             raise refused(error) from None
-        return False, next((proof for proof in proofs if proof), "")
+        return False, proof or ""
     if source == GpuStatusChange.Source.CHECKLIST:
         return False, ""
     if gpu_status_override_allowed(user=user):
@@ -450,6 +450,7 @@ def _record_save(record: MaintenanceRecord, attachments: Iterable[UploadedFile],
     checked = [(upload, *_checked_attachment(upload)) for upload in attachments]
     record.save()
     _attach(record, checked, user)
+    hooks.record_saved.call(record=record)
     return record
 
 

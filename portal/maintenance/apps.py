@@ -7,9 +7,7 @@ class MaintenanceConfig(AppConfig):
 
     def ready(self):
         from auditlog.registry import auditlog
-        from django.db.models.signals import post_save
 
-        from portal.fleet.models import MaintenanceRecord
         from portal.maintenance import enqueue, hooks, messages, panels  # noqa: F401 - messages and panels register themselves
         from portal.maintenance.models import RuleConfig, Silence
         from portal.maintenance.services.evaluate import rules_prepare
@@ -23,17 +21,16 @@ class MaintenanceConfig(AppConfig):
         hooks.notifications_ready.subscribe("maintenance")(enqueue.notifications_enqueue)
         _fleet_hooks()
 
-        post_save.connect(_record_saved, sender=MaintenanceRecord, dispatch_uid="maintenance.record_saved")
-
 
 def _fleet_hooks():
-    """Fleet's pages colour values by the rules' limits; a GPU replaced by a card swapped into its
-    slot no longer counts as silent."""
+    """Fleet's pages colour values by the rules' limits; a saved record resolves the tickets it
+    answers; a GPU replaced by a card swapped into its slot no longer counts as silent."""
     from portal.fleet import hooks
     from portal.maintenance import selectors
-    from portal.maintenance.services.tickets import tickets_resolve_swapped_out
+    from portal.maintenance.services.tickets import tickets_resolve_by_record, tickets_resolve_swapped_out
 
-    hooks.care_limits.subscribe("maintenance")(selectors.RuleCareLimits.for_hosts)
+    hooks.care_limits.provide("maintenance")(selectors.RuleCareLimits.for_hosts)
+    hooks.record_saved.subscribe("maintenance")(tickets_resolve_by_record)
 
     @hooks.gpu_swapped.subscribe("maintenance")
     def _swapped_out(*, swap):
@@ -41,13 +38,3 @@ def _fleet_hooks():
             host_id=swap.host_id, gpu_id=swap.old_gpu_id, at=swap.swapped_at,
             replacement=swap.new_gpu.serial or swap.new_gpu.uuid,
         )  # fmt: skip
-
-
-def _record_saved(sender, instance, created, raw=False, **kwargs):
-    """A bridge, not business logic: fleet's record services do not know about tickets, so a
-    saved maintenance record is handed to maintenance.services.tickets_resolve_by_record."""
-    if raw:
-        return
-    from portal.maintenance.services import tickets_resolve_by_record
-
-    tickets_resolve_by_record(record=instance)

@@ -54,10 +54,10 @@ def test_status_set_keeps_time_user_from_to_reason_source(technician, gpu):
 
 
 def test_without_guards_the_repair_hold_is_a_checklist_or_an_admin_override(technician, admin, gpu, monkeypatch):
-    """Fleet by itself (no app guards the return to service)."""
+    """Fleet by itself (no app owns the return-to-service gate)."""
     from portal.fleet import hooks
 
-    monkeypatch.setattr(hooks.return_to_service, "_subscribers", [])
+    monkeypatch.setattr(hooks.return_to_service_gate, "_function", None)
     services.gpu_status_set(gpu=gpu, status="out_for_repair", user=technician, source=Source.API)
     with pytest.raises(Conflict) as refused:
         services.gpu_status_set(gpu=gpu, status="in_service", user=technician, source=Source.API)

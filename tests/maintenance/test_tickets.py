@@ -249,3 +249,26 @@ def test_reading_columns_exist_on_the_model():
 
     names = {f.name for f in Reading._meta.get_fields()}
     assert set(READING_COLUMNS) <= names
+
+
+def test_a_record_added_on_the_admin_site_resolves_the_ticket_it_answers(gpu, admin, client_for):
+    """The admin site writes records without fleet's services; fleet's record_saved hook still tells
+    maintenance, as the record services do."""
+    from portal.maintenance.services.tickets import ticket_fire
+
+    dust, _ = ticket_fire(rule="cooling_degradation", host_id=gpu.host_id, gpu_id=gpu.pk, at=timezone.now(), value=20)
+    client = client_for(admin)
+    form = client.get("/admin/fleet/maintenancerecord/add/").context["adminform"].form
+    data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
+    now = timezone.localtime()
+    data.update(
+        kind="cleaning", host=gpu.host.pk, gpu=gpu.pk, performed_by="Bob", dust_level="heavy",
+        performed_at_0=now.strftime("%Y-%m-%d"), performed_at_1=now.strftime("%H:%M:%S"),
+        **{f"attachments-{key}": value for key, value in
+           {"TOTAL_FORMS": 0, "INITIAL_FORMS": 0, "MIN_NUM_FORMS": 0, "MAX_NUM_FORMS": 1000}.items()},
+    )  # fmt: skip
+    answer = client.post("/admin/fleet/maintenancerecord/add/", data)
+    assert answer.status_code == 302, answer.content.decode()[:2000]
+    record = MaintenanceRecord.objects.get(kind="cleaning", gpu=gpu)
+    dust.refresh_from_db()
+    assert dust.state == "resolved" and dust.resolved_by_record == record
