@@ -14,7 +14,7 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
 
-$(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt | ldap-deps
+$(STAMP): requirements.txt requirements-ldap.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements-dev.txt
@@ -22,7 +22,8 @@ $(STAMP): requirements.txt requirements-dev.txt agents/requirements.txt | ldap-d
 
 install: $(STAMP)
 
-# python-ldap (LDAP sign-in) builds against OpenLDAP's and Cyrus SASL's headers; the LDAP tests and
+# python-ldap (LDAP sign-in; requirements-ldap.txt, an optional extra that requirements-dev.txt
+# includes) builds against OpenLDAP's and Cyrus SASL's headers; the LDAP tests and
 # `make demo-ldap` run Debian's slapd with ldap-utils. Installed as root, like Chromium below.
 ldap-deps:
 	@dpkg -s $(LDAP_PACKAGES) >/dev/null 2>&1 || { \

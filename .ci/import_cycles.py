@@ -1,5 +1,6 @@
-"""Fail when modules of the portal import each other in a loop (import-linter's contracts see
-layers, not loops inside one app). Run by `make lint`.
+"""Fail when modules of the portal, or of the agent, import each other in a loop (import-linter's
+contracts see layers, not loops inside one app). Run by `make lint`; `import_cycles.py DIR` checks
+the packages of that name under DIR instead of the repository's.
 
 An import of `a.b.c` also counts as an import of the packages `a.b` and `a` (Python runs their
 `__init__` first) unless the importer sits inside them, so a package `__init__` that re-exports
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import grimp
 
-ROOT = "portal"
+ROOTS = ("portal", "agents")
 
 
-def import_graph(root: str = ROOT) -> dict[str, set[str]]:
+def import_graph(root: str) -> dict[str, set[str]]:
     graph = grimp.build_graph(root, cache_dir=None)
     edges: dict[str, set[str]] = {}
     for importer in graph.modules:
@@ -74,20 +75,26 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def main() -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    edges = import_graph()
-    loops = cycles(edges)
-    for component in loops:
-        members = set(component)
-        print("import cycle between:")
-        for module in component:
-            print(f"  {module} -> {', '.join(sorted(edges[module] & members))}")
-    if loops:
-        return 1
-    print(f"No import cycles among {len(edges)} modules of {ROOT}.")
-    return 0
+def main(argv: list[str]) -> int:
+    tree = Path(argv[0]).resolve() if argv else Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(tree))
+    failed = False
+    for root in ROOTS:
+        if not (tree / root / "__init__.py").exists():
+            continue
+        edges = import_graph(root)
+        loops = cycles(edges)
+        for component in loops:
+            members = set(component)
+            print("import cycle between:")
+            for module in component:
+                print(f"  {module} -> {', '.join(sorted(edges[module] & members))}")
+        if loops:
+            failed = True
+        else:
+            print(f"No import cycles among {len(edges)} modules of {root}.")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -76,12 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG} {__version__}")
         return 0
     if not argv or argv[0] not in SUBCOMMANDS:
-        from agents.__main__ import main as run_main
+        from agents.daemon import main as run_main
 
         return run_main(argv)
     command, rest = argv[0], argv[1:]
     if command == "run":
-        from agents.__main__ import main as run_main
+        from agents.daemon import main as run_main
 
         return run_main(rest)
     if command == "enrol":
@@ -423,8 +423,8 @@ def diagnose(argv: list[str]) -> int:
     when it would pass (every GPU pass or warn), 1 when not, 3 without GPUs."""
     import logging
 
-    from agents.__main__ import EXIT_NO_DEVICE, find_dcgmi
     from agents.config import default_hostname
+    from agents.daemon import EXIT_NO_DEVICE, find_dcgmi
     from agents.device import DeviceUnavailable, NvmlDeviceClient
     from agents.diagnose import Runner, format_human, overall
     from agents.simulate import SimulatedDeviceClient, gpu_uuid, parse_scenarios

@@ -41,7 +41,7 @@ def _open(config: Config, request: urllib.request.Request | str):
 
 
 def check_nvml(check: Check, config: Config) -> None:
-    from agents.__main__ import open_device
+    from agents.daemon import open_device
 
     try:
         device = open_device(config)
@@ -132,7 +132,7 @@ def check_spool(check: Check, config: Config) -> None:
 
 def check_diagnostics(check: Check, config: Config) -> None:
     """Which tool runs the diagnostics the portal asks for; a dcgmi named but absent is a fault."""
-    from agents.__main__ import find_dcgmi
+    from agents.daemon import find_dcgmi
 
     setting = config.dcgmi
     if not setting or setting.lower() == "none":

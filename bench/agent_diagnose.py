@@ -4,7 +4,7 @@ diagnostic, with level-1 diagnostics, and with a level-3 one, side by side.
     .venv/bin/python bench/agent_diagnose.py            # make bench-agent-diagnose
     BENCH_SECONDS=10 BENCH_ROUNDS=6 BENCH_INTERVAL=0.05 .venv/bin/python bench/agent_diagnose.py
 
-Each phase runs the real daemon loop (`agents.__main__.push_batches`: collector, spool, sender
+Each phase runs the real daemon loop (`agents.daemon.push_batches`: collector, spool, sender
 thread, diagnostics threads) on the simulator (8 GPUs) against the test suite's stand-in portal
 (tests/agents/portal_stub.py, real HTTP on 127.0.0.1, in a process of its own as the portal is
 on another machine: in the agent's process its request handling would compete with the agent for
@@ -45,9 +45,9 @@ sys.path.insert(0, str(REPO))
 
 from portal_stub import PortalStub  # noqa: E402
 
-from agents.__main__ import open_device, push_batches  # noqa: E402
 from agents.collector import Collector  # noqa: E402
 from agents.config import load_config  # noqa: E402
+from agents.daemon import open_device, push_batches  # noqa: E402
 
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))

@@ -2,6 +2,7 @@
 the tests configure a directory exactly as portal/settings.py does (portal-api-v1.md, "Sign-in
 for lab accounts"). A bad value fails loudly, naming the variable."""
 
+import importlib
 import ipaddress
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -14,6 +15,21 @@ DIRECTORY_ROLES = ("admin", "technician", "viewer")
 LDAP_TIMEOUT_S = 2
 # Beat reads every LDAP account's groups again this often (`manage.py directory_sync`: now).
 LDAP_SYNC_MINUTES = 15
+
+
+def ldap_packages_missing() -> str | None:
+    """Why LDAP sign-in cannot work here, or None: python-ldap and django-auth-ldap are an optional
+    extra (requirements-ldap.txt), which a lab without a directory need not build."""
+    for module, package in (("ldap", "python-ldap"), ("django_auth_ldap", "django-auth-ldap")):
+        try:
+            importlib.import_module(module)
+        except ImportError as error:  # not installed, or built against a libldap that is gone
+            return (
+                f"{package} cannot be imported ({error}): "
+                "pip install -r requirements-ldap.txt (python-ldap builds against Debian's libldap2-dev "
+                "and libsasl2-dev)"
+            )
+    return None
 
 
 def is_loopback_host(host: str) -> bool:
@@ -71,6 +87,9 @@ def ldap_settings(environ: Mapping[str, str]) -> dict:
     uri = environ.get("LDAP_SERVER_URI", "").strip()
     if not uri:
         return {"LDAP_ENABLED": False, "LDAP_ROLE_GROUPS": {}, "LDAP_SYNC_MINUTES": 0}
+    missing = ldap_packages_missing()
+    if missing:
+        raise ImproperlyConfigured(f"LDAP_SERVER_URI is set, but {missing}")
     import ldap
     from django_auth_ldap.config import LDAPSearch, MemberDNGroupType
 

@@ -397,7 +397,9 @@ LOGGING = {
 INGEST_MAX_BODY_BYTES = 1024 * 1024
 # Per host token: sustained requests per second and burst. An agent sends one batch per
 # interval (a few seconds), so 20 a second only stops a runaway; the burst lets it empty its
-# spool quickly after an outage. The benches lift both (bench/settings.py).
+# spool quickly after an outage. With REDIS_URL the buckets live in Redis, one limit for every web
+# process and node; without it in the one web process (portal/telemetry/ratelimit.py). The benches
+# lift both (bench/settings.py).
 INGEST_RATE_PER_S = 20.0
 INGEST_RATE_BURST = 200
 # Oldest reading accepted, in hours: 7 days, so that an agent's spool delivers a long weekend's

@@ -21,7 +21,7 @@ from portal.core.errors import ApplicationError
 from portal.fleet import services as fleet_services
 from portal.telemetry import hooks
 from portal.telemetry.ingest_fast import batch_parse
-from portal.telemetry.ratelimit import TokenBucketLimiter
+from portal.telemetry.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter, rate_limiter
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services import host_token_authenticate, host_token_rotation_finish
 from portal.telemetry.services.ingest import reading_batch_ingest
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 DRY_RUN_HEADER = "X-Dry-Run"
 PLAIN_HTTP_REFUSED = "plain HTTP refused: this portal takes agent batches over HTTPS only"
 
-_limiter: TokenBucketLimiter | None = None
+_limiter: TokenBucketLimiter | RedisTokenBucketLimiter | None = None
 # The batch's database work runs on a pool thread with its own connection, so the event loop keeps
 # answering meanwhile; the tests turn it off to run it inside their own transaction.
 run_in_pool = True
@@ -42,10 +42,13 @@ run_in_pool = True
 fast_path = True
 
 
-def _rate_limiter() -> TokenBucketLimiter:
+def _rate_limiter() -> TokenBucketLimiter | RedisTokenBucketLimiter:
+    """Per host token: with REDIS_URL one limit for every portal process, else this process's."""
     global _limiter
-    if _limiter is None or (_limiter.rate, _limiter.burst) != (settings.INGEST_RATE_PER_S, settings.INGEST_RATE_BURST):
-        _limiter = TokenBucketLimiter(rate_per_s=settings.INGEST_RATE_PER_S, burst=settings.INGEST_RATE_BURST)
+    wanted = (settings.INGEST_RATE_PER_S, settings.INGEST_RATE_BURST, settings.REDIS_URL or "")
+    if _limiter is None or (_limiter.rate, _limiter.burst, _limiter.redis_url) != wanted:
+        rate, burst, redis_url = wanted
+        _limiter = rate_limiter(rate_per_s=rate, burst=burst, redis_url=redis_url, namespace="ingest:rate:")
     return _limiter
 
 

@@ -20,6 +20,7 @@ from portal.demo.checklists import demo_checklists_seed
 from portal.demo.directory import DEMO_PEOPLE, directory_running, slapd_available
 from portal.demo.repair import repair_story_seed
 from portal.demo.wear import wear_demo_seed
+from portal.directory_settings import ldap_packages_missing
 
 
 class Command(BaseCommand):
@@ -47,6 +48,9 @@ class Command(BaseCommand):
 
     def directory_start(self, stack) -> None:
         """slapd on a free loopback port, its LDAP_* handed to the web server and worker."""
+        missing = ldap_packages_missing()
+        if missing:
+            raise CommandError(f"--ldap: {missing}")
         if not slapd_available():
             raise CommandError("--ldap needs Debian's slapd and ldap-utils: apt-get install slapd ldap-utils")
         directory = stack.enter_context(directory_running())
