@@ -100,7 +100,7 @@ def row_address() -> str:
 
 def online_index_rebuild() -> bool:
     """Whether an index can be measured (pg_indexes_size) and rebuilt while writers go on
-    (REINDEX CONCURRENTLY): PostgreSQL. SQLite's indexes reuse their emptied pages."""
+    (REINDEX CONCURRENTLY): PostgreSQL. SQLite has neither: its indexes are left as they are."""
     return _postgresql()
 
 
@@ -137,8 +137,8 @@ def array_parameters() -> bool:
 
 def lateral_joins() -> bool:
     """Whether a join can run a subquery per row of its left side (PostgreSQL's LATERAL): a
-    lookup per span, where the planner would rather merge-join a whole table. SQLite has none
-    (and looks each span up by index anyway)."""
+    lookup per span, where the planner would rather merge-join a whole table. SQLite has none: a
+    plain join."""
     return _postgresql()
 
 
@@ -149,9 +149,9 @@ def writable_ctes() -> bool:
 
 
 def copies_rows() -> bool:
-    """Whether rows are loaded through COPY (PostgreSQL, psycopg's copy), a bulk insert in a
-    savepoint beside it. SQLite loads them with one prepared INSERT run by sqlite3's executemany,
-    in C, the datetimes adapted to its UTC text."""
+    """Whether rows are loaded through COPY (PostgreSQL, psycopg's copy; ingest's
+    pg_write_method may choose a bulk INSERT instead). SQLite loads them with one prepared INSERT
+    run by sqlite3's executemany, in C, the datetimes adapted to its UTC text."""
     return _postgresql()
 
 
