@@ -131,7 +131,7 @@ def main():
         print(f"{name:<13} {batches:>7} {n:>9} {seconds:>8.2f} {per:>10.1f} {per_batch:>8.2f}   {verdict:<5} {note}")
 
     print(f"{len(gpus)} GPUs on {args.hosts} hosts, {args.per_batch} readings per GPU per batch, "
-          f"{args.history} batches per host before ({connection_vendor()}, stages: {args.stages}); "
+          f"{args.history} batches per host before ({engine_name()}, stages: {args.stages}); "
           f"target < {TARGET_US:.0f} µs per reading")  # fmt: skip
     print(f"{'path':<13} {'batches':>7} {'readings':>9} {'seconds':>8} {'µs/reading':>10} {'ms/batch':>8}   target")
     line("single-batch", single_s, single_n, single_batches, "(one pass per batch)")
@@ -173,10 +173,10 @@ def _time_stages(pipeline) -> dict[str, float]:
     return spent
 
 
-def connection_vendor() -> str:
-    from django.db import connection
+def engine_name() -> str:
+    from portal.core import engine
 
-    return connection.vendor
+    return engine.name()
 
 
 if __name__ == "__main__":

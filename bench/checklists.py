@@ -31,14 +31,14 @@ def main():
     parser.add_argument("--requests", type=int, default=40)
     args = parser.parse_args()
     tmp = django_setup(DEBUG="true")  # DEBUG: static files from the apps' folders, no collectstatic
-    from django.db import connection
+    from portal.core import engine
 
     seeder = Seeder(args)
     seeder.seed(hosts=max(1, args.hosts // 10), runs=args.runs // 10)
     small = seeder.measure(requests=5)
     seeder.seed(hosts=args.hosts - max(1, args.hosts // 10), runs=args.runs - args.runs // 10)
     full = seeder.measure(requests=args.requests)
-    print(f"checklists bench: {seeder.gpu_count} GPUs, {seeder.run_count} runs ({connection.vendor})")
+    print(f"checklists bench: {seeder.gpu_count} GPUs, {seeder.run_count} runs ({engine.name()})")
     ok = True
     for page in full:
         times = sorted(full[page]["ms"])

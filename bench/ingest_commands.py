@@ -53,6 +53,7 @@ def _child() -> dict:
     from django.db.backends.signals import connection_created
 
     from portal.asgi import ingest_asgi_app
+    from portal.core import engine
     from portal.diagnostics.services import diagnostic_request
     from portal.fleet.models import Host
     from portal.telemetry import ingest_view
@@ -95,7 +96,7 @@ def _child() -> dict:
         for body in bodies:
             status, answer = await asgi_post(ingest_asgi_app, token, body)
             if status != 202:
-                raise SystemExit(f"{connection.vendor}: ingest answered {status} {answer[:300]!r}")
+                raise SystemExit(f"{engine.name()}: ingest answered {status} {answer[:300]!r}")
             answers.append(answer)
         return time.process_time() - started, answers
 
@@ -122,7 +123,7 @@ def _child() -> dict:
         raise SystemExit(f"pending: {carried} of {ROUNDS * BATCHES} answers carried the command")
     per_reading = {path: statistics.median(s) / (BATCHES * READINGS) * 1e6 for path, s in seconds.items()}
     return {
-        "backend": connection.vendor, "_scratch": str(scratch), "cpu_us": per_reading,
+        "backend": engine.name(), "_scratch": str(scratch), "cpu_us": per_reading,
         "queries": {path: queries[path] / (ROUNDS * BATCHES) for path in PATHS},
     }  # fmt: skip
 

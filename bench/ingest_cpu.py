@@ -182,8 +182,7 @@ def _cpu(function, items) -> float:
 
 def _measure(path: str, bodies: list[bytes], whole) -> dict[str, float]:
     """CPU µs per reading of each stage of one path ("before" or "after") over bodies."""
-    from django.db import connection
-
+    from portal.core import engine
     from portal.telemetry import ingest_fast
     from portal.telemetry.schemas import BatchIn
     from portal.telemetry.services import ingest as ingest_service
@@ -200,11 +199,11 @@ def _measure(path: str, bodies: list[bytes], whole) -> dict[str, float]:
     batches = [validate(body) for body in plain]
     host = ingest_service.Host.objects.get(hostname=batches[0].host.hostname)
     gpu_ids = {row["uuid"]: row["id"] for row in ingest_service.Gpu.objects.filter(host=host).values("uuid", "id")}
-    one_statement = connection.vendor == "postgresql"
+    one_statement = engine.writable_ctes()
     convert = _cpu(
         lambda batch: to_json(rows_of(batch, gpu_ids)) if one_statement else rows_of(batch, gpu_ids), batches
     )
-    postgres = connection.vendor == "postgresql"
+    postgres = engine.server_processes()
     server = _backends_cpu() if postgres else {}
     total = whole(path, bodies[1:])
     server = _backends_spent(server) if postgres else 0.0
@@ -246,8 +245,7 @@ def _backends_spent(before: dict[int, float]) -> float:
 def _pipeline_measure() -> dict[str, float]:
     """CPU µs per reading of the pipeline's pass over everything the ingest runs stored, stage by
     stage (each stage's prepare and its writes), the block's read, the ledger; and PostgreSQL's."""
-    from django.db import connection
-
+    from portal.core import engine
     from portal.telemetry import pipeline
 
     spent: dict[str, float] = {}
@@ -272,7 +270,7 @@ def _pipeline_measure() -> dict[str, float]:
         pipeline._stages[name] = pipeline.Stage(stage.name, prepare, stage.order)
     pipeline.block_read = timed("read block", saved_read)
     try:
-        postgres = connection.vendor == "postgresql"
+        postgres = engine.server_processes()
         server = _backends_cpu() if postgres else {}
         started = time.process_time()
         result = pipeline.pipeline_run()
@@ -301,9 +299,8 @@ def _child(backend: str) -> dict:
         DEBUG="false", ALLOWED_HOSTS="127.0.0.1", PLAIN_HTTP="true", LOG_LEVEL="WARNING", DATABASE_CONN_MAX_AGE="600",
         DJANGO_SETTINGS_MODULE="bench.settings",  # ingest's rate limit lifted
     )  # fmt: skip
-    from django.db import connection
-
     from portal.asgi import ingest_asgi_app
+    from portal.core import engine
     from portal.telemetry import ingest_view
     from portal.telemetry.services.tokens import host_token_issue
 
@@ -325,7 +322,7 @@ def _child(backend: str) -> dict:
 
         return asyncio.run(run())
 
-    results = {"backend": connection.vendor, "_scratch": str(scratch)}
+    results = {"backend": engine.name(), "_scratch": str(scratch)}
     if "--profile" in sys.argv:
         # cProfile sees one thread: the database work on the event loop's, not on the pool's.
         def inline(function):

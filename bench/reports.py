@@ -143,6 +143,7 @@ def main():
     from django.test.utils import CaptureQueriesContext
 
     from portal.accounts.services import user_set_role
+    from portal.core import engine
 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     t0 = time.perf_counter()
@@ -155,7 +156,7 @@ def main():
     client = Client()
     client.force_login(user)
     period = {"from": (now - dt.timedelta(days=365)).isoformat(), "to": now.isoformat()}
-    print(f"database: {connection.vendor}; seeded in {seeded_s:.1f} s: " + ", ".join(f"{v:,} {k}" for k, v in
+    print(f"database: {engine.name()}; seeded in {seeded_s:.1f} s: " + ", ".join(f"{v:,} {k}" for k, v in
                                                                                      counts.items()))  # fmt: skip
     print(f"report {period['from']} .. {period['to']}, median of {args.runs} runs")
     print(f"{'format':<8}{'median s':>10}{'target s':>10}{'queries':>9}{'bytes':>11}  verdict")

@@ -21,10 +21,11 @@ def _pause_after_commits(**kwargs):
     take the write lock (portal/core/sqlite_backend/base.py)."""
     from django.db import connections
 
+    from portal.core import engine
     from portal.core.sqlite_backend.base import WORKER_PAUSE_AFTER_COMMIT_S
 
     wrapper = connections["default"]
-    if wrapper.vendor == "sqlite":
+    if engine.single_writer(wrapper):
         type(wrapper).pause_after_commit_s = WORKER_PAUSE_AFTER_COMMIT_S
 
 

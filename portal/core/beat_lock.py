@@ -22,6 +22,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
+from portal.core import engine
+
 log = logging.getLogger(__name__)
 
 # pg_advisory_lock takes a bigint; this one reads "gfbeat" in ASCII.
@@ -84,7 +86,7 @@ class BeatLock:
 def beat_lock_acquire(*, timeout_s: float | None = None, poll_s: float = 5.0) -> BeatLock | None:
     """Block until this process holds the cluster's beat lock (None when `timeout_s` ran out)."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    try_once = _pg_try if connections["default"].vendor == "postgresql" else _file_try
+    try_once = _pg_try if engine.advisory_locks(connections["default"]) else _file_try
     waiting_said = False
     while True:
         lock = try_once()

@@ -8,6 +8,8 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.utils import CursorDebugWrapper
 from django.db.models import BigIntegerField, Func
 
+from portal.core import engine
+
 
 class _PreparedCursor(psycopg.Cursor):
     """Server-side binding, each statement prepared once per connection. Django's own cursors
@@ -35,7 +37,7 @@ def hot_cursor():
     own, so query logging and execute wrappers (django_assert_num_queries,
     CaptureQueriesContext) still see it. Use %s / %(name)s placeholders."""
     db = connections[DEFAULT_DB_ALIAS]  # the proxy `connection` looks the thread's up on every use
-    if db.vendor != "postgresql":
+    if not engine.server_prepared_statements(db):
         return db.cursor()
     # As Django's own cursors do first: a kept connection that PostgreSQL dropped (a restart) is
     # replaced here, instead of failing this request (CONN_HEALTH_CHECKS, portal/settings.py).
@@ -52,7 +54,7 @@ def hot_cursor():
 
 def _converters(model) -> list[tuple[int, list, object]]:
     # What the ORM's compiler would apply to each column, worked out once per model and backend.
-    key = (model, connection.vendor)
+    key = (model, engine.name())
     if key not in _CONVERTERS:
         plan = []
         for position, field in enumerate(model._meta.concrete_fields):

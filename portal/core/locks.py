@@ -17,6 +17,8 @@ from collections.abc import Iterator
 
 from django.db import connection
 
+from portal.core import engine
+
 _thread_locks: dict[str, threading.Lock] = {}
 
 
@@ -27,7 +29,7 @@ def advisory_key(name: str) -> int:
 @contextlib.contextmanager
 def pass_lock(name: str) -> Iterator[bool]:
     """Yields whether this process now holds the cluster's `name` lock (False: another holds it)."""
-    if connection.vendor == "postgresql":
+    if engine.advisory_locks():
         key = advisory_key(name)
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])

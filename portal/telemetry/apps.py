@@ -6,9 +6,10 @@ def _partitions_ensure(using, **kwargs):
     # Every `migrate` creates the readings' day partitions ingest may write to (PostgreSQL).
     from django.db import connections
 
+    from portal.core import engine
     from portal.telemetry.services.partitions import reading_partitions_ensure
 
-    if connections[using].vendor == "postgresql" and using == "default":
+    if engine.partitioned_tables(connections[using]) and using == "default":
         reading_partitions_ensure()
 
 

@@ -9,6 +9,7 @@ fleet-wide time scans.
 from django.conf import settings
 from django.db import models
 
+from portal.core import engine
 from portal.fleet.models import Gpu, Host
 from portal.telemetry.columns import READING_METRICS, READING_ROW_COLUMNS  # noqa: F401 - described there
 
@@ -17,7 +18,7 @@ class RealField(models.FloatField):
     """A 4-byte float on PostgreSQL (sensor values have far fewer significant digits)."""
 
     def db_type(self, connection):
-        return "real" if connection.vendor == "postgresql" else super().db_type(connection)
+        return engine.single_precision_type(connection) or super().db_type(connection)
 
 
 class CounterField(models.BigIntegerField):
@@ -26,7 +27,7 @@ class CounterField(models.BigIntegerField):
     aligns the row to 8. Read back as int."""
 
     def db_type(self, connection):
-        return "numeric(19)" if connection.vendor == "postgresql" else super().db_type(connection)
+        return engine.small_counter_type(connection) or super().db_type(connection)
 
     def from_db_value(self, value, expression, connection):
         return None if value is None else int(value)

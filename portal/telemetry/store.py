@@ -37,6 +37,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Floor, TruncHour
 from django.utils import timezone
 
+from portal.core import engine
 from portal.core.errors import InvalidInput
 from portal.telemetry.columns import READING_ROW_COLUMNS, tuple_picker
 from portal.telemetry.models import CounterField, Reading, Rollup1h, Rollup1m
@@ -68,10 +69,11 @@ class _BigintCast(Cast):
 
 
 def _values_list(queryset, columns: tuple[str, ...]):
-    """queryset.values_list(*columns). On PostgreSQL the counters (numeric, read as Decimal and
-    converted per value in Python) come cast to bigint by the server: the rows then come as the
-    driver builds them, with no conversion in Python (most of a block read's CPU otherwise)."""
-    if connection.vendor != "postgresql" or _COUNTERS.isdisjoint(columns):
+    """queryset.values_list(*columns). Where the counters are stored in a small type of their own
+    (engine.small_counter_type: numeric, read as Decimal and converted per value in Python) they
+    come cast to bigint by the server: the rows then come as the driver builds them, with no
+    conversion in Python (most of a block read's CPU otherwise)."""
+    if engine.small_counter_type(connection) is None or _COUNTERS.isdisjoint(columns):
         return queryset.values_list(*columns)
     casts = {f"int_{name}": _BigintCast(name) for name in columns if name in _COUNTERS}
     return queryset.annotate(**casts).values_list(*(f"int_{name}" if name in _COUNTERS else name for name in columns))
@@ -111,15 +113,15 @@ def readings_of(
         raw = raw.filter(where)
     order = ("-gpu_id", "-ts") if descending else ("gpu_id", "ts")
     raw = raw.order_by(*order)
-    postgres = connection.vendor == "postgresql"
-    if epoch and postgres:
-        raw = raw.annotate(epoch_s=RawSQL("EXTRACT(EPOCH FROM ts)::float8", ())).values_list(
+    epoch_sql = engine.epoch_seconds_sql("ts") if epoch else None
+    if epoch_sql:
+        raw = raw.annotate(epoch_s=RawSQL(epoch_sql, ())).values_list(
             *("epoch_s" if name == "ts" else name for name in wanted)
         )
     else:
         raw = _values_list(raw, wanted)
     rows = list(raw if limit is None else raw[:limit])
-    if epoch and not postgres:
+    if epoch and not epoch_sql:
         rows = [(row[0], row[1].timestamp(), *row[2:]) for row in rows]
     packed = _compressed(gpu_ids, start, end, wanted, where, start_open=start_open, end_closed=end_closed,
                          descending=descending, limit=limit, epoch=epoch)  # fmt: skip
@@ -169,10 +171,11 @@ def readings_after(
         condition |= Q(gpu_id__in=ids) if mark is None else Q(gpu_id__in=ids, ts__gt=mark)
     wanted = tuple(dict.fromkeys(("gpu_id", "ts", *columns)))
     queryset = Reading.objects.filter(condition).order_by("gpu_id", "ts")
-    if epoch and connection.vendor == "postgresql":
+    epoch_sql = engine.epoch_seconds_sql("ts") if epoch else None
+    if epoch_sql:
         rows = [
             tuple(row)
-            for row in queryset.annotate(epoch_s=RawSQL("EXTRACT(EPOCH FROM ts)::float8", ())).values_list(
+            for row in queryset.annotate(epoch_s=RawSQL(epoch_sql, ())).values_list(
                 *("epoch_s" if name == "ts" else name for name in wanted)
             )[:limit]
         ]
@@ -194,7 +197,7 @@ def readings_after(
 
 def _any_chunk(gpu_ids: list[int], after: dt.datetime | None) -> bool:
     """Whether any of these GPUs has a compressed hour ending after `after` (None: at all)."""
-    if connection.vendor != "postgresql":
+    if not engine.compressed_history():
         return False
     with connection.cursor() as cursor:
         cursor.execute(
@@ -240,7 +243,7 @@ def _may_be_compressed(moment: dt.datetime) -> bool:
     READINGS_COMPRESS_AFTER_HOURS are (an hour's slack for a clock a little ahead), so a reader of
     fresh readings (the pipeline's pending batches) asks nothing of the compressed form."""
     horizon = timezone.now() - dt.timedelta(hours=settings.READINGS_COMPRESS_AFTER_HOURS) + HOUR
-    return connection.vendor == "postgresql" and moment < horizon
+    return engine.compressed_history() and moment < horizon
 
 
 # Counts -------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
+from portal.core import engine
 from portal.fleet.models import Gpu
 from portal.maintenance.models import RuleState, Silence
 from portal.maintenance.rules import AGENT_SILENT, GPU_RULE_LIST, XID_RULES
@@ -127,7 +128,7 @@ _UPSERT_COLUMNS = ("key", "rule", "host_id", "gpu_id", *STATE_FIELDS)
 
 
 def _states_upsert(tracks: list[Track], now: dt.datetime, chunk: int = 500) -> None:
-    if connection.vendor == "postgresql":
+    if engine.array_parameters():
         _states_upsert_arrays(tracks, now)
         return
     ops = connection.ops

@@ -42,6 +42,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from portal.core import engine
 from portal.telemetry import ledger
 from portal.telemetry.columns import READING_ROW_COLUMNS
 from portal.telemetry.services import partitions
@@ -234,7 +235,7 @@ def chunk_readings(
     (READING_ROW_COLUMNS names), in (gpu_id, ts) order or reversed (descending). Decodes only the
     columns asked for, and with a limit only the chunks needed to reach it. `epoch`: ts as
     seconds since the epoch (a float), not a datetime."""
-    if not gpu_ids or connection.vendor != "postgresql":
+    if not gpu_ids or not engine.compressed_history():
         return []
     stored = [name for name in columns if name != "gpu_id"]
     wanted = list(dict.fromkeys(["ts", *stored]))
@@ -470,7 +471,7 @@ def chunks_prune(before: dt.datetime, *, chunk: int = 10_000) -> int:
 def chunks_restore_all() -> int:
     """Every chunk back into raw readings (migrating back), a GPU per transaction; returns the
     readings restored."""
-    if connection.vendor != "postgresql":
+    if not engine.compressed_history():
         return 0
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT DISTINCT gpu_id FROM {TABLE}")
@@ -496,7 +497,7 @@ def chunks_restore_all() -> int:
 def chunk_count(gpu_id: int, start: dt.datetime, end: dt.datetime) -> int:
     """How many compressed readings one GPU has in [start, end): the counts of the chunks inside
     it, and the readings of the (at most two) chunks across its edges decoded."""
-    if connection.vendor != "postgresql" or end <= start:
+    if not engine.compressed_history() or end <= start:
         return 0
     with connection.cursor() as cursor:
         cursor.execute(
@@ -520,7 +521,7 @@ def _hour_after(moment: dt.datetime) -> dt.datetime:
 def chunk_hour_counts(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> dict[tuple[int, dt.datetime], int]:
     """The compressed readings of each GPU-hour starting in the spans (gpu_id, lo, hi), lo <= hour
     < hi: {(gpu_id, hour): count}. One query."""
-    if not spans or connection.vendor != "postgresql":
+    if not spans or not engine.compressed_history():
         return {}
     with connection.cursor() as cursor:
         condition = " OR ".join(["(gpu_id = %s AND start >= %s AND start < %s)"] * len(spans))

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from portal.core import engine
 from portal.core.db import hot_cursor
 from portal.core.errors import Forbidden, InvalidInput
 from portal.fleet import services as fleet_services
@@ -268,7 +269,7 @@ def rows_json(rows: list[tuple]) -> str:
 def _insert_readings(rows: list[tuple], now: dt.datetime) -> None:
     if not rows:
         return
-    if connection.vendor == "postgresql":
+    if engine.copies_rows():
         try:
             _insert_readings_postgresql(rows)
         except IntegrityError as error:
@@ -384,7 +385,7 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
         return IngestResult(accepted=0, duplicate=True)
     known = _resolve_gpus(host, batch)
     one_statement = pg_write_method == "one statement"
-    if connection.vendor == "postgresql" and one_statement and _inventory_unchanged(host, batch, known):
+    if engine.writable_ctes() and one_statement and _inventory_unchanged(host, batch, known):
         return _ingest_in_one_statement(host=host, batch=batch, known=known, now=now, timestamps=timestamps)
     try:
         with transaction.atomic():

@@ -18,6 +18,8 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
+from portal.core import engine
+
 log = logging.getLogger(__name__)
 
 TABLE = "telemetry_reading"
@@ -27,7 +29,7 @@ _PREFIX = f"{TABLE}_p"
 
 def partitioned() -> bool:
     """Whether this database keeps readings in partitions (PostgreSQL, after migration 0004)."""
-    if connection.vendor != "postgresql":
+    if not engine.partitioned_tables():
         return False
     with connection.cursor() as cursor:
         cursor.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", [TABLE])

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from portal.core import engine
 from portal.telemetry import ledger
 from portal.telemetry.models import IngestBatch, Reading, Rollup1m, StageDone, XidEvent
 from portal.telemetry.services import batches, compression, partitions, rollup_chunks
@@ -33,7 +34,7 @@ def _prune(queryset, time_field: str, before: dt.datetime, *, chunk: int, max_ch
 def _prune_readings_chunked(table: str, before: dt.datetime, *, chunk: int, max_chunks: int) -> int:
     """Chunks by row address (SQLite's rowid, PostgreSQL's ctid) through an index on ts: no key
     list in Python, each chunk its own transaction."""
-    row = "rowid" if connection.vendor == "sqlite" else "ctid"
+    row = engine.row_address()
     sql = f"DELETE FROM {table} WHERE {row} IN (SELECT {row} FROM {table} WHERE ts < %s LIMIT %s)"
     before_db = connection.ops.adapt_datetimefield_value(before)
     deleted = 0
@@ -129,7 +130,7 @@ def bookkeeping_indexes_renew() -> list[str]:
     """PostgreSQL: rebuild the indexes of a churned table grown past RENEW_OVER times what its
     rows need (concurrently outside a transaction: ingest and the pipeline keep writing). Cheap: the
     tables hold an hour or two of batches. Returns the tables rebuilt."""
-    if connection.vendor != "postgresql":
+    if not engine.online_index_rebuild():
         return []
     renewed = []
     with connection.cursor() as cursor:

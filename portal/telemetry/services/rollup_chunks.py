@@ -35,6 +35,7 @@ import struct
 from django.db import connection, transaction
 from django.utils import timezone
 
+from portal.core import engine
 from portal.telemetry.models import (
     ROLLUP_HOUR_FIELDS,
     ROLLUP_METRICS,
@@ -159,7 +160,7 @@ def chunk_rollups(
     """The compressed rollups of these GPUs with start <= bucket < end (None: no bound) as tuples
     of `columns` ("gpu_id", "bucket", rollup fields), in (gpu_id, bucket) order. Decodes only the
     columns asked for."""
-    if not gpu_ids or connection.vendor != "postgresql":
+    if not gpu_ids or not engine.compressed_history():
         return []
     res = RESOLUTIONS[resolution]
     wanted = [name for name in columns if name != "gpu_id"]
@@ -201,7 +202,7 @@ def chunk_rollups(
 
 def chunk_gpus(resolution: str, spans: list[tuple[int, dt.datetime, dt.datetime]]) -> set[int]:
     """The GPUs of these (gpu_id, lo, hi) spans with a compressed period overlapping their span."""
-    if not spans or connection.vendor != "postgresql":
+    if not spans or not engine.compressed_history():
         return set()
     res = RESOLUTIONS[resolution]
     gpu_ids, los, his = (list(column) for column in zip(*spans, strict=True))
@@ -335,7 +336,7 @@ def chunks_prune(resolution: str, before: dt.datetime, *, chunk: int = 10_000) -
 def chunks_restore_all() -> int:
     """Every compressed period back into raw rollup rows (migrating back), a GPU per transaction;
     returns the rows restored."""
-    if connection.vendor != "postgresql":
+    if not engine.compressed_history():
         return 0
     restored = 0
     for name, res in RESOLUTIONS.items():

@@ -14,12 +14,12 @@ prepare() only reads and computes; the pass writes in its transaction.
 import datetime as dt
 from bisect import bisect_left
 from collections import defaultdict
-from contextlib import contextmanager
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
+from portal.core import engine
 from portal.telemetry import store
 from portal.telemetry.columns import READING_ROW_COLUMNS, ROW_TS
 from portal.telemetry.models import (
@@ -160,17 +160,8 @@ def _row(partial: list, *, counts: bool) -> list:
 
 
 def _bucket_sql(column: str, width: dt.timedelta) -> str:
-    """The start of the minute or hour a timestamp column falls in, as the column stores it.
-    SQLite keeps datetimes as UTC text ('YYYY-MM-DD HH:MM:SS[.ffffff]'): cut the text, in C,
-    rather than call Django's Python function for every row."""
-    if connection.vendor == "postgresql":
-        return f"date_trunc('{'minute' if width == _MINUTE else 'hour'}', {column})"
-    return f"(substr({column}, 1, 16) || ':00')" if width == _MINUTE else f"(substr({column}, 1, 13) || ':00:00')"
-
-
-def _double(expression: str) -> str:
-    # PostgreSQL sums a real column as a real; SQLite's REAL is already a double.
-    return f"CAST({expression} AS double precision)" if connection.vendor == "postgresql" else expression
+    """The start of the minute or hour a timestamp column falls in, as the column stores it."""
+    return engine.truncate_sql(column, "minute" if width == _MINUTE else "hour")
 
 
 def _raw_sql() -> list[str]:
@@ -183,7 +174,12 @@ def _raw_sql() -> list[str]:
         "MAX(r.energy_mj)",
     ]
     for metric in ROLLUP_METRICS:
-        out += [f"COUNT(r.{metric})", f"SUM({_double(f'r.{metric}')})", f"MIN(r.{metric})", f"MAX(r.{metric})"]
+        out += [
+            f"COUNT(r.{metric})",
+            f"SUM({engine.double_sql(f'r.{metric}')})",
+            f"MIN(r.{metric})",
+            f"MAX(r.{metric})",
+        ]
     return out
 
 
@@ -194,7 +190,7 @@ def _minutes_sql() -> list[str]:
     for metric in ROLLUP_METRICS:
         out += [
             f"SUM(r.{metric}_count)",
-            f"SUM({_double(f'r.{metric}_mean')} * r.{metric}_count)",
+            f"SUM({engine.double_sql(f'r.{metric}_mean')} * r.{metric}_count)",
             f"MIN(r.{metric}_min)",
             f"MAX(r.{metric}_max)",
         ]
@@ -206,7 +202,7 @@ def _span_sources(spans: list[tuple[int, dt.datetime, dt.datetime]]):
     spans: on PostgreSQL one unnest() of three arrays, whatever their number (a long VALUES
     list or OR chain costs more to plan than to run); on SQLite VALUES lists of up to
     _SPANS_PER_STATEMENT rows."""
-    if connection.vendor == "postgresql":
+    if engine.array_parameters():
         if spans:
             gpu_ids, los, his = (list(column) for column in zip(*spans, strict=True))
             yield "unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS spans (gpu_id, lo, hi)", [
@@ -228,7 +224,7 @@ def _within(source: str, table: str, column: str) -> str:
     it. PostgreSQL: looked up span by span (the subquery kept apart by OFFSET 0), as its planner,
     not knowing how short the spans are, would rather merge-join the whole table."""
     condition = f"r.gpu_id = spans.gpu_id AND r.{column} >= spans.lo AND r.{column} < spans.hi"
-    if connection.vendor == "postgresql":
+    if engine.lateral_joins():
         return f"{source} CROSS JOIN LATERAL (SELECT * FROM {table} r WHERE {condition} OFFSET 0) r"
     return f"{source} JOIN {table} r ON {condition}"
 
@@ -300,26 +296,13 @@ def _minute_partials(spans: list[tuple[int, dt.datetime, dt.datetime]]) -> dict[
 # --- computing and writing ----------------------------------------------------------------------
 
 
-@contextmanager
-def _without_jit():
-    """PostgreSQL: the reads below without JIT compilation. Its planner, not knowing how short
-    the spans are, prices a query over a few thousand of them high enough to compile its three
-    dozen aggregates: 0.8 s for a query that runs in 40 ms. (SQLite: nothing; a transaction there
-    would wait for the write lock.)"""
-    if connection.vendor != "postgresql":
-        yield
-        return
-    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
-        cursor.execute("SET LOCAL jit = off")
-        yield
-
-
 def _compute(touched: dict[int, list[Span]], gaps: dict[int, list[Span]], readings: dict[int, list[tuple]]):
     """The rollups of the `touched` minutes (GPU id → merged minute-aligned spans) and the hours
     around them: their readings are `readings` (GPU id → stored rows in time order, every stored
     one within the touched spans except those in `gaps`) plus the raw readings in `gaps`.
     Returns what _write writes. Reads only."""
-    with _without_jit():
+    # A JIT compilation of the three dozen aggregates took 0.8 s for a query that runs in 40 ms.
+    with engine.without_jit():
         return _computed(touched, gaps, readings)
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
 
+from portal.core import engine
 from portal.core.management.commands.serve import refuse_without_portal_url
 from portal.core.startup import start_prepare
 from portal.core.supervise import Child, ChildFailed, Stop, Supervisor, wait_until_answers
@@ -88,7 +88,7 @@ def catch_up() -> None:
 
 def default_concurrency() -> int:
     # SQLite takes one writer at a time: more worker processes only wait for each other.
-    if connection.vendor == "sqlite":
+    if engine.single_writer():
         return 1
     return os.cpu_count() or 1
 
