@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "auditlog",
     "axes",
     "portal.core",
+    "portal.ops",
     "portal.accounts",
     "portal.fleet",
     "portal.audit",
@@ -193,7 +194,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 200}}}
 
-# Without REDIS_URL the broker is kombu's filesystem transport, as portal.core.broker writes it
+# Without REDIS_URL the broker is kombu's filesystem transport, as portal.ops.broker writes it
 # (each message whole, then renamed into place): one file per message under VAR_DIR/broker,
 # polled every 100 ms by the worker: publishing takes no database write lock, so a task
 # sent from ingest never waits behind SQLite's writers.
@@ -287,7 +288,7 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 
 LANGUAGE_CODE = envstr("LANGUAGE_CODE", "en")
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
-# The catalogues a start compiles (portal.core.startup: the .po files of locale/, under VAR_DIR since
+# The catalogues a start compiles (portal.ops.startup: the .po files of locale/, under VAR_DIR since
 # the code may be read-only) come first; locale/ itself holds .mo files only where `make messages` ran.
 LOCALE_PATHS = [VAR_DIR / "locale", BASE_DIR / "locale"]
 # Per-language date formats the pages print with (SHORT_DATE_FORMAT, SHORT_DATETIME_FORMAT): English
