@@ -25,6 +25,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = envbool("DEBUG", False)
+# The demo app (`manage.py demo`, `seed_demo`: a made-up fleet and users) is installed only for
+# development or a deliberate showcase, so a production install cannot seed its database by mistake.
+DEMO = envbool("DEMO", False)
 
 SECRET_KEY = envstr("SECRET_KEY")
 if not SECRET_KEY:
@@ -62,8 +65,9 @@ INSTALLED_APPS = [
     "portal.enrolment",
     "portal.guidance",
     "portal.live",
-    "portal.demo",
 ]
+if DEBUG or DEMO:
+    INSTALLED_APPS.append("portal.demo")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
