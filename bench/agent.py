@@ -253,7 +253,7 @@ class FlakyProxy:
 def _free_port() -> int:
     # Imported here, not at the top: importing the portal package loads Celery (and Django's
     # settings), which must not count in the agent's own RSS measured above.
-    from portal.core.supervise import free_port
+    from portal.ops.supervise import free_port
 
     return free_port()
 

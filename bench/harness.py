@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from portal.core.supervise import ChildFailed, free_port, serving
+from portal.ops.supervise import ChildFailed, free_port, serving
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import host_inventory, machine_load, reading  # noqa: E402
-from portal.core.supervise import die_with_parent, free_port  # noqa: E402
+from portal.ops.supervise import die_with_parent, free_port  # noqa: E402
 
 DEPLOY = ROOT / "deploy"
 SECONDS = float(os.environ.get("SOAK_SECONDS", "600"))

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import batch_body, host_inventory, ingest_post  # noqa: E402
-from portal.core.supervise import ChildFailed, free_port, wait_until_answers  # noqa: E402
+from portal.ops.supervise import ChildFailed, free_port, wait_until_answers  # noqa: E402
 
 PG_ADMIN_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 DB_NAME = "bench_wear"

@@ -13,7 +13,7 @@ from django.urls import get_resolver  # noqa: E402
 
 from portal.core.asgi_ingest import IngestASGIApp  # noqa: E402
 from portal.core.forwarded import ProxyHeadersMiddleware  # noqa: E402
-from portal.core.heap import freeze_startup_objects  # noqa: E402
+from portal.ops.heap import freeze_startup_objects  # noqa: E402
 from portal.routing import websocket_urlpatterns  # noqa: E402
 from portal.telemetry.ingest_view import ingest  # noqa: E402
 
@@ -38,6 +38,6 @@ application = ProxyHeadersMiddleware(
 )
 
 # The URLconf (the API's schemas: most of the start-up objects) loads now, not on the first
-# request, so that it is frozen with the rest: see portal/core/heap.py.
+# request, so that it is frozen with the rest: see portal/ops/heap.py.
 get_resolver().url_patterns  # noqa: B018
 freeze_startup_objects()

@@ -25,6 +25,9 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = envbool("DEBUG", False)
+# The demo app (`manage.py demo`, `seed_demo`: a made-up fleet and users) is installed only for
+# development or a deliberate showcase, so a production install cannot seed its database by mistake.
+DEMO = envbool("DEMO", False)
 
 SECRET_KEY = envstr("SECRET_KEY")
 if not SECRET_KEY:
@@ -47,6 +50,7 @@ INSTALLED_APPS = [
     "auditlog",
     "axes",
     "portal.core",
+    "portal.ops",
     "portal.accounts",
     "portal.fleet",
     "portal.audit",
@@ -61,8 +65,9 @@ INSTALLED_APPS = [
     "portal.enrolment",
     "portal.guidance",
     "portal.live",
-    "portal.demo",
 ]
+if DEBUG or DEMO:
+    INSTALLED_APPS.append("portal.demo")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -195,7 +200,7 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 200}}}
 
-# Without REDIS_URL the broker is kombu's filesystem transport, as portal.core.broker writes it
+# Without REDIS_URL the broker is kombu's filesystem transport, as portal.ops.broker writes it
 # (each message whole, then renamed into place): one file per message under VAR_DIR/broker,
 # polled every 100 ms by the worker: publishing takes no database write lock, so a task
 # sent from ingest never waits behind SQLite's writers.
@@ -289,7 +294,7 @@ AXES_IPWARE_META_PRECEDENCE_ORDER = ["REMOTE_ADDR"]
 
 LANGUAGE_CODE = envstr("LANGUAGE_CODE", "en")
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
-# The catalogues a start compiles (portal.core.startup: the .po files of locale/, under VAR_DIR since
+# The catalogues a start compiles (portal.ops.startup: the .po files of locale/, under VAR_DIR since
 # the code may be read-only) come first; locale/ itself holds .mo files only where `make messages` ran.
 LOCALE_PATHS = [VAR_DIR / "locale", BASE_DIR / "locale"]
 # Per-language date formats the pages print with (SHORT_DATE_FORMAT, SHORT_DATETIME_FORMAT): English

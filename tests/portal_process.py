@@ -17,7 +17,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from portal.core.supervise import ChildFailed, free_port, serving
+from portal.ops.supervise import ChildFailed, free_port, serving
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ The portal's defaults are production-safe (DEBUG off, SECRET_KEY required); the 
 DEBUG on while the settings are read (plain static files, no HTTPS redirect; Django's test
 runner still runs the views with DEBUG off) and runs Celery tasks in-process where they are
 sent, so unit tests see a task's effect right away. The integration tests in
-tests/core/test_embedded.py run the real worker and beat instead.
+tests/ops/test_embedded.py run the real worker and beat instead.
 """
 
 import os

@@ -76,5 +76,5 @@ class Hook:
 
 
 # Core's own: what every web start prepares under VAR_DIR besides the catalogues
-# (portal.core.startup; the agent's distribution, portal.enrolment).
+# (portal.ops.startup; the agent's distribution, portal.enrolment).
 web_start = Hook("core.web_start")

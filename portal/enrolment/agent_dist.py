@@ -1,7 +1,7 @@
 """The agent's distribution, served at /agent/: its wheel built from the tree (agents/), and the
 wheel of its one dependency, so that a host without internet access installs from the portal.
 
-A start of the portal prepares it (`agent_dist_prepare`, registered with portal.core.startup;
+A start of the portal prepares it (`agent_dist_prepare`, registered with portal.ops.startup;
 `manage.py agent_dist` does the same by itself) into AGENT_DIST_DIR, under VAR_DIR: the agent's
 wheel written again only when the tree changed, the dependency's fetched once with pip (its cache
 serves it offline), and `manifest.json` naming each file with its sha256 and what is missing.
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from portal.core.startup import folder_lock, sha256_file, write_atomic
+from portal.core.files import folder_lock, sha256_file, write_atomic
 
 AGENT_DIR = Path(settings.BASE_DIR) / "agents"
 WHEEL_FILE = b"Wheel-Version: 1.0\nGenerator: gpu-fleet-portal\nRoot-Is-Purelib: true\nTag: py3-none-any\n"

@@ -8,8 +8,8 @@ import pytest
 from auditlog.models import LogEntry
 
 from portal.core.forwarded import ProxyHeadersMiddleware, forwarded_address
-from portal.core.management.commands.serve import daphne_command
 from portal.fleet.models import Host
+from portal.ops.management.commands.serve import daphne_command
 
 
 @pytest.mark.parametrize("trust", [False, True])

@@ -67,7 +67,8 @@ def test_envlist_splits_on_commas_and_drops_blanks(monkeypatch):
 
 
 def _environment(tmp_path, env_changes: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in {"REDIS_URL", "SECRET_KEY", "DEBUG", "ALLOWED_HOSTS"}}
+    unset = {"REDIS_URL", "SECRET_KEY", "DEBUG", "DEMO", "ALLOWED_HOSTS"}
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(
         {
             "VAR_DIR": str(tmp_path),

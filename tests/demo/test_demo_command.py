@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from portal.core.supervise import free_port
 from portal.demo import slurm
 from portal.maintenance.models import Ticket
+from portal.ops.supervise import free_port
 from portal.scheduler.models import SchedulerAction
-from tests.core.test_embedded import alive, descendants, embedded_env, manage_until_stopped, row_count, wait_for
+from tests.ops.test_embedded import alive, descendants, embedded_env, manage_until_stopped, row_count, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import requests
 
-from portal.core.supervise import free_port
 from portal.demo.directory import DEMO_PEOPLE, slapd_available
+from portal.ops.supervise import free_port
 from tests.conftest import skip_or_fail
-from tests.core.test_embedded import alive, descendants, embedded_env, manage_until_stopped
+from tests.ops.test_embedded import alive, descendants, embedded_env, manage_until_stopped
 
 
 def test_demo_with_a_directory_signs_its_people_in(tmp_path):

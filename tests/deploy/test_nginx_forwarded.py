@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.core.supervise import ChildFailed, free_port, serving
+from portal.ops.supervise import ChildFailed, free_port, serving
 from tests.deploy.test_nginx_site import nginx_serving
 from tests.portal_process import manage, migrate, portal_env
 

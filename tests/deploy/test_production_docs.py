@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.core.supervise import free_port
+from portal.ops.supervise import free_port
 from tests.conftest import skip_or_fail
 
 pytestmark = pytest.mark.slow

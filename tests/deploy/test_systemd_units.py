@@ -77,7 +77,7 @@ def test_each_unit_starts_the_portals_own_command(name, command):
     exec_start = unit(REPO / "deploy" / "systemd" / name)["Service"]["ExecStart"]
     assert command in exec_start
     if "manage.py serve" in command:
-        assert (REPO / "portal" / "core" / "management" / "commands" / "serve.py").exists()
+        assert (REPO / "portal" / "ops" / "management" / "commands" / "serve.py").exists()
 
 
 @pytest.mark.parametrize("path", UNITS, ids=lambda p: p.name)

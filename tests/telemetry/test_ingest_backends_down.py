@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from portal.core.supervise import free_port
+from portal.ops.supervise import free_port
 from tests.portal_process import ingest_post, manage, migrate, portal_env, running_portal
 from tests.telemetry.batches import make_batch
 

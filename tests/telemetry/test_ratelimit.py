@@ -12,7 +12,7 @@ import uuid
 import pytest
 import redis
 
-from portal.core.supervise import free_port
+from portal.ops.supervise import free_port
 from portal.telemetry import ingest_view
 from portal.telemetry.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter, rate_limiter
 from tests.conftest import skip_or_fail

@@ -9,7 +9,7 @@ a waiting request takes the lock between the worker's transactions, not after al
 
 SQLITE_SLOW_LOCK_MS logs every transaction that waited for the lock or held it that long, with
 the project's code that ran it: how the wear task's reads and the processes' garbage collections
-were found holding up ingest (see portal/wear/services.py, portal/core/heap.py).
+were found holding up ingest (see portal/wear/services.py, portal/ops/heap.py).
 """
 
 import logging

@@ -13,14 +13,14 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.core.management.commands.run import prepare, start_portal, supervised
-from portal.core.supervise import Child
 from portal.demo import story
 from portal.demo.checklists import demo_checklists_seed
 from portal.demo.directory import DEMO_PEOPLE, directory_running, slapd_available
 from portal.demo.repair import repair_story_seed
 from portal.demo.wear import wear_demo_seed
 from portal.directory_settings import ldap_packages_missing
+from portal.ops.management.commands.run import prepare, start_portal, supervised
+from portal.ops.supervise import Child
 
 
 class Command(BaseCommand):

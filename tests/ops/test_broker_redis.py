@@ -15,8 +15,8 @@ import time
 import pytest
 from kombu import Connection, Exchange, Queue
 
-from portal.core import broker
-from portal.core.supervise import free_port
+from portal.ops import broker
+from portal.ops.supervise import free_port
 from tests.conftest import skip_or_fail
 
 

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 
-from portal.core.supervise import Child, ChildFailed, Supervisor, free_port, serving
+from portal.ops.supervise import Child, ChildFailed, Supervisor, free_port, serving
 
 
 def _child(name: str, code: str, tmp_path) -> Child:

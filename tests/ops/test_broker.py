@@ -1,4 +1,4 @@
-"""The embedded broker's transport (portal.core.broker): messages appear whole, an unreadable
+"""The embedded broker's transport (portal.ops.broker): messages appear whole, an unreadable
 one is set aside instead of stopping the worker, and kombu finds it by its `portalfs` name."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import threading
 import pytest
 from kombu import Connection
 
-from portal.core import broker
+from portal.ops import broker
 
 pytestmark = pytest.mark.django_db(databases=[])
 
@@ -90,7 +90,7 @@ def test_an_unreadable_message_is_set_aside_and_the_next_one_taken(tmp_path, cap
         # empty file under a message's name, taken first (names sort by a millisecond clock, never "0_").
         (tmp_path / "queue" / "0_00000000-0000-0000-0000-000000000000.jobs.msg").write_bytes(b"")
         queue.put({"good": True})
-        with caplog.at_level(logging.ERROR, logger="portal.core.broker"):
+        with caplog.at_level(logging.ERROR, logger="portal.ops.broker"):
             message = queue.get(timeout=2)
         assert message.payload == {"good": True}
         queue.close()

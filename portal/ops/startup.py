@@ -5,29 +5,27 @@
 The code may be read-only (the systemd units' ProtectSystem=strict), so whatever a start builds
 is written under VAR_DIR: the compiled translation catalogues here, and what higher apps subscribe
 to `portal.core.hooks.web_start` in their AppConfig.ready() (the agent's distribution,
-portal.enrolment). Each
-preparation does its work once per change of its sources and is safe when several processes or
-nodes start at once: it holds a lock file in its folder and writes every file under a temporary
-name in the same folder, renamed into place whole. What a start cannot prepare is logged in one
-line naming what is missing; the start goes on.
+portal.enrolment). Each preparation does its work once per change of its sources and is safe when
+several processes or nodes start at once: it holds a lock file in its folder and writes every file
+under a temporary name in the same folder, renamed into place whole (portal.core.files). What a
+start cannot prepare is logged in one line naming what is missing; the start goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 from django.conf import settings
 
 from portal.core import hooks
+from portal.core.files import folder_lock, write_atomic
 
 logger = logging.getLogger("portal.start")
 
@@ -36,43 +34,6 @@ def start_prepare(*, web: bool = True) -> None:
     catalogues_compile()
     if web:
         hooks.web_start.call()
-
-
-@contextlib.contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
-    """An exclusive lock on `folder` (a `.lock` file in it) across processes; blocks until held."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """`data` as `path`, written under a temporary name in the same folder and renamed into place:
-    a reader sees the old file or the new one, never part of one."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def catalogue_dir() -> Path:

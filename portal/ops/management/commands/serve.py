@@ -3,7 +3,7 @@
 One Python process uses one core for request handling, so production runs one Daphne per core.
 The socket is opened here and handed to each Daphne with --fd; the kernel spreads connections
 between them. Several processes need the Redis channel layer (the in-memory one is per process).
-Before that, the start prepares what the pages need under VAR_DIR (portal/core/startup.py).
+Before that, the start prepares what the pages need under VAR_DIR (portal/ops/startup.py).
 """
 
 import os
@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from portal.core.public_url import portal_url_errors
-from portal.core.startup import start_prepare
+from portal.ops.startup import start_prepare
 
 # Addresses that listen on every interface.
 WILDCARDS = {"0.0.0.0", "::", "[::]"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.utils import translation
 
-from portal.core.startup import catalogue_dir, catalogues_compile
+from portal.ops.startup import catalogue_dir, catalogues_compile
 
 REPO = Path(__file__).resolve().parents[2]
 MO = Path("zh_Hans/LC_MESSAGES/django.mo")
@@ -79,7 +79,7 @@ def test_several_starts_at_once_compile_one_whole_catalogue(tmp_path):
     import sys
 
     env = {**os.environ, "VAR_DIR": str(tmp_path), "DEBUG": "true", "DJANGO_SETTINGS_MODULE": "portal.settings"}
-    code = "from portal.core.startup import catalogues_compile; print('COMPILED', len(catalogues_compile()))"
+    code = "from portal.ops.startup import catalogues_compile; print('COMPILED', len(catalogues_compile()))"
     command = [sys.executable, "manage.py", "shell", "-c", code]
     starts = [subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
               for _ in range(3)]  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.core.beat_lock import beat_lock_acquire
+from portal.ops.beat_lock import beat_lock_acquire
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,5 +1,5 @@
 """The web server and the worker leave their start-up objects out of garbage collection (see
-portal/core/heap.py): a full collection then walks what was made since, not the whole heap."""
+portal/ops/heap.py): a full collection then walks what was made since, not the whole heap."""
 
 import os
 import subprocess

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from portal.core.supervise import free_port
 from portal.maintenance.models import Ticket
 from portal.maintenance.rules import AGENT_SILENT
+from portal.ops.supervise import free_port
 from portal.telemetry.models import Rollup1m, StageDone
 from tests.live_socket import LiveSocket, signed_in_cookies
 from tests.portal_process import REPO, ingest_post, manage, migrate

@@ -2,7 +2,7 @@
 
 For a small lab (and the demo): with REDIS_URL unset the worker and beat use the broker kept in
 files under VAR_DIR, with it set the real broker. The processes are supervised (see
-portal/core/supervise.py): one that dies is started again, one that keeps dying stops them all
+portal/ops/supervise.py): one that dies is started again, one that keeps dying stops them all
 with a message, and Ctrl-C or SIGTERM stops every process this command started.
 """
 
@@ -19,9 +19,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from portal.core import engine
-from portal.core.management.commands.serve import refuse_without_portal_url
-from portal.core.startup import start_prepare
-from portal.core.supervise import Child, ChildFailed, Stop, Supervisor, wait_until_answers
+from portal.ops.management.commands.serve import refuse_without_portal_url
+from portal.ops.startup import start_prepare
+from portal.ops.supervise import Child, ChildFailed, Stop, Supervisor, wait_until_answers
 
 
 def portal_children(
@@ -142,7 +142,7 @@ def supervised(command: BaseCommand) -> Iterator[Supervisor]:
 
 def prepare(*, migrate: bool = True) -> None:
     """Before any process starts: the settings a start needs, the migrations, the static files
-    (DEBUG off) and what portal.core.startup prepares under VAR_DIR (catalogues, the agent's
+    (DEBUG off) and what portal.ops.startup prepares under VAR_DIR (catalogues, the agent's
     distribution), so the worker and the web server find them at once."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
         raise CommandError("CELERY_TASK_ALWAYS_EAGER is on: tasks would run in the web server, not the worker")
