@@ -70,7 +70,7 @@ class Collector:
             except Exception:
                 log.exception("recording XID events for diagnostics failed")
 
-        readings = []
+        readings = {}
         for index in self._device.gpu_indices():
             try:
                 if refresh or index not in self._inventory:
@@ -93,10 +93,26 @@ class Collector:
             reading.update(metrics)
             events = self._pending_xid.pop(uuid, ())
             reading["xid_events"] = [{"ts": rfc3339(e.ts), "code": e.code} for e in events]
-            readings.append(reading)
+            readings[index] = reading
+        self._add_jobs(readings)
 
         inventory = [self._inventory[i] for i in sorted(self._inventory)]
         changed = inventory != self._last_inventory
         if changed:
             self._last_inventory = [dict(gpu) for gpu in inventory]
-        return Collection(readings=readings, inventory=inventory, inventory_changed=changed)
+        return Collection(readings=list(readings.values()), inventory=inventory, inventory_changed=changed)
+
+    def _add_jobs(self, readings: dict[int, dict[str, Any]]) -> None:
+        """Each reading's `jobs`, where the device can tell; left out (an older agent's reading)
+        where it cannot, so a failure here never costs the reading itself."""
+        if not readings:
+            return
+        try:
+            jobs = self._device.running_jobs(list(readings))
+        except Exception:
+            log.exception("naming the GPUs' jobs failed; these readings carry no jobs")
+            return
+        for index, reading in readings.items():
+            keys = jobs.get(index)
+            if keys is not None:
+                reading["jobs"] = keys

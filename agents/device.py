@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agents.jobs import JobNamer
+
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
@@ -88,6 +90,13 @@ HEALTH_FIELDS = (
 )
 
 
+PROCESS_CALLS = (
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetComputeRunningProcesses",
+)
+
+
 class GpuLost(Exception):
     """The GPU stopped answering (fell off the bus); skip it, keep the others going."""
 
@@ -118,6 +127,10 @@ class DeviceClient(Protocol):
     def take_xid_events(self) -> list[XidEvent]:
         """XID errors seen since the previous call."""
 
+    def running_jobs(self, indices: list[int]) -> dict[int, list[str] | None]:
+        """The job keys (ingest-v1.md, `jobs`) of each GPU's compute processes now; None for a
+        GPU whose processes cannot be told."""
+
     def health(self, index: int) -> dict[str, Any]:
         """HEALTH_FIELDS of one GPU, for the level-1 diagnostic (agents.diagnose); raises GpuLost.
         Reads only: safe to call from another thread while the collector runs."""
@@ -146,7 +159,7 @@ def _watts(milliwatts: int) -> float:
 class NvmlDeviceClient:
     """DeviceClient over nvidia-ml-py. One nvmlInit per process; XID events in a thread."""
 
-    def __init__(self, *, xid_poll_ms: int = 1000, nvml: Any = None) -> None:
+    def __init__(self, *, xid_poll_ms: int = 1000, nvml: Any = None, job_namer: JobNamer | None = None) -> None:
         if nvml is None:
             try:
                 import pynvml as nvml
@@ -164,6 +177,8 @@ class NvmlDeviceClient:
         self._xid_events: list[XidEvent] = []
         self._stop = threading.Event()
         self._xid_poll_ms = xid_poll_ms
+        self._job_namer = job_namer or JobNamer()
+        self._processes_call: Any = None  # the process-list call this driver answers
         self._xid_thread: threading.Thread | None = None
         self._event_set: Any = None
         count = self._query("nvmlDeviceGetCount") or 0
@@ -335,6 +350,48 @@ class NvmlDeviceClient:
         if reasons is None:
             reasons = self._query("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         return reasons
+
+    # Compute processes -----------------------------------------------------------------------
+
+    def running_jobs(self, indices: list[int]) -> dict[int, list[str] | None]:
+        return self._job_namer.jobs({index: self._compute_pids(index) for index in indices})
+
+    def _compute_pids(self, index: int) -> list[int] | None:
+        """The pids of the GPU's compute processes; None when NVML cannot tell."""
+        try:
+            handle = self._handle(index)
+        except GpuLost:
+            return None
+        nvml, function = self._nvml, self._processes_call
+        if function is not None:
+            try:
+                return [process.pid for process in function(handle)]
+            except nvml.NVMLError as exc:
+                return self._query_failed(function.__name__, exc)
+        # The first time: the newest call the bindings offer that the driver knows, v3 (driver
+        # 510+), v2, then the unversioned name (an alias of one of them, by the bindings' release).
+        for name in PROCESS_CALLS:
+            function = getattr(nvml, name, None)
+            if not callable(function):
+                continue
+            try:
+                processes = function(handle)
+            except nvml.NVMLError as exc:
+                if exc.value == nvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                    continue
+                return self._query_failed(name, exc)
+            self._processes_call = function
+            return [process.pid for process in processes]
+        return None
+
+    def _query_failed(self, function: str, exc: Any) -> None:
+        if exc.value == self._nvml.NVML_ERROR_GPU_IS_LOST:
+            return None
+        key = (function, type(exc).__name__)
+        if key not in self._reported_errors:
+            self._reported_errors.add(key)
+            log.warning("%s: %s; the readings carry no jobs", function, exc)
+        return None
 
     # XID errors ---------------------------------------------------------------------------
 

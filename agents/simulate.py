@@ -48,6 +48,7 @@ JOB_S = (240.0, 720.0)  # training job length, real seconds
 JOB_PAUSE_S = (30.0, 90.0)  # between two jobs
 JOB_WARMUP_S = 20.0  # data loading at the start of a job
 EVAL_EVERY_S, EVAL_S = (150.0, 240.0), 12.0  # evaluation pass: every so often, this long
+SIMULATED_USERS = ("alice", "bob", "chen")  # whose jobs run on the simulated hosts
 
 
 def gpu_uuid(hostname: str, index: int) -> str:
@@ -107,15 +108,32 @@ class JobSchedule:
             self._job(len(self._ends))
         return bisect.bisect_right(self._ends, elapsed)
 
-    def load(self, real_now: float, gpu_seed: int) -> float:
-        """Utilisation 0..1 of one GPU at real time real_now."""
+    def job_at(self, real_now: float, gpu_seed: int) -> int | None:
+        """The number of the job that holds this GPU at real time real_now, or None."""
         elapsed = real_now - self.origin
         if elapsed < 0:
-            return 0.0
+            return None
         k = self._index_at(elapsed)
-        start, _end, level, eval_every = self._job(k)
-        if elapsed < start or (k > 0 and random.Random(gpu_seed ^ k).random() > 0.85):
+        if elapsed < self._job(k)[0] or (k > 0 and random.Random(gpu_seed ^ k).random() > 0.85):
+            return None
+        return k
+
+    def job_key(self, k: int) -> str:
+        """Job k's key as the agent reports it: most run under Slurm, some straight from a
+        user's shell (ingest-v1.md, `jobs`)."""
+        rng = random.Random(self.host_seed * 7_000_003 + k)
+        user = rng.choice(SIMULATED_USERS)
+        if rng.random() < 0.7:
+            return f"slurm:{100_000 + (self.host_seed % 900) * 1000 + k % 1000}"
+        return f"user:{user}"
+
+    def load(self, real_now: float, gpu_seed: int) -> float:
+        """Utilisation 0..1 of one GPU at real time real_now."""
+        k = self.job_at(real_now, gpu_seed)
+        if k is None:
             return 0.0
+        elapsed = real_now - self.origin
+        start, _end, level, eval_every = self._job(k)
         into = elapsed - start
         wobble = math.sin(real_now / 7 + gpu_seed % 11) * 0.015
         warmup = JOB_WARMUP_S * self.scale
@@ -420,6 +438,14 @@ class SimulatedDeviceClient:
             "pcie_link_gen_gpu_max": MODEL["pcie_link_gen_max"],
             "utilization_gpu_pct": round(gpu.jobs.load(self._clock(), gpu.seed) * 100),
         }
+
+    def running_jobs(self, indices: list[int]) -> dict[int, list[str] | None]:
+        now, answer = self._clock(), {}
+        for index in indices:
+            gpu = self._gpus[index]
+            k = gpu.jobs.job_at(now, gpu.seed)
+            answer[index] = [] if k is None else [gpu.jobs.job_key(k)]
+        return answer
 
     def take_xid_events(self) -> list[XidEvent]:
         t = self.scenario_time()

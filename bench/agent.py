@@ -3,6 +3,7 @@
     .venv/bin/python bench/agent.py            # both parts
     .venv/bin/python bench/agent.py catch-up   # only the catch-up part
     .venv/bin/python bench/agent.py catch-up --portal   # the same against the real portal
+    .venv/bin/python bench/agent.py jobs       # only the cost of naming the GPUs' jobs
 
 Cost: the agent runs against the stand-in pynvml (tests/agents/fakenvml), so its figures are
 the agent's own Python overhead; on a GPU host, NVML's driver calls come on top. The
@@ -59,6 +60,7 @@ from portal_stub import PortalStub  # noqa: E402
 from agents.agent import Agent  # noqa: E402
 from agents.collector import Collector  # noqa: E402
 from agents.device import NvmlDeviceClient  # noqa: E402
+from agents.jobs import JobNamer  # noqa: E402
 from agents.push import Backoff, Deliverer, Sender  # noqa: E402
 from agents.spool import Spool  # noqa: E402
 
@@ -121,6 +123,66 @@ def bench_agent() -> dict[str, float]:
     calls_per_collection = pynvml.calls
     client.close()
     return {"cpu_ms": collect_ms, "cycle_ms": cycle_ms, "rss_mb": peak_rss_mb(), "nvml_calls": calls_per_collection}
+
+
+JOB_PROCESSES_PER_GPU = 4
+TARGET_JOBS_RATIO = 1.10
+
+
+def _fake_proc(root: Path, pids: list[int]) -> None:
+    """A /proc entry per pid as a Slurm job's process has it (cgroup v2, an environment)."""
+    for pid in pids:
+        base = root / str(pid)
+        base.mkdir(parents=True)
+        (base / "stat").write_text(f"{pid} (python) S {' '.join(['0'] * 18)} {pid * 7} 0\n")
+        (base / "cgroup").write_text(f"0::/system.slice/slurmstepd.scope/job_{pid // 10}/step_0/user/task_0\n")
+        (base / "environ").write_bytes(b"HOME=/home/alice\0SLURM_JOB_ID=%d\0" % (pid // 10))
+
+
+class _NoJobs(NvmlDeviceClient):
+    """The device client as it was before readings named jobs: no process list, no /proc."""
+
+    def running_jobs(self, indices):
+        return {}
+
+
+def bench_jobs(rounds: int = ROUNDS) -> dict[str, float]:
+    """CPU per 8-GPU collection with 4 compute processes on every GPU: without naming jobs (the
+    agent before `jobs`) and naming them through a /proc tree. Alternating blocks, so that both
+    see the same machine."""
+    gpus = pynvml.fake_reset(count=GPUS)
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch) / "proc"
+        pids = {gpu.index: [1000 + gpu.index * 10 + k for k in range(JOB_PROCESSES_PER_GPU)] for gpu in gpus}
+        _fake_proc(root, [pid for group in pids.values() for pid in group])
+        for gpu in gpus:
+            gpu.processes = pids[gpu.index]
+        namer = JobNamer(proc_root=root, mapping_dir=Path(scratch) / "none")
+        clients = {"before": _NoJobs(), "jobs": NvmlDeviceClient(job_namer=namer)}
+        collectors = {case: Collector(client) for case, client in clients.items()}
+        spent = dict.fromkeys(clients, 0.0)
+        for _block in range(10):
+            for case, collector in collectors.items():
+                for _ in range(10):
+                    collector.collect()
+                start = time.process_time()
+                for _ in range(rounds // 10):
+                    collector.collect()
+                spent[case] += time.process_time() - start
+        jobs = collectors["jobs"].collect().readings[0]["jobs"]
+        for client in clients.values():
+            client.close()
+    before_ms, jobs_ms = (spent[case] / rounds * 1000 for case in ("before", "jobs"))
+    return {"before_cpu_ms": before_ms, "jobs_cpu_ms": jobs_ms, "ratio": jobs_ms / before_ms, "keys": len(jobs)}
+
+
+def print_jobs(figures: dict[str, float]) -> bool:
+    ok = figures["ratio"] <= TARGET_JOBS_RATIO
+    print(f"\nNaming jobs: 8 GPUs x {JOB_PROCESSES_PER_GPU} compute processes, {ROUNDS} rounds each, alternating")
+    print(f"{'CPU per collection (ms)':28}{'no jobs':>12}{'jobs named':>14}{'ratio':>10}{'target':>10}")
+    print(f"{'':28}{figures['before_cpu_ms']:>12.3f}{figures['jobs_cpu_ms']:>14.3f}{figures['ratio']:>10.3f}"
+          f"{'<= 1.10':>10}")  # fmt: skip
+    return ok
 
 
 def bench_nvidia_smi() -> dict[str, float] | None:
@@ -460,6 +522,12 @@ def main() -> int:
         print(json.dumps({"catch_up": catch_up, "targets_met": ok}))
         print("targets met" if ok else "TARGETS MISSED")
         return 0 if ok else 1
+    if sys.argv[1:2] == ["jobs"]:
+        jobs = bench_jobs()
+        ok = print_jobs(jobs)
+        print(json.dumps({"jobs": jobs, "targets_met": ok}))
+        print("targets met" if ok else "TARGETS MISSED")
+        return 0 if ok else 1
     agent = bench_agent()
     smi = bench_nvidia_smi()
     print(
@@ -477,9 +545,11 @@ def main() -> int:
     if smi is None:
         print("nvidia-smi: skipped: nvidia-smi not found")
     ok = agent["cpu_ms"] < TARGET_CPU_MS and agent["rss_mb"] < TARGET_RSS_MB
+    jobs = bench_jobs()
+    ok = print_jobs(jobs) and ok
     catch_up = bench_catch_up()
     ok = print_catch_up(catch_up) and ok
-    print(json.dumps({"agent": agent, "nvidia_smi": smi, "catch_up": catch_up, "targets_met": ok}))
+    print(json.dumps({"agent": agent, "jobs": jobs, "nvidia_smi": smi, "catch_up": catch_up, "targets_met": ok}))
     print("targets met" if ok else "TARGETS MISSED")
     return 0 if ok else 1
 

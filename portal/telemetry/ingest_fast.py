@@ -28,7 +28,13 @@ import pydantic_core
 
 from portal.fleet.identifiers import GPU_UUID_PATTERN
 from portal.telemetry.models import THROTTLE_REASONS
-from portal.telemetry.schemas import MAX_READINGS_PER_BATCH, BatchIn, HostIn
+from portal.telemetry.schemas import (
+    JOB_KEY_PATTERN,
+    MAX_JOBS_PER_READING,
+    MAX_READINGS_PER_BATCH,
+    BatchIn,
+    HostIn,
+)
 
 # Python's `$` also matches before a final newline; pydantic's (Rust) regex does not: `\Z` is the
 # same end as pydantic's for the fast path.
@@ -42,6 +48,7 @@ Watts = Annotated[float, msgspec.Meta(ge=0, le=10_000)]
 MHz = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
 Instant = Annotated[dt.datetime, msgspec.Meta(tz=True)]
+JobKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=JOB_KEY_PATTERN.removesuffix("$") + r"\Z")]
 
 
 class XidEvent(msgspec.Struct, frozen=True, gc=False):
@@ -74,6 +81,7 @@ class Reading(msgspec.Struct, frozen=True, gc=False):
     pcie_link_width: Annotated[int, msgspec.Meta(ge=1, le=64)] | None
     pcie_replay_count: Count | None
     xid_events: Annotated[tuple[XidEvent, ...], msgspec.Meta(max_length=1000)] = ()
+    jobs: Annotated[list[JobKey], msgspec.Meta(max_length=MAX_JOBS_PER_READING)] | None = None
 
 
 class _Batch(msgspec.Struct, frozen=True, gc=False):

@@ -49,6 +49,11 @@ Celsius = Annotated[int, Field(ge=-60, le=200)]
 Watts = Annotated[float, Field(ge=0, le=10_000)]
 MHz = Annotated[int, Field(ge=0, le=100_000)]
 Count = Annotated[int, Field(ge=0, le=2**62)]
+# A job on a GPU (ingest-v1.md, `jobs`): `slurm:<id>`, `k8s:<namespace>/<pod>` or `user:<login>`,
+# 1-128 printable ASCII characters without spaces.
+JOB_KEY_PATTERN = r"^(?:slurm|k8s|user):[!-~]+$"
+MAX_JOBS_PER_READING = 16
+JobKey = Annotated[Text, Field(min_length=1, max_length=128, pattern=JOB_KEY_PATTERN)]
 
 
 class _Strict(BaseModel):
@@ -85,6 +90,8 @@ class ReadingIn(_Strict):
     pcie_link_width: Annotated[int, Field(ge=1, le=64)] | None
     pcie_replay_count: Count | None
     xid_events: Annotated[list[XidEventIn], Field(max_length=1000)] = ()
+    # Absent (or null): the agent cannot tell; []: no compute process on the GPU.
+    jobs: Annotated[list[JobKey], Field(max_length=MAX_JOBS_PER_READING)] | None = None
 
 
 class GpuIn(_Strict):

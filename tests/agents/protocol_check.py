@@ -54,6 +54,10 @@ READING_FIELDS = {
     "pcie_replay_count": INT,
     "xid_events": LIST,
 }
+# Optional reading fields: absent means "cannot tell" (an older agent).
+READING_OPTIONAL = {"jobs": LIST}
+JOB_KEY = re.compile(r"^(slurm:\d+|k8s:[!-~]+/[!-~]+|user:[!-~]+)$")
+MAX_JOBS = 16
 PERCENT_FIELDS = ("fan_speed_pct", "utilization_gpu_pct", "utilization_memory_pct")
 THROTTLE_REASONS = {
     "gpu_idle",
@@ -108,7 +112,7 @@ def protocol_problems(batch: dict, *, all_fields: bool = True) -> list[str]:
             problems.append(f"gpus.{i}: fields absent instead of null: {sorted(GPU_FIELDS.keys() - gpu.keys())}")
     for i, reading in enumerate(batch.get("readings", [])):
         where = f"readings.{i}"
-        _check_fields(reading, READING_FIELDS, where, {"gpu_uuid", "ts", "xid_events"}, problems)
+        _check_fields(reading, READING_FIELDS | READING_OPTIONAL, where, {"gpu_uuid", "ts", "xid_events"}, problems)
         missing = READING_FIELDS.keys() - reading.keys()
         if missing:
             problems.append(f"{where}: fields absent instead of null: {sorted(missing)}")
@@ -121,6 +125,12 @@ def protocol_problems(batch: dict, *, all_fields: bool = True) -> list[str]:
         for name in reading.get("throttle_reasons") or []:
             if name not in THROTTLE_REASONS:
                 problems.append(f"{where}.throttle_reasons: unknown {name!r}")
+        jobs = reading.get("jobs") or []
+        if len(jobs) > MAX_JOBS:
+            problems.append(f"{where}.jobs: {len(jobs)} keys, at most {MAX_JOBS}")
+        for j, key in enumerate(jobs):
+            if not (isinstance(key, str) and JOB_KEY.match(key) and len(key) <= 128):
+                problems.append(f"{where}.jobs.{j}: {key!r} is not a job key")
         for j, event in enumerate(reading.get("xid_events") or []):
             if set(event) != {"ts", "code"} or not RFC3339.match(str(event["ts"])) or not _type_ok(event["code"], INT):
                 problems.append(f"{where}.xid_events.{j}: {event!r} is not {{ts, code}}")

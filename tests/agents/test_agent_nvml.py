@@ -87,6 +87,7 @@ def test_every_reading_field_maps_from_its_nvml_call(fake_nvml, open_client):
         "pcie_link_width": 8,
         "pcie_replay_count": 17,
         "xid_events": [],
+        "jobs": [],  # no compute process (tests/agents/test_agent_jobs.py names them)
     }
     assert reading["ts"].endswith("Z")
     assert before - 0.01 <= parse_ts(reading["ts"]) <= time.time() + 0.01
@@ -227,6 +228,9 @@ def test_a_gpu_without_anything_supported_still_reports_its_reading_all_null(fak
     calls = READING_CALLS.keys() | {
         "nvmlDeviceGetCurrentClocksEventReasons",
         "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        "nvmlDeviceGetComputeRunningProcesses",
     }
     gpu.errors = dict.fromkeys(calls, fake_nvml.NVML_ERROR_NOT_SUPPORTED)
     readings, _ = collect(open_client())

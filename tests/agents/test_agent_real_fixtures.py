@@ -62,7 +62,17 @@ class ReplayNvml:
     nothing happened.
     """
 
+    # Calls the agent learnt after the recordings were made (the process list, for `jobs`): a
+    # recording without them answers as a driver that does not support them would, so the batch
+    # carries no `jobs`, as the recorded one. The next recording (agents/record_nvml.py) holds them.
+    NEWER_THAN_THE_RECORDINGS = {
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        "nvmlDeviceGetComputeRunningProcesses",
+    }
+
     def __init__(self, calls: list[dict[str, Any]]) -> None:
+        self._newer = self.NEWER_THAN_THE_RECORDINGS - {call["function"] for call in calls}
         self._answers: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for call in calls:
             self._answers.setdefault((call["function"], json.dumps(call["args"])), []).append(call)
@@ -77,6 +87,8 @@ class ReplayNvml:
             if name == "nvmlEventSetWait":
                 time.sleep(args[1] / 1000)
                 raise stand_in.NVMLError(stand_in.NVML_ERROR_TIMEOUT)
+            if name in self._newer:
+                raise stand_in.NVMLError(stand_in.NVML_ERROR_NOT_SUPPORTED)
             with self._lock:
                 queue = self._answers.get((name, json.dumps(list(args))))
                 if not queue:

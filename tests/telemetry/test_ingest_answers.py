@@ -163,6 +163,31 @@ def test_wrong_type_is_400_with_the_field_location(agent, counts):
     assert counts() == {"batches": 0, "readings": 0, "xids": 0, "latest": 0, "gpus": 0, "records": 0}
 
 
+@pytest.mark.parametrize(
+    ("jobs", "loc"),
+    [(["slurm:1"] * 17, "readings.1.jobs"), (["slurm:1", "alice"], "readings.1.jobs.1"),
+     (["user:two words"], "readings.1.jobs.0"), (["user:" + "x" * 124], "readings.1.jobs.0"),
+     ("slurm:1", "readings.1.jobs")],
+)  # fmt: skip
+def test_a_bad_job_key_is_400_naming_it_and_stores_nothing(agent, counts, jobs, loc):
+    batch = make_batch(agent.hostname, gpus=[A], readings=3)
+    batch["readings"][0]["jobs"] = ["slurm:4242", "user:alice", "k8s:vision/trainer-0"]
+    batch["readings"][1]["jobs"] = jobs
+    response = agent.post(batch)
+    assert response.status_code == 400
+    assert loc in [item["loc"] for item in response.json()["detail"]]
+    assert counts() == {"batches": 0, "readings": 0, "xids": 0, "latest": 0, "gpus": 0, "records": 0}
+
+
+def test_readings_with_jobs_and_without_are_both_stored(agent, counts):
+    batch = make_batch(agent.hostname, gpus=[A], readings=3)
+    batch["readings"][0]["jobs"] = ["slurm:4242", "user:alice"]
+    batch["readings"][1]["jobs"] = []
+    response = agent.post(batch)
+    assert (response.status_code, response.json()["accepted"]) == (202, 3)
+    assert counts()["readings"] == 3
+
+
 def test_malformed_json_is_400(agent, counts):
     response = agent.post(body=b'{"batch_id": ')
     assert response.status_code == 400

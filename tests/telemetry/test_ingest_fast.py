@@ -171,6 +171,28 @@ def test_raw_bodies(raw):
     _agree(raw.replace(b"BODY", body))
 
 
+JOBS = [
+    None, [], ["slurm:4242"], ["slurm:1", "user:alice", "k8s:vision/trainer-0", "k8s:uid/1c2d3e4f-0000"],
+    ["slurm:1"] * 16, ["slurm:1"] * 17, [""], ["slurm:"], ["alice"], ["user:al ice"], ["user:al\tice"],
+    ["user:" + "a" * 123], ["user:" + "a" * 124], ["user:ali\u00e9"], ["user:a\u0000"], ["slurm:1\n"],
+    [4242], [None], "slurm:1", {"slurm": 1},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("jobs", JOBS)
+def test_jobs(jobs):
+    _agree(_body(_batch([_reading(jobs=jobs)])))
+    _agree(_body(_batch([_reading(jobs=jobs)]), ensure_ascii=False))
+
+
+def test_jobs_outcomes():
+    outcomes = {repr(jobs): _agree(_body(_batch([_reading(jobs=jobs)]))) for jobs in JOBS}
+    assert outcomes[repr(["slurm:1", "user:alice", "k8s:vision/trainer-0", "k8s:uid/1c2d3e4f-0000"])] == "fast"
+    assert outcomes[repr(["slurm:1"] * 16)] == "fast" and outcomes[repr(["user:" + "a" * 123])] == "fast"
+    for refused in (["slurm:1"] * 17, ["alice"], ["user:al ice"], ["user:" + "a" * 124], [""], [4242], "slurm:1"):
+        assert outcomes[repr(refused)] == "refused", refused
+
+
 def test_limits():
     many = [_reading()] * 5000
     assert _agree(_body(_batch(many))) == "fast"

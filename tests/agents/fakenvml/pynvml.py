@@ -175,6 +175,7 @@ class FakeGpu:
     supported_events: int = nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError
     errors: dict = field(default_factory=dict)
     lost: bool = False
+    processes: list = field(default_factory=list)  # pids of the compute processes on the GPU
 
     def __post_init__(self):
         self.uuid = self.uuid or f"GPU-00000000-0000-4000-8000-{self.index:012d}"
@@ -442,6 +443,25 @@ def nvmlDeviceGetGpuMaxPcieLinkGeneration(handle):
 
 def nvmlDeviceGetPcieReplayCounter(handle):
     return _check("nvmlDeviceGetPcieReplayCounter", handle).pcie_replays
+
+
+def _processes(name, handle):
+    # As nvidia-ml-py's friendly objects: pid, usedGpuMemory (None where the driver cannot tell).
+    gpu = _check(name, handle)
+    return [SimpleNamespace(pid=pid, usedGpuMemory=None, gpuInstanceId=0xFFFFFFFF, computeInstanceId=0xFFFFFFFF)
+            for pid in gpu.processes]  # fmt: skip
+
+
+def nvmlDeviceGetComputeRunningProcesses_v3(handle):
+    return _processes("nvmlDeviceGetComputeRunningProcesses_v3", handle)
+
+
+def nvmlDeviceGetComputeRunningProcesses_v2(handle):
+    return _processes("nvmlDeviceGetComputeRunningProcesses_v2", handle)
+
+
+def nvmlDeviceGetComputeRunningProcesses(handle):
+    return _processes("nvmlDeviceGetComputeRunningProcesses", handle)
 
 
 def nvmlDeviceGetSupportedEventTypes(handle):
