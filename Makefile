@@ -208,8 +208,9 @@ bench-live: $(STAMP)
 	$(PY) bench/live.py
 
 # The fleet page at 1,000 and 5,000 GPUs beside the host, GPU and on-demand pages (scratch SQLite).
-bench-pages: $(STAMP)
+bench-pages: $(STAMP) browser
 	$(PY) bench/fleet_page.py
+	$(PY) bench/page_weight.py
 
 # Ingested + evaluated + rolled up per second with worker and beat running: the embedded default
 # (SQLite, broker in files) and production (PostgreSQL scratch database bench_pipeline, Redis db 13).

@@ -1,5 +1,5 @@
 // Charts in the page's language: on a Chinese page, Plotly's dates (axis ticks, hover) use Chinese
-// month and day names. Loaded right after plotly.min.js, before the page's chart scripts.
+// month and day names. Loaded right after plotly-cartesian.min.js, before the page's chart scripts.
 (function () {
   "use strict";
   if (!window.Plotly || (document.documentElement.lang || "").toLowerCase().indexOf("zh") !== 0) return;

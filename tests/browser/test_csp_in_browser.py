@@ -12,7 +12,7 @@ from tests.portal_process import REPO
 
 pytestmark = pytest.mark.browser
 
-PLOTLY = REPO / "static" / "core" / "plotly.min.js"
+PLOTLY = REPO / "static" / "core" / "plotly-cartesian.min.js"
 PLOTLY_TEMPLATE = REPO / "templates" / "core" / "_plotly.html"
 GPU_UUID = "GPU-demo0000-0000-4000-8000-000000000000"  # dgx-01 #0 in the demo seed
 

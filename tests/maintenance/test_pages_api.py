@@ -31,7 +31,7 @@ def test_list_filters_and_roles(client_for, actors, ticket, django_assert_max_nu
 def test_detail_shows_action_chart_and_tickets_on_gpu_page(client_for, viewer, ticket, gpu):
     page = client_for(viewer).get(f"/tickets/{ticket.pk}/")
     assert page.status_code == 200 and b"Check the airflow" in page.content
-    assert b"core/plotly.min.js" in page.content and b"ticket-chart-data" in page.content
+    assert b"core/plotly-cartesian.min.js" in page.content and b"ticket-chart-data" in page.content
     assert ticket.title.encode() in client_for(viewer).get(gpu.get_absolute_url()).content
     assert ticket.title.encode() in client_for(viewer).get(gpu.host.get_absolute_url()).content
 
