@@ -64,7 +64,9 @@ def test_templates_and_page_scripts_carry_no_inline_style():
     offenders = []
     for folder, pattern in (("templates", "**/*.html"), ("static", "**/*.js")):
         for path in sorted((REPO / folder).glob(pattern)):
-            if path.name == "plotly-cartesian.min.js":  # vendored; its stylesheets are files (templates/core/_plotly.html)
+            if (
+                path.name == "plotly-cartesian.min.js"
+            ):  # vendored; its stylesheets are files (templates/core/_plotly.html)
                 continue
             if (
                 "email" in path.relative_to(REPO).as_posix()

@@ -28,7 +28,17 @@ LOCALE = REPO / "locale" / "zh_Hans" / "LC_MESSAGES"
 DOMAINS = ("django", "djangojs")
 # What makemessages reads (the same as the README's commands): the portal's code, templates and scripts.
 SOURCES = ("manage.py", "portal", "templates", "static")
-NOT_SOURCES = ("__pycache__", "*.pyc", "*.mo", "node_modules", ".venv", "plotly-cartesian.min.js", "*.whl", "*.png", "*.jpg")
+NOT_SOURCES = (
+    "__pycache__",
+    "*.pyc",
+    "*.mo",
+    "node_modules",
+    ".venv",
+    "plotly-cartesian.min.js",
+    "*.whl",
+    "*.png",
+    "*.jpg",
+)
 
 
 def catalogue(domain: str) -> Path:
