@@ -159,7 +159,7 @@ serve: $(STAMP) messages
 
 # A small lab on one machine: web server, Celery worker and beat in one supervised process tree,
 # no Redis needed (the broker is kept in files under var/). Needs SECRET_KEY and ALLOWED_HOSTS
-# (README, "A small lab"). Ctrl-C stops all of it.
+# (docs/production.md, "A small lab"). Ctrl-C stops all of it.
 HOST ?= 127.0.0.1
 PORT ?= 8000
 serve-small: $(STAMP) messages

@@ -1,6 +1,6 @@
 """Settings for the GPU Fleet Portal.
 
-Everything comes from environment variables (see the table in README.md). The defaults are
+Everything comes from environment variables (see the table in docs/configuration.md). The defaults are
 production-safe (DEBUG off, so SECRET_KEY is required) and need no server: SQLite under var/, the
 in-memory channel layer, and a Celery broker kept in files under var/ (`manage.py run` starts
 the web server, a worker and beat on it). Production adds DATABASE_URL and REDIS_URL. The demo

@@ -27,7 +27,7 @@ def portal_url_errors() -> list[Error]:
         Error(
             "PORTAL_URL is not set: with DEBUG off the portal needs its public base URL for the links in "
             "notifications, the agents' install command and the API's OpenAPI servers",
-            hint="set PORTAL_URL, e.g. PORTAL_URL=https://gpu-portal.lab.example (README, Configuration)",
+            hint="set PORTAL_URL, e.g. PORTAL_URL=https://gpu-portal.lab.example (docs/configuration.md)",
             id="core.E001",
         )
     ]

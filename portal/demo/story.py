@@ -72,7 +72,7 @@ def slurm_start(say):
     if missing or os.geteuid() != 0:
         why = f"missing {', '.join(missing)}" if missing else "it needs root to run slurmd"
         say(f"Slurm: off ({why}). To see the XID 79 ticket drain a Slurm node: {slurm.INSTALL_HINT}, "
-            "then run the demo as root; or SLURM_MODE=cli or rest with your own cluster (README, Slurm).")  # fmt: skip
+            "then run the demo as root; or SLURM_MODE=cli or rest with your own cluster (docs/slurm.md).")  # fmt: skip
         return None
     root = Path(settings.VAR_DIR) / "slurm"
     slurm.stop_stale(root)

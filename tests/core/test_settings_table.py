@@ -1,6 +1,6 @@
-"""The README's configuration table is the list of what an operator may set: every environment
+"""docs/configuration.md's settings table is the list of what an operator may set: every environment
 variable the portal's code reads is a row of it (and every row is read), deploy/portal.env.example
-names exactly its settings, and there are at most 46 of them."""
+names exactly its settings and the systemd units' ones, and there are at most 46 of them."""
 
 import ast
 import re
@@ -51,19 +51,22 @@ def portal_variables() -> set[str]:
     return names
 
 
-def readme_tables() -> tuple[list[str], list[str]]:
-    """The variables of the configuration table, and of the systemd units' table after it."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+def section_table(text: str, heading: str) -> list[str]:
+    """The variables of the one table under `heading` (up to the next heading), a row each."""
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n#", 1)[0]
     tables = [block for block in re.split(r"\n\s*\n", section) if block.lstrip().startswith("| variable |")]
-    assert len(tables) == 2, "the portal's table, then the units'"
-    names = []
-    for table in tables:
-        cells = [row.split(" | ")[0].removeprefix("| ") for row in table.strip().splitlines()[2:]]
-        for cell in cells:
-            assert re.fullmatch(r"`[A-Z][A-Z0-9_]+`", cell), f"one setting per row, not {cell!r}"
-        names.append([cell.strip("`") for cell in cells])
-    return names[0], names[1]
+    assert len(tables) == 1, f"one table under {heading!r}"
+    cells = [row.split(" | ")[0].removeprefix("| ") for row in tables[0].strip().splitlines()[2:]]
+    for cell in cells:
+        assert re.fullmatch(r"`[A-Z][A-Z0-9_]+`", cell), f"one setting per row, not {cell!r}"
+    return [cell.strip("`") for cell in cells]
+
+
+def configuration_tables() -> tuple[list[str], list[str]]:
+    """The variables of the portal's settings table, and of the systemd units' table after it."""
+    text = (REPO / "docs" / "configuration.md").read_text()
+    assert text.count("| variable |") == 2, "the portal's table, then the units'; no other"
+    return section_table(text, "The portal's settings"), section_table(text, "Read by the systemd units")
 
 
 def test_the_scan_finds_each_way_of_reading_the_environment():
@@ -76,22 +79,22 @@ e = role_mapping(environ, "E_HELPER"); f = environ.get("F_MAPPING", ""); os.envi
 
 
 def test_every_variable_the_portal_reads_is_in_the_table_and_no_other():
-    table, _units = readme_tables()
+    table, _units = configuration_tables()
     assert len(table) == len(set(table)), "a setting listed twice"
     read = portal_variables() - {"DJANGO_SETTINGS_MODULE"}  # Django's own, set by manage.py and asgi.py
-    assert sorted(read - set(table)) == [], "read by portal/ but not in the README's table"
-    assert sorted(set(table) - read) == [], "in the README's table but read nowhere in portal/"
+    assert sorted(read - set(table)) == [], "read by portal/ but not in the configuration table"
+    assert sorted(set(table) - read) == [], "in the configuration table but read nowhere in portal/"
 
 
 def test_at_most_46_settings():
-    table, _units = readme_tables()
+    table, _units = configuration_tables()
     assert len(table) <= MOST_SETTINGS, len(table)
 
 
 def test_the_example_environment_file_lists_exactly_the_tables_settings():
-    table, units = readme_tables()
+    table, units = configuration_tables()
     example = (REPO / "deploy" / "portal.env.example").read_text()
     listed = re.findall(r"^#?([A-Z][A-Z0-9_]*)=", example, flags=re.MULTILINE)  # set, or commented out
     assert len(listed) == len(set(listed)), "a setting listed twice"
-    assert sorted(set(listed) - {*table, *units}) == [], "in portal.env.example but not in the README's tables"
-    assert sorted({*table, *units} - set(listed)) == [], "in the README's tables but not in portal.env.example"
+    assert sorted(set(listed) - {*table, *units}) == [], "in portal.env.example but not in the configuration tables"
+    assert sorted({*table, *units} - set(listed)) == [], "in the configuration tables but not in portal.env.example"

@@ -26,7 +26,7 @@ from tests.i18n.po import Entry, read
 REPO = Path(__file__).resolve().parents[2]
 LOCALE = REPO / "locale" / "zh_Hans" / "LC_MESSAGES"
 DOMAINS = ("django", "djangojs")
-# What makemessages reads (the same as the README's commands): the portal's code, templates and scripts.
+# What makemessages reads (the same as docs/development.md's commands): the portal's code, templates and scripts.
 SOURCES = ("manage.py", "portal", "templates", "static")
 NOT_SOURCES = (
     "__pycache__",
@@ -117,7 +117,7 @@ def test_every_marked_string_has_a_translation(domain, tree_copy):
             lacking.append(f"{entry} is a plural in the source but not in the catalogue")
     assert not lacking, (
         f"a new string lacks a translation in {catalogue(domain).relative_to(REPO)} "
-        f"(run makemessages and translate, README 'Languages'):\n  " + "\n  ".join(lacking)
+        f"(run makemessages and translate, docs/development.md, 'Translations'):\n  " + "\n  ".join(lacking)
     )
 
 
