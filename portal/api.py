@@ -94,8 +94,8 @@ api = PortalAPI(
     auth=[PersonalTokenAuth(), PortalSessionAuth()],
     # Swagger UI from django-ninja's own static files ("ninja" is in INSTALLED_APPS; without it
     # the page would load Swagger UI from a CDN), under the portal's CSP: its settings travel as
-    # JSON and its start-up is a file, no inline script.
-    docs=Swagger(settings={"persistAuthorization": False}),
+    # JSON and its start-up is a file, no inline script (templates/ninja/swagger.html).
+    docs=Swagger(),
     docs_url="/docs",
     openapi_url="/openapi.json",
 )

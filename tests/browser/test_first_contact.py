@@ -112,6 +112,7 @@ def test_search_finds_a_ticket_by_its_number_and_title(page, portal_server, logi
     search_reaches_the_ticket(title[:12])
     search_reaches_the_ticket("dgx-01")  # hosts, GPUs, and the ticket whose title names the host
     expect(page.locator("#search-hosts")).to_be_visible()
+    page.set_viewport_size({"width": 1400, "height": 900})
     screenshot(page, "search-1400.png")
     page.set_viewport_size({"width": 390, "height": 900})
     screenshot(page, "search-390.png")
@@ -124,7 +125,9 @@ def test_an_unknown_address_gets_the_portals_404_page(page, portal_server, login
     assert response.status == 404
     expect(page.locator("h1")).to_have_text("Page not found")
     expect(page.locator("header.topbar")).to_be_visible()
-    screenshot(page, "not-found-1400.png")
+    for width in (1400, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        screenshot(page, f"not-found-{width}.png")
     icon = page.request.get("/favicon.ico")
     assert icon.ok and icon.headers["content-type"] in {"image/x-icon", "image/vnd.microsoft.icon"}
     assert page.evaluate("window.__csp") == []

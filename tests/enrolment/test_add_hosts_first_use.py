@@ -32,7 +32,7 @@ def test_an_unset_portal_url_on_localhost_is_warned_about(settings, page):
     warning = re.search(r'<div class="card warn" id="portal-url-unset" role="alert">(.*?)</div>', html, re.S)
     assert warning, html
     assert "<code>http://127.0.0.1:8000</code>" in warning[1]
-    assert "look for the portal on the GPU host itself" in warning[1] and "Set PORTAL_URL" in warning[1]
+    assert "look for the portal on the GPU host itself" in warning[1] and "Set <code>PORTAL_URL</code>" in warning[1]
 
 
 def test_an_unset_portal_url_on_a_lan_address_warns_without_the_localhost_sentence(settings, page):
@@ -69,7 +69,7 @@ def test_which_addresses_a_gpu_host_cannot_reach(url, unreachable):
 def test_the_prerequisites_are_listed_as_install_sh_checks_them(page):
     html = page().content.decode()
     section = re.search(r'<section class="card form-card" id="prerequisites">(.*?)</section>', html, re.S)[1]
-    assert "Python 3.11 or newer" in section and "systemd" in section and "NVIDIA driver" in section
+    assert "Python 3.11 or newer" in section and "<code>systemd</code>" in section and "NVIDIA driver" in section
     assert "curl" in section and "sudo" in section
     # One truth: the agent's declared Python and install.sh's check say the same version.
     agents = tomllib.loads((REPO / "agents" / "pyproject.toml").read_text())
