@@ -5,7 +5,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest
 from django.views.decorators.http import require_safe
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Swagger
 from ninja.security import APIKeyHeader, SessionAuth
 
 from portal.accounts.services import api_token_authenticate, api_token_refusal
@@ -69,16 +69,34 @@ class PortalAPI(NinjaAPI):
         return document_error_answers(schema)
 
 
+API_DESCRIPTION = """The GPU fleet portal's read and write API: hosts, GPUs and their readings, maintenance
+records, tickets, checklists, reports and enrolment codes.
+
+**Signing in.** In the browser, this page uses your portal session: "Try it out" acts as you,
+with your role. A script sends a personal API token ([your account page](/account/) mints one) as
+`Authorization: Token <token>`. The agents' ingest endpoint takes its host token as
+`Authorization: Bearer <token>`.
+
+**Errors** answer one JSON shape, `{"error": "<message>", "detail": [{"loc": "<field path>",
+"msg": "<what is wrong>"}]}`: 400 for bad input, 401 without a session or token, 403 for a role
+that may not, 404 for what does not exist, 409 for a state conflict. A refused write changes
+nothing. Lists answer `{"items": [...], "count": N}` and take `limit` and `offset`."""
+
+
 api = PortalAPI(
     title="GPU Fleet Portal API",
     version="1.0.0",
+    description=API_DESCRIPTION,
     urls_namespace="api",
     # The token first: a request carrying `Authorization: Token …` is a script's, never a
     # browser's forged one (a cross-site page cannot set that header), so it needs no CSRF token;
     # a session request keeps Django's CSRF check.
     auth=[PersonalTokenAuth(), PortalSessionAuth()],
-    # The interactive docs page would load Swagger UI from a CDN; pages must work offline.
-    docs_url=None,
+    # Swagger UI from django-ninja's own static files ("ninja" is in INSTALLED_APPS; without it
+    # the page would load Swagger UI from a CDN), under the portal's CSP: its settings travel as
+    # JSON and its start-up is a file, no inline script (templates/ninja/swagger.html).
+    docs=Swagger(),
+    docs_url="/docs",
     openapi_url="/openapi.json",
 )
 
@@ -100,7 +118,7 @@ def api_urls():
     """The API's URL patterns, exempt from the login-page redirect (the API answers 401 itself)."""
     patterns, app_name, namespace = api.urls
     for pattern in patterns:
-        if pattern.name == "openapi-json":  # a document: GET and HEAD only (writes answer 405)
+        if pattern.name in ("openapi-json", "openapi-view"):  # documents: GET and HEAD only (writes answer 405)
             pattern.callback = require_safe(pattern.callback)
         login_not_required(pattern.callback)
     return patterns, app_name, namespace

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "channels",
+    "ninja",  # its Swagger UI files (the API docs page), served by the portal itself
     "auditlog",
     "axes",
     "portal.core",
@@ -87,6 +88,7 @@ MIDDLEWARE = [
     # Every page needs a login unless its view opts out (login page, agent ingest).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "portal.core.middleware.NotFoundPageMiddleware",  # after CommonMiddleware (its slash redirect)
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.core.middleware.AuditlogMiddleware",  # the client address as the server believes it
     # Login throttling (django-axes): answers a locked-out login with the lockout page. Last, as its docs ask.

@@ -8,7 +8,7 @@ from portal.accounts.directory import views as directory_views
 from portal.accounts.directory.oidc import OIDCCallbackView, OIDCStartView
 from portal.accounts.views import set_language
 from portal.api import api_urls
-from portal.core.views import healthz
+from portal.core.views import favicon, healthz
 from portal.metrics.views import metrics
 from portal.telemetry.ingest_view import ingest
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("oidc/authenticate/", login_not_required(OIDCStartView.as_view()), name="oidc_authentication_init"),
     path("oidc/callback/", login_not_required(OIDCCallbackView.as_view()), name="oidc_authentication_callback"),
     path("healthz", never_cache(healthz), name="healthz"),
+    path("favicon.ico", favicon, name="favicon"),
     path("i18n/setlang/", set_language, name="set_language"),
     # The live pages' strings in the user's language (Django's JavaScript catalogue).
     path("jsi18n/", login_not_required(JavaScriptCatalog.as_view()), name="javascript_catalog"),

@@ -1,6 +1,7 @@
 """What checklists add to other apps' pages (portal.core.panels): "Start checklist" on a host, a
-GPU and a ticket that a checklist resolves."""
+GPU and a ticket that a checklist resolves; the runs a search finds."""
 
+from portal.checklists import selectors
 from portal.core.panels import panel
 
 TEMPLATE = "checklists/_start_button.html"
@@ -25,3 +26,10 @@ def ticket_start(*, request, ticket, rule, **page) -> dict | None:
     if not (ticket.is_open and rule is not None and rule.resolved_by and _may_start(request)):
         return None
     return {"subject": "ticket", "value": ticket.pk, "primary": True}
+
+
+@panel("fleet.search", slot="results", name="checklist-runs", template="checklists/_search_runs.html", order=20)
+def search_runs(*, request, query, limit, **page) -> dict | None:
+    if not request.user.has_perm("checklists.view_checklistrun"):
+        return None
+    return {"matches": selectors.runs_search(query=query, limit=limit)}

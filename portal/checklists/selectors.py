@@ -11,7 +11,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun, ChecklistTemplate, TemplateItem
-from portal.core.selectors import filter_given
+from portal.core.selectors import filter_given, search_by_id_or_text
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.rules import RULES, SCHEDULES
@@ -43,6 +43,12 @@ def runs_queryset() -> QuerySet[ChecklistRun]:
 def runs_list(*, state: str = "", hostname: str = "", template: str = "") -> QuerySet[ChecklistRun]:
     runs = filter_given(runs_queryset(), state=state, host__hostname=hostname, template__key=template)
     return runs.order_by("-started_at", "-id")
+
+
+def runs_search(*, query: str, limit: int) -> list[ChecklistRun]:
+    """Checklist runs by id ("7", "#7"), checklist name or signature, the newest first."""
+    matches = ChecklistRun.objects.filter(search_by_id_or_text(query, "template_name", "signature"))
+    return list(matches.select_related("host", "started_by").order_by("-started_at", "-id")[:limit])
 
 
 def runs_overview(*, state: str = "", hostname: str = "") -> QuerySet[ChecklistRun]:

@@ -1,4 +1,4 @@
-"""Request middleware: NUL characters refused, the audit trail's client address.
+"""Request middleware: NUL characters refused, the portal's own 404 page, the audit trail's client address.
 
 Refuse NUL characters in query strings and form fields before any view sees them.
 
@@ -13,8 +13,10 @@ from auditlog.context import auditlog_value
 from auditlog.middleware import AuditlogMiddleware as _AuditlogMiddleware
 from django.conf import settings
 from django.db.models.signals import pre_save
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.http.multipartparser import MultiPartParserError
+from django.urls import get_urlconf, is_valid_path
+from django.views.defaults import page_not_found
 
 from portal.core.forwarded import forwarded_address
 
@@ -46,6 +48,26 @@ class RejectNulCharactersMiddleware:
                         status=400,
                     )
         return self.get_response(request)
+
+
+class NotFoundPageMiddleware:
+    """The portal's own 404 page (templates/404.html) with DEBUG on too. Django answers a 404 with
+    its technical page when DEBUG is on (the URL patterns, a hint about settings), and `make demo`
+    runs with DEBUG on: a newcomer's first mistyped address met a developer's page. Placed after
+    CommonMiddleware, whose slash redirect still turns `/tickets` into `/tickets/`."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if settings.DEBUG and not is_valid_path(request.path_info, getattr(request, "urlconf", get_urlconf())):
+            return page_not_found(request, Http404())
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if settings.DEBUG and isinstance(exception, Http404):
+            return page_not_found(request, exception)
+        return None
 
 
 class AuditlogMiddleware(_AuditlogMiddleware):

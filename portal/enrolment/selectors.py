@@ -1,4 +1,6 @@
+import ipaddress
 import shlex
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db.models import QuerySet
@@ -12,6 +14,23 @@ def enrolment_codes() -> QuerySet[EnrolmentCode]:
 
 
 CODE_ENV = "GPU_FLEET_ENROL_CODE"
+
+
+# What install.sh checks before it installs anything (its "check:" step) and agents/pyproject.toml's
+# requires-python: the page lists the same, so an admin finds out before pasting.
+AGENT_PYTHON_MIN = "3.11"
+
+
+def install_address_unreachable(base_url: str) -> bool:
+    """True when the install line's address names the machine it runs on (localhost, a loopback
+    address): pasted on a GPU host, it would look for the portal on that host."""
+    hostname = (urlsplit(base_url).hostname or "").lower()
+    if hostname == "localhost" or hostname.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False
 
 
 def agent_dist_missing() -> list[str]:

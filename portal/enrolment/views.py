@@ -1,6 +1,7 @@
 """The "Add hosts" page: admins make enrolment codes and copy the one line a new GPU host runs."""
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.mixins import PermissionRequiredMixin
 from django.shortcuts import get_object_or_404, redirect, render
@@ -65,7 +66,13 @@ class AddHostsView(Admins, View):
             "form": form, "issued": issued, "command": command,
             "codes": list(selectors.enrolment_codes()[:CODES_ON_PAGE]),
             "agent_missing": selectors.agent_dist_missing(),
+            "python_min": selectors.AGENT_PYTHON_MIN,
         }  # fmt: skip
+        if not settings.PORTAL_URL:  # the line names the address this page came from
+            base_url = portal_url(request)
+            context["unset_portal_url"] = {
+                "address": base_url, "unreachable": selectors.install_address_unreachable(base_url),
+            }  # fmt: skip
         return render(request, "enrolment/add_hosts.html", context, status=status)
 
 

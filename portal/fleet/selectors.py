@@ -15,6 +15,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from agents import __version__ as SERVED_AGENT_VERSION  # the agent /agent/ serves is this tree
 from portal.core.db import EpochMs
+from portal.core.selectors import UUID_INFIX_MIN, search_by_id_or_text
 from portal.fleet import care, hooks
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 
@@ -93,23 +94,31 @@ def record_get(*, pk: int) -> MaintenanceRecord:
 
 
 def fleet_search(*, query: str, limit: int = 50) -> dict:
-    """Hosts by hostname; GPUs by serial, uuid (with or without the GPU- prefix) or model."""
+    """Hosts by hostname or location; GPUs by serial, model, host, PCI bus id or UUID (with or
+    without the GPU- prefix; inside it from UUID_INFIX_MIN characters on, else its start only);
+    maintenance records by id, notes, RMA number, vendor, parts or who did the work."""
     query = query.strip()
     if not query:
-        return {"hosts": [], "gpus": []}
+        return {"hosts": [], "gpus": [], "records": []}
+    if len(query) >= UUID_INFIX_MIN:
+        uuid_match = Q(uuid__icontains=query)
+    else:
+        uuid_match = Q(uuid__istartswith=query) | Q(uuid__istartswith=f"GPU-{query}")
     hosts = list(Host.objects.filter(Q(hostname__icontains=query) | Q(location__icontains=query))[:limit])
     gpus = list(
         gpus_with_derived_dates(
             Gpu.objects.filter(
                 Q(serial__icontains=query)
-                | Q(uuid__icontains=query)
+                | uuid_match
                 | Q(model_name__icontains=query)
                 | Q(host__hostname__icontains=query)
                 | Q(pci_bus_id__icontains=query)
             )
         )[:limit]
     )
-    return {"hosts": hosts, "gpus": gpus}
+    record_match = search_by_id_or_text(query, "notes", "rma_number", "vendor", "part_used", "parts", "performed_by")
+    records = list(MaintenanceRecord.objects.filter(record_match).select_related("host", "gpu")[:limit])
+    return {"hosts": hosts, "gpus": gpus, "records": records}
 
 
 def gpus_with_latest() -> QuerySet[Gpu]:

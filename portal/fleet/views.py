@@ -15,6 +15,7 @@ from django.views import View
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
 from portal.core.panels import page_panels
+from portal.core.selectors import SEARCH_MAX_LENGTH, UUID_INFIX_MIN
 from portal.fleet import hooks, selectors, services, swaps
 from portal.fleet.forms import RECORD_LABELS, GpuEditForm, GpuForm, HostForm, record_form_class
 from portal.fleet.models import Attachment, Gpu, Host, MaintenanceRecord
@@ -76,15 +77,32 @@ class HostGpusView(Permission, View):
         )
 
 
+SEARCH_RESULTS_PER_KIND = 50
+
+
 class SearchView(Permission, View):
+    """The header's search box. Higher apps add their kinds of results (tickets, checklist runs) as
+    panels of "fleet.search", slot "results", whose context holds the list as `matches`; a single
+    match of any kind goes straight to it."""
+
     permission_required = "fleet.view_host"
 
     def get(self, request):
-        query = request.GET.get("q", "")
-        results = selectors.fleet_search(query=query)
-        if len(results["hosts"]) + len(results["gpus"]) == 1:
-            only = (results["hosts"] or results["gpus"])[0]
-            return redirect(only)
+        query = request.GET.get("q", "").strip()
+        if len(query) > SEARCH_MAX_LENGTH:
+            error = _("The search text is too long: at most %(max)d characters.") % {"max": SEARCH_MAX_LENGTH}
+            return render(request, "fleet/search.html", {"query": query, "error": error}, status=400)
+        if not query:
+            return render(request, "fleet/search.html", {"query": query})
+        results = selectors.fleet_search(query=query, limit=SEARCH_RESULTS_PER_KIND)
+        if not request.user.has_perm("fleet.view_maintenancerecord"):
+            results["records"] = []
+        panels = page_panels("fleet.search", request=request, query=query, limit=SEARCH_RESULTS_PER_KIND)
+        found = [*results["hosts"], *results["gpus"], *results["records"]]
+        for shown in panels.get("results", []):
+            found += shown.context["matches"]
+        if len(found) == 1:
+            return redirect(found[0])
         now = timezone.now()
         limits = hooks.care_limits_for(host_ids={gpu.host_id for gpu in results["gpus"]})
         for gpu in results["gpus"]:
@@ -92,7 +110,11 @@ class SearchView(Permission, View):
                 limits=limits, host_id=gpu.host_id, kind=MaintenanceRecord.Kind.CLEANING, moment=gpu.last_cleaning_at,
                 now=now,
             )  # fmt: skip
-        return render(request, "fleet/search.html", {"query": query, "now": now, **results})
+        context = {
+            "query": query, "now": now, "panels": panels, "found": bool(found), "uuid_infix_min": UUID_INFIX_MIN,
+            **results,
+        }  # fmt: skip
+        return render(request, "fleet/search.html", context)
 
 
 def _ages(limits, host_id: int, now, moments: dict) -> dict:

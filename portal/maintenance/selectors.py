@@ -8,7 +8,7 @@ import datetime as dt
 from django.db.models import Count, QuerySet
 from django.utils.translation import gettext_lazy
 
-from portal.core.selectors import filter_given
+from portal.core.selectors import filter_given, search_by_id_or_text
 from portal.fleet.care import DUE, NEVER, OK, OVERDUE, CareLimits
 from portal.maintenance.models import Severity, Ticket, TicketEvent
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
@@ -37,6 +37,12 @@ def ticket_list(*, state: str = "", severity: str = "", rule: str = "", host: st
         )
     )  # fmt: skip
     return tickets.order_by(SORTS.get(sort, "-last_seen"), "-id")
+
+
+def tickets_search(*, query: str, limit: int) -> list[Ticket]:
+    """Tickets by id ("12", "#12") or title, the newest first; the title as stored (English)."""
+    matches = Ticket.objects.filter(search_by_id_or_text(query, "title")).select_related("host", "gpu")
+    return list(matches.order_by("-last_seen", "-id")[:limit])
 
 
 def ticket_detail(*, pk: int) -> Ticket:

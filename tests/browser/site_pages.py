@@ -11,6 +11,7 @@ import json
 NOT_PAGES = {
     "logout": "POST only",
     "healthz": "plain text",
+    "favicon": "a redirect to the icon",
     "metrics": "Prometheus text",
     "ingest": "agent API",
     "live:fleet_state": "JSON",

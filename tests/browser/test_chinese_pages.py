@@ -51,7 +51,7 @@ LATIN_TERMS = {
     "DingTalk", "WeCom", "Slack", "SMTP", "UTC", "PNG", "JPEG", "SSH", "IP", "BIOS", "VBIOS", "SM", "HBM", "SXM",
     "Gen", "MHz", "GHz", "kWh", "Wh", "kW", "GB", "GiB", "MB", "MiB", "TB", "TiB", "nvidia-smi", "systemctl",
     "agent", "drain", "English", "Plotly", "WebSocket", "Celery", "Redis", "PostgreSQL", "SQLite", "MTBF", "MTTR",
-    "RFC",
+    "RFC", "OpenAPI", "Linux", "Python",
 }  # fmt: skip
 WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]|[A-Za-z]")
 

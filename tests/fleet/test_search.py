@@ -56,7 +56,7 @@ def test_several_matches_are_listed(fleet, client_for, viewer):
 def test_no_match_and_empty_query(fleet, client_for, viewer):
     response = client_for(viewer).get("/search/", {"q": "h200"})
     assert response.status_code == 200
-    assert "No host matches." in response.content.decode() and "No GPU matches." in response.content.decode()
+    assert "Nothing matches: no host, GPU, ticket, record or checklist run." in response.content.decode()
     response = client_for(viewer).get("/search/")
     assert response.status_code == 200
     assert "Type a hostname" in response.content.decode()
