@@ -154,6 +154,8 @@ def test_rest_on_a_node_a_ticket_drained_keeps_the_tickets_reason(
     with django_capture_on_commit_callbacks(execute=True):
         ticket_transition(ticket=xid, to_state="resolved", user=admin)
     assert is_drained(slurm)  # the rest is not over
+    gate_passed(django_capture_on_commit_callbacks, host)  # the resolved ticket's diagnostic
+    assert is_drained(slurm)  # still not over
     SchedulerAction.objects.filter(pk=rest_resume.pk).update(not_before=timezone.now() - dt.timedelta(seconds=1))
     scheduler_sweep()
     assert not is_drained(slurm)

@@ -27,7 +27,6 @@ import math
 from django.conf import settings
 from django.utils import timezone
 
-from portal.accounts.directory.ldap import ldap_account_recheck
 from portal.accounts.directory.oidc import oidc_account_recheck
 from portal.accounts.directory.services import REVOKED, UNAVAILABLE, VOUCHED, account_event_record
 from portal.accounts.models import AccountEvent, Source, UserProfile
@@ -41,7 +40,12 @@ LOCAL_MARK = "local"
 
 
 def _checker(source: str):
-    return oidc_account_recheck if source == Source.OIDC else ldap_account_recheck
+    if source == Source.OIDC:
+        return oidc_account_recheck
+    # Imported here: python-ldap is an optional extra, needed only where LDAP accounts exist.
+    from portal.accounts.directory.ldap import ldap_account_recheck
+
+    return ldap_account_recheck
 
 
 def _profile_of(user) -> UserProfile | None:
