@@ -13,7 +13,9 @@ import functools
 import logging
 from collections.abc import Iterable
 
+from auditlog.models import LogEntry
 from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -129,6 +131,37 @@ def _check_time(name: str, value: dt.datetime, now: dt.datetime, problems: list)
         problems.append((name, "more than 5 min in the future"))
 
 
+class DiagnosticClosed(Conflict):
+    """A start or a result for a diagnostic that takes none any more (a result already, expired,
+    cancelled): refused, and kept in the audit trail once the refused write has rolled back."""
+
+    def __init__(self, message: str, *, diagnostic: Diagnostic, field_errors: dict):
+        super().__init__(message, field_errors=field_errors)
+        self.diagnostic = diagnostic
+
+
+def _closed_refusals_audited(function):
+    """A refused start or result leaves a line in the audit trail on the diagnostic, written after
+    the refused transaction rolled back (a late result must be seen, not only answered)."""
+
+    @functools.wraps(function)
+    def audited(*args, host: Host, **kwargs):
+        try:
+            return function(*args, host=host, **kwargs)
+        except DiagnosticClosed as refused:
+            LogEntry.objects.create(
+                content_type=ContentType.objects.get_for_model(Diagnostic),
+                object_pk=str(refused.diagnostic.pk),
+                object_repr=str(refused.diagnostic),
+                action=LogEntry.Action.ACCESS,
+                changes={"agent's report refused": [refused.diagnostic.state, f"{host.hostname}: {refused.message}"]},
+            )
+            raise
+
+    return audited
+
+
+@_closed_refusals_audited
 @transaction.atomic
 def diagnostic_started(
     *, diagnostic_id, host: Host, started_at: dt.datetime, now: dt.datetime | None = None
@@ -152,10 +185,14 @@ def diagnostic_started(
 def _check_open(diagnostic: Diagnostic) -> None:
     """A diagnostic with a result, expired or cancelled takes no start and no result (409)."""
     if diagnostic.has_result:
-        raise Conflict("this diagnostic already has a result", field_errors={"id": "Already has a result."})
+        raise DiagnosticClosed(
+            "this diagnostic already has a result", diagnostic=diagnostic, field_errors={"id": "Already has a result."}
+        )
     if diagnostic.state in Diagnostic.CLOSED_STATES:
         said = f"This diagnostic is {diagnostic.state}; request a new one."
-        raise Conflict(f"this diagnostic is {diagnostic.state}", field_errors={"state": said})
+        raise DiagnosticClosed(
+            f"this diagnostic is {diagnostic.state}", diagnostic=diagnostic, field_errors={"state": said}
+        )
 
 
 def _gpu_result(given: str, tests: list[dict]) -> str:
@@ -183,6 +220,7 @@ def _state_of(results: list[str]) -> str:
     return State.FAILED
 
 
+@_closed_refusals_audited
 @transaction.atomic
 def diagnostic_result_record(
     *,

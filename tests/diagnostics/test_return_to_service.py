@@ -8,6 +8,7 @@ import io
 import json
 
 import pytest
+from auditlog.models import LogEntry
 from django.utils import timezone
 from pypdf import PdfReader
 
@@ -336,6 +337,12 @@ def test_a_late_result_is_refused_and_never_returns_the_gpu(client_for, technici
     assert (diagnostic.state, diagnostic.result_at) == (closed, None)
     assert not diagnostic.gpus.exclude(result="").exists()
     assert patch(client_for(technician), broken, {"status": "in_service"}).status_code == 409
+    # The refused report stays in the audit trail, on the diagnostic, naming the host that sent it.
+    assert agent.result(diagnostic.pk, {"started_at": timezone.now().isoformat()}).status_code == 409
+    refused = LogEntry.objects.filter(action=LogEntry.Action.ACCESS, object_pk=str(diagnostic.pk)).order_by("pk")
+    assert [entry.changes_dict["agent's report refused"] for entry in refused] == [
+        [closed, f"{agent.host.hostname}: this diagnostic is {closed}"]
+    ] * 2
 
 
 def test_the_agents_clock_alone_does_not_date_a_diagnostic_after_the_repair(client_for, technician, agent, broken):
