@@ -12,11 +12,10 @@ person queued. A refusal is a 409 naming `level` and a line in the audit trail, 
 
 from __future__ import annotations
 
-from auditlog.models import LogEntry
-from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.utils import timezone
 
+from portal.core.audit import audit_line
 from portal.core.errors import Conflict
 from portal.diagnostics import services
 from portal.diagnostics.models import Diagnostic
@@ -63,13 +62,4 @@ def diagnostic_request_by_person(*, host: Host, level, gpu_uuids, user, client: 
 
 
 def _refusal_audit(*, host: Host, user, client: str | None, note: str) -> None:
-    LogEntry.objects.create(
-        content_type=ContentType.objects.get_for_model(Host),
-        object_pk=str(host.pk),
-        object_id=host.pk,
-        object_repr=str(host),
-        action=LogEntry.Action.ACCESS,
-        changes={"diagnostic refused": [None, note]},
-        actor=user if getattr(user, "pk", None) else None,
-        remote_addr=client,
-    )
+    audit_line(about=host, changes={"diagnostic refused": [None, note]}, actor=user, client=client)

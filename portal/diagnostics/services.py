@@ -13,13 +13,12 @@ import functools
 import logging
 from collections.abc import Iterable
 
-from auditlog.models import LogEntry
 from django.conf import settings
-from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from portal.core.audit import audit_line
 from portal.core.db import hot_cursor
 from portal.core.errors import Conflict, InvalidInput, NotFound
 from portal.diagnostics import hooks, messages
@@ -149,11 +148,8 @@ def _closed_refusals_audited(function):
         try:
             return function(*args, host=host, **kwargs)
         except DiagnosticClosed as refused:
-            LogEntry.objects.create(
-                content_type=ContentType.objects.get_for_model(Diagnostic),
-                object_pk=str(refused.diagnostic.pk),
-                object_repr=str(refused.diagnostic),
-                action=LogEntry.Action.ACCESS,
+            audit_line(
+                about=refused.diagnostic,
                 changes={"agent's report refused": [refused.diagnostic.state, f"{host.hostname}: {refused.message}"]},
             )
             raise

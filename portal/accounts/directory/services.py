@@ -16,13 +16,13 @@ import logging
 
 from auditlog.models import LogEntry
 from django.contrib.auth.models import Group
-from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from portal.accounts.models import AccountEvent, Source, UserProfile
 from portal.accounts.roles import ROLES
+from portal.core.audit import audit_line
 
 logger = logging.getLogger("portal.accounts.directory")
 
@@ -126,15 +126,12 @@ def account_event_record(
     for field in ("reason", "role_before", "role_after"):
         if getattr(event, field):
             changes[field] = [None, getattr(event, field)]
-    LogEntry.objects.create(
-        content_type=ContentType.objects.get_for_model(AccountEvent),
-        object_pk=str(event.pk),
-        object_id=event.pk,
-        object_repr=str(event),
+    audit_line(
+        about=event,
         action=LogEntry.Action.CREATE,
         changes=changes,
         actor=actor if actor is not None and actor.pk else event.user,
-        remote_addr=client,
+        client=client,
     )
     return event
 
