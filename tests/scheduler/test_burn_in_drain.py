@@ -180,6 +180,7 @@ def test_the_burn_in_drain_is_retried_when_slurm_did_not_answer(
         script = slow / command
         script.write_text("#!/bin/sh\nsleep 5\n")
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    usual_timeout = settings.SLURM_TIMEOUT
     settings.SLURM_BIN_DIR = str(slow)
     settings.SLURM_TIMEOUT = 0.3
     host, token = enrol(slurm.node)
@@ -189,7 +190,10 @@ def test_the_burn_in_drain_is_retried_when_slurm_did_not_answer(
     assert drain.state == "pending" and "did not answer within 0.3 s" in drain.last_error
     assert "DRAIN" not in slurm.node_line()
 
-    settings.SLURM_BIN_DIR = ""  # Slurm answers again: the beat sweep drains it
+    # Slurm answers again: the beat sweep drains it, its commands given the usual time (0.3 s was
+    # for the stand-ins above; a loaded machine's sinfo can take longer).
+    settings.SLURM_BIN_DIR = ""
+    settings.SLURM_TIMEOUT = usual_timeout
     assert scheduler_sweep() >= 1
     drain.refresh_from_db()
     assert drain.state == "done" and node(slurm).reason.startswith("gpu-fleet burn-in: GPU 0 (")

@@ -139,6 +139,7 @@ def test_slurm_slow_never_fails_ingest_and_the_sweep_drains_once_it_answers(
         script = slow / command
         script.write_text("#!/bin/sh\nsleep 5\n")
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    usual_timeout = settings.SLURM_TIMEOUT
     settings.SLURM_BIN_DIR = str(slow)
     settings.SLURM_TIMEOUT = 0.3
     host, token = enrol(slurm.node)
@@ -155,7 +156,10 @@ def test_slurm_slow_never_fails_ingest_and_the_sweep_drains_once_it_answers(
     text = page.content.decode()
     assert "Last failed action: drain" in text and "did not answer within 0.3 s" in text
 
-    settings.SLURM_BIN_DIR = ""  # Slurm answers again: the beat sweep finishes the job
+    # Slurm answers again: the beat sweep finishes the job. The real commands get the usual time
+    # (0.3 s was for the stand-ins above; a loaded machine's sinfo can take longer).
+    settings.SLURM_BIN_DIR = ""
+    settings.SLURM_TIMEOUT = usual_timeout
     assert scheduler_sweep() >= 1
     drain.refresh_from_db()
     assert drain.state == "done" and drain.attempts == 2
