@@ -22,3 +22,20 @@ def fake_nvml():
     pynvml.fake_reset(count=2)
     yield pynvml
     pynvml.fake_reset(count=0)
+
+
+@pytest.fixture
+def open_client(fake_nvml):
+    """open_client(**kwargs): an NvmlDeviceClient over the stand-in, closed after the test."""
+    from agents.device import NvmlDeviceClient
+
+    clients = []
+
+    def open_(**kwargs):
+        client = NvmlDeviceClient(xid_poll_ms=20, **kwargs)
+        clients.append(client)
+        return client
+
+    yield open_
+    for client in clients:
+        client.close()

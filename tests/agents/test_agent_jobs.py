@@ -13,7 +13,6 @@ import pytest
 from protocol_check import protocol_problems
 
 from agents.collector import Collector
-from agents.device import NvmlDeviceClient
 from agents.jobs import MAX_JOBS_PER_READING, RECHECK_S, JobNamer
 from agents.simulate import SimulatedDeviceClient
 
@@ -132,20 +131,6 @@ def test_a_login_no_key_can_hold_falls_back_to_the_uid(proc, tmp_path):
 
 
 # --- NVML: the stand-in's process list through the real device client -------------------------
-
-
-@pytest.fixture
-def open_client(fake_nvml):
-    clients = []
-
-    def open_(**kwargs):
-        client = NvmlDeviceClient(xid_poll_ms=20, **kwargs)
-        clients.append(client)
-        return client
-
-    yield open_
-    for client in clients:
-        client.close()
 
 
 def test_the_readings_carry_the_jobs_of_nvmls_processes(fake_nvml, open_client, proc, tmp_path):

@@ -13,20 +13,6 @@ from agents.collector import Collector
 from agents.device import DeviceUnavailable, NvmlDeviceClient
 
 
-@pytest.fixture
-def open_client(fake_nvml):
-    clients = []
-
-    def open_(**kwargs):
-        client = NvmlDeviceClient(xid_poll_ms=20, **kwargs)
-        clients.append(client)
-        return client
-
-    yield open_
-    for client in clients:
-        client.close()
-
-
 def collect(client) -> tuple[list[dict], list[dict]]:
     collection = Collector(client).collect()
     return collection.readings, collection.inventory

@@ -3,6 +3,8 @@ the real ingest endpoint, a passed repair_return run."""
 
 from __future__ import annotations
 
+import stat
+
 from django.test import Client
 
 from portal.checklists import services as checklists
@@ -73,3 +75,18 @@ def diagnostics_pass(capture, *, host: Host, token: str) -> int:
 
 def node(cluster):
     return SlurmCli().node(cluster.node)
+
+
+def slurm_never_answers(settings, tmp_path) -> float:
+    """Slurm's commands replaced by stand-ins that never answer within the 0.3 s timeout set here;
+    returns the usual timeout, to give back with SLURM_BIN_DIR="" once Slurm "answers again"."""
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    for command in ("sinfo", "squeue", "scontrol"):
+        script = slow / command
+        script.write_text("#!/bin/sh\nsleep 5\n")
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    usual_timeout = settings.SLURM_TIMEOUT
+    settings.SLURM_BIN_DIR = str(slow)
+    settings.SLURM_TIMEOUT = 0.3
+    return usual_timeout

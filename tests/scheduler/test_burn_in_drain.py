@@ -4,7 +4,6 @@ Scheduler section's rules (portal-api-v1.md, "Diagnostics and return to service"
 session's real single-node Slurm cluster (cli mode)."""
 
 import json
-import stat
 
 import pytest
 from auditlog.models import LogEntry
@@ -17,7 +16,7 @@ from portal.maintenance.services import ticket_transition
 from portal.scheduler.models import SchedulerAction
 from portal.scheduler.services import scheduler_sweep
 from portal.telemetry import ingest_view
-from tests.scheduler.helpers import GPUS, enrol, node
+from tests.scheduler.helpers import GPUS, enrol, node, slurm_never_answers
 from tests.telemetry.batches import gpu_uuid, make_batch, post_batch
 
 pytestmark = pytest.mark.django_db
@@ -174,15 +173,7 @@ def test_the_burn_in_drain_waits_for_another_draining_ticket(slurm, django_captu
 def test_the_burn_in_drain_is_retried_when_slurm_did_not_answer(
     slurm, django_capture_on_commit_callbacks, settings, tmp_path
 ):
-    slow = tmp_path / "bin"
-    slow.mkdir()
-    for command in ("sinfo", "squeue", "scontrol"):
-        script = slow / command
-        script.write_text("#!/bin/sh\nsleep 5\n")
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    usual_timeout = settings.SLURM_TIMEOUT
-    settings.SLURM_BIN_DIR = str(slow)
-    settings.SLURM_TIMEOUT = 0.3
+    usual_timeout = slurm_never_answers(settings, tmp_path)
     host, token = enrol(slurm.node)
     report(django_capture_on_commit_callbacks, slurm.node, token)  # 202 all the same
 

@@ -1,7 +1,6 @@
 """Tickets drain and resume a real Slurm node (the session's single-node cluster, cli mode)."""
 
 import datetime as dt
-import stat
 
 import pytest
 from auditlog.models import LogEntry
@@ -15,7 +14,7 @@ from portal.scheduler.enqueue import host_actions_enqueue
 from portal.scheduler.models import SchedulerAction
 from portal.scheduler.services import scheduler_rest_request, scheduler_sweep
 from portal.telemetry import ingest_view
-from tests.scheduler.helpers import diagnostics_pass, enrol, node, post_xid, repair_return_passed
+from tests.scheduler.helpers import diagnostics_pass, enrol, node, post_xid, repair_return_passed, slurm_never_answers
 
 pytestmark = pytest.mark.django_db
 
@@ -133,15 +132,7 @@ def test_severity_below_the_setting_does_not_drain(slurm, django_capture_on_comm
 def test_slurm_slow_never_fails_ingest_and_the_sweep_drains_once_it_answers(
     slurm, django_capture_on_commit_callbacks, settings, tmp_path, client_for, viewer
 ):
-    slow = tmp_path / "bin"
-    slow.mkdir()
-    for command in ("sinfo", "squeue", "scontrol"):
-        script = slow / command
-        script.write_text("#!/bin/sh\nsleep 5\n")
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    usual_timeout = settings.SLURM_TIMEOUT
-    settings.SLURM_BIN_DIR = str(slow)
-    settings.SLURM_TIMEOUT = 0.3
+    usual_timeout = slurm_never_answers(settings, tmp_path)
     host, token = enrol(slurm.node)
 
     post_xid(django_capture_on_commit_callbacks, hostname=slurm.node, token=token)  # 202 all the same
