@@ -66,7 +66,7 @@ def host_get(*, hostname: str) -> Host:
 
 
 def gpu_get(*, uuid: str) -> Gpu:
-    return get_object_or_404(gpus_with_derived_dates(), uuid=uuid)
+    return get_object_or_404(gpus_with_derived_dates().select_related("host", "latest"), uuid=uuid)
 
 
 def gpu_timeline(*, gpu: Gpu) -> QuerySet[MaintenanceRecord]:
@@ -340,6 +340,17 @@ def _problems(row: HostRow) -> list[str]:
     return problems
 
 
+def gpu_is_silent(*, gpu: Gpu, now: dt.datetime, limits: care.CareLimits) -> bool:
+    """Nothing heard from the GPU for longer than the agent_silent rule's limit on its host, as the
+    rule judges it: its newest reading's time or that reading's arrival, whichever is later. A GPU
+    that never reported is not silent (no data), nor one the rule does not watch (no limit)."""
+    latest = gpu.latest_or_none
+    silent_after = limits.silent_after_s(host_id=gpu.host_id)
+    if latest is None or silent_after is None:
+        return False
+    return (now - max(latest.ts, latest.received_at)).total_seconds() > silent_after
+
+
 def host_gpu_rows(*, host: Host, now: dt.datetime, limits: care.CareLimits) -> list[Gpu]:
     """A host's GPUs (retired last) with their latest reading and, as attributes, `hot`, `silent`,
     `age_s` and `ages` (cleaning and driver update by the schedules in force): one query."""
@@ -349,9 +360,7 @@ def host_gpu_rows(*, host: Host, now: dt.datetime, limits: care.CareLimits) -> l
     for gpu in gpus:
         latest = gpu.latest_or_none
         gpu.age_s = None if latest is None else max(0, int((now - latest.ts).total_seconds()))
-        silent_after = limits.silent_after_s(host_id=host.pk)
-        heard = None if latest is None else (now - max(latest.ts, latest.received_at)).total_seconds()
-        gpu.silent = heard is not None and silent_after is not None and heard > silent_after
+        gpu.silent = gpu_is_silent(gpu=gpu, now=now, limits=limits)
         hot_c = limits.hot_c(host_id=host.pk, slowdown_c=gpu.temp_slowdown_c)
         temperature = None if latest is None else latest.temperature_c
         gpu.hot = not gpu.silent and None not in (hot_c, temperature) and temperature >= hot_c

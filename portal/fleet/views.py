@@ -164,7 +164,8 @@ class GpuDetailView(Permission, View):
         now = timezone.now()
         records = list(selectors.gpu_timeline(gpu=gpu)[:100])
         Kind = MaintenanceRecord.Kind
-        ages = _ages(hooks.care_limits_for(host_ids=[gpu.host_id]), gpu.host_id, now, {
+        limits = hooks.care_limits_for(host_ids=[gpu.host_id])
+        ages = _ages(limits, gpu.host_id, now, {
             Kind.CLEANING: gpu.last_cleaning_at, Kind.DRIVER_UPDATE: gpu.last_driver_update_at,
             Kind.INSPECTION: gpu.last_inspection_at, Kind.BACKUP: gpu.last_backup_at,
         })  # fmt: skip
@@ -173,6 +174,9 @@ class GpuDetailView(Permission, View):
             "fleet/gpu_detail.html",
             {
                 "gpu": gpu,
+                "silent": gpu.status == gpu.Status.IN_SERVICE
+                and gpu.host.status == gpu.host.Status.ACTIVE
+                and selectors.gpu_is_silent(gpu=gpu, now=now, limits=limits),
                 "ages": ages,
                 "records": records,
                 "status_changes": selectors.gpu_status_intervals(gpu=gpu),
@@ -180,7 +184,7 @@ class GpuDetailView(Permission, View):
                 "audit_entries": _audit_entries(gpu),
                 "kinds": [(k, label) for k, label in MaintenanceRecord.Kind.choices if k != "backup"],
                 "now": now,
-                "panels": page_panels("fleet.gpu", request=request, gpu=gpu, records=records),
+                "panels": page_panels("fleet.gpu", request=request, gpu=gpu, records=records, limits=limits),
             },
         )
 

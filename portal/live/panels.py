@@ -22,8 +22,8 @@ def ticket_feed(**page) -> dict:
 
 
 @panel("fleet.gpu", slot="top", name="live-charts", template="live/_gpu_charts.html")
-def gpu_charts(*, gpu, records, **page) -> dict:
-    return {"live_config": selectors.gpu_live_config(gpu=gpu, records=records)}
+def gpu_charts(*, gpu, records, limits, **page) -> dict:
+    return {"live_config": selectors.gpu_live_config(gpu=gpu, records=records, limits=limits)}
 
 
 @panel("fleet.gpu", slot="scripts", name="live-scripts", template="live/_gpu_scripts.html")

@@ -109,8 +109,9 @@ def open_ticket_counts() -> dict:
     return dict(maintenance_selectors.open_ticket_counts())
 
 
-def gpu_live_config(*, gpu: Gpu, records) -> dict:
-    """What a GPU page's charts need: limits for the reference lines and the maintenance markers."""
+def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:
+    """What a GPU page's charts need: limits for the reference lines and the maintenance markers,
+    the newest reading and the silence limit in force (`limits`: the page's care limits)."""
     markers = [
         {
             "ts": ts_ms(record.performed_at),
@@ -120,9 +121,22 @@ def gpu_live_config(*, gpu: Gpu, records) -> dict:
         }
         for record in records
     ]
+    watched = gpu.status == Gpu.Status.IN_SERVICE and gpu.host.status == Host.Status.ACTIVE
+    latest = gpu.latest_or_none
     return {
         "id": gpu.pk,
         "uuid": gpu.uuid,
+        # Silence as the fleet page judges it (fleet_live_state): the page greys its last values
+        # and says "silent" once nothing was heard for this long (None: the rule does not watch it).
+        "now": ts_ms(timezone.now()),
+        "silent_after_s": limits.silent_after_s(host_id=gpu.host_id) if watched else None,
+        "latest": None
+        if latest is None
+        else {
+            "ts": ts_ms(latest.ts),
+            "heard": ts_ms(max(latest.ts, latest.received_at)),
+            **{name: getattr(latest, name, None) for name in READING_COLUMNS},
+        },
         "slowdown_c": gpu.temp_slowdown_c,
         "shutdown_c": gpu.temp_shutdown_c,
         "power_limit_default_w": gpu.power_limit_default_w,

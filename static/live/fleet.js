@@ -94,6 +94,15 @@
     renderTiles();
   }
 
+  /* "last seen 12 min ago": a silent GPU's last values are history, so the tile names their age, not them. */
+  function lastSeen(gpu) {
+    const minutes = Math.max(0, Math.round((serverNow() - gpu.heard) / 60000));
+    const ago = minutes < 90 ? interpolate(gettext("%s min ago"), [minutes])
+      : minutes < 48 * 60 ? interpolate(gettext("%s h ago"), [Math.round(minutes / 60)])
+      : interpolate(gettext("%s d ago"), [Math.round(minutes / 1440)]);
+    return interpolate(gettext("last seen %s"), [ago]);
+  }
+
   function tile(name, gpus, bad) {
     const box = document.querySelector('[data-tile="' + name + '"]');
     if (!box) return;
@@ -106,7 +115,8 @@
       const item = document.createElement("li");
       const link = document.createElement("a");
       link.href = gpu.url;
-      link.textContent = gpu.host + " #" + gpu.index + (gpu.temperature_c != null && name !== "silent" ? " · " + gpu.temperature_c + " °C" : "");
+      link.textContent = gpu.host + " #" + gpu.index + (name === "silent" ? " · " + lastSeen(gpu)
+        : gpu.temperature_c != null ? " · " + gpu.temperature_c + " °C" : "");
       item.appendChild(link);
       list.appendChild(item);
     });

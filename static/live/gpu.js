@@ -34,9 +34,18 @@
   const state = { range: "live", rows: [], latest: null, resolution: "raw", uirevision: "live", request: 0,
     renderQueued: false };
 
-  function noteLatest(rows) {
+  // Server and browser clocks may differ: silence is judged on the server's clock, as the fleet page does.
+  const clockSkew = cfg.now != null ? cfg.now - Date.now() : 0;
+  function serverNow() { return Date.now() + clockSkew; }
+
+  function noteLatest(rows, arrived) {
     const last = rows.length ? rows[rows.length - 1] : null;
     if (last && last.power_limit_w !== undefined && (!state.latest || last.t >= state.latest.t)) state.latest = last;
+    if (last) state.heard = Math.max(state.heard || 0, last.t, arrived || 0);
+  }
+  if (cfg.latest) {
+    state.latest = rowFromPoint(cfg.latest);
+    state.heard = cfg.latest.heard;
   }
   const root = document.getElementById("live-gpu");
   const note = document.getElementById("live-range-note");
@@ -142,7 +151,7 @@
     const from = state.rows.length ? state.rows[state.rows.length - 1].t + 1 : now - RANGES.live.span;
     const request = state.request;
     fetchSeries(from, now + MINUTE, "live").then(function (series) {
-      noteLatest(series.rows);
+      noteLatest(series.rows, serverNow());
       if (request !== state.request) return;
       merge(series.rows);
       scheduleRender();
@@ -269,14 +278,27 @@
       set("age", gettext("no readings yet"));
       return;
     }
+    // Past the silence limit the values are the last ones heard, not the present: greyed, aged.
+    const silent = cfg.silent_after_s != null && state.heard != null && serverNow() - state.heard > cfg.silent_after_s * 1000;
+    root.querySelector(".live-now").classList.toggle("stale", silent);
+    const statusBadge = document.getElementById("gpu-status-badge");
+    const silentBadge = document.getElementById("gpu-silent-badge");
+    if (statusBadge && silentBadge) {
+      statusBadge.hidden = silent;
+      silentBadge.hidden = !silent;
+    }
     set("temperature", fmt(last.temperature_c, " °C"));
     set("power", fmt(last.power_w, " W") + (last.power_limit_w ? " / " + fmt(last.power_limit_w, " W") : ""));
     set("util", fmt(last.utilization_gpu_pct, " %"));
     set("fan", fmt(last.fan_speed_pct, " %"));
     set("sm", fmt(last.sm_clock_mhz, " MHz"));
     set("throttle", last.throttled ? gettext("throttling") : gettext("no"));
-    const age = Math.max(0, Math.round((Date.now() - last.t) / 1000));
-    set("age", age < 90 ? interpolate(gettext("%s s ago"), [age]) : interpolate(gettext("%s min ago"), [Math.round(age / 60)]));
+    const age = Math.max(0, Math.round((serverNow() - last.t) / 1000));
+    const ago = age < 90 ? interpolate(gettext("%s s ago"), [age])
+      : age < 90 * 60 ? interpolate(gettext("%s min ago"), [Math.round(age / 60)])
+      : age < 48 * 3600 ? interpolate(gettext("%s h ago"), [Math.round(age / 3600)])
+      : interpolate(gettext("%s d ago"), [Math.round(age / 86400)]);
+    set("age", silent ? interpolate(gettext("silent · last seen %s"), [ago]) : ago);
   }
 
   function scheduleRender() {
@@ -296,7 +318,7 @@
     onMessage: function (message) {
       if (message.kind !== "points") return;
       const rows = Live.pointObjects(message).filter(function (p) { return p.gpu_id === cfg.id; }).map(rowFromPoint);
-      noteLatest(rows);
+      noteLatest(rows, serverNow());
       if (state.range === "live") merge(rows);
       scheduleRender();
     },

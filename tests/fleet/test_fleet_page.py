@@ -142,6 +142,19 @@ def test_hosts_that_need_attention_come_first_and_can_be_filtered(client_for, vi
     assert host_order(client.get("/?attention=1").content.decode()) == ["mm-silent", "zz-hot"]
     assert 'class="hot"' in gpu_row(gpu_rows(client, hot.host), hot)
     assert "latest silent" in gpu_row(gpu_rows(client, silent.host), silent)
+    # Stale values look stale: greyed with their age, the badge says silent (the host's table and
+    # the GPU's page, whose live panel gets the limit to go on judging it).
+    assert "last seen 5\xa0minutes ago" in gpu_row(gpu_rows(client, silent.host), silent)
+    assert "status-silent" in gpu_row(gpu_rows(client, silent.host), silent)
+    page = client.get(f"/gpus/{silent.uuid}/").content.decode()
+    assert re.search(r'id="gpu-status-badge" hidden>', page) and re.search(
+        r'id="gpu-silent-badge" title="[^"]*">', page
+    )
+    assert '"silent_after_s": 300' in page and '"temperature_c": 60' in page
+    page = client.get(f"/gpus/{calm.uuid}/").content.decode()
+    assert re.search(r'id="gpu-status-badge">', page) and re.search(
+        r'id="gpu-silent-badge" title="[^"]*" hidden>', page
+    )
     assert 'class="hot"' not in gpu_row(gpu_rows(client, calm.host), calm)
 
 
