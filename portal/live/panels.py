@@ -18,7 +18,7 @@ def fleet_heatmap(**page) -> dict:
 @panel("fleet.fleet", slot="overview", name="live-ticket-feed", template="live/_ticket_feed.html", order=30)
 @panel("maintenance.tickets", slot="feed", name="live-ticket-feed", template="live/_ticket_feed.html")
 def ticket_feed(**page) -> dict:
-    return {}
+    return {"items": selectors.ticket_feed_latest()}
 
 
 @panel("fleet.gpu", slot="top", name="live-charts", template="live/_gpu_charts.html")

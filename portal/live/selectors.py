@@ -13,6 +13,7 @@ from portal.core.converters import url_segment
 from portal.core.db import EpochMs
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance import selectors as maintenance_selectors
+from portal.maintenance.services.tickets import FEED_EVENT_KINDS, feed_change
 from portal.telemetry import store
 from portal.telemetry.columns import ReadingColumns
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch
@@ -107,6 +108,29 @@ GPU_STATE_FIELDS = (
 def open_ticket_counts() -> dict:
     """Open tickets by severity, for the fleet page's tile."""
     return dict(maintenance_selectors.open_ticket_counts())
+
+
+FEED_LATEST = 10  # the ticket feed's items before live ones arrive
+
+
+def ticket_feed_latest(*, limit: int = FEED_LATEST) -> list[dict]:
+    """The latest ticket changes people watch for, newest first, as the live feed shows them
+    (the keys of publish.ticket_changed's items; the title in the page's language): a feed starts
+    with these, not empty. One query."""
+    items = []
+    for event in maintenance_selectors.ticket_events_latest(kinds=FEED_EVENT_KINDS, limit=limit):
+        change = feed_change(event)
+        if not change:
+            continue
+        ticket = event.ticket
+        items.append({
+            "ticket_id": ticket.pk, "event": change, "severity": ticket.severity, "title": ticket.title_shown,
+            "url": ticket.get_absolute_url(), "at": event.at, "by": event.user.get_username() if event.user_id else "",
+            "hostname": ticket.host.hostname, "gpu_label": f"GPU {ticket.gpu.index}" if ticket.gpu_id else "",
+        })  # fmt: skip
+        if len(items) == limit:
+            break
+    return items
 
 
 def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils.translation import gettext_lazy
 
 from portal.core.selectors import filter_given, search_by_id_or_text
@@ -156,6 +156,14 @@ def ticket_events_after(*, pk: int, limit: int = 200) -> list[TicketEvent]:
     """The ticket events recorded after event `pk`, oldest first, with their tickets' subjects."""
     events = TicketEvent.objects.filter(pk__gt=pk).select_related("ticket__host", "ticket__gpu", "user")
     return list(events.order_by("pk")[:limit])
+
+
+def ticket_events_latest(*, kinds, limit: int) -> list[TicketEvent]:
+    """The newest `limit` ticket events of these kinds (and every state change), newest first,
+    with their tickets' subjects: what a ticket feed shows before its live items arrive."""
+    events = TicketEvent.objects.filter(Q(kind__in=list(kinds)) | Q(kind=TicketEvent.Kind.STATE))
+    events = events.select_related("ticket__host", "ticket__gpu", "user").order_by("-at", "-pk")
+    return list(events[: limit * 3])  # a few state changes people don't watch (to "open") are dropped by the caller
 
 
 def ticket_event_last_pk() -> int:

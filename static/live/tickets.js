@@ -8,7 +8,7 @@
   const interpolate = window.interpolate || function (format, args) { return format.replace(/%s/g, function () { return String(args.shift()); }); };
   // The feed's words for the events and severities (the messages carry them in English).
   const EVENTS = { opened: gettext("opened"), acknowledged: gettext("acknowledged"), resolved: gettext("resolved"),
-    changed: gettext("changed") };
+    reopened: gettext("reopened"), escalated: gettext("escalated"), changed: gettext("changed") };
   const SEVERITIES = { info: pgettext("severity", "info"), warning: pgettext("severity", "warning"),
     critical: pgettext("severity", "critical") };
   function pgettext(context, text) { return window.pgettext ? window.pgettext(context, text) : text; }
@@ -16,9 +16,27 @@
   if (!list) return;
   const MAX_ITEMS = 50;
 
+  /* A time as the rest of the page prints it: the language's SHORT_DATETIME_FORMAT (from /jsi18n/)
+     in the portal's time zone (the feed's data-time-zone), e.g. 2026-12-07 12:29. */
+  const FORMAT = window.get_format ? window.get_format("SHORT_DATETIME_FORMAT") : "Y-m-d H:i";
+  const PARTS = new Intl.DateTimeFormat("en-GB", { timeZone: list.dataset.timeZone || undefined, hourCycle: "h23",
+    year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric", second: "numeric" });
   function timeText(at) {
     const when = at ? new Date(at) : new Date();
-    return isNaN(when) ? "" : when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    if (isNaN(when)) return "";
+    const parts = {};
+    PARTS.formatToParts(when).forEach(function (part) { parts[part.type] = part.value; });
+    const two = function (value) { return String(Number(value)).padStart(2, "0"); };
+    const codes = { Y: parts.year, m: two(parts.month), n: String(Number(parts.month)), d: two(parts.day),
+      j: String(Number(parts.day)), H: two(parts.hour), G: String(Number(parts.hour)), i: two(parts.minute),
+      s: two(parts.second) };
+    let text = "";
+    for (let i = 0; i < FORMAT.length; i++) {
+      const char = FORMAT[i];
+      if (char === "\\") { text += FORMAT[++i] || ""; continue; }
+      text += char in codes ? codes[char] : char;
+    }
+    return text;
   }
 
   function add(event) {
@@ -30,7 +48,10 @@
 
     const when = document.createElement("span");
     when.className = "when";
-    when.textContent = timeText(event.at);
+    const stamp = document.createElement("time");
+    if (event.at) stamp.dateTime = String(event.at);
+    stamp.textContent = timeText(event.at);
+    when.appendChild(stamp);
 
     const badge = document.createElement("span");
     const kind = event.event || "changed";

@@ -254,8 +254,9 @@ def make_fleet(hosts, gpus_per_host):
 REQUEST, HTML = 4, 1
 PAGE_QUERIES = {
     # hosts with their newest records by kind, rule configuration, slowdown temperatures present,
-    # GPU counts per host, open tickets by host, open tickets by severity (the tile)
-    "/": REQUEST + HTML + 6,
+    # GPU counts per host, open tickets by host, open tickets by severity (the tile), the ticket
+    # feed's latest changes
+    "/": REQUEST + HTML + 7,
     # the host, the rule configuration, its GPUs with latest reading and derived dates; the GPUs'
     # diagnostics (latest, burn-in)
     "/hosts/{host}/gpus/": REQUEST + HTML + 3 + 1,

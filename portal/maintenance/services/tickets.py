@@ -44,6 +44,9 @@ State = Ticket.State
 Kind = TicketEvent.Kind
 
 
+FEED_EVENT_KINDS = tuple(_FEED_EVENTS)  # with the state changes: the events a ticket feed shows
+
+
 def feed_change(event: TicketEvent) -> str | None:
     """The word the ticket hooks (the live feed) get for this event; None: not a change people watch for."""
     return _FEED_EVENTS.get(event.kind) or (event.to_state if event.kind == TicketEvent.Kind.STATE else None)
