@@ -59,12 +59,16 @@
     const z = hosts.map(function () { return new Array(columns).fill(null); });
     const text = hosts.map(function () { return new Array(columns).fill(""); });
     const custom = hosts.map(function () { return new Array(columns).fill(null); });
+    // A narrow cell (a phone, many GPUs a host) writes a dash for "no data" and "silent" instead of
+    // words that would run into the next cell; the grey says it and hovering names it.
+    const narrow = (el.clientWidth - 180) / columns < 62;
     fleet.gpus.forEach(function (gpu) {
       const row = hostRow.get(gpu.host);
       const silent = isSilent(gpu);
       z[row][gpu.index] = silent ? null : gpu.temperature_c;
-      text[row][gpu.index] = gpu.ts == null ? gettext("no data") : silent ? gettext("silent") : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
-      custom[row][gpu.index] = gpu.url;
+      const full = gpu.ts == null ? gettext("no data") : silent ? gettext("silent") : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
+      text[row][gpu.index] = narrow && (gpu.ts == null || silent) ? "–" : full;
+      custom[row][gpu.index] = [gpu.url, full];
     });
     return { z: z, text: text, custom: custom };
   }
@@ -76,7 +80,7 @@
       type: "heatmap", z: cells.z, text: cells.text, customdata: cells.custom,
       x: Array.from({ length: columns }, function (_, i) { return "GPU " + i; }), y: hosts,
       texttemplate: "%{text}", textfont: { size: 12 },
-      hovertemplate: "%{y} · %{x}<br>%{text}<extra></extra>",
+      hovertemplate: "%{y} · %{x}<br>%{customdata[1]}<extra></extra>",
       colorscale: [[0, "#3b82c4"], [0.45, "#9fd3a8"], [0.7, "#f6d55c"], [0.85, "#f28e2b"], [1, "#c62828"]],
       zmin: 25, zmax: 95, xgap: 3, ygap: 3, hoverongaps: false,
       colorbar: { title: { text: "°C" }, thickness: 12, len: 1 },
@@ -158,8 +162,9 @@
   }
 
   render();
+  window.addEventListener("resize", scheduleRender);  // a cell's words or dash follow its width
   el.on("plotly_click", function (event) {
-    const url = event.points && event.points[0] && event.points[0].customdata;
+    const url = event.points && event.points[0] && event.points[0].customdata && event.points[0].customdata[0];
     if (url) window.location.href = url;
   });
   new Live.LiveSocket(fleet.ws, {

@@ -37,6 +37,8 @@ def test_the_api_docs_render_under_the_policy(browser, portal_server, login, scr
     page = context.new_page()
     seen = watched(page)
     login(page, "admin", portal_server.credentials["admin"])
+    if width < 640:  # a phone: the navigation is behind the Menu button
+        page.click(".nav-toggle")
     page.click("nav.mainnav >> text=API")
     expect(page).to_have_url(re.compile(r"/api/v1/docs$"))
     # Swagger UI (1.4 MB of script) and the document load on a busy test machine: a longer wait.
