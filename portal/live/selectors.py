@@ -8,12 +8,15 @@ import datetime as dt
 from django.db.models.functions import Greatest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from portal.core.converters import url_segment
 from portal.core.db import EpochMs
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.services.tickets import FEED_EVENT_KINDS, feed_change
+from portal.maintenance.xid_catalog import xid_entry
+from portal.telemetry import selectors as telemetry_selectors
 from portal.telemetry import store
 from portal.telemetry.columns import ReadingColumns
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch
@@ -110,6 +113,7 @@ def open_ticket_counts() -> dict:
     return dict(maintenance_selectors.open_ticket_counts())
 
 
+MARKERS_SINCE = dt.timedelta(days=30)  # the longest range the GPU page's charts show
 FEED_LATEST = 10  # the ticket feed's items before live ones arrive
 
 
@@ -139,12 +143,25 @@ def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:
     markers = [
         {
             "ts": ts_ms(record.performed_at),
+            "group": "record",
             "kind": record.kind,
             "label": str(MaintenanceRecord.Kind(record.kind).label),  # in the page's language
             "url": record.get_absolute_url(),
         }
         for record in records
     ]
+    since = timezone.now() - MARKERS_SINCE
+    for at, code in telemetry_selectors.xid_events_of(gpu=gpu, since=since):
+        description = xid_entry(code).description
+        markers.append(
+            {"ts": ts_ms(at), "group": "xid", "kind": "xid", "label": f"XID {code}: {description}", "url": ""}
+        )
+    for ticket in maintenance_selectors.tickets_of_gpu(gpu=gpu, since=since):
+        markers.append({
+            "ts": ts_ms(ticket.first_seen), "group": "ticket", "kind": ticket.severity,
+            "label": gettext("Ticket #%(id)s: %(title)s") % {"id": ticket.pk, "title": ticket.title_shown},
+            "url": ticket.get_absolute_url(),
+        })  # fmt: skip
     watched = gpu.status == Gpu.Status.IN_SERVICE and gpu.host.status == Host.Status.ACTIVE
     latest = gpu.latest_or_none
     return {
@@ -168,5 +185,17 @@ def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:
         "readings_url": reverse("api:gpu_readings", kwargs={"uuid": gpu.uuid}),
         "ws": f"/ws/live/gpu/{url_segment(gpu.uuid)}/",
         "markers": markers,
+        # the host's other GPUs, which the charts can draw beside this one (the Compare boxes)
+        "host_gpus": [
+            {
+                "uuid": other.uuid,
+                "label": f"GPU {other.index}",
+                "readings_url": reverse("api:gpu_readings", kwargs={"uuid": other.uuid}),
+            }
+            for other in Gpu.objects.filter(host_id=gpu.host_id)
+            .exclude(pk=gpu.pk)
+            .exclude(status=Gpu.Status.RETIRED)
+            .order_by("index")
+        ],
         "throttling_mask": THROTTLING_MASK,
     }

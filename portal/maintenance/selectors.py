@@ -59,6 +59,11 @@ def open_tickets_for(*, gpu=None, host=None) -> list[Ticket]:
     return list(tickets.order_by("-last_seen")[:50])
 
 
+def tickets_of_gpu(*, gpu, since, limit: int = 100) -> list[Ticket]:
+    """The GPU's tickets first seen since `since`, newest first: the charts' markers."""
+    return list(Ticket.objects.filter(gpu=gpu, first_seen__gte=since).order_by("-first_seen")[:limit])
+
+
 # The rules' metrics as the evidence chart names them.
 METRIC_LABELS = {
     "temperature_c": gettext_lazy("Temperature (°C)"),

@@ -106,3 +106,10 @@ def _round(value):
 
 def host_tokens(*, host) -> list[HostToken]:
     return list(HostToken.objects.filter(host=host).select_related("created_by", "replaces"))
+
+
+def xid_events_of(*, gpu: Gpu, since: dt.datetime, limit: int = 200) -> list[tuple[dt.datetime, int]]:
+    """The GPU's XID events since `since`, newest first, as (time, code): the charts' markers."""
+    from portal.telemetry.models import XidEvent
+
+    return list(XidEvent.objects.filter(gpu=gpu, ts__gte=since).order_by("-ts").values_list("ts", "code")[:limit])

@@ -32,7 +32,11 @@
     repair: "#cf222e" };
 
   const state = { range: "live", rows: [], latest: null, resolution: "raw", uirevision: "live", request: 0,
-    renderQueued: false };
+    renderQueued: false, view: null, overlays: {} };
+  // A gap longer than this (or three typical steps) between two points is drawn as a gap, never
+  // bridged by a line: seeded history then live readings, an agent's outage.
+  const GAP_MIN_MS = { raw: 45 * 1000, "1m": 3 * MINUTE, "1h": 3 * HOUR };
+  const OVERLAY_COLORS = ["#6e40c9", "#e36209", "#0550ae", "#116329", "#bf3989", "#953800", "#1b7c83", "#57606a"];
 
   // Server and browser clocks may differ: silence is judged on the server's clock, as the fleet page does.
   const clockSkew = cfg.now != null ? cfg.now - Date.now() : 0;
@@ -88,14 +92,14 @@
     }
   }
 
-  function fetchSeries(from, to, range) {
-    const spec = RANGES[range];
-    const metrics = spec.resolution === "raw" ? RAW_METRICS : ROLLUP_METRICS;
+  function fetchSeries(from, to, range, url) {
+    const resolution = range === "view" ? "auto" : RANGES[range].resolution;
+    const metrics = resolution === "raw" ? RAW_METRICS : ROLLUP_METRICS;
     const params = new URLSearchParams({
       from: new Date(from).toISOString(), to: new Date(to).toISOString(),
-      metrics: metrics.join(","), resolution: spec.resolution,
+      metrics: metrics.join(","), resolution: resolution,
     });
-    return fetch(cfg.readings_url + "?" + params, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    return fetch((url || cfg.readings_url) + "?" + params, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (response) {
         if (!response.ok) throw new Error("readings API answered " + response.status);
         return response.json();
@@ -104,6 +108,7 @@
         const rows = body.ts.map(function (ts, i) {
           const row = { t: Date.parse(ts) };
           for (const metric of metrics) {
+            if (!(metric in body.values)) continue;
             if (metric === "throttle_reasons") {
               const names = body.values.throttle_reasons[i] || [];
               row.throttled = names.some(function (name) { return THROTTLE_NAMES.indexOf(name) >= 0; });
@@ -117,31 +122,79 @@
       });
   }
 
-  function load(range) {
-    const request = ++state.request;
+  /* The page's address keeps what is shown: ?range=24h, or ?from=…&to=… after a drag-zoom, and
+     ?gpus=<uuid>,… for the GPUs drawn beside this one; reloading or sharing it shows the same. */
+  function saveUrl() {
+    const params = new URLSearchParams(window.location.search);
+    ["range", "from", "to", "gpus"].forEach(function (key) { params.delete(key); });
+    if (state.view) {
+      params.set("from", new Date(state.view[0]).toISOString());
+      params.set("to", new Date(state.view[1]).toISOString());
+    } else if (state.range !== "live") {
+      params.set("range", state.range);
+    }
+    const overlays = Object.keys(state.overlays);
+    if (overlays.length) params.set("gpus", overlays.join(","));
+    const query = params.toString().replace(/%2C/g, ",").replace(/%3A/g, ":");
+    window.history.replaceState(null, "", window.location.pathname + (query ? "?" + query : "") + window.location.hash);
+  }
+
+  function window_() {
     const now = Date.now();
-    state.range = range;
+    return state.view ? [state.view[0], state.view[1]] : [now - RANGES[state.range].span, now + MINUTE];
+  }
+
+  function load(range, view) {
+    const request = ++state.request;
+    state.range = view ? "view" : range;
+    state.view = view || null;
     state.rows = [];
-    state.uirevision = range + ":" + request;  // a new range resets the zoom, live updates keep it
+    state.uirevision = state.range + ":" + request;  // a new range resets the zoom, live updates keep it
     root.querySelectorAll("[data-range]").forEach(function (button) {
-      button.setAttribute("aria-pressed", String(button.dataset.range === range));
+      button.setAttribute("aria-pressed", String(button.dataset.range === state.range));
     });
+    saveUrl();
     note.textContent = gettext("Loading…");
     render();
-    fetchSeries(now - RANGES[range].span, now + MINUTE, range)
+    const span = window_();
+    loadOverlays(request);
+    fetchSeries(span[0], span[1], state.range)
       .then(function (series) {
         if (request !== state.request) return;
         state.resolution = series.resolution;
-        if (range === "live") noteLatest(series.rows);
+        if (state.range === "live") noteLatest(series.rows);
         merge(series.rows);
-        note.textContent = range === "live"
+        note.textContent = state.range === "live"
           ? gettext("Live, raw readings")
-          : interpolate(gettext("History at %s resolution (mean)"), [RESOLUTION_NAMES[series.resolution] || series.resolution]);
+          : state.view
+            ? interpolate(gettext("%s to %s at %s resolution (mean) · double-click to go back"),
+              [stamp(state.view[0]), stamp(state.view[1]), RESOLUTION_NAMES[series.resolution] || series.resolution])
+            : interpolate(gettext("History at %s resolution (mean)"), [RESOLUTION_NAMES[series.resolution] || series.resolution]);
         render();
       })
       .catch(function (error) {
         if (request === state.request) note.textContent = interpolate(gettext("Could not load history: %s"), [error.message]);
       });
+  }
+
+  function stamp(ms) {
+    const local = new Date(Live.localMs(ms)).toISOString();
+    return local.slice(0, 10) + " " + local.slice(11, 16);
+  }
+
+  /* The GPUs drawn beside this one (the Compare boxes, ?gpus=): each one's series over the same
+     window, refreshed with the live window every 30 s. */
+  function loadOverlays(request) {
+    const span = window_();
+    Object.keys(state.overlays).forEach(function (uuid) {
+      const other = (cfg.host_gpus || []).find(function (gpu) { return gpu.uuid === uuid; });
+      if (!other) { delete state.overlays[uuid]; return; }
+      fetchSeries(span[0], span[1], state.range, other.readings_url).then(function (series) {
+        if (request !== state.request || !state.overlays[uuid]) return;
+        state.overlays[uuid] = { label: other.label, rows: series.rows, resolution: series.resolution };
+        scheduleRender();
+      }).catch(function () { /* drawn at the next refresh */ });
+    });
   }
 
   /* After a reconnect: fetch what the socket missed, from the newest point we have. */
@@ -158,38 +211,98 @@
     }).catch(function () { /* the next reconnect tries again */ });
   }
 
-  function line(name, key, color, extra) {
+  /* The rows with an empty row wherever two points lie further apart than a gap, so that no line
+     is drawn across missing data. */
+  function gapped(rows, resolution) {
+    if (rows.length < 2) return rows;
+    const steps = [];
+    for (let i = 1; i < rows.length && steps.length < 200; i++) steps.push(rows[i].t - rows[i - 1].t);
+    steps.sort(function (a, b) { return a - b; });
+    const gap = Math.max(GAP_MIN_MS[resolution] || GAP_MIN_MS.raw, 3 * steps[Math.floor(steps.length / 2)]);
+    const out = [rows[0]];
+    for (let i = 1; i < rows.length; i++) {
+      if (rows[i].t - rows[i - 1].t > gap) out.push({ t: rows[i - 1].t + 1, gap: true });
+      out.push(rows[i]);
+    }
+    return out;
+  }
+
+  function line(name, key, color, extra, rows) {
+    const drawn = rows || state.drawn;
     return Object.assign({
       type: "scatter", mode: "lines", name: name, line: { color: color, width: 1.8 },
-      x: state.rows.map(function (row) { return Live.localMs(row.t); }),
-      y: state.rows.map(function (row) { return row[key]; }),
+      x: drawn.map(function (row) { return Live.localMs(row.t); }),
+      y: drawn.map(function (row) { return row.gap ? null : row[key]; }),
       connectgaps: false,
     }, extra || {});
+  }
+
+  /* One dashed line per compared GPU for a chart's main metric. */
+  function overlayLines(key) {
+    return Object.keys(state.overlays).map(function (uuid, i) {
+      const overlay = state.overlays[uuid];
+      if (!overlay || !overlay.rows) return null;
+      const color = OVERLAY_COLORS[i % OVERLAY_COLORS.length];
+      return line(overlay.label, key, color, { line: { color: color, width: 1.4, dash: "dot" } },
+        gapped(overlay.rows, overlay.resolution));
+    }).filter(Boolean);
   }
 
   function hline(y, color, label, shapes, annotations, below) {
     if (y == null) return;
     shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y,
       line: { color: color, width: 1.2, dash: "dash" } });
-    annotations.push({ xref: "paper", x: 0.005, xanchor: "left", yref: "y", y: y, yanchor: below ? "top" : "bottom",
-      text: label, showarrow: false, font: { size: 10, color: color } });
+    // At the right edge, inside the plot: clear of the value axis's labels and of the markers'
+    // labels, which stand at the left of their lines.
+    annotations.push({ xref: "paper", x: 0.995, xanchor: "right", yref: "y", y: y, yanchor: below ? "top" : "bottom",
+      text: label, showarrow: false, font: { size: 10, color: color }, bgcolor: "rgba(255,255,255,.8)" });
   }
 
   function xRange() {
+    if (state.view) return [Live.localMs(state.view[0]), Live.localMs(state.view[1])];
     const now = Date.now();
     return [Live.localMs(now - RANGES[state.range].span), Live.localMs(now)];
   }
 
-  function markerShapes(withLabels) {
+  function markerColor(marker) {
+    if (marker.group === "xid") return "#cf222e";
+    if (marker.group === "ticket") return marker.kind === "critical" ? "#cf222e" : marker.kind === "warning" ? "#bc4c00" : "#0969da";
+    return MARKER_COLORS[marker.kind] || "#6b7585";
+  }
+
+  function visibleMarkers() {
     const [from, to] = xRange();
-    const shapes = [], annotations = [];
-    for (const marker of cfg.markers) {
+    return cfg.markers.filter(function (marker) {
       const x = Live.localMs(marker.ts);
-      if (x < from || x > to) continue;
-      const color = MARKER_COLORS[marker.kind] || "#6b7585";
+      return x >= from && x <= to;
+    });
+  }
+
+  /* Records, XIDs and tickets as symbols along the top of each chart: hovering one names it,
+     clicking a record or ticket opens it. On a hidden second value axis (0 to 1). */
+  function markerTrace() {
+    const markers = visibleMarkers();
+    const symbols = { record: "triangle-down", xid: "x", ticket: "diamond" };
+    return {
+      type: "scatter", mode: "markers", name: gettext("Events"), showlegend: false, yaxis: "y2", cliponaxis: false,
+      x: markers.map(function (marker) { return Live.localMs(marker.ts); }),
+      y: markers.map(function () { return 0.96; }),
+      text: markers.map(function (marker) { return marker.label; }),
+      customdata: markers.map(function (marker) { return marker.url; }),
+      hovertemplate: "%{text}<extra></extra>",
+      marker: { size: 10, color: markers.map(markerColor), symbol: markers.map(function (marker) { return symbols[marker.group] || "circle"; }),
+        line: { width: 1, color: "#fff" } },
+    };
+  }
+
+  function markerShapes(withLabels) {
+    const shapes = [], annotations = [];
+    for (const marker of visibleMarkers()) {
+      const x = Live.localMs(marker.ts);
+      const color = markerColor(marker);
       shapes.push({ type: "line", xref: "x", x0: x, x1: x, yref: "paper", y0: 0, y1: 1,
-        line: { color: color, width: 1.5, dash: "dot" } });
-      if (withLabels) {
+        line: { color: color, width: marker.group === "record" ? 1.5 : 1, dash: marker.group === "xid" ? "solid" : "dot" } });
+      if (withLabels && marker.group === "record") {
         annotations.push({ xref: "x", x: x, xanchor: "right", yref: "paper", y: 0.98, yanchor: "top", textangle: -90,
           text: marker.label, showarrow: false, font: { size: 10, color: color }, bgcolor: "rgba(255,255,255,.85)" });
       }
@@ -207,8 +320,12 @@
       datarevision: Date.now(),
       showlegend: true,
       legend: { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom", font: { size: 11 } },
-      xaxis: { type: "date", range: xRange(), showgrid: true, gridcolor: "#eef1f4" },
+      // A time label wider than its place at the ends is left out, never drawn over the value axis's.
+      xaxis: { type: "date", range: xRange(), showgrid: true, gridcolor: "#eef1f4", ticklabeloverflow: "hide past domain",
+        automargin: true },
       yaxis: Object.assign({ gridcolor: "#eef1f4", zeroline: false, automargin: true }, yaxis),
+      yaxis2: { overlaying: "y", range: [0, 1], visible: false, fixedrange: true },
+      dragmode: "zoom",
       shapes: markers.shapes.concat(extraShapes || []),
       annotations: markers.annotations.concat(extraAnnotations || []),
       paper_bgcolor: "#fff", plot_bgcolor: "#fff",
@@ -220,12 +337,47 @@
 
   function plot(id, traces, plotLayout) {
     const el = document.getElementById(id);
-    if (el) window.Plotly.react(el, traces, plotLayout, PLOT_CONFIG);
+    if (!el) return;
+    window.Plotly.react(el, traces.concat([markerTrace()]), plotLayout, PLOT_CONFIG);
+    if (!el.dataset.wired) {
+      el.dataset.wired = "1";
+      el.on("plotly_relayout", zoomed);
+      el.on("plotly_click", function (event) {
+        const point = event.points && event.points[0];
+        if (point && point.data.yaxis === "y2" && point.customdata) window.location.href = point.customdata;
+      });
+    }
+  }
+
+  /* A drag on any chart zooms all of them to the chosen time (loaded again at the finest resolution
+     that fits) and puts it in the address; a double-click goes back to the range. */
+  function zoomed(change) {
+    if (state.rendering) return;
+    if (change["xaxis.autorange"]) {
+      load(state.view ? (state.lastRange || "live") : state.range);
+      return;
+    }
+    const from = change["xaxis.range[0]"], to = change["xaxis.range[1]"];
+    if (from === undefined || to === undefined) return;
+    const utc = function (value) {
+      const local = typeof value === "number" ? value : Date.parse(String(value).replace(" ", "T") + "Z");
+      return local + new Date(local).getTimezoneOffset() * 60000;
+    };
+    const view = [utc(from), utc(to)];
+    if (!(view[1] - view[0] > 1000)) return;
+    if (!state.view) state.lastRange = state.range;
+    load(null, view);
   }
 
   function render() {
     state.renderQueued = false;
+    state.rendering = true;
+    try { draw(); } finally { state.rendering = false; }
+  }
+
+  function draw() {
     const rows = state.rows;
+    state.drawn = gapped(rows, state.resolution);
     let shapes = [], annotations = [];
     hline(cfg.slowdown_c, "#d29922", interpolate(gettext("slowdown %s °C"), [cfg.slowdown_c]), shapes, annotations, true);
     hline(cfg.shutdown_c, "#cf222e", interpolate(gettext("shutdown %s °C"), [cfg.shutdown_c]), shapes, annotations);
@@ -234,33 +386,34 @@
     const top = Math.max(cfg.shutdown_c || 0, temps.length ? Math.max.apply(null, temps) : 0) + 5;
     plot("chart-temperature", [
       line(gettext("Temperature °C"), "temperature_c", COLORS.temp),
+    ].concat(overlayLines("temperature_c"), [
       { type: "scatter", mode: "markers", name: gettext("Throttled"), marker: { color: "#cf222e", size: 4, opacity: 0.6 },
         x: throttled.map(function (row) { return Live.localMs(row.t); }),
         y: throttled.map(function (row) { return row.temperature_c; }), visible: throttled.length ? true : "legendonly" },
-    ], layout(gettext("Temperature"), { range: [20, Math.max(top, 60)], ticksuffix: " °C" }, shapes, annotations, true));
+    ]), layout(gettext("Temperature"), { range: [20, Math.max(top, 60)], ticksuffix: " °C" }, shapes, annotations, true));
 
     shapes = []; annotations = [];
     const hasLimit = rows.some(function (row) { return row.power_limit_w != null; });
     if (!hasLimit) hline(cfg.power_limit_default_w, COLORS.limit, gettext("default limit"), shapes, annotations);
-    const powerTraces = [line(gettext("Power W"), "power_w", COLORS.power)];
+    const powerTraces = [line(gettext("Power W"), "power_w", COLORS.power)].concat(overlayLines("power_w"));
     if (hasLimit) powerTraces.push(line(gettext("Limit W"), "power_limit_w", COLORS.limit, { line: { color: COLORS.limit, dash: "dash", shape: "hv", width: 1.2 } }));
     plot("chart-power", powerTraces, layout(gettext("Power vs limit"), { rangemode: "tozero", ticksuffix: " W" }, shapes, annotations));
 
     plot("chart-utilization", [
       line(gettext("GPU %"), "utilization_gpu_pct", COLORS.util),
       line(gettext("Memory %"), "utilization_memory_pct", COLORS.mem),
-    ], layout(gettext("Utilization"), { range: [0, 105], ticksuffix: " %" }));
+    ].concat(overlayLines("utilization_gpu_pct")), layout(gettext("Utilization"), { range: [0, 105], ticksuffix: " %" }));
 
-    plot("chart-fan", [line(gettext("Fan %"), "fan_speed_pct", COLORS.fan)], layout(gettext("Fan"), { range: [0, 105], ticksuffix: " %" }));
+    plot("chart-fan", [line(gettext("Fan %"), "fan_speed_pct", COLORS.fan)].concat(overlayLines("fan_speed_pct")), layout(gettext("Fan"), { range: [0, 105], ticksuffix: " %" }));
 
     plot("chart-clocks", [
       line(gettext("SM MHz"), "sm_clock_mhz", COLORS.sm),
       line(gettext("Memory MHz"), "mem_clock_mhz", COLORS.memclk),
-    ], layout(gettext("Clocks"), { rangemode: "tozero", ticksuffix: " MHz" }));
+    ].concat(overlayLines("sm_clock_mhz")), layout(gettext("Clocks"), { rangemode: "tozero", ticksuffix: " MHz" }));
 
     shapes = []; annotations = [];
     hline(cfg.memory_total_mib, "#6e7781", gettext("total"), shapes, annotations);
-    plot("chart-memory", [line(gettext("Used MiB"), "memory_used_mib", COLORS.mem)],
+    plot("chart-memory", [line(gettext("Used MiB"), "memory_used_mib", COLORS.mem)].concat(overlayLines("memory_used_mib")),
       layout(gettext("Memory"), { rangemode: "tozero", ticksuffix: " MiB" }, shapes, annotations));
     renderNow();
   }
@@ -311,7 +464,23 @@
     button.addEventListener("click", function () { load(button.dataset.range); });
   });
 
-  load("live");
+  const query = new URLSearchParams(window.location.search);
+  (query.get("gpus") || "").split(",").forEach(function (uuid) {
+    if ((cfg.host_gpus || []).some(function (gpu) { return gpu.uuid === uuid; })) state.overlays[uuid] = {};
+  });
+  root.querySelectorAll("[data-compare]").forEach(function (box) {
+    box.checked = box.value in state.overlays;
+    box.addEventListener("change", function () {
+      if (box.checked) state.overlays[box.value] = {};
+      else delete state.overlays[box.value];
+      saveUrl();
+      loadOverlays(state.request);
+      scheduleRender();
+    });
+  });
+  const from = Date.parse(query.get("from") || ""), to = Date.parse(query.get("to") || "");
+  if (from < to) load(null, [from, to]);
+  else load(RANGES[query.get("range")] ? query.get("range") : "live");
   new Live.LiveSocket(cfg.ws, {
     indicators: [root.querySelector(".live-indicator")],
     onOpen: function (reconnected) { if (reconnected) backfill(); },
@@ -323,6 +492,7 @@
       scheduleRender();
     },
   });
-  // Keep the window sliding (and the "x s ago") when no reading comes.
+  // Keep the window sliding (and the "x s ago") when no reading comes; compared GPUs every 30 s.
   setInterval(function () { if (state.range === "live") scheduleRender(); }, 5000);
+  setInterval(function () { if (state.range === "live") loadOverlays(state.request); }, 30000);
 })();

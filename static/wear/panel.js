@@ -31,9 +31,24 @@
     x: day, xref: "x", y: 1, yref: "paper", text: gettext("cleaning"), showarrow: false, yanchor: "bottom",
     font: { size: 10, color: "#2a9d8f" },
   }));
+  // Few days of readings (a new GPU: often one): the axis spans at least a week of whole days
+  // around them and the value axis a margin around the values, never Plotly's fractions of a
+  // millisecond around one point.
+  const DAY_MS = 86400000;
+  const dayMs = (day) => Date.parse(day + "T00:00:00Z");
+  const days = data.resistance.map((r) => dayMs(r.day)).concat(data.cleanings.map(dayMs));
+  const isoDay = (ms) => new Date(ms).toISOString().slice(0, 10);
+  const xaxis = { type: "date", tickformat: "%Y-%m-%d", hoverformat: "%Y-%m-%d" };
+  if (days.length && Math.max(...days) - Math.min(...days) < 7 * DAY_MS) {
+    const middle = (Math.max(...days) + Math.min(...days)) / 2;
+    xaxis.range = [isoDay(middle - 4 * DAY_MS), isoDay(middle + 4 * DAY_MS)];
+    xaxis.dtick = 2 * DAY_MS;
+  }
+  const values = data.resistance.map((r) => r.c_per_w).filter((v) => v != null);
+  const yaxis = { title: axisTitle(gettext("°C per W")), tickformat: ".3f", rangemode: "tozero" };
+  if (values.length && Math.max(...values) - Math.min(...values) < 1e-6) yaxis.range = [0, Math.max(...values) * 1.5 || 0.1];
   window.Plotly.newPlot("wear-resistance", [{
     type: "scatter", mode: "lines+markers", name: gettext("°C per W at load"),
     x: data.resistance.map((r) => r.day), y: data.resistance.map((r) => r.c_per_w),
-  }], layout(gettext("Thermal resistance at load (°C/W)"), { shapes, annotations,
-    yaxis: { title: axisTitle(gettext("°C per W")), tickformat: ".3f" } }), config);
+  }], layout(gettext("Thermal resistance at load (°C/W)"), { shapes, annotations, xaxis, yaxis }), config);
 })();
