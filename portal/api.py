@@ -21,6 +21,7 @@ from portal.scheduler.api import router as scheduler_router
 from portal.telemetry.api import router as telemetry_router
 from portal.telemetry.ingest_view import ingest_openapi_operation
 from portal.wear.api import router as wear_router
+from portal.windows.api import router as windows_router
 
 
 class PersonalTokenAuth(APIKeyHeader):
@@ -112,6 +113,7 @@ api.add_router("", checklists_router)
 api.add_router("", scheduler_router)
 api.add_router("", diagnostics_router)
 api.add_router("", enrolment_router)
+api.add_router("", windows_router)
 
 
 def api_urls():

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "portal.metrics",
     "portal.checklists",
     "portal.scheduler",
+    "portal.windows",
     "portal.enrolment",
     "portal.guidance",
     "portal.live",
@@ -243,6 +244,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "checklists-verifications": {"task": "portal.checklists.tasks.verifications_finish_task", "schedule": 600.0},
     "scheduler-sweep": {"task": "portal.scheduler.tasks.scheduler_sweep_task", "schedule": 30.0},
     "diagnostics-expire": {"task": "portal.diagnostics.tasks.diagnostics_expire_task", "schedule": 60.0},
+    # Planned maintenance windows: start the due ones (within a minute), their Slurm reservations.
+    "windows-beat": {"task": "portal.windows.tasks.windows_beat_task", "schedule": 30.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -11,6 +11,7 @@ from portal.api import api_urls
 from portal.core.views import favicon, healthz
 from portal.metrics.views import metrics
 from portal.telemetry.ingest_view import ingest
+from portal.windows import views as windows_views
 
 urlpatterns = [
     path("login/", directory_views.LoginView.as_view(), name="login"),
@@ -39,6 +40,8 @@ urlpatterns = [
     path("add-hosts/", include("portal.enrolment.urls")),
     path("agent/", include("portal.enrolment.agent_urls")),
     path("guide/", include("portal.guidance.urls")),
+    path("maintenance-windows/", include("portal.windows.urls")),
+    path("maintenance-windows.ics", windows_views.calendar_feed, name="windows_calendar"),
     path("", include("portal.telemetry.urls")),
     path("", include("portal.fleet.urls")),
 ]

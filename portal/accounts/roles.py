@@ -28,6 +28,7 @@ ROLE_PERMISSIONS = {
         "scheduler": ["*"],
         "diagnostics": ["*"],
         "enrolment": ["*"],
+        "windows": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them
@@ -51,6 +52,8 @@ ROLE_PERMISSIONS = {
         "scheduler.scheduleraction": ["view", "add"],
         "diagnostics": ["view"],
         "diagnostics.diagnostic": ["view", "add"],
+        # Planned maintenance windows: plan, complete and cancel them (admins too; viewers read).
+        "windows.maintenancewindow": ["view", "add", "change"],
         "auditlog": ["view"],
     },
     ROLE_VIEWER: {
@@ -60,6 +63,7 @@ ROLE_PERMISSIONS = {
         "checklists": ["view"],
         "scheduler": ["view"],
         "diagnostics": ["view"],
+        "windows": ["view"],
         "auditlog": ["view"],
     },
 }

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from portal.checklists import hooks
 from portal.checklists.autochecks import JUDGES, AutoResult, auto_check_run, cleaning_effect_judge
 from portal.checklists.models import (
     ChecklistAnswer,
@@ -492,6 +493,8 @@ def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | 
     run.refresh_from_db()
     if failed:
         _open_failure_tickets(run, failed, answers, gpus)
+    completed = run
+    transaction.on_commit(lambda: hooks.run_completed.call(run=completed))
     return run
 
 

@@ -32,6 +32,10 @@ from portal.core.errors import ApplicationError, NotFound
 
 REASON_PREFIX = "gpu-fleet #"
 BURN_IN_PREFIX = "gpu-fleet burn-in: "
+WINDOW_PREFIX = "gpu-fleet window #"  # a planned maintenance window's drain (portal.windows)
+RESERVATION_PREFIX = "gpu-fleet-window-"
+RESERVATION_FLAGS = ("MAINT", "IGNORE_JOBS")
+RESERVATION_USERS = ("root",)  # Slurm wants users or accounts on a reservation; a maint one is root's
 REASON_MAX = 200  # Slurm keeps longer reasons, but sinfo's and the page's columns don't
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
@@ -51,6 +55,16 @@ class Job:
     name: str
     gpus: list[int]  # the GPU indices the job holds on this node ([] when Slurm does not say)
     start: dt.datetime | None
+    end: dt.datetime | None = None  # start plus the time limit (None: no limit, or Slurm does not say)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reservation:
+    name: str
+    nodes: list[str]
+    start: dt.datetime | None
+    end: dt.datetime | None
+    flags: list[str]  # upper case, as Slurm says them: MAINT, IGNORE_JOBS, …
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +81,9 @@ class SchedulerAdapter(Protocol):
     def jobs(self, name: str) -> list[Job]: ...
     def drain(self, name: str, reason: str) -> None: ...
     def resume(self, name: str) -> None: ...
+    def reservation(self, name: str) -> Reservation | None: ...
+    def reservation_create(self, name: str, *, nodes: list[str], start: dt.datetime, end: dt.datetime) -> None: ...
+    def reservation_delete(self, name: str) -> None: ...
 
 
 def clean_reason(reason: str, *, limit: int = REASON_MAX) -> str:
@@ -78,8 +95,9 @@ def clean_reason(reason: str, *, limit: int = REASON_MAX) -> str:
 
 
 def is_portal_reason(reason: str) -> bool:
-    """A drain reason the portal set itself (a ticket's, a rest's, a burn-in's), never a person's."""
-    return reason.startswith((REASON_PREFIX, BURN_IN_PREFIX))
+    """A drain reason the portal set itself (a ticket's, a rest's, a burn-in's, a maintenance
+    window's), never a person's."""
+    return reason.startswith((REASON_PREFIX, BURN_IN_PREFIX, WINDOW_PREFIX))
 
 
 def node_state_words(base: str | list, flags: list | None = None) -> str:
@@ -164,9 +182,60 @@ def jobs_from_json(jobs: list[dict], node: str) -> list[Job]:
                 name=str(job.get("name") or ""),
                 gpus=gpu_indices(details[position]) if position < len(details) else [],
                 start=_time(job.get("start_time")),
+                end=_job_end(job),
             )
         )
     return sorted(found, key=lambda j: j.id)
+
+
+_INFINITE = (0xFFFFFFFF, 0xFFFFFFFE)  # INFINITE and NO_VAL (32-bit), as 22.05's JSON writes them
+
+
+def _job_end(job: dict) -> dt.datetime | None:
+    """Start plus time limit (minutes): None for a job without a limit."""
+    start, limit = _time(job.get("start_time")), job.get("time_limit")
+    if isinstance(limit, dict):  # 23.02+: {"set", "infinite", "number"}
+        limit = None if not limit.get("set", True) or limit.get("infinite") else limit.get("number")
+    if start is None or limit in (None, "") or int(limit) in _INFINITE:
+        return None
+    return start + dt.timedelta(minutes=int(limit))
+
+
+def reservation_from_json(entries: list[dict], name: str) -> Reservation | None:
+    for entry in entries:
+        if entry.get("name") == name:
+            flags = entry.get("flags") or []
+            flags = flags.split(",") if isinstance(flags, str) else flags
+            return Reservation(
+                name=name, nodes=expand_hostlist(str(entry.get("node_list") or "")),
+                start=_time(entry.get("start_time")), end=_time(entry.get("end_time")),
+                flags=[str(f).upper() for f in flags if f],
+            )  # fmt: skip
+    return None
+
+
+def reservation_from_line(line: str, name: str) -> Reservation | None:
+    """`scontrol -o show reservation NAME`: one line of Key=Value pairs."""
+    fields = dict(re.findall(r"(\w+)=(\S*)", line or ""))
+    if fields.get("ReservationName") != name:
+        return None
+
+    def when(text: str) -> dt.datetime | None:
+        try:
+            return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+        except ValueError:
+            return None
+
+    flags = [f for f in (fields.get("Flags") or "").upper().split(",") if f]
+    return Reservation(
+        name=name, nodes=expand_hostlist(fields.get("Nodes") or ""), start=when(fields.get("StartTime") or ""),
+        end=when(fields.get("EndTime") or ""), flags=flags,
+    )  # fmt: skip
+
+
+def _slurm_time(moment: dt.datetime) -> str:
+    """A time as scontrol reads it, in UTC (the portal runs scontrol with TZ=UTC)."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def node_from_json(nodes: list[dict], name: str) -> Node:
@@ -195,9 +264,11 @@ class SlurmCli:
 
     def _run(self, command: str, *args: str) -> str:
         program = os.path.join(self.bin_dir, command) if self.bin_dir else command
+        # Times given to and read from scontrol are UTC, whatever this machine's zone.
+        env = {**os.environ, "TZ": "UTC"}
         try:
             done = subprocess.run(  # noqa: S603 - an argument list, never a shell
-                [program, *args], capture_output=True, text=True, timeout=self.timeout, check=False
+                [program, *args], capture_output=True, text=True, timeout=self.timeout, check=False, env=env
             )
         except FileNotFoundError as error:
             raise SchedulerUnavailable(f"{command} not found: {error}") from error
@@ -232,15 +303,12 @@ class SlurmCli:
         if self.uses_json():
             data = json.loads(self._run("squeue", "--json", "-w", name, "-t", "RUNNING"))
             return jobs_from_json(data.get("jobs") or [], name)
-        out = self._run("squeue", "-h", "-w", name, "-t", "RUNNING", "-o", "%i|%u|%S|%j")
+        out = self._run("squeue", "-h", "-w", name, "-t", "RUNNING", "-o", "%i|%u|%S|%e|%j")
         jobs = []
         for line in out.splitlines():
-            job_id, user, start, job_name = (line.split("|", 3) + ["", "", ""])[:4]
-            try:
-                started = dt.datetime.fromisoformat(start).replace(tzinfo=dt.UTC)
-            except ValueError:
-                started = None
-            jobs.append(Job(id=int(job_id), user=user, name=job_name, gpus=[], start=started))
+            job_id, user, start, end, job_name = (line.split("|", 4) + ["", "", "", ""])[:5]
+            started, ends = (_utc(text) for text in (start, end))
+            jobs.append(Job(id=int(job_id), user=user, name=job_name, gpus=[], start=started, end=ends))
         return jobs
 
     def _update(self, name: str, *args: str) -> None:
@@ -257,6 +325,46 @@ class SlurmCli:
 
     def resume(self, name: str) -> None:
         self._update(name, "State=RESUME")
+
+    def reservation(self, name: str) -> Reservation | None:
+        try:
+            line = self._run("scontrol", "-o", "show", "reservation", name)
+        except SchedulerUnavailable as error:
+            if "not found" in str(error) or "Invalid reservation" in str(error):
+                return None
+            raise
+        return reservation_from_line(line, name)
+
+    def reservation_create(self, name: str, *, nodes: list[str], start: dt.datetime, end: dt.datetime) -> None:
+        """`flags=maint,ignore_jobs`: no job that would run into it starts on its nodes, and the
+        jobs running there now do not keep it from being made. Made already (an earlier attempt
+        whose answer was lost): done."""
+        try:
+            self._run(
+                "scontrol", "create", "reservation", f"ReservationName={name}", f"StartTime={_slurm_time(start)}",
+                f"EndTime={_slurm_time(end)}", f"Nodes={','.join(nodes)}", f"Users={','.join(RESERVATION_USERS)}",
+                f"Flags={','.join(RESERVATION_FLAGS)}",
+            )  # fmt: skip
+        except SchedulerUnavailable:
+            if self.reservation(name) is not None:
+                return
+            raise
+
+    def reservation_delete(self, name: str) -> None:
+        """Gone already: done."""
+        try:
+            self._run("scontrol", "delete", f"ReservationName={name}")
+        except SchedulerUnavailable:
+            if self.reservation(name) is None:
+                return
+            raise
+
+
+def _utc(text: str) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+    except ValueError:  # "N/A", "Unknown", "NONE"
+        return None
 
 
 def rest_url_problem(url: str) -> str:
@@ -306,7 +414,7 @@ def _opener(url: str) -> urllib.request.OpenerDirector:
 
 
 # OpenAPI plugins a slurmrestd may serve, newest first; the first it lists is used.
-REST_VERSIONS = ("v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
+REST_VERSIONS = ("v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
 
 
 class SlurmRest:
@@ -344,7 +452,10 @@ class SlurmRest:
                 payload = json.loads(text)
             except ValueError:
                 raise SchedulerUnavailable(f"slurmrestd answered {error.code}: {text.strip()[:200]}") from error
-            if error.code == 404 or _errors_say(payload, "Invalid node name", "Unable to query node"):
+            if error.code == 404 or _errors_say(
+                payload, "Invalid node name", "Unable to query node", "Unable to query reservation",
+                "Invalid reservation",
+            ):  # fmt: skip
                 return payload
             raise SchedulerUnavailable(f"slurmrestd answered {error.code}: {_error_text(payload)}") from error
         except (OSError, TimeoutError) as error:
@@ -387,6 +498,44 @@ class SlurmRest:
 
     def resume(self, name: str) -> None:
         self._update(name, {"state": ["RESUME"]})
+
+    def reservation(self, name: str) -> Reservation | None:
+        payload = self._request("GET", f"/slurm/{self.api()}/reservation/{_quote(name)}")
+        if _errors_say(payload, "not found", "Unable to query reservation", "Invalid reservation"):
+            return None
+        _raise_errors(payload)
+        return reservation_from_json(payload.get("reservations") or [], name)
+
+    def reservation_create(self, name: str, *, nodes: list[str], start: dt.datetime, end: dt.datetime) -> None:
+        """`POST /slurm/v0.0.43/reservation` (Slurm 25.05): older slurmrestd versions read
+        reservations but cannot make them."""
+        api = self.api()
+        if REST_VERSIONS.index(api) > 0:
+            raise SchedulerUnavailable(
+                f"slurmrestd {api} cannot create reservations (v0.0.43, Slurm 25.05, can); use SLURM_MODE=cli"
+            )
+        if self.reservation(name) is not None:
+            return
+        body = {
+            "name": name, "node_list": list(nodes), "users": list(RESERVATION_USERS), "flags": list(RESERVATION_FLAGS),
+            "start_time": _number(int(start.timestamp())), "end_time": _number(int(end.timestamp())),
+        }  # fmt: skip
+        _raise_errors(self._request("POST", f"/slurm/{api}/reservation", body))
+
+    def reservation_delete(self, name: str) -> None:
+        api = self.api()
+        if api == "v0.0.38":
+            raise SchedulerUnavailable(
+                "slurmrestd v0.0.38 (Slurm 22.05) cannot delete reservations; use SLURM_MODE=cli"
+            )
+        if self.reservation(name) is None:
+            return
+        _raise_errors(self._request("DELETE", f"/slurm/{api}/reservation/{_quote(name)}"))
+
+
+def _number(value: int) -> dict:
+    """slurmrestd's `*_no_val_struct`: a plain number is refused in a request."""
+    return {"set": True, "infinite": False, "number": value}
 
 
 def _quote(name: str) -> str:

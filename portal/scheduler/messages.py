@@ -21,6 +21,7 @@ BLOCKERS = {
         gettext_noop("ticket #%(ticket)s is resolved but no diagnostic has passed on its GPUs since it opened"),
     ),
     "burn_in": message("scheduler.blocker.burn_in", gettext_noop("no burn-in diagnostic has passed yet on %(gpus)s")),
+    "window": message("scheduler.blocker.window", gettext_noop("maintenance window #%(window)s is under way")),
 }
 
 REST_ASKED = message(
@@ -118,3 +119,13 @@ NO_JOB = message(
 )
 JOBS = message("scheduler.outcome.jobs", gettext_noop("running on GPU %(index)s when this ticket opened: %(jobs)s"))
 JOB = message("scheduler.outcome.job", gettext_noop("job %(id)s (%(name)s, user %(user)s)"))
+WINDOW_DRAINED = message(
+    "scheduler.outcome.window_drained", gettext_noop("Slurm node %(node)s drained for a maintenance window: %(reason)s")
+)
+WINDOW_OVER_FIRST = message(
+    "scheduler.outcome.window_over_first",
+    gettext_noop("the maintenance window ended before Slurm answered: no drain of Slurm node %(node)s"),
+)
+RESUMED_WINDOW_OVER = message(
+    "scheduler.outcome.resumed_window_over", gettext_noop("Slurm node %(node)s resumed: the maintenance window is over")
+)

@@ -26,6 +26,7 @@ class SchedulerAction(models.Model):
         PERSON = "person", _("A person")
         REST = "rest", _("Rest for the GPUs")
         BURN_IN = "burn_in", _("A burn-in")
+        WINDOW = "window", _("A maintenance window")
 
     class State(models.TextChoices):
         PENDING = "pending", _("Pending")

@@ -26,10 +26,11 @@ from portal.diagnostics import services as diagnostics
 from portal.fleet.models import Gpu, Host
 from portal.maintenance.models import SEVERITY_RANK, Ticket
 from portal.maintenance.services.tickets import ticket_history_add
-from portal.scheduler import messages
+from portal.scheduler import hooks, messages
 from portal.scheduler.adapters import (
     BURN_IN_PREFIX,
     REASON_PREFIX,
+    WINDOW_PREFIX,
     Node,
     NodeUnknown,
     SchedulerAdapter,
@@ -105,7 +106,7 @@ def _draining_tickets(host_id: int):
 
 _BLOCKER_LOCS = {
     "ticket": "ticket", "gate": "diagnostic", "burn_in": "diagnostic", "rest": "rest", "person": "node.reason",
-    "slurm": "node.reason",
+    "slurm": "node.reason", "window": "window",
 }  # fmt: skip
 
 
@@ -182,6 +183,7 @@ def scheduler_resume_blockers(*, host_id: int, node: Node | None, by_hand: bool)
     - a resolved one that drained it, whose diagnostic has not passed (`_gate_pending_tickets`);
     - a GPU of the host whose burn-in has not passed, while BURN_IN_LEVEL is on;
     - a rest for the GPUs that is not over (its own resume is still to come);
+    - a maintenance window under way on the host (`hooks.window_holds`; its own resume comes at its end);
     - a Slurm reason that the portal did not set (`is_portal_reason`): a person's drain
       (or Slurm's own reason for a down node) is never undone by the portal. A resume by hand may
       end a drain made by hand through the portal: the reason of the latest drain the portal
@@ -194,6 +196,7 @@ def scheduler_resume_blockers(*, host_id: int, node: Node | None, by_hand: bool)
     blockers += [ResumeBlocker("gate", {"ticket": pk}) for pk in _gate_pending_tickets(host_id)]
     if waiting := _burn_in_waiting(host_id):
         blockers.append(ResumeBlocker("burn_in", {"gpus": gpus_named(waiting)}))
+    blockers += [ResumeBlocker("window", {"window": pk}) for pk, _title in hooks.window_holds.ask(host_id=host_id)]
     now = timezone.now()
     rests = Action.objects.filter(
         host_id=host_id, source=Action.Source.REST, kind=Action.Kind.RESUME, state=Action.State.PENDING,
@@ -346,6 +349,23 @@ def scheduler_burn_in_requested(*, diagnostic) -> bool:
             host=diagnostic.host, kind=Action.Kind.DRAIN, source=Action.Source.BURN_IN, reason=burn_in_reason(waiting)
         )
     return True
+
+
+def window_drain_reason(*, window_id: int, title: str) -> str:
+    return clean_reason(f"{WINDOW_PREFIX}{window_id}: {title}")
+
+
+def scheduler_window_actions(*, hosts: list[Host], kind: str, reason: str = "", user=None) -> list[SchedulerAction]:
+    """A maintenance window (portal.windows) starts (drain, `reason` from `window_drain_reason`) or
+    ends (resume) on these hosts: one action each, carried out like a ticket's. A node drained
+    already keeps its reason; the resume follows `scheduler_resume_blockers` (a person's drain, an
+    open ticket, a diagnostic still to pass keep the node drained). No-op with Slurm off."""
+    if not scheduler_enabled():
+        return []
+    with transaction.atomic():
+        return [
+            _action_add(host=host, kind=kind, source=Action.Source.WINDOW, reason=reason, user=user) for host in hosts
+        ]
 
 
 def scheduler_rest_request(
@@ -547,6 +567,8 @@ def _carry_out(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
         return _resume_by_hand(action, adapter)
     if action.kind == Action.Kind.DRAIN and action.source == Action.Source.BURN_IN:
         return _drain_for_burn_in(action, adapter)
+    if action.kind == Action.Kind.DRAIN and action.source == Action.Source.WINDOW:
+        return _drain_for_window(action, adapter)
     if action.kind == Action.Kind.DRAIN:
         return _drain_for_ticket(action, adapter)
     return _resume_for_ticket(action, adapter)
@@ -638,6 +660,20 @@ def _drain_for_burn_in(action: SchedulerAction, adapter: SchedulerAdapter) -> No
     return _finish(action, Action.State.DONE, messages.BURN_IN_DRAINED(node=action.node, reason=action.reason))
 
 
+def _drain_for_window(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
+    """Drained while a window is under way on the host; a node drained already keeps its reason
+    (a person's stays theirs; the window keeps any other drain from ending: `scheduler_resume_blockers`)."""
+    if not hooks.window_holds.ask(host_id=action.host_id):
+        return _finish(action, Action.State.SKIPPED, messages.WINDOW_OVER_FIRST(node=action.node))
+    node = adapter.node(action.node)
+    if "drain" in node.state:
+        was = (messages.WAS_DRAINED(node=action.node, reason=node.reason) if node.reason
+               else messages.WAS_DRAINED_NO_REASON(node=action.node))  # fmt: skip
+        return _finish(action, Action.State.SKIPPED, was)
+    adapter.drain(action.node, action.reason)
+    return _finish(action, Action.State.DONE, messages.WINDOW_DRAINED(node=action.node, reason=action.reason))
+
+
 def _rest_resume_cancel(drain: SchedulerAction, outcome: Said) -> None:
     """The resume asked with a rest's drain (the next rest resume of its ticket) is not done."""
     resume = (
@@ -670,7 +706,10 @@ def _resume_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> No
     if blockers:
         return _stays_drained(action, blockers)
     adapter.resume(action.node)
-    resumed = {Action.Source.REST: messages.RESUMED_REST_OVER, Action.Source.BURN_IN: messages.RESUMED_BURN_IN}
+    resumed = {
+        Action.Source.REST: messages.RESUMED_REST_OVER, Action.Source.BURN_IN: messages.RESUMED_BURN_IN,
+        Action.Source.WINDOW: messages.RESUMED_WINDOW_OVER,
+    }  # fmt: skip
     return _finish(action, Action.State.DONE, resumed.get(action.source, messages.RESUMED_NO_TICKET)(node=action.node))
 
 

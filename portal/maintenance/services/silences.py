@@ -29,3 +29,11 @@ def silence_create(
     return Silence.objects.create(
         host=host, gpu=gpu, starts_at=starts_at, ends_at=ends_at, comment=comment.strip(), created_by=user
     )
+
+
+def silence_end_set(*, silence: Silence, ends_at: dt.datetime) -> Silence:
+    """Move a silence's end: ended early (a maintenance window completed) or held longer (one that
+    runs over its planned end). Audited like its creation."""
+    silence.ends_at = max(ends_at, silence.starts_at)
+    silence.save(update_fields=["ends_at"])
+    return silence
