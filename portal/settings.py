@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "portal.scheduler",
     "portal.enrolment",
     "portal.guidance",
+    "portal.inventory",
     "portal.live",
 ]
 if DEBUG or DEMO:

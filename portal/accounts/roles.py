@@ -28,6 +28,7 @@ ROLE_PERMISSIONS = {
         "scheduler": ["*"],
         "diagnostics": ["*"],
         "enrolment": ["*"],
+        "inventory": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them
@@ -51,6 +52,11 @@ ROLE_PERMISSIONS = {
         "scheduler.scheduleraction": ["view", "add"],
         "diagnostics": ["view"],
         "diagnostics.diagnostic": ["view", "add"],
+        # Stock and RMA cases, not the warranty contracts (admins own those).
+        "inventory": ["view"],
+        "inventory.part": ["view", "add", "change"],
+        "inventory.stockmovement": ["view", "add"],
+        "inventory.rmacase": ["view", "add", "change"],
         "auditlog": ["view"],
     },
     ROLE_VIEWER: {
@@ -60,6 +66,7 @@ ROLE_PERMISSIONS = {
         "checklists": ["view"],
         "scheduler": ["view"],
         "diagnostics": ["view"],
+        "inventory": ["view"],
         "auditlog": ["view"],
     },
 }
