@@ -244,6 +244,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "checklists-verifications": {"task": "portal.checklists.tasks.verifications_finish_task", "schedule": 600.0},
     "scheduler-sweep": {"task": "portal.scheduler.tasks.scheduler_sweep_task", "schedule": 30.0},
     "diagnostics-expire": {"task": "portal.diagnostics.tasks.diagnostics_expire_task", "schedule": 60.0},
+    # Daily in effect: a contract gets its "Warranty ending" ticket once (claimed); hourly catches a missed day.
+    "inventory-warranties-ending": {"task": "portal.inventory.tasks.warranties_ending_check_task", "schedule": 3600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -10,6 +10,7 @@ from pydantic import AwareDatetime, ConfigDict, model_serializer
 import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ApiDateTime, ErrorOut, Pagination, require_perm
 from portal.core.errors import InvalidInput, NotFound
+from portal.fleet import hooks
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_input import record_create_from_fields
 from portal.fleet.record_kinds import ALL_KIND_FIELDS
@@ -115,7 +116,9 @@ def records_list(request, filters: Query[RecordFilter]):
 
 class RecordIn(Schema):
     """`POST /records`: the subject, the common fields, and the kind's own fields by name. A field
-    the kind does not use, or one unknown to every kind, is a 400 naming it."""
+    the kind does not use, or one unknown to every kind, is a 400 naming it. Fields the apps above
+    fleet add are taken by their names too (inventory's `parts_used`: `[{"part": id, "quantity": n}]`,
+    the stock the work took, written with the record; 409 naming it when stock is short)."""
 
     kind: str
     host: str = Field(max_length=253)
@@ -148,7 +151,7 @@ class RecordIn(Schema):
 assert set(ALL_KIND_FIELDS) <= set(RecordIn.model_fields), "RecordIn lacks a kind field"
 
 
-@router.post("/records", response={201: RecordOut, 400: ErrorOut, 403: ErrorOut})
+@router.post("/records", response={201: RecordOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut})
 def records_create(request, payload: RecordIn):
     require_perm(request, "fleet.add_maintenancerecord")
     values = payload.model_dump(exclude_unset=True)
@@ -228,6 +231,25 @@ class GpuOut(Schema):
         return gpu.latest_or_none
 
 
+class GpuWarrantyOut(Schema):
+    vendor: str
+    contract: str
+    coverage: str
+    ends_on: dt.date
+
+
+class GpuDetailOut(GpuOut):
+    """One GPU (`GET` and `PATCH /gpus/{uuid}`): the list's fields and the warranty covering it today."""
+
+    warranty: GpuWarrantyOut | None = Field(
+        None, description="The contract covering the GPU (itself or its host) today; null when none."
+    )
+
+    @staticmethod
+    def resolve_warranty(gpu):
+        return hooks.gpu_warranty.ask(gpu=gpu)
+
+
 class GpuFilter(FilterSchema):
     host: Annotated[str | None, Field(max_length=253), FilterLookup("host__hostname")] = None
     status: Gpu.Status | None = None
@@ -241,7 +263,7 @@ def gpus_list(request, filters: Query[GpuFilter]):
     return filters.filter(gpus_with_latest()).order_by("host__hostname", "index")
 
 
-@router.get("/gpus/{segment:uuid}", response=GpuOut, tags=["gpus"])
+@router.get("/gpus/{segment:uuid}", response=GpuDetailOut, tags=["gpus"])
 def gpu_detail(request, uuid: str):
     require_perm(request, "fleet.view_gpu")
     return _gpu_or_404(uuid)
@@ -288,7 +310,7 @@ def _gpu_or_404(uuid: str) -> Gpu:
 
 
 @router.patch(
-    "/gpus/{segment:uuid}", response={200: GpuOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
+    "/gpus/{segment:uuid}", response={200: GpuDetailOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
     tags=["gpus"],
 )  # fmt: skip
 def gpu_patch(request, uuid: str, payload: GpuPatchIn):

@@ -66,6 +66,9 @@ class StockMovement(models.Model):
         ordering = ["-at", "-id"]
         constraints = [models.CheckConstraint(condition=~Q(delta=0), name="movement_delta_not_zero")]
 
+    def __str__(self):
+        return f"{self.part_id} {self.delta:+d} {self.reason}"
+
 
 class Warranty(models.Model):
     class Coverage(models.TextChoices):

@@ -1,0 +1,120 @@
+"""What inventory reads: stock, contracts in force, RMA cases (query shape lives here)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+
+from django.db.models import Count, Prefetch, Q
+from django.utils import timezone
+
+from portal.fleet.models import Gpu, Host
+from portal.inventory.models import Part, RmaCase, StockMovement, Warranty
+
+
+def parts_list():
+    return Part.objects.order_by("name")
+
+
+def part_movements(*, part: Part, limit: int = 50) -> list[StockMovement]:
+    return list(part.movements.select_related("record", "by").order_by("-at", "-id")[:limit])
+
+
+def movements_recent(*, limit: int = 30) -> list[StockMovement]:
+    return list(StockMovement.objects.select_related("part", "record", "by").order_by("-at", "-id")[:limit])
+
+
+def warranties_list():
+    return Warranty.objects.prefetch_related(
+        Prefetch("hosts", queryset=Host.objects.only("hostname").order_by("hostname")),
+        Prefetch("gpus", queryset=Gpu.objects.only("uuid", "serial", "index").order_by("uuid")),
+    ).order_by("ends_on", "vendor", "contract")
+
+
+def gpu_warranty(*, gpu: Gpu, on: dt.date | None = None) -> Warranty | None:
+    """The contract covering the GPU (itself or its host) on `on` (today), the one ending last. One query."""
+    on = on or timezone.localdate()
+    return (
+        Warranty.objects.filter(Q(gpus=gpu) | Q(hosts=gpu.host_id), starts_on__lte=on, ends_on__gte=on)
+        .order_by("-ends_on", "-id")
+        .first()
+    )
+
+
+def gpu_warranty_brief(*, gpu: Gpu) -> dict | None:
+    """fleet.hooks.gpu_warranty: the API's `warranty` of a GPU."""
+    warranty = gpu_warranty(gpu=gpu)
+    if warranty is None:
+        return None
+    return {
+        "vendor": warranty.vendor, "contract": warranty.contract, "coverage": warranty.coverage,
+        "ends_on": warranty.ends_on,
+    }  # fmt: skip
+
+
+def host_coverage(*, host: Host, gpus: list[Gpu], on: dt.date | None = None) -> dict:
+    """The contracts in force on a host and its GPUs, and which GPUs none covers. Two queries."""
+    on = on or timezone.localdate()
+    gpu_ids = [gpu.pk for gpu in gpus]
+    contracts = list(
+        Warranty.objects.filter(Q(hosts=host) | Q(gpus__in=gpu_ids), starts_on__lte=on, ends_on__gte=on)
+        .distinct()
+        .order_by("ends_on", "id")
+    )
+    whole_host = (
+        {w.pk for w in Warranty.objects.filter(hosts=host, pk__in=[w.pk for w in contracts])} if contracts else set()
+    )
+    covered_ids = set()
+    if contracts:
+        covered_ids = set(
+            Warranty.gpus.through.objects.filter(
+                warranty_id__in=[w.pk for w in contracts], gpu_id__in=gpu_ids
+            ).values_list("gpu_id", flat=True)
+        )
+    for warranty in contracts:
+        warranty.whole_host = warranty.pk in whole_host
+    uncovered = [] if whole_host else [gpu for gpu in gpus if gpu.pk not in covered_ids and gpu.status != "retired"]
+    return {"contracts": contracts, "uncovered": uncovered, "on": on}
+
+
+def rma_cases(*, gpu: str | None = None, state: str | None = None, vendor: str | None = None):
+    cases = RmaCase.objects.select_related("gpu", "gpu__host", "replacement_gpu", "ticket")
+    if gpu:
+        cases = cases.filter(gpu__uuid=gpu)
+    if state:
+        cases = cases.filter(state=state)
+    if vendor:
+        cases = cases.filter(vendor__iexact=vendor)
+    return cases.order_by("-opened_at", "-id")
+
+
+def gpu_rma_cases(*, gpu: Gpu) -> list[RmaCase]:
+    return list(rma_cases().filter(gpu=gpu).order_by("opened_at", "id"))
+
+
+def rma_by_vendor(
+    *, start: dt.datetime, end: dt.datetime, host: str | None = None, model: str | None = None
+) -> list[dict]:
+    """Per vendor, the cases opened in [start, end) (of the report's host and model when it names
+    them): how many, how many closed and rejected by now, and the median turnaround (opened to
+    replacement received) of those received. Two queries."""
+    cases = RmaCase.objects.filter(opened_at__gte=start, opened_at__lt=end)
+    if host:
+        cases = cases.filter(gpu__host__hostname=host)
+    if model:
+        cases = cases.filter(gpu__model_name=model)
+    counts = cases.values("vendor").annotate(
+        opened=Count("id"),
+        closed=Count("id", filter=Q(state=RmaCase.State.CLOSED)),
+        rejected=Count("id", filter=Q(state=RmaCase.State.REJECTED)),
+    )
+    turnarounds: dict[str, list[float]] = {}
+    for vendor, opened_at, received_at in cases.filter(received_at__isnull=False).values_list(
+        "vendor", "opened_at", "received_at"
+    ):
+        turnarounds.setdefault(vendor, []).append((received_at - opened_at).total_seconds() / 86400)
+    rows = []
+    for row in counts.order_by("vendor"):
+        days = turnarounds.get(row["vendor"])
+        rows.append({**row, "median_turnaround_days": round(statistics.median(days), 1) if days else None})
+    return rows
