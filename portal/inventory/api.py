@@ -1,8 +1,6 @@
 """`/api/v1/parts`, `/warranties`, `/rma-cases` and `/gpus/{uuid}/rma-pack`'s cases
 (portal-api-v1.md, "Spare parts, warranties and RMA cases"). Thin: the services decide."""
 
-from __future__ import annotations
-
 import datetime as dt
 from typing import Annotated, Literal
 
