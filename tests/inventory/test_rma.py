@@ -38,8 +38,10 @@ def test_technician_opens_a_case(client_for, technician, viewer, gpu):
 
 def test_covered_when_a_warranty_covered_the_gpu_at_opening(client_for, technician, gpu):
     today = timezone.localdate()
-    warranty = Warranty.objects.create(vendor="Dell", contract="PS-1", coverage="parts",
-                                       starts_on=today - dt.timedelta(days=10), ends_on=today + dt.timedelta(days=300))  # fmt: skip
+    warranty = Warranty.objects.create(
+        vendor="Dell", contract="PS-1", coverage="parts", starts_on=today - dt.timedelta(days=10),
+        ends_on=today + dt.timedelta(days=300),
+    )  # fmt: skip
     warranty.hosts.set([gpu.host])
     assert api(client_for(technician), "post", "/rma-cases", open_body(gpu)).json()["covered"] is True
 
@@ -200,8 +202,8 @@ def test_the_reliability_report_adds_rma_per_vendor(client_for, viewer, gpu):
         {"vendor": "Dell", "opened": 1, "closed": 1, "rejected": 0, "median_turnaround_days": 4.0},
         {"vendor": "NVIDIA", "opened": 3, "closed": 1, "rejected": 1, "median_turnaround_days": 15.0},
     ]
-    later = client_for(viewer).get("/api/v1/reports/reliability", {"from": now.isoformat(),
-                                                                   "to": (now + dt.timedelta(days=1)).isoformat()})  # fmt: skip
+    period = {"from": now.isoformat(), "to": (now + dt.timedelta(days=1)).isoformat()}
+    later = client_for(viewer).get("/api/v1/reports/reliability", period)
     assert later.json()["rma"] == []
 
 
