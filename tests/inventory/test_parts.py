@@ -52,7 +52,7 @@ def test_roles(client_for, viewer, outsider, technician):
     assert api(client_for(outsider), "get", "/parts").status_code == 403
     assert api(client_for(), "get", "/parts").status_code == 401
     assert api(client_for(viewer), "get", "/parts").status_code == 200
-    part = stock.part_create(**{k: v for k, v in FAN.items()})
+    part = stock.part_create(**FAN)
     assert (
         api(client_for(viewer), "post", f"/parts/{part.pk}/movements", {"delta": 1, "reason": "received"}).status_code
         == 403
