@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 from django.utils import timezone
 
 from portal.fleet.models import Gpu, Host
@@ -53,27 +53,26 @@ def gpu_warranty_brief(*, gpu: Gpu) -> dict | None:
 
 
 def host_coverage(*, host: Host, gpus: list[Gpu], on: dt.date | None = None) -> dict:
-    """The contracts in force on a host and its GPUs, and which GPUs none covers. Two queries."""
+    """The contracts in force on a host and its GPUs (each marked `whole_host` when it names the
+    host), and the GPUs none covers. One query, two when GPU contracts are in force without a host one."""
     on = on or timezone.localdate()
     gpu_ids = [gpu.pk for gpu in gpus]
+    names_host = Warranty.hosts.through.objects.filter(warranty_id=OuterRef("pk"), host_id=host.pk)
     contracts = list(
         Warranty.objects.filter(Q(hosts=host) | Q(gpus__in=gpu_ids), starts_on__lte=on, ends_on__gte=on)
+        .annotate(whole_host=Exists(names_host))
         .distinct()
         .order_by("ends_on", "id")
     )
-    whole_host = (
-        {w.pk for w in Warranty.objects.filter(hosts=host, pk__in=[w.pk for w in contracts])} if contracts else set()
-    )
-    covered_ids = set()
-    if contracts:
-        covered_ids = set(
-            Warranty.gpus.through.objects.filter(
-                warranty_id__in=[w.pk for w in contracts], gpu_id__in=gpu_ids
-            ).values_list("gpu_id", flat=True)
+    if not contracts or any(warranty.whole_host for warranty in contracts):
+        uncovered = [] if contracts else [gpu for gpu in gpus if gpu.status != Gpu.Status.RETIRED]
+        return {"contracts": contracts, "uncovered": uncovered, "on": on}
+    covered_ids = set(
+        Warranty.gpus.through.objects.filter(warranty_id__in=[w.pk for w in contracts], gpu_id__in=gpu_ids).values_list(
+            "gpu_id", flat=True
         )
-    for warranty in contracts:
-        warranty.whole_host = warranty.pk in whole_host
-    uncovered = [] if whole_host else [gpu for gpu in gpus if gpu.pk not in covered_ids and gpu.status != "retired"]
+    )
+    uncovered = [gpu for gpu in gpus if gpu.pk not in covered_ids and gpu.status != Gpu.Status.RETIRED]
     return {"contracts": contracts, "uncovered": uncovered, "on": on}
 
 
