@@ -187,6 +187,13 @@ def _deprecated(same_as: str) -> dict:
     }
 
 
+class GpuWarrantyOut(Schema):
+    vendor: str
+    contract: str
+    coverage: str
+    ends_on: dt.date
+
+
 class GpuOut(Schema):
     """A GPU as `GET /gpus`, `GET /gpus/{uuid}` and `PATCH /gpus/{uuid}` answer it."""
 
@@ -207,6 +214,9 @@ class GpuOut(Schema):
     notes: str
     registered_at: dt.datetime
     latest: GpuLatestOut | None = None
+    warranty: GpuWarrantyOut | None = Field(
+        None, description="The warranty contract covering the GPU (itself or its host) today; null when none."
+    )
     host: str = Field(**_deprecated("hostname"))
     model_name: str = Field(**_deprecated("model"))
 
@@ -230,24 +240,29 @@ class GpuOut(Schema):
     def resolve_latest(gpu):
         return gpu.latest_or_none
 
-
-class GpuWarrantyOut(Schema):
-    vendor: str
-    contract: str
-    coverage: str
-    ends_on: dt.date
-
-
-class GpuDetailOut(GpuOut):
-    """One GPU (`GET` and `PATCH /gpus/{uuid}`): the list's fields and the warranty covering it today."""
-
-    warranty: GpuWarrantyOut | None = Field(
-        None, description="The contract covering the GPU (itself or its host) today; null when none."
-    )
-
     @staticmethod
     def resolve_warranty(gpu):
-        return hooks.gpu_warranty.ask(gpu=gpu)
+        if not hasattr(gpu, "warranty_now"):
+            gpus_with_warranty([gpu])
+        return gpu.warranty_now
+
+
+class GpuPagination(Pagination):
+    """The list's page, with what the apps above add to each GPU (its warranty) asked once for the page."""
+
+    def paginate_queryset(self, queryset, pagination, request, **params):
+        page = super().paginate_queryset(queryset, pagination, request, **params)
+        page[self.items_attribute] = gpus_with_warranty(list(page[self.items_attribute]))
+        return page
+
+
+def gpus_with_warranty(gpus: list[Gpu]) -> list[Gpu]:
+    """Each GPU's `warranty_now` (hooks.gpu_warranties: the contract covering it today, or None);
+    one question for all of them."""
+    found = hooks.gpu_warranties.ask(gpus=gpus)
+    for gpu in gpus:
+        gpu.warranty_now = found.get(gpu.pk)
+    return gpus
 
 
 class GpuFilter(FilterSchema):
@@ -257,13 +272,13 @@ class GpuFilter(FilterSchema):
 
 
 @router.get("/gpus", response=list[GpuOut], tags=["gpus"])
-@paginate(Pagination)
+@paginate(GpuPagination)
 def gpus_list(request, filters: Query[GpuFilter]):
     require_perm(request, "fleet.view_gpu")
     return filters.filter(gpus_with_latest()).order_by("host__hostname", "index")
 
 
-@router.get("/gpus/{segment:uuid}", response=GpuDetailOut, tags=["gpus"])
+@router.get("/gpus/{segment:uuid}", response=GpuOut, tags=["gpus"])
 def gpu_detail(request, uuid: str):
     require_perm(request, "fleet.view_gpu")
     return _gpu_or_404(uuid)
@@ -310,7 +325,7 @@ def _gpu_or_404(uuid: str) -> Gpu:
 
 
 @router.patch(
-    "/gpus/{segment:uuid}", response={200: GpuDetailOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
+    "/gpus/{segment:uuid}", response={200: GpuOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut},
     tags=["gpus"],
 )  # fmt: skip
 def gpu_patch(request, uuid: str, payload: GpuPatchIn):

@@ -31,9 +31,10 @@ another app providing it too is refused at start:
   for those hosts (the rule configuration in force, per-host overrides included), so a page colours
   a value exactly where a ticket would open. Without an owner, nothing is coloured.
 
-- `gpu_warranty`, owned by inventory: `lookup(gpu=...)` returns the warranty contract covering
-  the GPU (itself or its host) today as `{"vendor", "contract", "coverage", "ends_on"}`, or None
-  (`GET /api/v1/gpus/{uuid}`'s `warranty`). Without an owner, None.
+- `gpu_warranties`, owned by inventory: `lookup(gpus=[...])` returns `{gpu id: contract}`, the
+  warranty contract covering each GPU (itself or its host) today as `{"vendor", "contract",
+  "coverage", "ends_on"}` (a GPU none covers may be left out), in a constant number of queries
+  (the API's `warranty` of a GPU). Without an owner, none.
 
 What higher apps show on fleet's pages are panels (`portal.core.panels`, pages "fleet.fleet",
 "fleet.host", "fleet.gpu" and "fleet.gpu_rows": the GPU rows of the fleet and host pages).
@@ -54,7 +55,7 @@ gpu_swapped = Hook("fleet.gpu_swapped", isolated=True)
 
 return_to_service_gate = Policy("fleet.return_to_service_gate", default=lambda *, gpu: None)
 care_limits = Policy("fleet.care_limits", default=lambda *, host_ids: CareLimits())
-gpu_warranty = Policy("fleet.gpu_warranty", default=lambda *, gpu: None)
+gpu_warranties = Policy("fleet.gpu_warranties", default=lambda *, gpus: {})
 
 
 def record_field_names() -> list[str]:

@@ -41,15 +41,28 @@ def gpu_warranty(*, gpu: Gpu, on: dt.date | None = None) -> Warranty | None:
     )
 
 
-def gpu_warranty_brief(*, gpu: Gpu) -> dict | None:
-    """fleet.hooks.gpu_warranty: the API's `warranty` of a GPU."""
-    warranty = gpu_warranty(gpu=gpu)
-    if warranty is None:
-        return None
-    return {
-        "vendor": warranty.vendor, "contract": warranty.contract, "coverage": warranty.coverage,
-        "ends_on": warranty.ends_on,
-    }  # fmt: skip
+def gpu_warranty_briefs(*, gpus: list[Gpu]) -> dict[int, dict]:
+    """fleet.hooks.gpu_warranties: the API's `warranty` of each GPU (the contract in force today
+    naming it or its host, the one ending last, as gpu_warranty chooses). Two queries."""
+    on = timezone.localdate()
+    in_force = {"warranty__starts_on__lte": on, "warranty__ends_on__gte": on}
+    by_gpu: dict[int, list[Warranty]] = {}
+    by_host: dict[int, list[Warranty]] = {}
+    for row in Warranty.gpus.through.objects.filter(gpu_id__in=[g.pk for g in gpus], **in_force).select_related(
+        "warranty"
+    ):
+        by_gpu.setdefault(row.gpu_id, []).append(row.warranty)
+    for row in Warranty.hosts.through.objects.filter(host_id__in={g.host_id for g in gpus}, **in_force).select_related(
+        "warranty"
+    ):
+        by_host.setdefault(row.host_id, []).append(row.warranty)
+    found = {}
+    for gpu in gpus:
+        candidates = by_gpu.get(gpu.pk, []) + by_host.get(gpu.host_id, [])
+        if candidates:
+            w = max(candidates, key=lambda w: (w.ends_on, w.pk))
+            found[gpu.pk] = {"vendor": w.vendor, "contract": w.contract, "coverage": w.coverage, "ends_on": w.ends_on}
+    return found
 
 
 def host_coverage(*, host: Host, gpus: list[Gpu], on: dt.date | None = None) -> dict:

@@ -52,7 +52,7 @@ def reliability_rma(*, query) -> dict:
 
 def connect() -> None:
     fleet_hooks.record_fields.subscribe("inventory", field="parts_used")(stock.parts_used_record)
-    fleet_hooks.gpu_warranty.provide("inventory")(selectors.gpu_warranty_brief)
+    fleet_hooks.gpu_warranties.provide("inventory")(selectors.gpu_warranty_briefs)
     fleet_hooks.gpu_swapped.subscribe("inventory")(rma.rma_replacement_link)
     reports_hooks.rma_pack_sections.subscribe("inventory", pdf=rma_pack_pdf)(rma_pack_cases)
     reports_hooks.reliability_sections.subscribe("inventory")(reliability_rma)

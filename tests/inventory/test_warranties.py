@@ -4,6 +4,8 @@ contract (at create when inside 60 days, else on the day it enters them), covera
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from portal.inventory.models import Warranty
@@ -120,3 +122,21 @@ def test_the_beat_task_runs_the_check(client_for, admin, gpu):
                             ends_on=today() + dt.timedelta(days=10)).gpus.set([gpu])  # fmt: skip
     assert len(warranties_ending_check_task()) == 1
     assert ending_tickets().count() == 1
+
+
+def test_the_gpu_list_shows_each_warranty_in_a_constant_number_of_queries(
+    client_for, viewer, gpu, host, django_assert_num_queries
+):
+    warranty = Warranty.objects.create(vendor="HPE", contract="C-1", coverage="parts", starts_on=today(),
+                                       ends_on=today() + dt.timedelta(days=90))  # fmt: skip
+    warranty.hosts.set([host])
+    client = client_for(viewer)
+    client.get("/api/v1/gpus")  # the session and permissions cached alike for both counts
+    with CaptureQueriesContext(connection) as small:
+        items = client.get("/api/v1/gpus").json()["items"]
+    assert [item["warranty"]["contract"] for item in items] == ["C-1"]
+    for _ in range(6):
+        GpuFactory(host=HostFactory())
+    with django_assert_num_queries(len(small)):
+        items = client.get("/api/v1/gpus").json()["items"]
+    assert sorted(str(item["warranty"]) for item in items).count("None") == 6
