@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "portal.windows",
     "portal.enrolment",
     "portal.guidance",
+    "portal.inventory",
     "portal.live",
 ]
 if DEBUG or DEMO:
@@ -246,6 +247,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "diagnostics-expire": {"task": "portal.diagnostics.tasks.diagnostics_expire_task", "schedule": 60.0},
     # Planned maintenance windows: start the due ones (within a minute), their Slurm reservations.
     "windows-beat": {"task": "portal.windows.tasks.windows_beat_task", "schedule": 30.0},
+    # Daily in effect: a contract gets its "Warranty ending" ticket once (claimed); hourly catches a missed day.
+    "inventory-warranties-ending": {"task": "portal.inventory.tasks.warranties_ending_check_task", "schedule": 3600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

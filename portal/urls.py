@@ -37,6 +37,7 @@ urlpatterns = [
     path("checklists/", include("portal.checklists.urls")),
     path("scheduler/", include("portal.scheduler.urls")),
     path("diagnostics/", include("portal.diagnostics.urls")),
+    path("inventory/", include("portal.inventory.urls")),
     path("add-hosts/", include("portal.enrolment.urls")),
     path("agent/", include("portal.enrolment.agent_urls")),
     path("guide/", include("portal.guidance.urls")),

@@ -29,6 +29,7 @@ ROLE_PERMISSIONS = {
         "diagnostics": ["*"],
         "enrolment": ["*"],
         "windows": ["*"],
+        "inventory": ["*"],
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them
@@ -54,6 +55,11 @@ ROLE_PERMISSIONS = {
         "diagnostics.diagnostic": ["view", "add"],
         # Planned maintenance windows: plan, complete and cancel them (admins too; viewers read).
         "windows.maintenancewindow": ["view", "add", "change"],
+        # Stock and RMA cases, not the warranty contracts (admins own those).
+        "inventory": ["view"],
+        "inventory.part": ["view", "add", "change"],
+        "inventory.stockmovement": ["view", "add"],
+        "inventory.rmacase": ["view", "add", "change"],
         "auditlog": ["view"],
     },
     ROLE_VIEWER: {
@@ -64,6 +70,7 @@ ROLE_PERMISSIONS = {
         "scheduler": ["view"],
         "diagnostics": ["view"],
         "windows": ["view"],
+        "inventory": ["view"],
         "auditlog": ["view"],
     },
 }

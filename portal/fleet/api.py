@@ -10,6 +10,7 @@ from pydantic import AwareDatetime, ConfigDict, model_serializer
 import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ApiDateTime, ErrorOut, Pagination, require_perm
 from portal.core.errors import InvalidInput, NotFound
+from portal.fleet import hooks
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_input import record_create_from_fields
 from portal.fleet.record_kinds import ALL_KIND_FIELDS
@@ -115,7 +116,9 @@ def records_list(request, filters: Query[RecordFilter]):
 
 class RecordIn(Schema):
     """`POST /records`: the subject, the common fields, and the kind's own fields by name. A field
-    the kind does not use, or one unknown to every kind, is a 400 naming it."""
+    the kind does not use, or one unknown to every kind, is a 400 naming it. Fields the apps above
+    fleet add are taken by their names too (inventory's `parts_used`: `[{"part": id, "quantity": n}]`,
+    the stock the work took, written with the record; 409 naming it when stock is short)."""
 
     kind: str
     host: str = Field(max_length=253)
@@ -148,7 +151,7 @@ class RecordIn(Schema):
 assert set(ALL_KIND_FIELDS) <= set(RecordIn.model_fields), "RecordIn lacks a kind field"
 
 
-@router.post("/records", response={201: RecordOut, 400: ErrorOut, 403: ErrorOut})
+@router.post("/records", response={201: RecordOut, 400: ErrorOut, 403: ErrorOut, 409: ErrorOut})
 def records_create(request, payload: RecordIn):
     require_perm(request, "fleet.add_maintenancerecord")
     values = payload.model_dump(exclude_unset=True)
@@ -184,6 +187,13 @@ def _deprecated(same_as: str) -> dict:
     }
 
 
+class GpuWarrantyOut(Schema):
+    vendor: str
+    contract: str
+    coverage: str
+    ends_on: dt.date
+
+
 class GpuOut(Schema):
     """A GPU as `GET /gpus`, `GET /gpus/{uuid}` and `PATCH /gpus/{uuid}` answer it."""
 
@@ -204,6 +214,9 @@ class GpuOut(Schema):
     notes: str
     registered_at: dt.datetime
     latest: GpuLatestOut | None = None
+    warranty: GpuWarrantyOut | None = Field(
+        None, description="The warranty contract covering the GPU (itself or its host) today; null when none."
+    )
     host: str = Field(**_deprecated("hostname"))
     model_name: str = Field(**_deprecated("model"))
 
@@ -227,6 +240,30 @@ class GpuOut(Schema):
     def resolve_latest(gpu):
         return gpu.latest_or_none
 
+    @staticmethod
+    def resolve_warranty(gpu):
+        if not hasattr(gpu, "warranty_now"):
+            gpus_with_warranty([gpu])
+        return gpu.warranty_now
+
+
+class GpuPagination(Pagination):
+    """The list's page, with what the apps above add to each GPU (its warranty) asked once for the page."""
+
+    def paginate_queryset(self, queryset, pagination, request, **params):
+        page = super().paginate_queryset(queryset, pagination, request, **params)
+        page[self.items_attribute] = gpus_with_warranty(list(page[self.items_attribute]))
+        return page
+
+
+def gpus_with_warranty(gpus: list[Gpu]) -> list[Gpu]:
+    """Each GPU's `warranty_now` (hooks.gpu_warranties: the contract covering it today, or None);
+    one question for all of them."""
+    found = hooks.gpu_warranties.ask(gpus=gpus)
+    for gpu in gpus:
+        gpu.warranty_now = found.get(gpu.pk)
+    return gpus
+
 
 class GpuFilter(FilterSchema):
     host: Annotated[str | None, Field(max_length=253), FilterLookup("host__hostname")] = None
@@ -235,7 +272,7 @@ class GpuFilter(FilterSchema):
 
 
 @router.get("/gpus", response=list[GpuOut], tags=["gpus"])
-@paginate(Pagination)
+@paginate(GpuPagination)
 def gpus_list(request, filters: Query[GpuFilter]):
     require_perm(request, "fleet.view_gpu")
     return filters.filter(gpus_with_latest()).order_by("host__hostname", "index")

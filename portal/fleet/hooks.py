@@ -9,6 +9,12 @@ Hooks (`portal.core.hooks.Hook`) say "this happened"; any number of higher apps 
 - `record_saved`: `consumer(record=...)` when a maintenance record is created or changed (inside
   the saving transaction: a subscriber's error undoes the record). Maintenance subscribes: a
   cleaning, paste or fan record resolves the tickets it answers.
+- `record_fields`: a field a higher app adds to a maintenance record's body (`POST
+  /api/v1/records`), named by the subscriber's option `field` (`subscribe(name, field="parts_used")`):
+  `consumer(record=..., value=..., user=...)` is called when a record is created with that field,
+  inside the record's transaction once the record is saved; its error (InvalidInput, Conflict)
+  undoes the record, so the record and what the field says are written together or not at all.
+  Inventory subscribes: `parts_used`, the stock a repair took.
 - `gpu_swapped`: `consumer(swap=...)` once a card swapped into a slot has committed (maintenance
   resolves the old GPU's "Agent silent" tickets). Isolated: the swap stands whatever fails.
 
@@ -25,6 +31,11 @@ another app providing it too is refused at start:
   for those hosts (the rule configuration in force, per-host overrides included), so a page colours
   a value exactly where a ticket would open. Without an owner, nothing is coloured.
 
+- `gpu_warranties`, owned by inventory: `lookup(gpus=[...])` returns `{gpu id: contract}`, the
+  warranty contract covering each GPU (itself or its host) today as `{"vendor", "contract",
+  "coverage", "ends_on"}` (a GPU none covers may be left out), in a constant number of queries
+  (the API's `warranty` of a GPU). Without an owner, none.
+
 What higher apps show on fleet's pages are panels (`portal.core.panels`, pages "fleet.fleet",
 "fleet.host", "fleet.gpu" and "fleet.gpu_rows": the GPU rows of the fleet and host pages).
 """
@@ -39,10 +50,17 @@ from portal.fleet.care import CareLimits
 
 gpu_registered = Hook("fleet.gpu_registered")
 record_saved = Hook("fleet.record_saved")
+record_fields = Hook("fleet.record_fields")
 gpu_swapped = Hook("fleet.gpu_swapped", isolated=True)
 
 return_to_service_gate = Policy("fleet.return_to_service_gate", default=lambda *, gpu: None)
 care_limits = Policy("fleet.care_limits", default=lambda *, host_ids: CareLimits())
+gpu_warranties = Policy("fleet.gpu_warranties", default=lambda *, gpus: {})
+
+
+def record_field_names() -> list[str]:
+    """The record fields higher apps add (the `field` option of `record_fields`' subscribers)."""
+    return [entry.options["field"] for entry in record_fields.subscribers]
 
 
 def care_limits_for(*, host_ids: Iterable[int]) -> CareLimits:

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from portal.core.errors import ApplicationError, InvalidInput
-from portal.fleet import services
+from portal.fleet import hooks, services
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.fleet.record_kinds import ALL_KIND_FIELDS, KIND_SPECS
 
@@ -63,7 +63,8 @@ def _convert_strings(values: dict[str, Any]) -> dict[str, Any]:
 def record_check_fields(*, values: dict[str, Any]) -> tuple[str, Host, Gpu | None, dict[str, Any]]:
     """Kind, host, GPU and the rest of a record given by field names; raises InvalidInput naming
     each unknown field, an unknown host or GPU, and fields that do not belong to the kind."""
-    problems = [(name, "Unknown field.") for name in values if name not in ALL_FIELDS]
+    extra = hooks.record_field_names()
+    problems = [(name, "Unknown field.") for name in values if name not in ALL_FIELDS and name not in extra]
     kind = values.get("kind")
     if not kind:
         problems.append(("kind", "Required."))
@@ -99,8 +100,11 @@ def record_create_from_fields(*, values: dict[str, Any], user) -> MaintenanceRec
     """One record from field names (the API's body). `performed_at` defaults to now."""
     kind, host, gpu, rest = record_check_fields(values=values)
     rest.setdefault("performed_at", timezone.now())
+    extra_fields = {name: rest.pop(name) for name in hooks.record_field_names() if name in rest}
     try:
-        return services.record_create(kind=kind, host=host, gpu=gpu, recorded_by=user, **rest)
+        return services.record_create(
+            kind=kind, host=host, gpu=gpu, recorded_by=user, extra_fields=extra_fields, **rest
+        )
     except ValidationError as error:  # fleet services before they raise core errors themselves
         raise InvalidInput.from_django(error, message="invalid record") from None
 

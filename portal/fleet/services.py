@@ -426,13 +426,21 @@ def record_create(
     gpu: Gpu | None = None,
     recorded_by=None,
     attachments: Iterable[UploadedFile] = (),
+    extra_fields: dict | None = None,
     **values,
 ) -> MaintenanceRecord:
+    """`extra_fields`: the fields higher apps add to a record (hooks.record_fields), by name; each
+    is handed to its subscriber in this transaction once the record is saved."""
     record = MaintenanceRecord(kind=kind, host=host, gpu=gpu, recorded_by=recorded_by)
     _apply(record, values, ("performed_at", "performed_by", "notes", *ALL_KIND_FIELDS))
     if not record.performed_by and recorded_by is not None:
         record.performed_by = recorded_by.get_full_name() or recorded_by.get_username()
-    return _record_save(record, attachments, recorded_by)
+    record = _record_save(record, attachments, recorded_by)
+    for entry in hooks.record_fields.subscribers:
+        name = entry.options["field"]
+        if (extra_fields or {}).get(name) is not None:
+            entry.function(record=record, value=extra_fields[name], user=recorded_by)
+    return record
 
 
 @transaction.atomic

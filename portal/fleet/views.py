@@ -151,7 +151,7 @@ class HostDetailView(Permission, View):
                 "audit_entries": _audit_entries(host),
                 "kinds": MaintenanceRecord.Kind.choices,
                 "now": now,
-                "panels": page_panels("fleet.host", request=request, host=host),
+                "panels": page_panels("fleet.host", request=request, host=host, gpus=gpus),
             },
         )
 

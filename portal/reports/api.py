@@ -9,9 +9,13 @@ from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 from pydantic import AfterValidator
 
+import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ApiDateTime, ErrorOut, require_perm
+from portal.core.errors import NotFound
 from portal.core.exports import attachment
+from portal.fleet.models import Gpu
 from portal.reports.exports import report_csv, report_pdf
+from portal.reports.rma import rma_evidence
 from portal.reports.selectors import ReportQuery, host_problem, reliability_report
 
 router = Router(tags=["reports"])
@@ -124,6 +128,14 @@ class PublishedStudy(Schema):
     days: float | None
 
 
+class RmaVendorRow(Schema):
+    vendor: str
+    opened: int
+    closed: int
+    rejected: int
+    median_turnaround_days: float | None
+
+
 class ReliabilityOut(Schema):
     start: str = Field(alias="from")
     end: str = Field(alias="to")
@@ -136,6 +148,7 @@ class ReliabilityOut(Schema):
     failure_rates: FailureRates
     lemons: Lemons
     published_studies: list[PublishedStudy]
+    rma: list[RmaVendorRow] = Field([], description="RMA cases opened in the period, per vendor (inventory).")
 
 
 def _filename(query: ReportQuery, extension: str) -> str:
@@ -175,3 +188,14 @@ def reliability(request, params: Query[ReliabilityParams]):
         return attachment(report_csv(report), content_type="text/csv; charset=utf-8", filename=_filename(query, "csv"))
     pdf = report_pdf(report, generated_by=request.user.get_username(), generated_at=timezone.now())
     return attachment(pdf, content_type="application/pdf", filename=_filename(query, "pdf"))
+
+
+@router.get("/gpus/{segment:uuid}/rma-pack", response={200: dict, 403: ErrorOut, 404: ErrorOut}, tags=["gpus"])
+def rma_pack(request, uuid: str):
+    """The GPU's RMA evidence pack as JSON: the same content as its PDF (serial, driver history, XID
+    timeline, ECC and PCIe trends, repairs, diagnostics, status history, checklists, RMA cases)."""
+    require_perm(request, REPORT_PERMISSION)
+    gpu = Gpu.objects.select_related("host").filter(uuid=uuid).first()
+    if gpu is None:
+        raise NotFound(f"no GPU {uuid}", field_errors={"uuid": "No GPU with this uuid."})
+    return JsonResponse(rma_evidence(gpu=gpu, now=timezone.now()))

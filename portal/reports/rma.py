@@ -32,6 +32,7 @@ from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.fleet.swaps import gpu_swaps
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
+from portal.reports import hooks
 from portal.reports.exports import pdf_table
 from portal.reports.selectors import gpu_repeat_offender, status_intervals
 from portal.telemetry import store
@@ -146,7 +147,26 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         "status_history": [{**i, "from": _iso(i["from"]), "to": _iso(i["to"])} for i in intervals],
         "checklists": checklists,
         "diagnostics": diagnostics,
+        **_sections_of_higher_apps(gpu, now),
     }  # fmt: skip
+
+
+def _sections_of_higher_apps(gpu: Gpu, now: dt.datetime) -> dict:
+    """What the apps above add to the pack (hooks.rma_pack_sections: inventory's RMA cases)."""
+    added: dict = {}
+    for entry in hooks.rma_pack_sections:
+        added.update(entry.function(gpu=gpu, now=now))
+    return added
+
+
+def _added_sections(evidence: dict, section, text) -> None:
+    for entry in hooks.rma_pack_sections:
+        render = entry.options.get("pdf")
+        if render is None:
+            continue
+        shown = render(evidence, text)
+        if shown is not None:
+            section(*shown)
 
 
 def _diagnostics_of(gpu: Gpu) -> list[dict]:
@@ -428,6 +448,7 @@ def rma_pdf(evidence: dict) -> bytes:
 
     _incident_sections(evidence, section, text)
     _service_sections(evidence, section, text)
+    _added_sections(evidence, section, text)
     story.append(pdf_paragraph(_("XID categories and actions: %(source)s") % {"source": evidence["xid_catalog_source"]},
                                small))  # fmt: skip
     doc.build(story)

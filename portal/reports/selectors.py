@@ -34,6 +34,7 @@ from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES
+from portal.reports import hooks
 from portal.reports.baselines import studies_as_json
 from portal.reports.failures import failure_rates, failures_of, is_hardware_failure, lemons
 from portal.reports.stats import mtbf_interval
@@ -87,6 +88,8 @@ class Report:
     repeat_offenders: list[dict] = field(default_factory=list)
     failure_rates: dict = field(default_factory=dict)
     lemons: dict = field(default_factory=lambda: {"gpus": [], "hosts": []})
+    # What the apps above add (hooks.reliability_sections: inventory's "rma").
+    added: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         return _rounded(
@@ -115,6 +118,7 @@ class Report:
                     ],
                 },
                 "published_studies": studies_as_json(),
+                **self.added,
             }
         )
 
@@ -334,6 +338,9 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
         repeat_offenders=offender_list,
         failure_rates=rates,
         lemons=lemons(rows=rows, failures=failures, fleet_rate=rates["all"]["per_gpu_year"], end=end),
+        added={
+            key: value for entry in hooks.reliability_sections for key, value in entry.function(query=query).items()
+        },
     )
 
 

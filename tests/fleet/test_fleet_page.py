@@ -264,14 +264,14 @@ PAGE_QUERIES = {
     "/live/fleet/state/": REQUEST + 2,
     # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
     # attachments, audit entries, the swaps in its slots; the GPUs' diagnostics (latest, burn-in),
-    # the host's diagnostics
-    "/hosts/{host}/": REQUEST + HTML + 9 + 2,
+    # the host's diagnostics; the warranty contracts in force on it (inventory)
+    "/hosts/{host}/": REQUEST + HTML + 9 + 2 + 1,
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
     # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its
     # slot or took it out; the GPU's diagnostics; the charts' XID and ticket markers and the
-    # host's other GPUs (to compare with)
-    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1 + 3,
+    # host's other GPUs (to compare with); the warranty covering it and its RMA cases (inventory)
+    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1 + 3 + 2,
 }
 
 

@@ -7,6 +7,7 @@ from .checklist import CHECKLIST_FAILED
 from .diagnostic import DIAGNOSTIC_FAILED, DIAGNOSTIC_WARNED
 from .gpu import GPU_RULES
 from .host import AGENT_SILENT, SCHEDULES
+from .inventory import SPARE_STOCK_LOW, WARRANTY_ENDING
 from .xid import XID_RULES
 
 GPU_RULE_LIST = GPU_RULES
@@ -20,6 +21,8 @@ RULES: dict[str, Rule] = {
         CHECKLIST_FAILED,
         DIAGNOSTIC_FAILED,
         DIAGNOSTIC_WARNED,
+        SPARE_STOCK_LOW,
+        WARRANTY_ENDING,
     ]
 }
 messages.rules_known(RULES)
@@ -34,5 +37,7 @@ __all__ = [
     "CHECKLIST_FAILED",
     "DIAGNOSTIC_FAILED",
     "DIAGNOSTIC_WARNED",
+    "SPARE_STOCK_LOW",
+    "WARRANTY_ENDING",
     "Rule",
 ]

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from portal.demo import story
 from portal.demo.checklists import demo_checklists_seed
 from portal.demo.directory import DEMO_PEOPLE, directory_running, slapd_available
+from portal.demo.inventory import inventory_demo_seed
 from portal.demo.repair import repair_story_seed
 from portal.demo.wear import wear_demo_seed
 from portal.directory_settings import ldap_packages_missing
@@ -74,6 +75,10 @@ class Command(BaseCommand):
                 self.stdout.write(f"History: {backfilled} readings of the last 24 h for the simulated hosts.")
             if repair_story_seed():  # on the simulated GPU and driver; before its Slurm node (no past drains)
                 self.stdout.write("Repair: sim-desk-c GPU 0 repaired twice 3 days ago (diagnostics: failed, passed).")
+            if inventory_demo_seed():  # after the repair: its riser and its RMA case
+                self.stdout.write(
+                    "Inventory: spare parts (the riser below its reorder level), warranties, an RMA case."
+                )
             if slurm is not None:
                 story.slurm_node_assign(slurm)
             if wear_demo_seed():  # 60 days of wear before that: sim-rack-b GPU 0's dust and its cleaning

@@ -1,0 +1,1 @@
+"""Inventory's services: stock (parts and movements), warranties, RMA cases."""
