@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "portal.metrics",
     "portal.checklists",
     "portal.scheduler",
+    "portal.jobs",
     "portal.enrolment",
     "portal.guidance",
     "portal.live",
