@@ -46,8 +46,10 @@ def test_a_gpus_jobs_newest_first_with_their_figures(lab, viewer, client_for):
     ana = spans[0]
     assert ana["gpu"] == lab["ua0"] and ana["host"] == "dgx-a" and ana["running"] is True  # the latest reading
     assert ana["utilization_gpu_mean_pct"] == 1.0 and ana["gpu_hours"] == pytest.approx(140 * 30 / 3600, abs=1e-4)
-    assert set(ana) == {"job", "gpu", "host", "started_at", "ended_at", "running", "gpu_hours", "energy_kwh",
-                        "utilization_gpu_mean_pct", "memory_used_max_mib", "temperature_max_c", "throttled_pct"}  # fmt: skip
+    assert set(ana) == {
+        "job", "gpu", "host", "started_at", "ended_at", "running", "gpu_hours", "energy_kwh",
+        "utilization_gpu_mean_pct", "memory_used_max_mib", "temperature_max_c", "throttled_pct",
+    }  # fmt: skip
     running = client_for(viewer).get(f"/api/v1/gpus/{lab['ub0']}/jobs").json()
     assert running[0]["running"] is True and running[0]["ended_at"].startswith(NOW.strftime("%Y-%m-%dT%H:%M"))
     # a period that ends before slurm:100 began leaves it out
