@@ -229,3 +229,27 @@ def _stretches(gpu_id: int, spans: list[tuple], busy: float, limit_s: float) -> 
     if current is not None and current.hours * 3600 > limit_s:
         out.append(current)
     return out
+
+
+def gpu_hours_lost_by_rule(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[str, float]:
+    """The GPU-hours lost by jobs that tickets on these GPUs, opened in [start, end), interrupted:
+    {ticket rule: hours}. One query."""
+    rows = Job.objects.filter(
+        interrupted=True, interrupted_by__gpu_id__in=list(gpu_ids), interrupted_by__first_seen__gte=start,
+        interrupted_by__first_seen__lt=end,
+    ).values_list("interrupted_by__rule", "gpu_hours_lost")  # fmt: skip
+    out: dict[str, float] = defaultdict(float)
+    for rule, lost in rows:
+        out[rule] += lost
+    return dict(out)
+
+
+def gpu_interrupted_jobs(*, gpu_id: int) -> list[dict]:
+    """The jobs this GPU's faults interrupted (the RMA pack): oldest first. One query."""
+    rows = Job.objects.filter(interrupted=True, interrupted_by__gpu_id=gpu_id).order_by("interrupted_by__first_seen")
+    return [
+        {"job": key, "user": user, "ticket": ticket_id, "at": at, "gpu_hours_lost": round(lost, 4)}
+        for key, user, ticket_id, at, lost in rows.values_list(
+            "key", "user", "interrupted_by_id", "interrupted_by__first_seen", "gpu_hours_lost"
+        )
+    ]
