@@ -157,11 +157,13 @@ def pipeline_held(monkeypatch):
 @pytest.fixture(autouse=True)
 def _fresh_ingest_gpu_cache():
     """Ingest keeps each host's GPU rows per process; database ids repeat from test to test."""
-    from portal.telemetry.services.ingest import host_gpus_forget
+    from portal.telemetry.services.ingest import host_gpus_forget, job_sets_forget
 
     host_gpus_forget()
+    job_sets_forget()
     yield
     host_gpus_forget()
+    job_sets_forget()
 
 
 @pytest.fixture(scope="session")

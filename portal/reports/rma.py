@@ -30,6 +30,7 @@ from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.diagnostics.selectors import gpu_diagnostics
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.fleet.swaps import gpu_swaps
+from portal.jobs import selectors as jobs_selectors
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
 from portal.reports import hooks
@@ -148,6 +149,8 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         "checklists": checklists,
         "diagnostics": diagnostics,
         **_sections_of_higher_apps(gpu, now),
+        # The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs").
+        "interrupted_jobs": [{**j, "at": _iso(j["at"])} for j in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)],
     }  # fmt: skip
 
 
@@ -295,6 +298,13 @@ def _incident_sections(evidence: dict, section, text) -> None:
             for t in evidence["hardware_tickets"]
         ],
         (28, 32, 90, 20, 16),
+    )  # fmt: skip
+    section(
+        _("Jobs its faults interrupted"),
+        [_("Ticket opened"), _("Job"), _("User"), _("GPU-hours lost")],
+        [[_when(j["at"]), text(j["job"]), text(j["user"] or "—"), j["gpu_hours_lost"]]
+         for j in evidence.get("interrupted_jobs", [])],
+        (32, 70, 50, 34),
     )  # fmt: skip
     section(
         _("ECC and row-remap trend (daily)"),

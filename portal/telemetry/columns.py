@@ -20,7 +20,9 @@ READING_METRICS = (
     "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen",
     "pcie_link_width", "pcie_replay_count",
 )  # fmt: skip
-READING_ROW_COLUMNS = ("gpu_id", "ts", *READING_METRICS, "xid_count")
+# `job_set`: the jobs the reading names (ingest-v1 `jobs`) as a JobSet id, null where the agent
+# cannot tell (telemetry.models.JobSet; telemetry.store.job_sets reads them back).
+READING_ROW_COLUMNS = ("gpu_id", "ts", *READING_METRICS, "xid_count", "job_set")
 ROW_GPU_ID = READING_ROW_COLUMNS.index("gpu_id")
 ROW_TS = READING_ROW_COLUMNS.index("ts")
 

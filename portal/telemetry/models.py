@@ -159,6 +159,21 @@ class Reading(models.Model):
     pcie_link_width = models.SmallIntegerField(null=True)
     pcie_replay_count = CounterField(null=True)
     xid_count = models.SmallIntegerField(default=0)
+    # The jobs on the GPU at `ts` (ingest-v1 `jobs`) as a JobSet id: 4 bytes, whatever the keys;
+    # null where the agent cannot tell (an older agent). No foreign key: job sets are never deleted.
+    job_set = models.IntegerField(null=True)
+
+
+class JobSet(models.Model):
+    """A set of job keys some reading named (ingest-v1 `jobs`), stored once: a reading keeps its
+    id, so the readings (raw or compressed) keep their jobs at 4 bytes each. `keys` holds the
+    sorted keys joined by one space (a key has no space); the empty set is the row with "".
+    Never deleted (readings point at it without a foreign key)."""
+
+    keys = models.TextField(unique=True)
+
+    def key_list(self) -> list[str]:
+        return self.keys.split(" ") if self.keys else []
 
 
 class ReadingChunk(models.Model):

@@ -40,7 +40,7 @@ from django.utils import timezone
 from portal.core import engine
 from portal.core.errors import InvalidInput
 from portal.telemetry.columns import READING_ROW_COLUMNS, tuple_picker
-from portal.telemetry.models import CounterField, Reading, Rollup1h, Rollup1m
+from portal.telemetry.models import CounterField, JobSet, Reading, Rollup1h, Rollup1m
 from portal.telemetry.services import compression, partitions, rollup_chunks
 
 # The raw readings' table, for the few readers that aggregate in SQL of their own (rollups over
@@ -496,3 +496,18 @@ def rollups_of(
     if wanted == columns:
         return rows
     return list(map(tuple_picker([wanted.index(name) for name in columns]), rows))
+
+
+# Job sets --------------------------------------------------------------------------------------
+
+
+def job_set_keys(ids: Iterable[int]) -> dict[int, tuple[str, ...]]:
+    """The job keys each stored job set names (a reading's `job_set` column): {id: keys}, sorted;
+    the empty set is (). One query."""
+    wanted = {job_set for job_set in ids if job_set is not None}
+    if not wanted:
+        return {}
+    return {
+        pk: tuple(keys.split(" ")) if keys else ()
+        for pk, keys in JobSet.objects.filter(pk__in=wanted).values_list("pk", "keys")
+    }

@@ -270,8 +270,10 @@ PAGE_QUERIES = {
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
     # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its
     # slot or took it out; the GPU's diagnostics; the charts' XID and ticket markers and the
-    # host's other GPUs (to compare with); the warranty covering it and its RMA cases (inventory)
-    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1 + 3 + 2,
+    # host's other GPUs (to compare with); the warranty covering it and its RMA cases (inventory);
+    # the jobs panel: its spans, its spans flat out (none here: the rest policy and hosts are asked
+    # only for GPUs that ran a job)
+    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1 + 3 + 2 + 2,
 }
 
 

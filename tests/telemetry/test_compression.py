@@ -69,6 +69,7 @@ def sample_readings(gpu, start: dt.datetime, count: int, step=dt.timedelta(secon
                 pcie_link_width=16,
                 pcie_replay_count=None if mixed else 3,
                 xid_count=n % 2,
+                job_set=None if n % 4 == 0 else 1 + n % 3,
             )  # fmt: skip
         )
     partitions.reading_partitions_ensure(days=sorted({row.ts.date() for row in rows}))

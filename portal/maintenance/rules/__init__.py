@@ -8,6 +8,7 @@ from .diagnostic import DIAGNOSTIC_FAILED, DIAGNOSTIC_WARNED
 from .gpu import GPU_RULES
 from .host import AGENT_SILENT, SCHEDULES
 from .inventory import SPARE_STOCK_LOW, WARRANTY_ENDING
+from .jobs import IDLE_ALLOCATION
 from .xid import XID_RULES
 
 GPU_RULE_LIST = GPU_RULES
@@ -23,6 +24,7 @@ RULES: dict[str, Rule] = {
         DIAGNOSTIC_WARNED,
         SPARE_STOCK_LOW,
         WARRANTY_ENDING,
+        IDLE_ALLOCATION,
     ]
 }
 messages.rules_known(RULES)
@@ -39,5 +41,6 @@ __all__ = [
     "DIAGNOSTIC_WARNED",
     "SPARE_STOCK_LOW",
     "WARRANTY_ENDING",
+    "IDLE_ALLOCATION",
     "Rule",
 ]

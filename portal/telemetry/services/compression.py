@@ -109,7 +109,7 @@ KINDS = {
     "throttle_reasons": _SMALL, "ecc_corrected_volatile": COUNTER, "ecc_uncorrected_volatile": COUNTER,
     "ecc_uncorrected_aggregate": COUNTER, "retired_pages_pending": _BOOL, "remapped_rows_pending": _BOOL,
     "remapped_rows_failure": _BOOL, "pcie_link_gen": _SMALL, "pcie_link_width": _SMALL,
-    "pcie_replay_count": COUNTER, "xid_count": _SMALL,
+    "pcie_replay_count": COUNTER, "xid_count": _SMALL, "job_set": INT,
 }  # fmt: skip
 COLUMNS = tuple(name for name in READING_ROW_COLUMNS if name != "gpu_id")
 assert set(COLUMNS) == set(KINDS), "every reading column has an encoding"

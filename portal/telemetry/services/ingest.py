@@ -34,6 +34,7 @@ from portal.telemetry.models import (
     THROTTLE_BIT,
     GpuLatest,
     IngestBatch,
+    JobSet,
     Reading,
     XidEvent,
 )
@@ -245,9 +246,39 @@ def _throttle_mask(reasons: list[str] | None) -> int | None:
     return mask
 
 
+# Job sets (JobSet) by their keys as a reading lists them, kept per process: rows are never
+# deleted or changed, so an id once known stays right. Bounded: a hostile agent may name many.
+_job_set_ids: dict[tuple[str, ...], int] = {}
+JOB_SET_CACHE_MAX = 65_536
+
+
+def _job_sets_resolve(batch: BatchIn) -> dict[tuple[str, ...], int]:
+    """The ids of the job sets the batch's readings name, by the readings' own key lists: from
+    the process's cache, else created (one insert and one select for all the new ones). Outside
+    the batch's transaction is fine: a job set nobody stored a reading with costs a row."""
+    wanted = {tuple(reading.jobs) for reading in batch.readings if reading.jobs is not None}
+    missing = [keys for keys in wanted if keys not in _job_set_ids]
+    if not missing:
+        return _job_set_ids
+    texts = {keys: " ".join(sorted(set(keys))) for keys in missing}
+    JobSet.objects.bulk_create([JobSet(keys=text) for text in set(texts.values())], ignore_conflicts=True)
+    ids = dict(JobSet.objects.filter(keys__in=set(texts.values())).values_list("keys", "pk"))
+    if len(_job_set_ids) + len(texts) > JOB_SET_CACHE_MAX:
+        _job_set_ids.clear()
+    found = {keys: ids[text] for keys, text in texts.items()}
+    _job_set_ids.update(found)
+    return {**_job_set_ids, **found}
+
+
+def job_sets_forget() -> None:
+    """Drop the cached job set ids (tests that flush the table)."""
+    _job_set_ids.clear()
+
+
 def reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
     """The batch's readings as stored rows (READING_ROW_COLUMNS). Its readings may be pydantic's
     ReadingIn or the fast path's structs (portal.telemetry.ingest_fast): attributes only."""
+    job_sets = _job_sets_resolve(batch) if any(reading.jobs is not None for reading in batch.readings) else {}
     return [
         (
             gpu_ids[reading.gpu_uuid],
@@ -256,6 +287,7 @@ def reading_rows(batch: BatchIn, gpu_ids: dict[str, int]) -> list[tuple]:
             _throttle_mask(reading.throttle_reasons),
             *_metrics_after_throttle(reading),
             len(reading.xid_events),
+            None if reading.jobs is None else job_sets[tuple(reading.jobs)],
         )
         for reading in batch.readings
     ]
