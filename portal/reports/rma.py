@@ -119,8 +119,6 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
                   "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure")  # fmt: skip
     ecc = _daily_samples(gpu, now, ecc_fields)
     pcie = _daily_samples(gpu, now, ("pcie_link_gen", "pcie_link_width", "pcie_replay_count"))
-    checklists = _checklists_done(gpu)
-    diagnostics = _diagnostics_of(gpu)
     intervals = status_intervals(gpu=gpu, now=now)
     return {
         "generated_at": _iso(now),
@@ -146,8 +144,8 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         "thermal_around_failure": thermal,
         "repairs": repairs,
         "status_history": [{**i, "from": _iso(i["from"]), "to": _iso(i["to"])} for i in intervals],
-        "checklists": checklists,
-        "diagnostics": diagnostics,
+        "checklists": _checklists_done(gpu),
+        "diagnostics": _diagnostics_of(gpu),
         **_sections_of_higher_apps(gpu, now),
         # The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs").
         "interrupted_jobs": [{**j, "at": _iso(j["at"])} for j in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)],
