@@ -10,6 +10,7 @@ from portal.accounts.views import set_language
 from portal.api import api_urls
 from portal.core.views import favicon, healthz
 from portal.metrics.views import metrics
+from portal.remote_write.write_view import prometheus_write
 from portal.telemetry.ingest_view import ingest
 
 urlpatterns = [
@@ -26,6 +27,7 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/ingest", ingest, name="ingest"),
+    path("api/v1/prometheus/write", prometheus_write, name="prometheus_write"),
     path("api/v1/", api_urls()),
     path("audit/", include("portal.audit.urls")),
     path("account/", include("portal.accounts.urls")),
