@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from portal.core.errors import ApplicationError, Forbidden
 from portal.core.locks import pass_lock
+from portal.fleet.models import Host
 from portal.remote_write import mapping
 from portal.remote_write.models import IngestSource, PendingSample, SourceGpu
 from portal.telemetry.ingest_fast import batch_parse
@@ -215,7 +216,8 @@ def _ingest(work, now: dt.datetime) -> HandOnResult:
     with transaction.atomic():
         if readings:
             batch = batch_parse(_batch_body(fed_host, [gpu for gpu, _, _ in work], readings, now))
-            reading_batch_ingest(host=fed_host.host, batch=batch, now=now)
+            # The host read again: ingest keeps its GPU rows per process while its inventory_version holds.
+            reading_batch_ingest(host=Host.objects.get(pk=fed_host.host_id), batch=batch, now=now)
         PendingSample.objects.filter(pk__in=row_ids).delete()
         for gpu, _, _ in work:
             SourceGpu.objects.filter(pk=gpu.pk).update(
