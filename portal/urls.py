@@ -39,6 +39,7 @@ urlpatterns = [
     path("scheduler/", include("portal.scheduler.urls")),
     path("diagnostics/", include("portal.diagnostics.urls")),
     path("add-hosts/", include("portal.enrolment.urls")),
+    path("ingest-sources/", include("portal.remote_write.urls")),
     path("agent/", include("portal.enrolment.agent_urls")),
     path("guide/", include("portal.guidance.urls")),
     path("", include("portal.telemetry.urls")),

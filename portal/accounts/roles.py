@@ -28,6 +28,7 @@ ROLE_PERMISSIONS = {
         "scheduler": ["*"],
         "diagnostics": ["*"],
         "enrolment": ["*"],
+        "remote_write": ["*"],  # ingest sources (a lab's Prometheus)
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them
