@@ -18,6 +18,7 @@ from portal.fleet.api import router as fleet_router
 from portal.inventory.api import router as inventory_router
 from portal.jobs.api import router as jobs_router
 from portal.maintenance.api import router as maintenance_router
+from portal.remote_write.api import router as remote_write_router
 from portal.reports.api import router as reports_router
 from portal.scheduler.api import router as scheduler_router
 from portal.telemetry.api import router as telemetry_router
@@ -118,6 +119,7 @@ api.add_router("", enrolment_router)
 api.add_router("", windows_router)
 api.add_router("", inventory_router)
 api.add_router("", jobs_router)
+api.add_router("", remote_write_router)
 
 
 def api_urls():

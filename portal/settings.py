@@ -19,7 +19,7 @@ from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.directory_settings import directory_settings
-from portal.env import env_email_url, env_networks_check, env_trust_proxy, envbool, envint, envlist, envstr
+from portal.env import env_email_url, env_networks_check, env_trust_proxy, envbool, envfloat, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "portal.enrolment",
     "portal.guidance",
     "portal.inventory",
+    "portal.remote_write",
     "portal.live",
 ]
 if DEBUG or DEMO:
@@ -237,6 +238,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_BEAT_SCHEDULE: dict = {
     "pipeline-sweep": {"task": "portal.telemetry.tasks.pipeline_sweep_task", "schedule": 30.0},
+    "remote-write-hand-on": {"task": "portal.remote_write.tasks.remote_readings_hand_on_task", "schedule": 10.0},
     "telemetry-prune": {"task": "portal.telemetry.tasks.telemetry_prune_task", "schedule": 3600.0},
     "wear-hours-fold": {"task": "portal.wear.tasks.wear_hours_fold_task", "schedule": 3600.0},
     "jobs-watch": {"task": "portal.jobs.tasks.jobs_watch_task", "schedule": 60.0},
@@ -424,6 +426,14 @@ INGEST_MAX_AGE_HOURS = envint("INGEST_MAX_AGE_HOURS", 168)
 # With DEBUG off, ingest over plain HTTP is refused (403): the host token would cross the network
 # in clear. PLAIN_HTTP (above) takes it.
 INGEST_ALLOW_HTTP = PLAIN_HTTP
+# Prometheus remote write (shared/protocol/prometheus-v1.md): a request's body after snappy, the
+# requests per second (and burst) one source may send (Prometheus sends several shards at once),
+# and the scrape interval assumed for a GPU until two of its readings show it: a reading is handed
+# on when a later one of its GPU has arrived, or two intervals after its first sample.
+REMOTE_WRITE_MAX_BODY_BYTES = 8 * 1024 * 1024
+REMOTE_WRITE_RATE_PER_S = envfloat("REMOTE_WRITE_RATE_PER_S", 100.0)
+REMOTE_WRITE_RATE_BURST = envint("REMOTE_WRITE_RATE_BURST", 500)
+REMOTE_WRITE_SCRAPE_INTERVAL_S = envfloat("REMOTE_WRITE_SCRAPE_INTERVAL_S", 30.0)
 # The agent's wheel and its dependency's, served at /agent/ (`manage.py agent_dist` fills it).
 AGENT_DIST_DIR = str(VAR_DIR / "agent-dist")
 # GPUs one host may register through its agent; past it a batch is refused with a 403.

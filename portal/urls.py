@@ -10,6 +10,7 @@ from portal.accounts.views import set_language
 from portal.api import api_urls
 from portal.core.views import favicon, healthz
 from portal.metrics.views import metrics
+from portal.remote_write.write_view import prometheus_write
 from portal.telemetry.ingest_view import ingest
 from portal.windows import views as windows_views
 
@@ -27,6 +28,7 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("api/v1/ingest", ingest, name="ingest"),
+    path("api/v1/prometheus/write", prometheus_write, name="prometheus_write"),
     path("api/v1/", api_urls()),
     path("audit/", include("portal.audit.urls")),
     path("account/", include("portal.accounts.urls")),
@@ -40,6 +42,7 @@ urlpatterns = [
     path("diagnostics/", include("portal.diagnostics.urls")),
     path("inventory/", include("portal.inventory.urls")),
     path("add-hosts/", include("portal.enrolment.urls")),
+    path("ingest-sources/", include("portal.remote_write.urls")),
     path("agent/", include("portal.enrolment.agent_urls")),
     path("guide/", include("portal.guidance.urls")),
     path("maintenance-windows/", include("portal.windows.urls")),

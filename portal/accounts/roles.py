@@ -30,6 +30,7 @@ ROLE_PERMISSIONS = {
         "enrolment": ["*"],
         "windows": ["*"],
         "inventory": ["*"],
+        "remote_write": ["*"],  # ingest sources (a lab's Prometheus)
         "auditlog": ["view"],
         "auth": ["*"],
         "axes": ["*"],  # login lockouts: the admin lifts them

@@ -1,0 +1,163 @@
+"""prometheus-v1.md's mapping: which dcgm-exporter series gives which reading field, and what a
+series' labels say (GPU, host, inventory, jobs). Declared once here; the write and the hand-on
+read it."""
+
+import math
+import re
+import struct
+from dataclasses import dataclass
+from functools import cache
+
+import pydantic
+
+from portal.fleet.identifiers import GPU_UUID_RE, HOSTNAME_RE
+from portal.remote_write.wire import WireError, labels_decode
+from portal.telemetry.schemas import JOB_KEY_PATTERN, MAX_JOBS_PER_READING, ReadingIn, XidEventIn
+
+# Series → the field its samples are stored as. Most are ingest-v1.md's reading fields as they
+# are; XID_RAW and REMAPPED_RAW are counters whose change over the previous reading gives the
+# field (xid_events, remapped_rows_pending), worked out when the reading is handed on.
+XID_RAW, REMAPPED_RAW = "xid_raw", "remapped_raw"
+SERIES_FIELDS = {
+    "DCGM_FI_DEV_GPU_TEMP": "temperature_c",
+    "DCGM_FI_DEV_POWER_USAGE": "power_w",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
+    "DCGM_FI_DEV_GPU_UTIL": "utilization_gpu_pct",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "utilization_memory_pct",
+    "DCGM_FI_DEV_FB_USED": "memory_used_mib",
+    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
+    "DCGM_FI_DEV_MEM_CLOCK": "mem_clock_mhz",
+    "DCGM_FI_DEV_FAN_SPEED": "fan_speed_pct",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "pcie_replay_count",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_corrected_volatile",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_uncorrected_volatile",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "remapped_rows_failure",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": REMAPPED_RAW,
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "throttle_reasons",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "throttle_reasons",
+    "DCGM_FI_DEV_XID_ERRORS": XID_RAW,
+}
+FLOAT_FIELDS = {"power_w", "energy_mj"}
+BOOL_FIELDS = {"remapped_rows_failure"}  # a value other than 0 is true
+MASK_FIELDS = {"throttle_reasons"}  # NVML's bit mask, stored as the integer, named when handed on
+_MAX_MASK = 1 << 31
+_MAX_XID = next(bound.le for bound in XidEventIn.model_fields["code"].metadata if hasattr(bound, "le"))
+
+# Prometheus's staleness marker: a NaN with this exact bit pattern (ignored, not counted).
+STALE_NAN_BITS = 0x7FF0000000000002
+_bits = struct.Struct("<d")
+
+
+def is_stale_marker(value: float) -> bool:
+    return value != value and int.from_bytes(_bits.pack(value), "little") == STALE_NAN_BITS
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesIdentity:
+    field: str
+    uuid: str
+    hostname: str
+    index: int | None
+    name: str
+    pci_bus_id: str
+    driver_version: str
+    jobs: tuple[str, ...] | None  # None: the series carries no job labels
+
+
+# Why a series is skipped (its samples counted as skipped).
+UNKNOWN_SERIES, NO_UUID, BAD_LABELS = "unknown series", "no UUID", "labels break the identifiers' rules"
+
+_JOB_KEY_RE = re.compile(JOB_KEY_PATTERN)
+
+
+def _hostname(labels: dict[str, str]) -> str:
+    hostname = labels.get("Hostname", "")
+    if hostname:
+        return hostname
+    instance = labels.get("instance", "")
+    if instance.startswith("["):  # [v6 address]:port
+        return instance[1:].partition("]")[0]
+    return instance.rpartition(":")[0] if instance.count(":") == 1 else instance
+
+
+def _jobs(labels: dict[str, str]) -> tuple[str, ...] | None:
+    if not {"pod", "namespace", "hpc_job"} & labels.keys():
+        return None
+    jobs = []
+    if labels.get("pod") and labels.get("namespace"):
+        jobs.append(f"k8s:{labels['namespace']}/{labels['pod']}")
+    jobs.extend(f"slurm:{job.strip()}" for job in labels.get("hpc_job", "").split(",") if job.strip())
+    return tuple(jobs)
+
+
+def _jobs_ok(jobs: tuple[str, ...]) -> bool:
+    return len(jobs) <= MAX_JOBS_PER_READING and all(len(job) <= 128 and _JOB_KEY_RE.match(job) for job in jobs)
+
+
+def series_identity(labels: dict[str, str]) -> SeriesIdentity | str:
+    """What a series' labels say, or why its samples are skipped."""
+    field = SERIES_FIELDS.get(labels.get("__name__", ""))
+    if field is None:
+        return UNKNOWN_SERIES
+    uuid = labels.get("UUID", "")
+    if not uuid:
+        return NO_UUID
+    hostname = _hostname(labels)
+    index = labels.get("gpu", "")
+    jobs = _jobs(labels)
+    if (
+        not GPU_UUID_RE.match(uuid) or len(uuid) > 96 or not HOSTNAME_RE.match(hostname) or len(hostname) > 253
+        or (index and (not index.isdigit() or int(index) > 1023))
+        or (jobs and not _jobs_ok(jobs))
+        or any("\x00" in value for value in labels.values())
+    ):  # fmt: skip
+        return BAD_LABELS
+    return SeriesIdentity(
+        field=field, uuid=uuid, hostname=hostname, index=int(index) if index else None,
+        name=labels.get("modelName", "")[:128], pci_bus_id=labels.get("pci_bus_id", "")[:32],
+        driver_version=labels.get("DCGM_FI_DRIVER_VERSION", "")[:64], jobs=jobs,
+    )  # fmt: skip
+
+
+# Labels as sent → their identity, kept per process: Prometheus sends the same series every
+# scrape. Bounded: a source that sends ever new series only costs decoding again.
+_identities: dict[bytes, SeriesIdentity | str] = {}
+MAX_KEPT_IDENTITIES = 200_000
+
+
+def identity_of(raw_labels: bytes) -> SeriesIdentity | str:
+    identity = _identities.get(raw_labels)
+    if identity is None:
+        identity = series_identity(labels_decode(raw_labels))  # WireError for what is not labels
+        if len(_identities) >= MAX_KEPT_IDENTITIES:
+            _identities.clear()
+        _identities[raw_labels] = identity
+    return identity
+
+
+@cache
+def _field_adapter(field: str) -> pydantic.TypeAdapter:
+    annotation = ReadingIn.model_fields[field].annotation if field in ReadingIn.model_fields else None
+    return pydantic.TypeAdapter(annotation, config=pydantic.ConfigDict(strict=True, allow_inf_nan=False))
+
+
+def value_usable(field: str, value: float) -> float | None:
+    """The sample's value as stored (a float), or None when a reading cannot use it: checked by the
+    reading field's own rules (ingest-v1.md's ranges), so that no stored sample fails its reading."""
+    if not math.isfinite(value):
+        return None
+    if field in BOOL_FIELDS:
+        return value
+    if field in MASK_FIELDS or field == REMAPPED_RAW:
+        return value if value == int(value) and 0 <= value < _MAX_MASK else None
+    if field == XID_RAW:  # an XID code, as ingest-v1.md bounds it
+        return value if value == int(value) and 0 <= value <= _MAX_XID else None
+    converted = value if field in FLOAT_FIELDS else round(value)
+    try:
+        _field_adapter(field).validate_python(converted)
+    except pydantic.ValidationError:
+        return None
+    return value
+
+
+__all__ = ["WireError", "identity_of", "value_usable"]

@@ -1,0 +1,211 @@
+"""Prometheus remote write 1.0 on the wire: snappy's block format around a `prometheus.WriteRequest`.
+
+Snappy comes from cramjam (maintained, wheels for every platform). The protobuf is read by the
+small reader below rather than by classes generated from Prometheus's remote.proto/types.proto:
+the portal needs three messages' worth of fields (a series' labels, its samples' value and time)
+and ignores the rest, and reading the wire itself lets the caller key a series' labels by their
+raw bytes. Prometheus sends the same series every scrape, so a series' labels are decoded once
+per process (portal.remote_write.mapping keeps them) and afterwards only its samples are read.
+A generated class decodes every label of every series into Python strings each time.
+
+Wire format (protobuf encoding, proto3):
+    WriteRequest  1: repeated TimeSeries timeseries   3: metadata (ignored)
+    TimeSeries    1: repeated Label labels   2: repeated Sample samples   3, 4: exemplars, histograms (ignored)
+    Label         1: string name   2: string value
+    Sample        1: double value   2: int64 timestamp (ms)
+"""
+
+import struct
+from dataclasses import dataclass
+
+import cramjam
+
+_DOUBLE = struct.Struct("<d")
+_VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
+
+
+class WireError(ValueError):
+    """The body is not snappy, or not a WriteRequest."""
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    labels: bytes  # the series' label entries as sent, in order: the key of its decoded labels
+    samples: list[tuple[int, float]]  # (timestamp ms, value)
+
+
+def snappy_decompress(body: bytes, *, limit: int) -> bytes:
+    """The block-format body, at most `limit` bytes once decompressed (checked against the length
+    snappy declares up front, before anything is decompressed). OverflowError past the limit."""
+    declared, _ = _varint(body, 0, len(body)) if body else (None, 0)
+    if declared is None:
+        raise WireError("empty body")
+    if declared > limit:
+        raise OverflowError
+    try:
+        return bytes(cramjam.snappy.decompress_raw(body))
+    except Exception as error:  # cramjam raises its own DecompressionError
+        raise WireError(f"not snappy's block format: {error}") from None
+
+
+def _varint(buffer: bytes, position: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if position >= end:
+            raise WireError("truncated varint")
+        byte = buffer[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, position
+        shift += 7
+        if shift >= 70:
+            raise WireError("varint too long")
+
+
+def _skip(buffer: bytes, position: int, end: int, wire_type: int) -> int:
+    if wire_type == _VARINT:
+        return _varint(buffer, position, end)[1]
+    if wire_type == _FIXED64:
+        position += 8
+    elif wire_type == _FIXED32:
+        position += 4
+    elif wire_type == _LEN:
+        length, position = _varint(buffer, position, end)
+        position += length
+    else:
+        raise WireError(f"unsupported wire type {wire_type}")
+    if position > end:
+        raise WireError("field runs past its message")
+    return position
+
+
+def _length(buffer: bytes, position: int, end: int) -> tuple[int, int]:
+    length, position = _varint(buffer, position, end)
+    if position + length > end:
+        raise WireError("field runs past its message")
+    return position, position + length
+
+
+def _sample(buffer: bytes, position: int, end: int) -> tuple[int, float]:
+    value, timestamp = 0.0, 0
+    while position < end:
+        key, position = _varint(buffer, position, end)
+        field, wire_type = key >> 3, key & 7
+        if field == 1 and wire_type == _FIXED64:
+            if position + 8 > end:
+                raise WireError("truncated sample value")
+            value = _DOUBLE.unpack_from(buffer, position)[0]
+            position += 8
+        elif field == 2 and wire_type == _VARINT:
+            timestamp, position = _varint(buffer, position, end)
+            if timestamp >= 1 << 63:
+                timestamp -= 1 << 64  # int64's two's complement
+        else:
+            position = _skip(buffer, position, end, wire_type)
+    return timestamp, value
+
+
+def _series(buffer: bytes, position: int, end: int) -> Series:
+    labels_start = labels_end = None
+    samples: list[tuple[int, float]] = []
+    while position < end:
+        start = position
+        key, position = _varint(buffer, position, end)
+        field, wire_type = key >> 3, key & 7
+        if field == 1 and wire_type == _LEN:
+            position = _length(buffer, position, end)[1]
+            if labels_start is None:
+                labels_start = start
+            elif labels_end != start:
+                raise WireError("a series' labels are not one run")
+            labels_end = position
+        elif field == 2 and wire_type == _LEN:
+            inner, position = _length(buffer, position, end)
+            samples.append(_sample(buffer, inner, position))
+        else:
+            position = _skip(buffer, position, end, wire_type)
+    labels = buffer[labels_start:labels_end] if labels_start is not None else b""
+    return Series(labels=labels, samples=samples)
+
+
+def labels_decode(raw: bytes) -> dict[str, str]:
+    """A series' label entries (Series.labels) as a dict. WireError for bytes that are not labels."""
+    labels: dict[str, str] = {}
+    position, end = 0, len(raw)
+    while position < end:
+        key, position = _varint(raw, position, end)
+        if key != (1 << 3 | _LEN):
+            raise WireError("not a label")
+        inner, position = _length(raw, position, end)
+        name = value = ""
+        while inner < position:
+            key, inner = _varint(raw, inner, position)
+            if key & 7 != _LEN:
+                inner = _skip(raw, inner, position, key & 7)
+                continue
+            start, inner = _length(raw, inner, position)
+            try:
+                text = raw[start:inner].decode()
+            except UnicodeDecodeError:
+                raise WireError("a label is not UTF-8") from None
+            if key >> 3 == 1:
+                name = text
+            elif key >> 3 == 2:
+                value = text
+        labels[name] = value
+    return labels
+
+
+def write_request_decode(body: bytes) -> list[Series]:
+    """The WriteRequest's series. WireError for anything else."""
+    series: list[Series] = []
+    position, end = 0, len(body)
+    while position < end:
+        key, position = _varint(body, position, end)
+        field, wire_type = key >> 3, key & 7
+        if field == 1 and wire_type == _LEN:
+            inner, position = _length(body, position, end)
+            series.append(_series(body, inner, position))
+        else:
+            position = _skip(body, position, end, wire_type)
+    return series
+
+
+# Writing: the tests and the bench build requests as Prometheus does.
+
+
+def _varint_encode(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint_encode(number << 3 | _LEN) + _varint_encode(len(payload)) + payload
+
+
+def write_request_encode(series: list[tuple[dict[str, str], list[tuple[int, float]]]]) -> bytes:
+    """A WriteRequest of (labels, [(timestamp ms, value)]) series, labels sorted by name as Prometheus sends them."""
+    out = bytearray()
+    for labels, samples in series:
+        body = b"".join(
+            _field(1, _field(1, name.encode()) + _field(2, value.encode())) for name, value in sorted(labels.items())
+        )
+        for timestamp, value in samples:
+            body += _field(
+                2, bytes([1 << 3 | _FIXED64]) + _DOUBLE.pack(value) + bytes([2 << 3]) + _varint_encode(timestamp)
+            )
+        out += _field(1, body)
+    return bytes(out)
+
+
+def snappy_compress(body: bytes) -> bytes:
+    return bytes(cramjam.snappy.compress_raw(body))
