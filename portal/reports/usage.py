@@ -1,0 +1,474 @@
+"""The usage report (portal-api-v1.md, "Jobs on GPUs"): what the GPUs did for whom over a period.
+
+Read from the job spans (portal.jobs) and the reliability report's service hours, never from raw
+readings: a constant number of queries whatever the fleet's size or the period's length (the listed
+GPUs, their status history, their retirements, the spans, their jobs, the interruptions, the
+failures).
+
+Definitions, for the half-open period [from, to) and the GPUs the reliability report lists (the
+same `host` and `model` filters):
+- a span counts by its part inside the period (`started_at` to `ended_at`, clipped); its energy
+  and idle hours in the same proportion;
+- `gpu_hours_available`: the listed GPUs' service hours (reliability report: in service, less the
+  hours out for repair); `gpu_hours_busy`: the hours each GPU had at least one job span (two jobs
+  on one GPU at once count once); `busy_pct` = busy / available × 100;
+- per user and per account: `jobs` (jobs with a span in the period), `gpu_hours` (their spans'
+  hours: two jobs sharing a GPU count twice, once each), `utilization_gpu_mean_pct` (weighted by
+  hours), `idle_gpu_hours` (the hours of spans that held a GPU at least an hour under the idle
+  threshold, as the jobs' idle rule says), `energy_kwh` (null when none of the spans had an energy
+  counter), `interrupted_jobs` and `gpu_hours_lost` (jobs whose interrupting fault fell in the
+  period);
+- per model: `gpu_hours_busy` as above; `energy_kwh_per_gpu_hour` = the spans' energy over the
+  hours of the spans that have it (null without any); `failures_per_gpu_year` = the reliability
+  report's failures on the model's GPUs per GPU-year of their service hours;
+- `days`: busy share per UTC day (the page's chart; the day's available hours from the same
+  service intervals);
+- `flat_out`: GPUs that ran one job or back-to-back jobs (spans each ≥ the rest rule's
+  utilisation, gaps ≤ the span gap) for longer than the fleet's rest policy, inside the period.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.utils.translation import gettext
+
+from portal.core.errors import InvalidInput
+from portal.fleet.models import Gpu
+from portal.jobs.models import Job, JobSpan
+from portal.maintenance.services.config import RuleParams
+from portal.reports.baselines import HOURS_PER_YEAR
+from portal.reports.failures import failures_of
+from portal.reports.selectors import (
+    HOUR,
+    ReportQuery,
+    _gpu_start,
+    _retired_at,
+    _retired_times,
+    _rounded,
+    _status_rows,
+    host_problem,
+    listed_gpus,
+)
+
+MAX_PERIOD = dt.timedelta(days=731)
+DAY = dt.timedelta(days=1)
+USER_FIELDS = ("jobs", "gpu_hours", "utilization_gpu_mean_pct", "idle_gpu_hours", "energy_kwh", "interrupted_jobs",
+               "gpu_hours_lost")  # fmt: skip
+FLEET_FIELDS = ("gpus", "gpu_hours_available", "gpu_hours_busy", "busy_pct", "energy_kwh", "gpu_hours_lost")
+MODEL_FIELDS = ("model", "gpus", "gpu_hours_busy", "energy_kwh_per_gpu_hour", "failures_per_gpu_year")
+DAY_FIELDS = ("day", "gpu_hours_available", "gpu_hours_busy", "busy_pct")
+FLAT_OUT_FIELDS = ("gpu", "host", "index", "model", "started_at", "ended_at", "hours", "jobs", "users")
+
+# The jobs' idle rule (portal-api-v1.md: "held a GPU for at least 1 hour with a mean utilisation under 5 %"),
+# applied to each span for the idle GPU-hours.
+IDLE_MIN_HOURS = 1.0
+IDLE_UTILIZATION_PCT = 5.0
+NO_REST_RULE = "no_rest"  # its settings in force are the fleet's rest policy
+
+
+@dataclass(frozen=True)
+class UsageSpan:
+    gpu_id: int
+    job_id: int
+    started_at: dt.datetime
+    ended_at: dt.datetime
+    utilization_gpu_mean_pct: float | None
+    energy_kwh: float | None
+
+
+@dataclass(frozen=True)
+class UsagePerson:
+    key: str = ""
+    user: str | None = None
+    account: str | None = None
+
+
+@dataclass(frozen=True)
+class RestPolicy:
+    """The fleet's rest policy: the "no rest" rule's settings in force for the fleet."""
+
+    hours: float
+    busy_pct: float
+    gap: dt.timedelta
+
+
+def _spans_query(gpu_ids, start: dt.datetime, end: dt.datetime):
+    return JobSpan.objects.filter(gpu_id__in=gpu_ids, ended_at__gte=start, started_at__lt=end)
+
+
+def usage_spans(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> list[UsageSpan]:
+    """The spans on these GPUs overlapping [start, end) (one query; the columns the report needs)."""
+    rows = _spans_query(gpu_ids, start, end).values_list(
+        "gpu_id", "job_id", "started_at", "ended_at", "utilization_sum", "utilization_count", "energy_mj"
+    )
+    return [
+        UsageSpan(gpu_id, job_id, a, b, u_sum / u_n if u_n else None, None if e is None else e / 3.6e9)
+        for gpu_id, job_id, a, b, u_sum, u_n, e in rows.order_by().iterator(chunk_size=10_000)
+    ]
+
+
+def usage_people(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, UsagePerson]:
+    """Who each job of those spans ran for (one query)."""
+    jobs = Job.objects.filter(id__in=_spans_query(gpu_ids, start, end).values("job_id"))
+    return {pk: UsagePerson(key, user or None, account or None)
+            for pk, key, user, account in jobs.values_list("id", "key", "user", "account")}  # fmt: skip
+
+
+def interruptions_between(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, float]:
+    """The jobs interrupted on these GPUs by a ticket opened in [start, end): {job id: GPU-hours lost}
+    (the span stage's own verdicts, portal.jobs; one query)."""
+    lost: dict[int, float] = defaultdict(float)
+    rows = JobSpan.objects.filter(
+        gpu_id__in=gpu_ids, interrupted_by__isnull=False, interrupted_by__first_seen__gte=start,
+        interrupted_by__first_seen__lt=end,
+    ).values_list("job_id", "gpu_hours_lost")  # fmt: skip
+    for job_id, hours in rows:
+        lost[job_id] += hours or 0.0
+    return dict(lost)
+
+
+def rest_policy() -> RestPolicy:
+    _enabled, params = RuleParams().get(NO_REST_RULE, None)
+    return RestPolicy(hours=params["open_for_s"] / HOUR, busy_pct=float(params["busy_util_pct"]),
+                      gap=dt.timedelta(seconds=params["max_gap_s"]))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class UsageQuery:
+    start: dt.datetime
+    end: dt.datetime
+    host: str | None = None
+    model: str | None = None
+
+    def __post_init__(self):
+        problems = {}
+        for name, value in (("from", self.start), ("to", self.end)):
+            if value.tzinfo is None or value.utcoffset() is None:
+                problems[name] = "Needs a time zone (RFC 3339, e.g. 2026-01-01T00:00:00Z)."
+        if not problems and self.end <= self.start:
+            problems["to"] = "Must be later than 'from'."
+        elif not problems and self.end - self.start > MAX_PERIOD:
+            problems["to"] = f"The period may be at most {MAX_PERIOD.days} days."
+        if (host_error := host_problem(self.host)) is not None:
+            problems["host"] = host_error
+        if problems:
+            raise InvalidInput("invalid report filter", field_errors=problems)
+
+    def reliability_query(self) -> ReportQuery:
+        return ReportQuery(start=self.start, end=self.end, host=self.host, model=self.model)
+
+
+@dataclass
+class UsageReport:
+    query: UsageQuery
+    fleet: dict
+    users: list[dict]
+    accounts: list[dict]
+    models: list[dict]
+    days: list[dict] = field(default_factory=list)
+    flat_out: list[dict] = field(default_factory=list)
+    rest_hours: float = 0.0
+    idle_threshold_pct: float = 0.0
+    rest_busy_pct: float = 0.0
+
+    def as_json(self) -> dict:
+        return _rounded(
+            {
+                "period": {"from": self.query.start.isoformat(), "to": self.query.end.isoformat()},
+                "fleet": {name: self.fleet[name] for name in FLEET_FIELDS},
+                "users": [{"user": row["user"], **{n: row[n] for n in USER_FIELDS}} for row in self.users],
+                "accounts": [{"account": row["account"], **{n: row[n] for n in USER_FIELDS}} for row in self.accounts],
+                "models": [{name: row[name] for name in MODEL_FIELDS} for row in self.models],
+                "days": [{**row, "day": row["day"].isoformat()} for row in self.days],
+                "flat_out": [
+                    {**{n: row[n] for n in FLAT_OUT_FIELDS},
+                     "started_at": row["started_at"].isoformat(), "ended_at": row["ended_at"].isoformat()}
+                    for row in self.flat_out
+                ],
+            }
+        )  # fmt: skip
+
+
+# --- intervals ------------------------------------------------------------------------------------
+
+
+def _merged(intervals: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The union of the intervals, as disjoint intervals in order."""
+    merged: list[list[dt.datetime]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+class DayBuckets:
+    """Hours per UTC day of the period, with the period's edges cutting its first and last day."""
+
+    def __init__(self, start: dt.datetime, end: dt.datetime):
+        self.start, self.end = start, end
+        self.first = dt.datetime.combine(start.astimezone(dt.UTC).date(), dt.time.min, tzinfo=dt.UTC)
+        self.count = int((end - self.first) / DAY) + (1 if (end - self.first) % DAY else 0)
+        self.hours = [0.0] * self.count
+
+    def add(self, a: dt.datetime, b: dt.datetime) -> None:
+        a, b = max(a, self.start), min(b, self.end)
+        while a < b:
+            i = int((a - self.first) / DAY)
+            edge = min(b, self.first + (i + 1) * DAY)
+            self.hours[i] += (edge - a).total_seconds() / HOUR
+            a = edge
+
+    def days(self) -> list[dt.date]:
+        return [(self.first + i * DAY).date() for i in range(self.count)]
+
+
+def _out_intervals(changes, low: dt.datetime, high: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The GPU's out-for-repair intervals inside [low, high), in order (as the reliability report
+    subtracts them: an out_for_repair row lasts until the next status change)."""
+    out = []
+    for i, (changed_at, to_status) in enumerate(changes):
+        if to_status != Gpu.Status.OUT_FOR_REPAIR:
+            continue
+        until = changes[i + 1][0] if i + 1 < len(changes) else high
+        a, b = max(changed_at, low), min(until, high)
+        if b > a:
+            out.append((a, b))
+    return out
+
+
+# --- the listed GPUs and their service ------------------------------------------------------------
+
+
+def _service(query: UsageQuery, available: DayBuckets) -> list[dict]:
+    """The listed GPUs (the reliability report's) with their service hours; each GPU's in-service
+    intervals go into the day buckets."""
+    start, end = query.start, query.end
+    gpu_query = listed_gpus(query.reliability_query())
+    gpus = list(
+        gpu_query.select_related("host")
+        .only("id", "uuid", "index", "model_name", "status", "install_date", "created_at", "host__hostname")
+        .order_by("host__hostname", "index", "id")
+    )
+    ids = gpu_query.values("id")
+    history, retired_times = _status_rows(ids, end), _retired_times(ids)
+    rows = []
+    for gpu in gpus:
+        retired_at = _retired_at(gpu, retired_times)
+        if retired_at is not None and retired_at < start:
+            continue
+        low = max(start, _gpu_start(gpu))
+        high = min(end, retired_at) if retired_at is not None else end
+        hours = 0.0
+        if high > low:
+            cursor = low
+            for a, b in [*_out_intervals(history.get(gpu.pk, []), low, high), (high, high)]:
+                if a > cursor:
+                    available.add(cursor, a)
+                    hours += (a - cursor).total_seconds() / HOUR
+                cursor = max(cursor, b)
+        rows.append({"id": gpu.pk, "uuid": gpu.uuid, "host": gpu.host.hostname, "index": gpu.index,
+                     "model": gpu.model_name, "service_hours": hours})  # fmt: skip
+    return rows
+
+
+# --- the figures ----------------------------------------------------------------------------------
+
+
+def _blank(name: str, value) -> dict:
+    return {name: value, "jobs": set(), "gpu_hours": 0.0, "_util_h": 0.0, "_util_sum": 0.0, "idle_gpu_hours": 0.0,
+            "energy_kwh": None, "interrupted_jobs": 0, "gpu_hours_lost": 0.0}  # fmt: skip
+
+
+def _add_span(row: dict, span: UsageSpan, hours: float, energy: float | None, idle: bool) -> None:
+    row["jobs"].add(span.job_id)
+    row["gpu_hours"] += hours
+    if span.utilization_gpu_mean_pct is not None:
+        row["_util_h"] += hours
+        row["_util_sum"] += span.utilization_gpu_mean_pct * hours
+    if idle:
+        row["idle_gpu_hours"] += hours
+    if energy is not None:
+        row["energy_kwh"] = (row["energy_kwh"] or 0.0) + energy
+
+
+def _finished(rows: dict, name: str) -> list[dict]:
+    out = []
+    for row in rows.values():
+        row["utilization_gpu_mean_pct"] = row["_util_sum"] / row["_util_h"] if row["_util_h"] > 0 else None
+        row["jobs"] = len(row["jobs"])
+        out.append(row)
+    # most GPU-hours first; ties (and no user) by name, None last
+    return sorted(out, key=lambda r: (-r["gpu_hours"], r[name] is None, r[name] or ""))
+
+
+def _clip(span, start: dt.datetime, end: dt.datetime) -> tuple[float, float]:
+    """(hours of the span inside the period, that part's share of the span)."""
+    a, b = max(span.started_at, start), min(span.ended_at, end)
+    whole = (span.ended_at - span.started_at).total_seconds()
+    inside = max(0.0, (b - a).total_seconds())
+    return inside / HOUR, (inside / whole if whole > 0 else 1.0)
+
+
+@dataclass
+class _Totals:
+    users: dict = field(default_factory=dict)
+    accounts: dict = field(default_factory=dict)
+    busy: dict = field(default_factory=lambda: defaultdict(list))  # gpu id: [(a, b)]
+    model_energy: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0.0]))  # model: [kWh, hours]
+
+
+def _span_totals(query: UsageQuery, gpus: dict[int, dict], spans, people: dict[int, UsagePerson]) -> _Totals:
+    totals = _Totals()
+    idle_min_h, idle_pct = IDLE_MIN_HOURS, IDLE_UTILIZATION_PCT
+    for span in spans:
+        gpu = gpus.get(span.gpu_id)
+        if gpu is None:
+            continue
+        hours, share = _clip(span, query.start, query.end)
+        length_h = (span.ended_at - span.started_at).total_seconds() / HOUR
+        util = span.utilization_gpu_mean_pct
+        idle = length_h >= idle_min_h and util is not None and util < idle_pct
+        energy = span.energy_kwh * share if span.energy_kwh is not None else None
+        person = people.get(span.job_id) or UsagePerson()
+        user = totals.users.setdefault(person.user, _blank("user", person.user))
+        _add_span(user, span, hours, energy, idle)
+        account = totals.accounts.setdefault(person.account, _blank("account", person.account))
+        _add_span(account, span, hours, energy, idle)
+        totals.busy[span.gpu_id].append((max(span.started_at, query.start), min(span.ended_at, query.end)))
+        if energy is not None:
+            totals.model_energy[gpu["model"]][0] += energy
+            totals.model_energy[gpu["model"]][1] += hours
+    return totals
+
+
+def _interruptions(query: UsageQuery, totals: _Totals, people: dict[int, UsagePerson], gpu_ids) -> float:
+    """Each job whose interrupting fault fell in the period counts for its user and account; the lost
+    GPU-hours in all."""
+    lost_in_all = 0.0
+    for job_id, lost in interruptions_between(gpu_ids=gpu_ids, start=query.start, end=query.end).items():
+        person = people.get(job_id) or UsagePerson()
+        for rows, name, key in ((totals.users, "user", person.user), (totals.accounts, "account", person.account)):
+            row = rows.setdefault(key, _blank(name, key))
+            row["interrupted_jobs"] += 1
+            row["gpu_hours_lost"] += lost
+        lost_in_all += lost
+    return lost_in_all
+
+
+def _models(gpus: list[dict], busy_by_gpu: dict[int, float], totals: _Totals, query: UsageQuery) -> list[dict]:
+    failures = defaultdict(int)
+    model_of = {gpu["id"]: gpu["model"] for gpu in gpus}
+    for failure in failures_of(gpu_ids=list(model_of), start=query.start, end=query.end):
+        failures[model_of[failure.gpu_id]] += 1
+    models: dict[str, dict] = {}
+    for gpu in gpus:
+        row = models.setdefault(gpu["model"], {"model": gpu["model"], "gpus": 0, "gpu_hours_busy": 0.0,
+                                               "service_hours": 0.0})  # fmt: skip
+        row["gpus"] += 1
+        row["gpu_hours_busy"] += busy_by_gpu.get(gpu["id"], 0.0)
+        row["service_hours"] += gpu["service_hours"]
+    for name, row in models.items():
+        energy, hours = totals.model_energy.get(name, (0.0, 0.0))
+        row["energy_kwh_per_gpu_hour"] = energy / hours if hours > 0 else None
+        years = row["service_hours"] / HOURS_PER_YEAR
+        row["failures_per_gpu_year"] = failures[name] / years if years > 0 else None
+    return sorted(models.values(), key=lambda r: r["model"])
+
+
+def usage_report(query: UsageQuery) -> UsageReport:
+    available, busy_days = DayBuckets(query.start, query.end), DayBuckets(query.start, query.end)
+    gpus = _service(query, available)
+    by_id = {gpu["id"]: gpu for gpu in gpus}
+    gpu_ids = listed_gpus(query.reliability_query()).values("id")
+    spans = usage_spans(gpu_ids=gpu_ids, start=query.start, end=query.end)
+    people = usage_people(gpu_ids=gpu_ids, start=query.start, end=query.end)
+    totals = _span_totals(query, by_id, spans, people)
+    busy_by_gpu = {}
+    for gpu_id, intervals in totals.busy.items():
+        merged = _merged(intervals)
+        busy_by_gpu[gpu_id] = sum((b - a).total_seconds() for a, b in merged) / HOUR
+        for a, b in merged:
+            busy_days.add(a, b)
+    lost = _interruptions(query, totals, people, gpu_ids)
+    users, accounts = _finished(totals.users, "user"), _finished(totals.accounts, "account")
+    available_h, busy_h = sum(g["service_hours"] for g in gpus), sum(busy_by_gpu.values())
+    energies = [row["energy_kwh"] for row in users if row["energy_kwh"] is not None]
+    fleet = {"gpus": len(gpus), "gpu_hours_available": available_h, "gpu_hours_busy": busy_h,
+             "busy_pct": busy_h / available_h * 100 if available_h > 0 else None,
+             "energy_kwh": sum(energies) if energies else None, "gpu_hours_lost": lost}  # fmt: skip
+    days = [
+        {"day": day, "gpu_hours_available": a, "gpu_hours_busy": b, "busy_pct": b / a * 100 if a > 0 else None}
+        for day, a, b in zip(available.days(), available.hours, busy_days.hours, strict=True)
+    ]
+    rest = rest_policy()
+    return UsageReport(
+        query=query, fleet=fleet, users=users, accounts=accounts, models=_models(gpus, busy_by_gpu, totals, query),
+        days=days, flat_out=_flat_out(spans, by_id, people, rest), rest_hours=rest.hours,
+        idle_threshold_pct=IDLE_UTILIZATION_PCT, rest_busy_pct=rest.busy_pct,
+    )  # fmt: skip
+
+
+def _flat_out(spans, gpus: dict[int, dict], people: dict[int, UsagePerson], rest) -> list[dict]:
+    """Runs of back-to-back busy spans on one GPU longer than the rest policy, longest first."""
+    by_gpu = defaultdict(list)
+    for span in spans:
+        if span.gpu_id in gpus and span.utilization_gpu_mean_pct is not None:
+            by_gpu[span.gpu_id].append(span)
+    runs = []
+    for gpu_id, own in by_gpu.items():
+        run: list = []
+        for span in sorted(own, key=lambda s: s.started_at):
+            busy = span.utilization_gpu_mean_pct >= rest.busy_pct
+            if run and (not busy or span.started_at - max(s.ended_at for s in run) > rest.gap):
+                runs.append((gpu_id, run))
+                run = []
+            if busy:
+                run.append(span)
+        if run:
+            runs.append((gpu_id, run))
+    out = []
+    for gpu_id, run in runs:
+        started, ended = run[0].started_at, max(s.ended_at for s in run)
+        hours = (ended - started).total_seconds() / HOUR
+        if hours <= rest.hours:
+            continue
+        gpu = gpus[gpu_id]
+        job_ids = sorted({s.job_id for s in run})
+        out.append({
+            "gpu": gpu["uuid"], "host": gpu["host"], "index": gpu["index"], "model": gpu["model"],
+            "started_at": started, "ended_at": ended, "hours": hours,
+            "jobs": [people[j].key for j in job_ids if j in people],
+            "users": sorted({people[j].user for j in job_ids if j in people and people[j].user}),
+        })  # fmt: skip
+    return sorted(out, key=lambda r: -r["hours"])
+
+
+def usage_charts(report: UsageReport) -> dict:
+    """The page's charts as data for static/reports/usage.js (json_script: names are data), with
+    their labels in the reader's language."""
+    unknown = gettext("(unknown)")
+    users = report.users[:30]
+    return {
+        "labels": {
+            "busy": gettext("Busy share (%)"), "gpu_hours": gettext("GPU-hours"),
+            "idle": gettext("Idle GPU-hours"), "busy_part": gettext("Busy GPU-hours, not idle"),
+            "energy": gettext("kWh per GPU-hour"), "failures": gettext("Failures per GPU-year"),
+        },
+        "days": {"x": [row["day"].isoformat() for row in report.days],
+                 "y": [None if row["busy_pct"] is None else round(row["busy_pct"], 2) for row in report.days]},
+        "users": {"names": [row["user"] or unknown for row in users],
+                  "busy": [round(row["gpu_hours"] - row["idle_gpu_hours"], 3) for row in users],
+                  "idle": [round(row["idle_gpu_hours"], 3) for row in users]},
+        "models": {"names": [row["model"] or unknown for row in report.models],
+                   "energy": [_round_or_none(row["energy_kwh_per_gpu_hour"], 4) for row in report.models],
+                   "failures": [_round_or_none(row["failures_per_gpu_year"], 4) for row in report.models]},
+    }  # fmt: skip
+
+
+def _round_or_none(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
