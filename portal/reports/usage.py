@@ -30,11 +30,16 @@ same `host` and `model` filters):
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.db.models import F
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import NullIf
 from django.utils.translation import gettext
 
+from portal.core import engine
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
 from portal.jobs.models import Job, JobSpan
@@ -55,6 +60,8 @@ from portal.reports.selectors import (
 
 MAX_PERIOD = dt.timedelta(days=731)
 DAY = dt.timedelta(days=1)
+DAY_S = 86400.0
+KWH_MJ = 3.6e9  # millijoules in a kilowatt-hour
 USER_FIELDS = ("jobs", "gpu_hours", "utilization_gpu_mean_pct", "idle_gpu_hours", "energy_kwh", "interrupted_jobs",
                "gpu_hours_lost")  # fmt: skip
 FLEET_FIELDS = ("gpus", "gpu_hours_available", "gpu_hours_busy", "busy_pct", "energy_kwh", "gpu_hours_lost")
@@ -70,51 +77,43 @@ NO_REST_RULE = "no_rest"  # its settings in force are the fleet's rest policy
 
 
 @dataclass(frozen=True)
-class UsageSpan:
-    gpu_id: int
-    job_id: int
-    started_at: dt.datetime
-    ended_at: dt.datetime
-    utilization_gpu_mean_pct: float | None
-    energy_kwh: float | None
-
-
-@dataclass(frozen=True)
-class UsagePerson:
-    key: str = ""
-    user: str | None = None
-    account: str | None = None
-
-
-@dataclass(frozen=True)
 class RestPolicy:
     """The fleet's rest policy: the "no rest" rule's settings in force for the fleet."""
 
     hours: float
     busy_pct: float
-    gap: dt.timedelta
+    gap_s: float
 
 
 def _spans_query(gpu_ids, start: dt.datetime, end: dt.datetime):
-    return JobSpan.objects.filter(gpu_id__in=gpu_ids, ended_at__gte=start, started_at__lt=end)
+    return JobSpan.objects.filter(gpu_id__in=gpu_ids, ended_at__gte=start, started_at__lt=end).order_by()
 
 
-def usage_spans(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> list[UsageSpan]:
-    """The spans on these GPUs overlapping [start, end) (one query; the columns the report needs)."""
-    rows = _spans_query(gpu_ids, start, end).values_list(
-        "gpu_id", "job_id", "started_at", "ended_at", "utilization_sum", "utilization_count", "energy_mj"
+def usage_spans(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> list[tuple]:
+    """The spans on these GPUs overlapping [start, end), one query: (gpu id, job id, start and end
+    in seconds since the epoch, mean utilisation or None, kWh or None). Numbers only, worked out by
+    the database: a month of a thousand GPUs is some 150,000 spans, and PostgreSQL turns them into
+    seconds faster than Python parses timestamps (portal.core.engine)."""
+    spans = _spans_query(gpu_ids, start, end).annotate(
+        util=F("utilization_sum") / NullIf(F("utilization_count"), 0), kwh=F("energy_mj") / KWH_MJ
     )
-    return [
-        UsageSpan(gpu_id, job_id, a, b, u_sum / u_n if u_n else None, None if e is None else e / 3.6e9)
-        for gpu_id, job_id, a, b, u_sum, u_n, e in rows.order_by().iterator(chunk_size=10_000)
-    ]
+    started_sql, ended_sql = (engine.epoch_seconds_sql(f'"jobs_jobspan"."{c}"') for c in ("started_at", "ended_at"))
+    if started_sql is not None:
+        spans = spans.annotate(a=RawSQL(started_sql, ()), b=RawSQL(ended_sql, ()))
+        return list(spans.values_list("gpu_id", "job_id", "a", "b", "util", "kwh"))
+    rows = spans.values_list("gpu_id", "job_id", "started_at", "ended_at", "util", "kwh")
+    return [(g, j, a.timestamp(), b.timestamp(), util, kwh) for g, j, a, b, util, kwh in rows]
 
 
-def usage_people(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, UsagePerson]:
-    """Who each job of those spans ran for (one query)."""
-    jobs = Job.objects.filter(id__in=_spans_query(gpu_ids, start, end).values("job_id"))
-    return {pk: UsagePerson(key, user or None, account or None)
-            for pk, key, user, account in jobs.values_list("id", "key", "user", "account")}  # fmt: skip
+def usage_people(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, tuple[str | None, str | None]]:
+    """Whom each job of those spans ran for: {job id: (user, account)} (one query)."""
+    jobs = Job.objects.filter(id__in=_spans_query(gpu_ids, start, end).values("job_id")).order_by()
+    return {pk: (user or None, account or None) for pk, user, account in jobs.values_list("id", "user", "account")}
+
+
+def job_keys(job_ids) -> dict[int, str]:
+    """The jobs' keys (one query, none for no job)."""
+    return dict(Job.objects.filter(id__in=sorted(job_ids)).values_list("id", "key")) if job_ids else {}
 
 
 def interruptions_between(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, float]:
@@ -133,7 +132,7 @@ def interruptions_between(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> d
 def rest_policy() -> RestPolicy:
     _enabled, params = RuleParams().get(NO_REST_RULE, None)
     return RestPolicy(hours=params["open_for_s"] / HOUR, busy_pct=float(params["busy_util_pct"]),
-                      gap=dt.timedelta(seconds=params["max_gap_s"]))  # fmt: skip
+                      gap_s=float(params["max_gap_s"]))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -192,15 +191,16 @@ class UsageReport:
         )  # fmt: skip
 
 
-# --- intervals ------------------------------------------------------------------------------------
+# --- intervals (seconds since the epoch) ----------------------------------------------------------
 
 
-def _merged(intervals: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
+def _merged_seconds(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """The union of the intervals, as disjoint intervals in order."""
-    merged: list[list[dt.datetime]] = []
+    merged: list[list[float]] = []
     for a, b in sorted(intervals):
         if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
+            if b > merged[-1][1]:
+                merged[-1][1] = b
         else:
             merged.append([a, b])
     return [(a, b) for a, b in merged]
@@ -210,21 +210,22 @@ class DayBuckets:
     """Hours per UTC day of the period, with the period's edges cutting its first and last day."""
 
     def __init__(self, start: dt.datetime, end: dt.datetime):
-        self.start, self.end = start, end
-        self.first = dt.datetime.combine(start.astimezone(dt.UTC).date(), dt.time.min, tzinfo=dt.UTC)
-        self.count = int((end - self.first) / DAY) + (1 if (end - self.first) % DAY else 0)
+        self.start, self.end = start.timestamp(), end.timestamp()
+        self.first_day = dt.datetime.combine(start.astimezone(dt.UTC).date(), dt.time.min, tzinfo=dt.UTC)
+        self.first = self.first_day.timestamp()
+        self.count = max(1, math.ceil((self.end - self.first) / DAY_S))
         self.hours = [0.0] * self.count
 
-    def add(self, a: dt.datetime, b: dt.datetime) -> None:
+    def add(self, a: float, b: float) -> None:
         a, b = max(a, self.start), min(b, self.end)
         while a < b:
-            i = int((a - self.first) / DAY)
-            edge = min(b, self.first + (i + 1) * DAY)
-            self.hours[i] += (edge - a).total_seconds() / HOUR
+            i = int((a - self.first) // DAY_S)
+            edge = min(b, self.first + (i + 1) * DAY_S)
+            self.hours[i] += (edge - a) / HOUR
             a = edge
 
     def days(self) -> list[dt.date]:
-        return [(self.first + i * DAY).date() for i in range(self.count)]
+        return [(self.first_day + i * DAY).date() for i in range(self.count)]
 
 
 def _out_intervals(changes, low: dt.datetime, high: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -268,7 +269,7 @@ def _service(query: UsageQuery, available: DayBuckets) -> list[dict]:
             cursor = low
             for a, b in [*_out_intervals(history.get(gpu.pk, []), low, high), (high, high)]:
                 if a > cursor:
-                    available.add(cursor, a)
+                    available.add(cursor.timestamp(), a.timestamp())
                     hours += (a - cursor).total_seconds() / HOUR
                 cursor = max(cursor, b)
         rows.append({"id": gpu.pk, "uuid": gpu.uuid, "host": gpu.host.hostname, "index": gpu.index,
@@ -279,89 +280,105 @@ def _service(query: UsageQuery, available: DayBuckets) -> list[dict]:
 # --- the figures ----------------------------------------------------------------------------------
 
 
-def _blank(name: str, value) -> dict:
-    return {name: value, "jobs": set(), "gpu_hours": 0.0, "_util_h": 0.0, "_util_sum": 0.0, "idle_gpu_hours": 0.0,
-            "energy_kwh": None, "interrupted_jobs": 0, "gpu_hours_lost": 0.0}  # fmt: skip
-
-
-def _add_span(row: dict, span: UsageSpan, hours: float, energy: float | None, idle: bool) -> None:
-    row["jobs"].add(span.job_id)
-    row["gpu_hours"] += hours
-    if span.utilization_gpu_mean_pct is not None:
-        row["_util_h"] += hours
-        row["_util_sum"] += span.utilization_gpu_mean_pct * hours
-    if idle:
-        row["idle_gpu_hours"] += hours
-    if energy is not None:
-        row["energy_kwh"] = (row["energy_kwh"] or 0.0) + energy
-
-
-def _finished(rows: dict, name: str) -> list[dict]:
-    out = []
-    for row in rows.values():
-        row["utilization_gpu_mean_pct"] = row["_util_sum"] / row["_util_h"] if row["_util_h"] > 0 else None
-        row["jobs"] = len(row["jobs"])
-        out.append(row)
-    # most GPU-hours first; ties (and no user) by name, None last
-    return sorted(out, key=lambda r: (-r["gpu_hours"], r[name] is None, r[name] or ""))
-
-
-def _clip(span, start: dt.datetime, end: dt.datetime) -> tuple[float, float]:
-    """(hours of the span inside the period, that part's share of the span)."""
-    a, b = max(span.started_at, start), min(span.ended_at, end)
-    whole = (span.ended_at - span.started_at).total_seconds()
-    inside = max(0.0, (b - a).total_seconds())
-    return inside / HOUR, (inside / whole if whole > 0 else 1.0)
-
-
 @dataclass
 class _Totals:
-    users: dict = field(default_factory=dict)
-    accounts: dict = field(default_factory=dict)
-    busy: dict = field(default_factory=lambda: defaultdict(list))  # gpu id: [(a, b)]
+    """Sums per (user, account) clipped to the period, each GPU's busy intervals and its busy runs,
+    each model's energy."""
+
+    people: dict = field(default_factory=dict)  # (user, account): [jobs, hours, util h, util × h, idle h, kWh]
+    busy: dict = field(default_factory=lambda: defaultdict(list))  # gpu id: [(a, b)], seconds
+    runs: dict = field(default_factory=lambda: defaultdict(list))  # gpu id: [(a, b, util, job id)], whole spans
     model_energy: dict = field(default_factory=lambda: defaultdict(lambda: [0.0, 0.0]))  # model: [kWh, hours]
 
 
-def _span_totals(query: UsageQuery, gpus: dict[int, dict], spans, people: dict[int, UsagePerson]) -> _Totals:
+_NOBODY = (None, None)
+
+
+def _span_totals(query: UsageQuery, model_of: dict[int, str], spans: list[tuple], people: dict,
+                 busy_pct: float) -> _Totals:  # fmt: skip
+    """One pass over the spans, in numbers (the report's hot loop: no datetimes, no objects)."""
     totals = _Totals()
-    idle_min_h, idle_pct = IDLE_MIN_HOURS, IDLE_UTILIZATION_PCT
-    for span in spans:
-        gpu = gpus.get(span.gpu_id)
-        if gpu is None:
+    sums, busy, runs, model_energy = totals.people, totals.busy, totals.runs, totals.model_energy
+    jobs_of: dict[tuple, set] = defaultdict(set)
+    start, end = query.start.timestamp(), query.end.timestamp()
+    idle_min_s = IDLE_MIN_HOURS * HOUR
+    for gpu_id, job_id, a, b, util, kwh in spans:
+        model = model_of.get(gpu_id)
+        if model is None:
             continue
-        hours, share = _clip(span, query.start, query.end)
-        length_h = (span.ended_at - span.started_at).total_seconds() / HOUR
-        util = span.utilization_gpu_mean_pct
-        idle = length_h >= idle_min_h and util is not None and util < idle_pct
-        energy = span.energy_kwh * share if span.energy_kwh is not None else None
-        person = people.get(span.job_id) or UsagePerson()
-        user = totals.users.setdefault(person.user, _blank("user", person.user))
-        _add_span(user, span, hours, energy, idle)
-        account = totals.accounts.setdefault(person.account, _blank("account", person.account))
-        _add_span(account, span, hours, energy, idle)
-        totals.busy[span.gpu_id].append((max(span.started_at, query.start), min(span.ended_at, query.end)))
-        if energy is not None:
-            totals.model_energy[gpu["model"]][0] += energy
-            totals.model_energy[gpu["model"]][1] += hours
+        low, high = (a if a > start else start), (b if b < end else end)
+        inside = high - low if high > low else 0.0
+        hours = inside / HOUR
+        person = people.get(job_id, _NOBODY)
+        row = sums.get(person)
+        if row is None:
+            row = sums[person] = [0, 0.0, 0.0, 0.0, 0.0, None]
+        jobs_of[person].add(job_id)
+        row[1] += hours
+        if util is not None:
+            row[2] += hours
+            row[3] += util * hours
+            if util < IDLE_UTILIZATION_PCT and b - a >= idle_min_s:
+                row[4] += hours
+            if util >= busy_pct:
+                runs[gpu_id].append((a, b, util, job_id))
+            else:
+                runs[gpu_id].append((a, b, None, job_id))  # breaks a run
+        if kwh is not None:
+            energy = kwh * (inside / (b - a) if b > a else 1.0)
+            row[5] = (row[5] or 0.0) + energy
+            model_row = model_energy[model]
+            model_row[0] += energy
+            model_row[1] += hours
+        busy[gpu_id].append((low, high))
+    for person, job_ids in jobs_of.items():
+        sums[person][0] = len(job_ids)
     return totals
 
 
-def _interruptions(query: UsageQuery, totals: _Totals, people: dict[int, UsagePerson], gpu_ids) -> float:
-    """Each job whose interrupting fault fell in the period counts for its user and account; the lost
-    GPU-hours in all."""
-    lost_in_all = 0.0
-    for job_id, lost in interruptions_between(gpu_ids=gpu_ids, start=query.start, end=query.end).items():
-        person = people.get(job_id) or UsagePerson()
-        for rows, name, key in ((totals.users, "user", person.user), (totals.accounts, "account", person.account)):
-            row = rows.setdefault(key, _blank(name, key))
+def _blank(name: str, value) -> dict:
+    return {name: value, "jobs": 0, "gpu_hours": 0.0, "_util_h": 0.0, "_util_sum": 0.0, "idle_gpu_hours": 0.0,
+            "energy_kwh": None, "interrupted_jobs": 0, "gpu_hours_lost": 0.0}  # fmt: skip
+
+
+def _people(totals: _Totals, people: dict, lost_by_job: dict[int, float]) -> tuple[list[dict], list[dict]]:
+    """The (user, account) sums added up per user and per account, with the interrupted jobs. A job
+    has one user and one account, so its jobs add up too."""
+    users: dict = {}
+    accounts: dict = {}
+
+    def rows_of(user, account):
+        for rows, name, value in ((users, "user", user), (accounts, "account", account)):
+            row = rows.get(value)
+            if row is None:
+                row = rows[value] = _blank(name, value)
+            yield row
+
+    for (user, account), (jobs, hours, util_h, util_sum, idle_h, kwh) in totals.people.items():
+        for row in rows_of(user, account):
+            row["jobs"] += jobs
+            row["gpu_hours"] += hours
+            row["_util_h"] += util_h
+            row["_util_sum"] += util_sum
+            row["idle_gpu_hours"] += idle_h
+            if kwh is not None:
+                row["energy_kwh"] = (row["energy_kwh"] or 0.0) + kwh
+    for job_id, lost in lost_by_job.items():
+        for row in rows_of(*people.get(job_id, _NOBODY)):
             row["interrupted_jobs"] += 1
             row["gpu_hours_lost"] += lost
-        lost_in_all += lost
-    return lost_in_all
+    return _finished(users, "user"), _finished(accounts, "account")
+
+
+def _finished(rows: dict, name: str) -> list[dict]:
+    for row in rows.values():
+        row["utilization_gpu_mean_pct"] = row["_util_sum"] / row["_util_h"] if row["_util_h"] > 0 else None
+    # most GPU-hours first; ties by name, no name last
+    return sorted(rows.values(), key=lambda r: (-r["gpu_hours"], r[name] is None, r[name] or ""))
 
 
 def _models(gpus: list[dict], busy_by_gpu: dict[int, float], totals: _Totals, query: UsageQuery) -> list[dict]:
-    failures = defaultdict(int)
+    failures: dict[str, int] = defaultdict(int)
     model_of = {gpu["id"]: gpu["model"] for gpu in gpus}
     for failure in failures_of(gpu_ids=list(model_of), start=query.start, end=query.end):
         failures[model_of[failure.gpu_id]] += 1
@@ -380,6 +397,17 @@ def _models(gpus: list[dict], busy_by_gpu: dict[int, float], totals: _Totals, qu
     return sorted(models.values(), key=lambda r: r["model"])
 
 
+def _busy(totals: _Totals, busy_days: DayBuckets) -> dict[int, float]:
+    """Each GPU's busy hours (its spans' union) into the day buckets; {gpu id: hours}."""
+    busy_by_gpu = {}
+    for gpu_id, intervals in totals.busy.items():
+        merged = _merged_seconds(intervals)
+        busy_by_gpu[gpu_id] = sum(b - a for a, b in merged) / HOUR
+        for a, b in merged:
+            busy_days.add(a, b)
+    return busy_by_gpu
+
+
 def usage_report(query: UsageQuery) -> UsageReport:
     available, busy_days = DayBuckets(query.start, query.end), DayBuckets(query.start, query.end)
     gpus = _service(query, available)
@@ -387,63 +415,55 @@ def usage_report(query: UsageQuery) -> UsageReport:
     gpu_ids = listed_gpus(query.reliability_query()).values("id")
     spans = usage_spans(gpu_ids=gpu_ids, start=query.start, end=query.end)
     people = usage_people(gpu_ids=gpu_ids, start=query.start, end=query.end)
-    totals = _span_totals(query, by_id, spans, people)
-    busy_by_gpu = {}
-    for gpu_id, intervals in totals.busy.items():
-        merged = _merged(intervals)
-        busy_by_gpu[gpu_id] = sum((b - a).total_seconds() for a, b in merged) / HOUR
-        for a, b in merged:
-            busy_days.add(a, b)
-    lost = _interruptions(query, totals, people, gpu_ids)
-    users, accounts = _finished(totals.users, "user"), _finished(totals.accounts, "account")
+    rest = rest_policy()
+    totals = _span_totals(query, {gpu["id"]: gpu["model"] for gpu in gpus}, spans, people, rest.busy_pct)
+    busy_by_gpu = _busy(totals, busy_days)
+    lost_by_job = interruptions_between(gpu_ids=gpu_ids, start=query.start, end=query.end)
+    users, accounts = _people(totals, people, lost_by_job)
     available_h, busy_h = sum(g["service_hours"] for g in gpus), sum(busy_by_gpu.values())
     energies = [row["energy_kwh"] for row in users if row["energy_kwh"] is not None]
     fleet = {"gpus": len(gpus), "gpu_hours_available": available_h, "gpu_hours_busy": busy_h,
              "busy_pct": busy_h / available_h * 100 if available_h > 0 else None,
-             "energy_kwh": sum(energies) if energies else None, "gpu_hours_lost": lost}  # fmt: skip
+             "energy_kwh": sum(energies) if energies else None,
+             "gpu_hours_lost": sum(lost_by_job.values())}  # fmt: skip
     days = [
         {"day": day, "gpu_hours_available": a, "gpu_hours_busy": b, "busy_pct": b / a * 100 if a > 0 else None}
         for day, a, b in zip(available.days(), available.hours, busy_days.hours, strict=True)
     ]
-    rest = rest_policy()
     return UsageReport(
         query=query, fleet=fleet, users=users, accounts=accounts, models=_models(gpus, busy_by_gpu, totals, query),
-        days=days, flat_out=_flat_out(spans, by_id, people, rest), rest_hours=rest.hours,
+        days=days, flat_out=_flat_out(totals, by_id, people, rest), rest_hours=rest.hours,
         idle_threshold_pct=IDLE_UTILIZATION_PCT, rest_busy_pct=rest.busy_pct,
     )  # fmt: skip
 
 
-def _flat_out(spans, gpus: dict[int, dict], people: dict[int, UsagePerson], rest) -> list[dict]:
+def _flat_out(totals: _Totals, gpus: dict[int, dict], people: dict, rest: RestPolicy) -> list[dict]:
     """Runs of back-to-back busy spans on one GPU longer than the rest policy, longest first."""
-    by_gpu = defaultdict(list)
-    for span in spans:
-        if span.gpu_id in gpus and span.utilization_gpu_mean_pct is not None:
-            by_gpu[span.gpu_id].append(span)
     runs = []
-    for gpu_id, own in by_gpu.items():
+    for gpu_id, own in totals.runs.items():
         run: list = []
-        for span in sorted(own, key=lambda s: s.started_at):
-            busy = span.utilization_gpu_mean_pct >= rest.busy_pct
-            if run and (not busy or span.started_at - max(s.ended_at for s in run) > rest.gap):
+        for span in sorted(own):
+            busy = span[2] is not None
+            if run and (not busy or span[0] - max(s[1] for s in run) > rest.gap_s):
                 runs.append((gpu_id, run))
                 run = []
             if busy:
                 run.append(span)
         if run:
             runs.append((gpu_id, run))
+    runs = [(gpu_id, run) for gpu_id, run in runs if (max(s[1] for s in run) - run[0][0]) / HOUR > rest.hours]
+    keys = job_keys({s[3] for _gpu_id, run in runs for s in run})
     out = []
     for gpu_id, run in runs:
-        started, ended = run[0].started_at, max(s.ended_at for s in run)
-        hours = (ended - started).total_seconds() / HOUR
-        if hours <= rest.hours:
-            continue
+        started, ended = run[0][0], max(s[1] for s in run)
         gpu = gpus[gpu_id]
-        job_ids = sorted({s.job_id for s in run})
+        job_ids = sorted({s[3] for s in run}, key=lambda j: keys.get(j, ""))
         out.append({
             "gpu": gpu["uuid"], "host": gpu["host"], "index": gpu["index"], "model": gpu["model"],
-            "started_at": started, "ended_at": ended, "hours": hours,
-            "jobs": [people[j].key for j in job_ids if j in people],
-            "users": sorted({people[j].user for j in job_ids if j in people and people[j].user}),
+            "started_at": dt.datetime.fromtimestamp(started, dt.UTC),
+            "ended_at": dt.datetime.fromtimestamp(ended, dt.UTC),
+            "hours": (ended - started) / HOUR, "jobs": [keys[j] for j in job_ids if j in keys],
+            "users": sorted({people[j][0] for j in job_ids if j in people and people[j][0]}),
         })  # fmt: skip
     return sorted(out, key=lambda r: -r["hours"])
 
