@@ -15,6 +15,7 @@ from portal.core.middleware import audit_actor_set
 from portal.diagnostics.api import router as diagnostics_router
 from portal.enrolment.api import router as enrolment_router
 from portal.fleet.api import router as fleet_router
+from portal.jobs.api import router as jobs_router
 from portal.maintenance.api import router as maintenance_router
 from portal.reports.api import router as reports_router
 from portal.scheduler.api import router as scheduler_router
@@ -112,6 +113,7 @@ api.add_router("", checklists_router)
 api.add_router("", scheduler_router)
 api.add_router("", diagnostics_router)
 api.add_router("", enrolment_router)
+api.add_router("", jobs_router)
 
 
 def api_urls():

@@ -53,6 +53,7 @@ class Job(models.Model):
     # within 10 minutes after (services.job_interruptions_assess).
     interrupted = models.BooleanField(default=False)
     gpu_hours_lost = models.FloatField(default=0.0)
+    interrupted_by = models.ForeignKey(Ticket, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     # The "Idle allocation" ticket opened for it (once per job).
     idle_ticket = models.ForeignKey(Ticket, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     idle_flagged = models.BooleanField(default=False)

@@ -39,7 +39,9 @@ def store(start: dt.datetime) -> None:
             # hot for a while, then cool: overheat opens and closes; power and load for the meters
             batch["readings"] = [
                 make_reading(uuid, first + dt.timedelta(seconds=10 * k), temperature_c=89 if 2 <= b <= 5 else 60,
-                             power_w=300.0 + 10 * g, utilization_gpu_pct=95)
+                             power_w=300.0 + 10 * g, utilization_gpu_pct=95,
+                             energy_mj=1e6 + 4000.0 * (b * READINGS + k),
+                             jobs=["slurm:3", f"user:u{g}"] if b != 4 else [])
                 for k in range(READINGS)
                 for g, uuid in enumerate(uuids)
             ]  # fmt: skip

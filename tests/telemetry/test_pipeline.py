@@ -13,7 +13,7 @@ from portal.telemetry.models import IngestBatch
 from portal.telemetry.pipeline import pipeline_run
 from tests.telemetry.batches import make_batch
 
-STAGES = {"rules", "rollups", "wear"}
+STAGES = {"rules", "rollups", "wear", "jobs"}
 URL = "/api/v1/pipeline"
 
 

@@ -35,8 +35,11 @@ COMPARED = {
     "wear_wearhour": "*",
     "wear_wearday": "*",
     "wear_wearstate": "gpu_id, last_ts, last_reading, powered_s, busy_s, hot_s, fan_high_s, energy_mj, cycles_total",
+    "jobs_job": "key, scheduler, user, started_at, ended_at, gpu_hours, energy_mj, utilization_sum, idle",
+    "jobs_jobspan": "gpu_id, started_at, ended_at, readings, utilization_sum, utilization_count, memory_used_max_mib, "
+    "temperature_max_c, throttled_count, energy_mj, energy_last_mj",
 }
-STAGES = ("rules", "rollups", "wear")
+STAGES = ("rules", "rollups", "wear", "jobs")
 
 
 def _env(db: Path) -> dict:
@@ -90,7 +93,7 @@ def uninterrupted(stored) -> dict:
     _child(db, "run")
     rows = _rows(db)
     assert rows["maintenance_ticket"], "the scenario opens tickets"
-    assert rows["wear_wearstate"] and rows["telemetry_rollup1m"]
+    assert rows["wear_wearstate"] and rows["telemetry_rollup1m"] and rows["jobs_jobspan"]
     return rows
 
 

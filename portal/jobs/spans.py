@@ -1,0 +1,238 @@
+"""The span stage of the one pipeline: readings' jobs folded into spans (portal-api-v1.md, "Jobs on
+GPUs").
+
+A span is one job on one GPU, from the first reading that names the job to the last one; more than
+SPAN_GAP between two readings naming it ends the span at the first and starts a new one at the
+second. Its figures are sums over the readings naming the job (Fold), so that:
+
+- in order (the usual case: a block's readings of a GPU and job all newer than that job's latest
+  span there), the readings are folded onto the latest span from the block alone, or start one;
+- late (a reading at or before the end of the job's latest span on the GPU: a batch from an
+  agent's spool, or a block reaching back to readings already folded), the job's spans on that
+  GPU around the block's readings are built again from the stored readings (telemetry.store, raw
+  or compressed alike) and replace the old ones.
+
+Both fold the same readings in the same (time) order with the same arithmetic, so a late reading,
+a compressed day or a batch seen twice gives exactly the spans that in-order delivery gives.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+
+from portal.jobs.models import SPAN_GAP, Job, JobSpan
+from portal.telemetry import store
+from portal.telemetry.models import THROTTLE_BIT
+from portal.telemetry.pipeline import Block, Prepared
+
+# The reading columns a span's figures come from, in this order.
+COLUMNS = ("ts", "job_set", "utilization_gpu_pct", "memory_used_mib", "temperature_c", "throttle_reasons", "energy_mj")
+# "Throttled" (portal-api-v1.md): the reasons that slow a GPU for heat or power.
+THROTTLED_MASK = (
+    THROTTLE_BIT["hw_slowdown"]
+    | THROTTLE_BIT["hw_thermal"]
+    | THROTTLE_BIT["sw_thermal"]
+    | THROTTLE_BIT["hw_power_brake"]
+)
+SPAN_FIELDS = (
+    "started_at", "ended_at", "readings", "utilization_sum", "utilization_count", "memory_used_max_mib",
+    "temperature_max_c", "throttled_count", "energy_mj", "energy_last_mj",
+)  # fmt: skip
+
+
+@dataclass
+class Fold:
+    """A span's figures while readings are folded into it, in time order."""
+
+    started_at: dt.datetime
+    ended_at: dt.datetime
+    readings: int = 0
+    utilization_sum: float = 0.0
+    utilization_count: int = 0
+    memory_used_max_mib: int | None = None
+    temperature_max_c: int | None = None
+    throttled_count: int = 0
+    energy_mj: float | None = None
+    energy_last_mj: float | None = None
+    pk: int | None = None  # the stored span it continues, if any
+
+    def add(self, row: tuple) -> None:
+        ts, _, utilization, memory, temperature, throttle, energy = row
+        self.ended_at = ts
+        self.readings += 1
+        if utilization is not None:
+            self.utilization_sum += utilization
+            self.utilization_count += 1
+        if memory is not None and (self.memory_used_max_mib is None or memory > self.memory_used_max_mib):
+            self.memory_used_max_mib = memory
+        if temperature is not None and (self.temperature_max_c is None or temperature > self.temperature_max_c):
+            self.temperature_max_c = temperature
+        if throttle is not None and throttle & THROTTLED_MASK:
+            self.throttled_count += 1
+        if energy is not None:
+            if self.energy_last_mj is None:
+                self.energy_mj = 0.0 if self.energy_mj is None else self.energy_mj
+            elif energy > self.energy_last_mj:  # a counter that went back (driver reload) adds nothing
+                self.energy_mj += energy - self.energy_last_mj
+            self.energy_last_mj = energy
+
+    @classmethod
+    def of(cls, span: JobSpan) -> Fold:
+        return cls(**{name: getattr(span, name) for name in SPAN_FIELDS}, pk=span.pk)
+
+
+def fold_rows(rows: list[tuple], spans: list[Fold] | None = None) -> list[Fold]:
+    """Fold one job's readings on one GPU (time order, each newer than the spans' last end) onto
+    its spans (the last one continued when within SPAN_GAP)."""
+    spans = spans if spans is not None else []
+    for row in rows:
+        if not spans or row[0] - spans[-1].ended_at > SPAN_GAP:
+            spans.append(Fold(started_at=row[0], ended_at=row[0]))
+        spans[-1].add(row)
+    return spans
+
+
+def job_scheduler(key: str) -> str:
+    return key.split(":", 1)[0]
+
+
+@dataclass
+class Plan:
+    """What the stage writes: new jobs, spans continued or created, spans replaced."""
+
+    new_keys: set[str] = field(default_factory=set)
+    written: list[tuple[int, str, Fold]] = field(default_factory=list)  # (gpu_id, key, fold)
+    replaced: list[int] = field(default_factory=list)  # span pks built again (deleted first)
+
+
+def _by_gpu_and_job(block: Block, keys_of: dict[int, tuple[str, ...]]) -> dict[tuple[int, str], list[tuple]]:
+    out: dict[tuple[int, str], list[tuple]] = defaultdict(list)
+    for gpu_id, rows in block.columns(COLUMNS).items():
+        previous = None
+        for row in rows:
+            if row[0] == previous:
+                continue  # a second reading at one instant: stored once
+            previous = row[0]
+            for key in keys_of.get(row[1], ()):
+                out[(gpu_id, key)].append(row)
+    return out
+
+
+def spans_prepare(block: Block) -> Prepared:
+    """The span stage (telemetry.pipeline): reads and plans; apply() writes."""
+    ids = {row[1] for rows in block.columns(("ts", "job_set")).values() for row in rows}
+    keys_of = store.job_set_keys(ids)
+    grouped = _by_gpu_and_job(block, keys_of)
+    if not grouped:
+        return Prepared(apply=lambda: None)
+    jobs = dict(Job.objects.filter(key__in={key for _, key in grouped}).values_list("key", "pk"))
+    oldest = min(rows[0][0] for rows in grouped.values())
+    recent: dict[tuple[int, str], list[JobSpan]] = defaultdict(list)
+    if jobs:
+        query = (
+            JobSpan.objects.filter(
+                gpu_id__in={gpu_id for gpu_id, _ in grouped}, job_id__in=jobs.values(), ended_at__gte=oldest - SPAN_GAP
+            )
+            .select_related("job")
+            .order_by("started_at")
+        )
+        for span in query:
+            recent[(span.gpu_id, span.job.key)].append(span)
+    plan = Plan(new_keys={key for _, key in grouped if key not in jobs})
+    for (gpu_id, key), rows in grouped.items():
+        spans = recent.get((gpu_id, key), [])
+        if spans and rows[0][0] <= max(span.ended_at for span in spans):
+            _plan_rebuild(plan, gpu_id, key, rows, spans, keys_of)
+        else:
+            continued = [Fold.of(spans[-1])] if spans else []
+            plan.written += [(gpu_id, key, fold) for fold in fold_rows(rows, continued)]
+    return Prepared(apply=lambda: _apply(plan))
+
+
+def _plan_rebuild(plan: Plan, gpu_id: int, key: str, rows: list[tuple], spans: list[JobSpan], keys_of: dict) -> None:
+    """The job's spans on the GPU around the block's readings, built again from the stored ones."""
+    lo, hi = rows[0][0] - SPAN_GAP, rows[-1][0] + SPAN_GAP
+    affected = [span for span in spans if span.ended_at >= lo and span.started_at <= hi]
+    start = min([lo, *(span.started_at for span in affected)])
+    end = max([hi, *(span.ended_at for span in affected)])
+    stored = store.readings_of(gpu_ids=[gpu_id], columns=COLUMNS, start=start, end=end, end_closed=True)
+    unknown = {row[1] for row in stored} - keys_of.keys()
+    if unknown:
+        keys_of.update(store.job_set_keys(unknown))
+    named = [row for row in stored if key in keys_of.get(row[1], ())]
+    plan.replaced += [span.pk for span in affected]
+    plan.written += [(gpu_id, key, fold) for fold in fold_rows(named)]
+
+
+def _apply(plan: Plan) -> None:
+    if plan.new_keys:
+        first = {}
+        for _, key, fold in plan.written:
+            if key in plan.new_keys and (key not in first or fold.started_at < first[key]):
+                first[key] = fold.started_at
+        Job.objects.bulk_create([_new_job(key, first[key]) for key in sorted(plan.new_keys)], ignore_conflicts=True)
+    jobs = dict(Job.objects.filter(key__in={key for _, key, _ in plan.written}).values_list("key", "pk"))
+    if plan.replaced:
+        JobSpan.objects.filter(pk__in=plan.replaced).delete()
+    replaced = set(plan.replaced)
+    updates, creates = [], []
+    for gpu_id, key, fold in plan.written:
+        values = {name: getattr(fold, name) for name in SPAN_FIELDS}
+        if fold.pk is not None and fold.pk not in replaced:
+            updates.append(JobSpan(pk=fold.pk, job_id=jobs[key], gpu_id=gpu_id, **values))
+        else:
+            creates.append(JobSpan(job_id=jobs[key], gpu_id=gpu_id, **values))
+    if updates:
+        JobSpan.objects.bulk_update(updates, SPAN_FIELDS, batch_size=500)
+    if creates:
+        JobSpan.objects.bulk_create(creates, batch_size=500)
+    job_figures_refresh(job_ids=set(jobs.values()))
+
+
+def _new_job(key: str, first: dt.datetime) -> Job:
+    scheduler = job_scheduler(key)
+    user = key.split(":", 1)[1] if scheduler == Job.Scheduler.USER else None
+    lookup = Job.Lookup.PENDING if scheduler == Job.Scheduler.SLURM else Job.Lookup.DONE
+    return Job(key=key, scheduler=scheduler, user=user, lookup=lookup, started_at=first, ended_at=first)
+
+
+IDLE_HOURS = 1.0  # a job holding a GPU this long ...
+IDLE_UTILIZATION_PCT = 5.0  # ... under this mean utilisation is idle (portal-api-v1.md)
+
+
+def span_idle(span) -> bool:
+    """A span of at least IDLE_HOURS whose mean utilisation is under IDLE_UTILIZATION_PCT."""
+    hours = (span.ended_at - span.started_at).total_seconds() / 3600.0
+    mean = span.utilization_sum / span.utilization_count if span.utilization_count else None
+    return hours >= IDLE_HOURS and mean is not None and mean < IDLE_UTILIZATION_PCT
+
+
+def job_figures_refresh(*, job_ids: set[int]) -> None:
+    """Each job's figures over all its spans (start, end, GPU-hours, energy, utilisation, idle)."""
+    if not job_ids:
+        return
+    spans: dict[int, list[JobSpan]] = defaultdict(list)
+    for span in JobSpan.objects.filter(job_id__in=job_ids).only("job_id", *SPAN_FIELDS):
+        spans[span.job_id].append(span)
+    jobs = []
+    for job_id, its in spans.items():
+        energies = [span.energy_mj for span in its if span.energy_mj is not None]
+        jobs.append(Job(
+            pk=job_id, started_at=min(span.started_at for span in its), ended_at=max(span.ended_at for span in its),
+            gpu_hours=sum(span.gpu_hours for span in its), energy_mj=sum(energies) if energies else None,
+            utilization_sum=sum(span.utilization_sum for span in its),
+            utilization_count=sum(span.utilization_count for span in its), idle=any(map(span_idle, its)),
+        ))  # fmt: skip
+    Job.objects.bulk_update(
+        jobs, ["started_at", "ended_at", "gpu_hours", "energy_mj", "utilization_sum", "utilization_count", "idle"],
+        batch_size=500,
+    )  # fmt: skip
+
+
+def spans_overlapping(*, gpu_ids: list[int], start: dt.datetime, end: dt.datetime) -> Q:
+    """Spans on these GPUs overlapping [start, end]."""
+    return Q(gpu_id__in=gpu_ids, started_at__lte=end, ended_at__gte=start)
