@@ -43,6 +43,7 @@ from portal.core import engine
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
 from portal.jobs.models import Job, JobSpan
+from portal.jobs.spans import IDLE_HOURS, IDLE_UTILIZATION_PCT
 from portal.maintenance.services.config import RuleParams
 from portal.reports.baselines import HOURS_PER_YEAR
 from portal.reports.failures import failures_of
@@ -70,9 +71,7 @@ DAY_FIELDS = ("day", "gpu_hours_available", "gpu_hours_busy", "busy_pct")
 FLAT_OUT_FIELDS = ("gpu", "host", "index", "model", "started_at", "ended_at", "hours", "jobs", "users")
 
 # The jobs' idle rule (portal-api-v1.md: "held a GPU for at least 1 hour with a mean utilisation under 5 %"),
-# applied to each span for the idle GPU-hours.
-IDLE_MIN_HOURS = 1.0
-IDLE_UTILIZATION_PCT = 5.0
+# applied to each span for the idle GPU-hours: portal.jobs.spans' IDLE_HOURS and IDLE_UTILIZATION_PCT.
 NO_REST_RULE = "no_rest"  # its settings in force are the fleet's rest policy
 
 
@@ -117,16 +116,13 @@ def job_keys(job_ids) -> dict[int, str]:
 
 
 def interruptions_between(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, float]:
-    """The jobs interrupted on these GPUs by a ticket opened in [start, end): {job id: GPU-hours lost}
-    (the span stage's own verdicts, portal.jobs; one query)."""
-    lost: dict[int, float] = defaultdict(float)
-    rows = JobSpan.objects.filter(
-        gpu_id__in=gpu_ids, interrupted_by__isnull=False, interrupted_by__first_seen__gte=start,
+    """The jobs that a ticket opened in [start, end) on one of these GPUs interrupted: {job id:
+    GPU-hours lost} (the jobs' own verdicts, portal.jobs; one query)."""
+    rows = Job.objects.filter(
+        interrupted=True, interrupted_by__gpu_id__in=gpu_ids, interrupted_by__first_seen__gte=start,
         interrupted_by__first_seen__lt=end,
-    ).values_list("job_id", "gpu_hours_lost")  # fmt: skip
-    for job_id, hours in rows:
-        lost[job_id] += hours or 0.0
-    return dict(lost)
+    ).values_list("id", "gpu_hours_lost")  # fmt: skip
+    return {job_id: hours or 0.0 for job_id, hours in rows}
 
 
 def rest_policy() -> RestPolicy:
@@ -301,7 +297,7 @@ def _span_totals(query: UsageQuery, model_of: dict[int, str], spans: list[tuple]
     sums, busy, runs, model_energy = totals.people, totals.busy, totals.runs, totals.model_energy
     jobs_of: dict[tuple, set] = defaultdict(set)
     start, end = query.start.timestamp(), query.end.timestamp()
-    idle_min_s = IDLE_MIN_HOURS * HOUR
+    idle_min_s = IDLE_HOURS * HOUR
     for gpu_id, job_id, a, b, util, kwh in spans:
         model = model_of.get(gpu_id)
         if model is None:

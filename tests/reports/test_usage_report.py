@@ -48,6 +48,8 @@ def job(key, user=None, account=None):
 
 
 def span(job_row, gpu, start, end, util=None, energy_kwh=None, lost=None, ticket=None):
+    if ticket is not None:  # the jobs' verdict (portal.jobs): interrupted by the ticket, these hours lost
+        Job.objects.filter(pk=job_row.pk).update(interrupted=True, interrupted_by=ticket, gpu_hours_lost=lost)
     return JobSpan.objects.create(
         job=job_row, gpu=gpu, started_at=start, ended_at=end, readings=10,
         utilization_sum=(util or 0) * 10, utilization_count=10 if util is not None else 0,
