@@ -151,6 +151,10 @@ def jobs_history_seed(*, now: dt.datetime | None = None, live_from: dt.datetime 
     by_host = defaultdict(dict)
     for gpu in gpus:
         by_host[gpu.host.hostname][gpu.index] = gpu
+    # The simulated GPUs registered when their agents first reported (minutes ago): in service
+    # since before the week, as the history has them working (the repair story does the same).
+    registered = begin - dt.timedelta(days=1)
+    Gpu.objects.filter(pk__in=[g.pk for g in gpus], created_at__gt=registered).update(created_at=registered)
     blocked = _blocked(gpus, now)
     plan = _Plan(random.Random(45))
     ticket = _xid_ticket()

@@ -15,14 +15,18 @@
     if (holder) window.Plotly.newPlot(holder, traces, layout(extra), config);
   }
   draw("usage-days", [{type: "bar", x: data.days.x, y: data.days.y, name: L.busy, marker: {color: "#2f6fb0"}}],
-    {yaxis: {title: {text: L.busy}, range: [0, 100]}, xaxis: {type: "date"}});
+    {yaxis: {title: {text: L.busy}, rangemode: "tozero"}, xaxis: {type: "date"}});
   draw("usage-users", [
     {type: "bar", x: data.users.names, y: data.users.busy, name: L.busy_part, marker: {color: "#2f6fb0"}},
     {type: "bar", x: data.users.names, y: data.users.idle, name: L.idle, marker: {color: "#d1762a"}}
   ], {barmode: "stack", yaxis: {title: {text: L.gpu_hours}}, xaxis: {type: "category"},
-      legend: {orientation: "h", y: 1.12}});
-  draw("usage-energy", [{type: "bar", x: data.models.names, y: data.models.energy, name: L.energy,
-    marker: {color: "#3a8f5c"}}], {yaxis: {title: {text: L.energy}}, xaxis: {type: "category"}});
-  draw("usage-failures", [{type: "bar", x: data.models.names, y: data.models.failures, name: L.failures,
-    marker: {color: "#b0413e"}}], {yaxis: {title: {text: L.failures}}, xaxis: {type: "category"}});
+      legend: {orientation: "h", x: 0, y: 1, yanchor: "bottom"}, margin: {l: 50, r: 10, t: 50, b: 60}});
+  // Models side by side as horizontal bars: their long names read on the axis at any width.
+  function byModel(id, values, label, color) {
+    draw(id, [{type: "bar", orientation: "h", y: data.models.names, x: values, name: label, marker: {color: color}}],
+      {xaxis: {title: {text: label}, rangemode: "tozero"}, yaxis: {type: "category", automargin: true},
+       margin: {l: 10, r: 10, t: 10, b: 50}, height: Math.max(200, 60 + 40 * data.models.names.length)});
+  }
+  byModel("usage-energy", data.models.energy, L.energy, "#3a8f5c");
+  byModel("usage-failures", data.models.failures, L.failures, "#b0413e");
 })();

@@ -275,4 +275,4 @@ def test_page_in_chinese(client_for, viewer, lab):
     client.cookies["django_language"] = "zh-hans"
     html = client.get("/reports/usage", {"from": "2026-03-01", "to": "2026-03-03"}, HTTP_ACCEPT_LANGUAGE="zh-hans")
     text = html.content.decode()
-    assert "使用报告" in text and "每日忙碌占比" in text
+    assert "使用报告" in text and "每日忙碌占比" in text and "型号" in text and "结束" in text
