@@ -147,9 +147,13 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         "status_history": [{**i, "from": _iso(i["from"]), "to": _iso(i["to"])} for i in intervals],
         "checklists": checklists,
         "diagnostics": diagnostics,
-        # The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs").
-        "interrupted_jobs": [{**j, "at": _iso(j["at"])} for j in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)],
+        "interrupted_jobs": _interrupted_jobs(gpu),
     }  # fmt: skip
+
+
+def _interrupted_jobs(gpu: Gpu) -> list[dict]:
+    """The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs")."""
+    return [{**job, "at": _iso(job["at"])} for job in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)]
 
 
 def _diagnostics_of(gpu: Gpu) -> list[dict]:
