@@ -237,6 +237,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "pipeline-sweep": {"task": "portal.telemetry.tasks.pipeline_sweep_task", "schedule": 30.0},
     "telemetry-prune": {"task": "portal.telemetry.tasks.telemetry_prune_task", "schedule": 3600.0},
     "wear-hours-fold": {"task": "portal.wear.tasks.wear_hours_fold_task", "schedule": 3600.0},
+    "jobs-watch": {"task": "portal.jobs.tasks.jobs_watch_task", "schedule": 60.0},
+    "jobs-slurm-lookup": {"task": "portal.jobs.tasks.jobs_slurm_lookup_task", "schedule": 60.0},
     "maintenance-agent-silent": {"task": "portal.maintenance.tasks.agent_silent_check_task", "schedule": 60.0},
     "maintenance-xid-quiet": {"task": "portal.maintenance.tasks.xid_quiet_check_task", "schedule": 600.0},
     "maintenance-schedules": {"task": "portal.maintenance.tasks.schedules_check_task", "schedule": 3600.0},

@@ -31,6 +31,7 @@ urlpatterns = [
     path("account/", include("portal.accounts.urls")),
     path("tickets/", include("portal.maintenance.urls")),
     path("wear/", include("portal.wear.urls")),
+    path("jobs/", include("portal.jobs.urls")),
     path("live/", include("portal.live.urls")),
     path("reports/", include("portal.reports.urls")),
     path("checklists/", include("portal.checklists.urls")),

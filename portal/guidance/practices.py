@@ -74,6 +74,7 @@ RULE_PRACTICE: dict[str, str] = {
     "schedule_cleaning": "dust-and-airflow",
     "schedule_fan_inspection": "dust-and-airflow",
     "no_rest": "rest",
+    "idle_allocation": "rest",
     "pcie": "drivers-and-connections",
     "xid_bus": "drivers-and-connections",
     "xid_nvlink": "drivers-and-connections",

@@ -17,12 +17,12 @@ router = Router(tags=["jobs"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 
-class Period(Schema):
+class JobPeriod(Schema):
     start: ApiDateTime | None = Field(None, alias="from", description="RFC 3339; spans ending before it are left out.")
     end: ApiDateTime | None = Field(None, alias="to", description="RFC 3339; spans starting after it are left out.")
 
 
-class JobFilters(Period):
+class GpuJobFilters(JobPeriod):
     user: str = Field("", max_length=128, description="Only this user's jobs.")
     host: str = Field("", max_length=253, description="Only jobs that held a GPU of this host.")
     interrupted: bool | None = Field(None, description="true: only jobs a hardware fault interrupted.")
@@ -31,7 +31,7 @@ class JobFilters(Period):
     offset: int = Field(0, ge=0, le=10**9)
 
 
-class SpanOut(Schema):
+class JobSpanOut(Schema):
     job: str
     gpu: str
     host: str
@@ -46,7 +46,7 @@ class SpanOut(Schema):
     throttled_pct: float | None
 
 
-class JobTicketOut(Schema):
+class GpuJobTicketOut(Schema):
     id: int
     title: str
     severity: str
@@ -54,7 +54,7 @@ class JobTicketOut(Schema):
     opened_at: dt.datetime
 
 
-class JobOut(Schema):
+class GpuJobOut(Schema):
     job: str
     scheduler: str
     user: str | None
@@ -63,23 +63,23 @@ class JobOut(Schema):
     started_at: dt.datetime
     ended_at: dt.datetime
     running: bool
-    gpus: list[SpanOut]
+    gpus: list[JobSpanOut]
     gpu_hours: float
     energy_kwh: float | None
     utilization_gpu_mean_pct: float | None
     idle: bool
-    tickets: list[JobTicketOut]
+    tickets: list[GpuJobTicketOut]
     interrupted: bool
     gpu_hours_lost: float
 
 
-def _period_checked(query: Period) -> None:
+def _period_checked(query: JobPeriod) -> None:
     if query.start and query.end and query.start > query.end:
         raise InvalidInput("'from' is later than 'to'", problems=[("from", "later than 'to'")])
 
 
-@router.get("/gpus/{uuid}/jobs", response={200: list[SpanOut], **ERRORS})
-def gpu_jobs(request, uuid: str, query: Query[Period]):
+@router.get("/gpus/{uuid}/jobs", response={200: list[JobSpanOut], **ERRORS})
+def gpu_jobs(request, uuid: str, query: Query[JobPeriod]):
     """The GPU's job spans overlapping [from, to], newest first."""
     require_perm(request, "fleet.view_gpu")
     _period_checked(query)
@@ -87,8 +87,8 @@ def gpu_jobs(request, uuid: str, query: Query[Period]):
     return [span_out(span) for span in selectors.gpu_spans(gpu_id=gpu.pk, start=query.start, end=query.end)]
 
 
-@router.get("/jobs", response={200: list[JobOut], **ERRORS})
-def jobs_list(request, filters: Query[JobFilters]):
+@router.get("/jobs", response={200: list[GpuJobOut], **ERRORS})
+def jobs_list(request, filters: Query[GpuJobFilters]):
     """Jobs overlapping [from, to], newest first; filters `user`, `host`, `interrupted`, `idle`."""
     require_perm(request, "fleet.view_gpu")
     _period_checked(filters)
@@ -100,7 +100,7 @@ def jobs_list(request, filters: Query[JobFilters]):
     return [job_out(detail) for detail in selectors.jobs_detail(page)]
 
 
-@router.get("/jobs/{path:key}", response={200: JobOut, **ERRORS})
+@router.get("/jobs/{path:key}", response={200: GpuJobOut, **ERRORS})
 def job_get(request, key: str):
     """One job by its key (URL-encoded: `slurm%3A4242`, `k8s%3Alab%2Ftrain-0`); 404 for a job never seen."""
     require_perm(request, "fleet.view_gpu")

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef, QuerySet
 
 from portal.core.errors import NotFound
-from portal.jobs.models import Job, JobSpan
+from portal.fleet.models import Gpu
+from portal.jobs.models import SPAN_GAP, Job, JobSpan
 from portal.maintenance.models import Ticket
 from portal.telemetry.models import GpuLatest
 
@@ -38,7 +39,7 @@ def latest_times(gpu_ids) -> dict[int, dt.datetime]:
 
 
 def spans_mark_running(spans: list[JobSpan]) -> list[JobSpan]:
-    latest = latest_times(span.gpu_id for span in spans)
+    latest = latest_times(span.gpu_id for span in spans) if spans else {}
     for span in spans:
         newest = latest.get(span.gpu_id)
         span.running = newest is not None and span.ended_at >= newest
@@ -150,8 +151,105 @@ def tickets_jobs(*, tickets: list) -> dict[int, list[str]]:
     return out
 
 
-def gpu_jobs_panel(*, gpu_id: int, last: int = 5) -> dict:
-    """The GPU page's panel: the running jobs and the last ones. Two queries."""
+FLAT_OUT_LOOKBACK = dt.timedelta(days=14)
+
+
+def gpu_jobs_panel(*, gpu_id: int, now: dt.datetime, last: int = 5) -> dict:
+    """The GPU page's panel: the running jobs, the last ones, and its latest stretch flat out past
+    the rest policy within FLAT_OUT_LOOKBACK. Two queries for a GPU that ran no job, five at most."""
     spans = gpu_spans(gpu_id=gpu_id, limit=last + 8)
     running = [span for span in spans if span.running]
-    return {"running": running, "recent": [span for span in spans if not span.running][:last]}
+    stretches = flat_out_stretches(gpu_ids=[gpu_id], start=now - FLAT_OUT_LOOKBACK)
+    return {
+        "running": running, "recent": [span for span in spans if not span.running][:last],
+        "flat_out": stretches[-1] if stretches else None,
+    }  # fmt: skip
+
+
+@dataclass
+class FlatOut:
+    """A GPU that ran one job or back-to-back jobs flat out for longer than the fleet's rest
+    policy (the no_rest rule's `open_for_s` at `busy_util_pct`, as configured for its host)."""
+
+    gpu_id: int
+    started_at: dt.datetime
+    ended_at: dt.datetime
+    jobs: list[str]
+    limit_hours: float
+    busy_util_pct: float
+
+    @property
+    def hours(self) -> float:
+        return (self.ended_at - self.started_at).total_seconds() / 3600.0
+
+
+def flat_out_stretches(*, gpu_ids, start: dt.datetime | None = None, end: dt.datetime | None = None) -> list[FlatOut]:
+    """The stretches in [start, end] over which each GPU ran its jobs flat out (every span's mean
+    utilisation at or above the rest policy's busy level, the spans back to back: no more than
+    SPAN_GAP apart) for longer than the policy allows. Three queries at most, whatever the fleet's size."""
+    from portal.maintenance.services.config import RuleParams
+
+    gpu_ids = list(gpu_ids)
+    if not gpu_ids:
+        return []
+    query = JobSpan.objects.filter(gpu_id__in=gpu_ids, utilization_count__gt=0)
+    if start is not None:
+        query = query.filter(ended_at__gte=start)
+    if end is not None:
+        query = query.filter(started_at__lte=end)
+    rows = query.order_by("gpu_id", "started_at").values_list(
+        "gpu_id", "started_at", "ended_at", "utilization_sum", "utilization_count", "job__key"
+    )
+    by_gpu: dict[int, list[tuple]] = defaultdict(list)
+    for row in rows:
+        by_gpu[row[0]].append(row)
+    if not by_gpu:
+        return []
+    params = RuleParams()
+    hosts = dict(Gpu.objects.filter(pk__in=list(by_gpu)).values_list("pk", "host_id"))
+    out = []
+    for gpu_id, spans in by_gpu.items():
+        _, policy = params.get("no_rest", hosts.get(gpu_id))
+        busy, limit = float(policy["busy_util_pct"]), float(policy["open_for_s"])
+        out += _stretches(gpu_id, [s for s in spans if s[3] / s[4] >= busy], busy, limit)
+    return out
+
+
+def _stretches(gpu_id: int, spans: list[tuple], busy: float, limit_s: float) -> list[FlatOut]:
+    out, current = [], None
+    for _, started, ended, _, _, key in spans:
+        if current is not None and started - current.ended_at <= SPAN_GAP:
+            current.ended_at = max(current.ended_at, ended)
+            if key not in current.jobs:
+                current.jobs.append(key)
+            continue
+        if current is not None and current.hours * 3600 > limit_s:
+            out.append(current)
+        current = FlatOut(gpu_id, started, ended, [key], limit_s / 3600, busy)
+    if current is not None and current.hours * 3600 > limit_s:
+        out.append(current)
+    return out
+
+
+def gpu_hours_lost_by_rule(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[str, float]:
+    """The GPU-hours lost by jobs that tickets on these GPUs, opened in [start, end), interrupted:
+    {ticket rule: hours}. One query."""
+    rows = Job.objects.filter(
+        interrupted=True, interrupted_by__gpu_id__in=list(gpu_ids), interrupted_by__first_seen__gte=start,
+        interrupted_by__first_seen__lt=end,
+    ).values_list("interrupted_by__rule", "gpu_hours_lost")  # fmt: skip
+    out: dict[str, float] = defaultdict(float)
+    for rule, lost in rows:
+        out[rule] += lost
+    return dict(out)
+
+
+def gpu_interrupted_jobs(*, gpu_id: int) -> list[dict]:
+    """The jobs this GPU's faults interrupted (the RMA pack): oldest first. One query."""
+    rows = Job.objects.filter(interrupted=True, interrupted_by__gpu_id=gpu_id).order_by("interrupted_by__first_seen")
+    return [
+        {"job": key, "user": user, "ticket": ticket_id, "at": at, "gpu_hours_lost": round(lost, 4)}
+        for key, user, ticket_id, at, lost in rows.values_list(
+            "key", "user", "interrupted_by_id", "interrupted_by__first_seen", "gpu_hours_lost"
+        )
+    ]

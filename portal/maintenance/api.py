@@ -8,7 +8,7 @@ from ninja import Query, Router, Schema
 
 from portal.core.api import require_perm
 from portal.core.errors import InvalidInput
-from portal.maintenance import selectors, services
+from portal.maintenance import hooks, selectors, services
 from portal.maintenance.models import Ticket
 
 router = Router(tags=["tickets"])
@@ -42,6 +42,10 @@ class TicketOut(Schema):
         return obj.gpu.uuid if obj.gpu_id else None
 
 
+class TicketDetailOut(TicketOut):
+    jobs: list[str] = []  # the job keys on its GPU when it opened (portal-api-v1.md, "Jobs on GPUs")
+
+
 class TicketFilters(Schema):
     state: Literal["", "active", "open", "acknowledged", "in_progress", "resolved", "closed"] = ""
     severity: Literal["", "info", "warning", "critical"] = ""
@@ -71,10 +75,12 @@ def tickets_list(request, filters: Query[TicketFilters]):
     return list(selectors.ticket_list(**args)[filters.offset : filters.offset + filters.limit])
 
 
-@router.get("/tickets/{ticket_id}", response=TicketOut)
+@router.get("/tickets/{ticket_id}", response=TicketDetailOut)
 def ticket_get(request, ticket_id: int):
     require_perm(request, "maintenance.view_ticket")
-    return get_object_or_404(Ticket.objects.select_related("host", "gpu"), pk=ticket_id)
+    ticket = get_object_or_404(Ticket.objects.select_related("host", "gpu"), pk=ticket_id)
+    ticket.jobs = hooks.ticket_jobs.ask(tickets=[ticket]).get(ticket.pk, [])
+    return ticket
 
 
 @router.post("/tickets/{ticket_id}/state", response=TicketOut)

@@ -12,6 +12,11 @@ Maintenance sits below `live` and must not import it; the apps that react subscr
   returns the ids it queued. Maintenance's own `enqueue.notifications_enqueue` is the one
   subscriber: the services that make notifications cannot import the tasks that send them (the
   tasks import the services), so the hand-over goes through here.
+
+Policies (`portal.core.policies.Policy`, one owner each):
+
+- `ticket_jobs`, provided by jobs: `ask(tickets=[...])` gives {ticket id: [job key, ...]}, the
+  jobs on each ticket's GPU when it opened (the ticket API's `jobs`); none without the jobs app.
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from __future__ import annotations
 import logging
 
 from portal.core.hooks import Hook
+from portal.core.policies import Policy
 
 log = logging.getLogger(__name__)
 
 ticket_changed = Hook("maintenance.ticket_changed", isolated=True)
 notifications_ready = Hook("maintenance.notifications_ready")
+ticket_jobs = Policy("maintenance.ticket_jobs", default=lambda *, tickets: {})
 
 
 def notifications_hand_over(*, ids: list[int]) -> list[int]:

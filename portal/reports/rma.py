@@ -30,6 +30,7 @@ from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.diagnostics.selectors import gpu_diagnostics
 from portal.fleet.models import Gpu, MaintenanceRecord
 from portal.fleet.swaps import gpu_swaps
+from portal.jobs import selectors as jobs_selectors
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
 from portal.reports.exports import pdf_table
@@ -146,7 +147,13 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         "status_history": [{**i, "from": _iso(i["from"]), "to": _iso(i["to"])} for i in intervals],
         "checklists": checklists,
         "diagnostics": diagnostics,
+        "interrupted_jobs": _interrupted_jobs(gpu),
     }  # fmt: skip
+
+
+def _interrupted_jobs(gpu: Gpu) -> list[dict]:
+    """The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs")."""
+    return [{**job, "at": _iso(job["at"])} for job in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)]
 
 
 def _diagnostics_of(gpu: Gpu) -> list[dict]:
@@ -275,6 +282,13 @@ def _incident_sections(evidence: dict, section, text) -> None:
             for t in evidence["hardware_tickets"]
         ],
         (28, 32, 90, 20, 16),
+    )  # fmt: skip
+    section(
+        _("Jobs its faults interrupted"),
+        [_("Ticket opened"), _("Job"), _("User"), _("GPU-hours lost")],
+        [[_when(j["at"]), text(j["job"]), text(j["user"] or "—"), j["gpu_hours_lost"]]
+         for j in evidence.get("interrupted_jobs", [])],
+        (32, 70, 50, 34),
     )  # fmt: skip
     section(
         _("ECC and row-remap trend (daily)"),

@@ -32,10 +32,11 @@ from django.db.models.functions import Coalesce
 from portal.core.errors import InvalidInput
 from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
+from portal.jobs import selectors as jobs_selectors
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES
-from portal.reports.baselines import studies_as_json
-from portal.reports.failures import failure_rates, failures_of, is_hardware_failure, lemons
+from portal.reports.baselines import OTHER, studies_as_json
+from portal.reports.failures import RULE_CATEGORY, failure_rates, failures_of, is_hardware_failure, lemons
 from portal.reports.stats import mtbf_interval
 
 HOUR = 3600.0
@@ -104,7 +105,8 @@ class Report:
                     for row in self.models
                 ],
                 "fleet": {
-                    name: self.fleet[name] for name in ("gpus", *SUM_FIELDS, "mtbf_hours", "mttr_hours", "availability")
+                    name: self.fleet[name]
+                    for name in ("gpus", *SUM_FIELDS, "mtbf_hours", "mttr_hours", "availability", "gpu_hours_lost")
                 },
                 "repeat_offenders": self.repeat_offenders,
                 "failure_rates": self.failure_rates,
@@ -326,6 +328,7 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
     ]  # fmt: skip
     failures = failures_of(gpu_ids=[row["_id"] for row in rows], start=start, end=end)
     rates = failure_rates(failures, fleet["service_hours"])
+    _gpu_hours_lost_add(fleet, rates, gpu_ids=[row["_id"] for row in rows], start=start, end=end)
     return Report(
         query=query,
         gpus=rows,
@@ -335,6 +338,19 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
         failure_rates=rates,
         lemons=lemons(rows=rows, failures=failures, fleet_rate=rates["all"]["per_gpu_year"], end=end),
     )
+
+
+def _gpu_hours_lost_add(fleet: dict, rates: dict, *, gpu_ids, start: dt.datetime, end: dt.datetime) -> None:
+    """The GPU-hours lost by the jobs that the period's failures interrupted (portal-api-v1.md, "Jobs
+    on GPUs"): the fleet's, and per failure category (a rule no category names counts as `other`)."""
+    by_rule = jobs_selectors.gpu_hours_lost_by_rule(gpu_ids=gpu_ids, start=start, end=end)
+    by_category: dict[str, float] = defaultdict(float)
+    for rule, hours in by_rule.items():
+        by_category[RULE_CATEGORY.get(rule, OTHER)] += hours
+    fleet["gpu_hours_lost"] = sum(by_rule.values())
+    for row in rates["categories"]:
+        row["gpu_hours_lost"] = by_category.get(row["category"], 0.0)
+    rates["all"]["gpu_hours_lost"] = fleet["gpu_hours_lost"]
 
 
 # --- repeat offenders -----------------------------------------------------------------------

@@ -54,6 +54,15 @@ class Job:
 
 
 @dataclasses.dataclass(frozen=True)
+class JobInfo:
+    """What Slurm says of one job, running or finished (the jobs app's user, name, account)."""
+
+    user: str
+    name: str
+    account: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Node:
     node: str
     state: str  # Slurm's words in lower case, flags joined with "+": "idle", "drained", "mixed+drain"…
@@ -67,6 +76,7 @@ class SchedulerAdapter(Protocol):
     def jobs(self, name: str) -> list[Job]: ...
     def drain(self, name: str, reason: str) -> None: ...
     def resume(self, name: str) -> None: ...
+    def job_info(self, job_id: int) -> JobInfo | None: ...
 
 
 def clean_reason(reason: str, *, limit: int = REASON_MAX) -> str:
@@ -243,6 +253,28 @@ class SlurmCli:
             jobs.append(Job(id=int(job_id), user=user, name=job_name, gpus=[], start=started))
         return jobs
 
+    def job_info(self, job_id: int) -> JobInfo | None:
+        """`scontrol show job` while Slurm holds it, else `sacct` (accounting); None when neither
+        knows the job."""
+        try:
+            line = self._run("scontrol", "-o", "show", "job", str(int(job_id)))
+        except SchedulerUnavailable as error:
+            if "Invalid job id" not in str(error):
+                raise
+        else:
+            user = re.search(r"(?:^| )UserId=([^( ]*)", line)
+            name = re.search(r"(?:^| )JobName=(.*?) UserId=", line)
+            account = re.search(r"(?:^| )Account=(\S*)", line)
+            if user:
+                account_name = account.group(1) if account and account.group(1) != "(null)" else ""
+                return JobInfo(user=user.group(1), name=name.group(1) if name else "", account=account_name)
+        out = self._run("sacct", "-n", "-P", "-X", "-j", str(int(job_id)), "-o", "User,Account,JobName")
+        for row in out.splitlines():
+            user, account, name = (row.split("|", 2) + ["", ""])[:3]
+            if user:
+                return JobInfo(user=user, name=name, account=account)
+        return None
+
     def _update(self, name: str, *args: str) -> None:
         try:
             self._run("scontrol", "update", f"NodeName={name}", *args)
@@ -371,6 +403,24 @@ class SlurmRest:
         payload = self._request("GET", f"/slurm/{self.api()}/jobs")
         _raise_errors(payload)
         return jobs_from_json(payload.get("jobs") or [], name)
+
+    def job_info(self, job_id: int) -> JobInfo | None:
+        """slurmrestd's job while Slurm holds it, else slurmdbd's (accounting); None when neither
+        knows the job."""
+        for path in (f"/slurm/{self.api()}/job/{int(job_id)}", f"/slurmdb/{self.api()}/job/{int(job_id)}"):
+            try:
+                payload = self._request("GET", path)
+            except SchedulerUnavailable as error:
+                if "404" in str(error) or "not found" in str(error).lower() or "Invalid job id" in str(error):
+                    continue
+                raise
+            for job in payload.get("jobs") or []:
+                user = job.get("user_name") or job.get("user")
+                if user:
+                    return JobInfo(
+                        user=str(user), name=str(job.get("name") or ""), account=str(job.get("account") or "")
+                    )
+        return None
 
     def _update(self, name: str, body: dict) -> None:
         api = self.api()

@@ -255,8 +255,9 @@ PAGE_QUERIES = {
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
     # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its
-    # slot or took it out; the GPU's diagnostics
-    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1,
+    # slot or took it out; the GPU's diagnostics; the jobs panel: its spans, its spans flat out (none
+    # here: the rest policy and hosts are asked only for GPUs that ran a job)
+    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1 + 2,
 }
 
 

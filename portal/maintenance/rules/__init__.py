@@ -7,6 +7,7 @@ from .checklist import CHECKLIST_FAILED
 from .diagnostic import DIAGNOSTIC_FAILED, DIAGNOSTIC_WARNED
 from .gpu import GPU_RULES
 from .host import AGENT_SILENT, SCHEDULES
+from .jobs import IDLE_ALLOCATION
 from .xid import XID_RULES
 
 GPU_RULE_LIST = GPU_RULES
@@ -20,6 +21,7 @@ RULES: dict[str, Rule] = {
         CHECKLIST_FAILED,
         DIAGNOSTIC_FAILED,
         DIAGNOSTIC_WARNED,
+        IDLE_ALLOCATION,
     ]
 }
 messages.rules_known(RULES)
@@ -34,5 +36,6 @@ __all__ = [
     "CHECKLIST_FAILED",
     "DIAGNOSTIC_FAILED",
     "DIAGNOSTIC_WARNED",
+    "IDLE_ALLOCATION",
     "Rule",
 ]

@@ -1,0 +1,76 @@
+"""The job list and job pages, the GPU page's jobs panel and the jobs a ticket names (API and page)."""
+
+import datetime as dt
+from urllib.parse import quote
+
+import pytest
+from django.utils import timezone
+
+from portal.maintenance.models import Ticket
+from tests.jobs.helpers import STEP, host_for, reading, run, store
+from tests.telemetry.batches import gpu_uuid
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now().replace(microsecond=0)
+START = NOW - dt.timedelta(hours=2)
+ODD_KEY = "user:<b>x?y#z</b>"
+
+
+@pytest.fixture
+def lab():
+    host = host_for("dgx-p")
+    uuid = gpu_uuid(100 * host.pk)
+    readings = [reading(uuid, START + n * STEP, ["slurm:77", ODD_KEY] if n < 30 else ["user:bo"], n) for n in range(60)]
+    store(host, readings, now=NOW)
+    run()
+    gpu = host.gpus.get()
+    at = START + 29 * STEP
+    ticket = Ticket.objects.create(fingerprint="t", rule="xid_bus", host=host, gpu=gpu, title="GPU fell off the bus",
+                                   severity="critical", first_seen=at, last_seen=at)  # fmt: skip
+    return {"host": host, "gpu": gpu, "ticket": ticket}
+
+
+def test_the_job_page_shows_its_gpus_timeline_and_tickets(lab, client_for, viewer):
+    page = client_for(viewer).get("/jobs/" + quote("slurm:77", safe="") + "/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="job-chart"' in html and "plotly-cartesian.min.js" in html and "jobs/job.js" in html
+    assert lab["gpu"].get_absolute_url() in html and lab["ticket"].get_absolute_url() in html
+    assert client_for(viewer).get("/jobs/" + quote("slurm:78", safe="") + "/").status_code == 404
+
+
+def test_a_typed_key_is_escaped_and_its_url_works(lab, client_for, viewer):
+    listing = client_for(viewer).get("/jobs/").content.decode()
+    assert "<b>x" not in listing and "&lt;b&gt;x?y#z&lt;/b&gt;" in listing
+    page = client_for(viewer).get("/jobs/" + quote(ODD_KEY, safe="") + "/")
+    assert page.status_code == 200 and "&lt;b&gt;" in page.content.decode()
+
+
+def test_the_job_list_filters_and_refuses_a_bad_flag(lab, client_for, viewer):
+    client = client_for(viewer)
+    html = client.get("/jobs/", {"user": "bo"}).content.decode()
+    assert "user:bo" in html and "slurm:77" not in html
+    assert client.get("/jobs/", {"idle": "perhaps"}).status_code == 400
+    assert client.get("/jobs/", {"interrupted": "true"}).status_code == 200
+
+
+def test_the_gpu_page_shows_the_running_job_and_the_last_ones(lab, client_for, viewer):
+    html = client_for(viewer).get(lab["gpu"].get_absolute_url()).content.decode()
+    assert 'id="jobs"' in html
+    running = html.split('class="running"')[1].split("</tr>")[0]
+    assert "user:bo" in running and "slurm:77" in html
+
+
+def test_a_ticket_names_the_jobs_on_its_gpu_when_it_opened(lab, client_for, viewer, admin):
+    answer = client_for(viewer).get(f"/api/v1/tickets/{lab['ticket'].pk}")
+    assert answer.status_code == 200
+    assert answer.json()["jobs"] == ["slurm:77", ODD_KEY]
+    html = client_for(admin).get(lab["ticket"].get_absolute_url()).content.decode()
+    assert 'id="ticket-jobs"' in html and "/jobs/slurm:77/" in html
+    assert "/jobs/user:%3Cb%3Ex%3Fy%23z%3C/b%3E/" in html
+
+
+def test_outsiders_see_no_jobs(lab, client_for, outsider):
+    assert client_for(outsider).get("/jobs/").status_code == 403
+    assert client_for(outsider).get("/jobs/" + quote("slurm:77", safe="") + "/").status_code == 403
