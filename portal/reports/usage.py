@@ -23,8 +23,9 @@ same `host` and `model` filters):
   report's failures on the model's GPUs per GPU-year of their service hours;
 - `days`: busy share per UTC day (the page's chart; the day's available hours from the same
   service intervals);
-- `flat_out`: GPUs that ran one job or back-to-back jobs (spans each ≥ the rest rule's
-  utilisation, gaps ≤ the span gap) for longer than the fleet's rest policy, inside the period.
+- `flat_out`: GPUs that ran one job or back-to-back jobs flat out for longer than the rest
+  policy in the period, as portal.jobs' `flat_out_stretches` finds them (the GPU page's panel).
+The queries: 11 (2 more, and only when some GPU ran flat out past the policy).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from django.utils.translation import gettext
 from portal.core import engine
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
-from portal.jobs.models import Job, JobSpan
+from portal.jobs.models import SPAN_GAP, Job, JobSpan
+from portal.jobs.selectors import flat_out_stretches
 from portal.jobs.spans import IDLE_HOURS, IDLE_UTILIZATION_PCT
 from portal.maintenance.services.config import RuleParams
 from portal.reports.baselines import HOURS_PER_YEAR
@@ -110,11 +112,6 @@ def usage_people(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, 
     return {pk: (user or None, account or None) for pk, user, account in jobs.values_list("id", "user", "account")}
 
 
-def job_keys(job_ids) -> dict[int, str]:
-    """The jobs' keys (one query, none for no job)."""
-    return dict(Job.objects.filter(id__in=sorted(job_ids)).values_list("id", "key")) if job_ids else {}
-
-
 def interruptions_between(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, float]:
     """The jobs that a ticket opened in [start, end) on one of these GPUs interrupted: {job id:
     GPU-hours lost} (the jobs' own verdicts, portal.jobs; one query)."""
@@ -128,7 +125,7 @@ def interruptions_between(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> d
 def rest_policy() -> RestPolicy:
     _enabled, params = RuleParams().get(NO_REST_RULE, None)
     return RestPolicy(hours=params["open_for_s"] / HOUR, busy_pct=float(params["busy_util_pct"]),
-                      gap_s=float(params["max_gap_s"]))  # fmt: skip
+                      gap_s=SPAN_GAP.total_seconds())  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -428,40 +425,41 @@ def usage_report(query: UsageQuery) -> UsageReport:
     ]
     return UsageReport(
         query=query, fleet=fleet, users=users, accounts=accounts, models=_models(gpus, busy_by_gpu, totals, query),
-        days=days, flat_out=_flat_out(totals, by_id, people, rest), rest_hours=rest.hours,
+        days=days, flat_out=_flat_out(query, totals, by_id, rest), rest_hours=rest.hours,
         idle_threshold_pct=IDLE_UTILIZATION_PCT, rest_busy_pct=rest.busy_pct,
     )  # fmt: skip
 
 
-def _flat_out(totals: _Totals, gpus: dict[int, dict], people: dict, rest: RestPolicy) -> list[dict]:
-    """Runs of back-to-back busy spans on one GPU longer than the rest policy, longest first."""
-    runs = []
+def _flat_out(query: UsageQuery, totals: _Totals, gpus: dict[int, dict], rest: RestPolicy) -> list[dict]:
+    """The GPUs that ran flat out past the rest policy in the period, as portal.jobs finds them
+    (`flat_out_stretches`, the GPU page's own): asked only for the GPUs whose spans, in the numbers
+    at hand, hold a busy run longer than the fleet's policy (none: no query), longest first."""
+    candidates = []
     for gpu_id, own in totals.runs.items():
-        run: list = []
-        for span in sorted(own):
-            busy = span[2] is not None
-            if run and (not busy or span[0] - max(s[1] for s in run) > rest.gap_s):
-                runs.append((gpu_id, run))
-                run = []
-            if busy:
-                run.append(span)
-        if run:
-            runs.append((gpu_id, run))
-    runs = [(gpu_id, run) for gpu_id, run in runs if (max(s[1] for s in run) - run[0][0]) / HOUR > rest.hours]
-    keys = job_keys({s[3] for _gpu_id, run in runs for s in run})
+        run_start = run_end = None
+        for a, b, util, _job_id in sorted(own):
+            if util is None:  # under the busy level: not part of a run
+                continue
+            if run_end is None or a - run_end > rest.gap_s:
+                run_start, run_end = a, b
+            else:
+                run_end = max(run_end, b)
+            if (run_end - run_start) / HOUR > rest.hours:
+                candidates.append(gpu_id)
+                break
+    if not candidates:
+        return []
+    stretches = flat_out_stretches(gpu_ids=candidates, start=query.start, end=query.end)
+    users = dict(Job.objects.filter(key__in={key for s in stretches for key in s.jobs}).values_list("key", "user"))
     out = []
-    for gpu_id, run in runs:
-        started, ended = run[0][0], max(s[1] for s in run)
-        gpu = gpus[gpu_id]
-        job_ids = sorted({s[3] for s in run}, key=lambda j: keys.get(j, ""))
+    for stretch in stretches:
+        gpu = gpus[stretch.gpu_id]
         out.append({
             "gpu": gpu["uuid"], "host": gpu["host"], "index": gpu["index"], "model": gpu["model"],
-            "started_at": dt.datetime.fromtimestamp(started, dt.UTC),
-            "ended_at": dt.datetime.fromtimestamp(ended, dt.UTC),
-            "hours": (ended - started) / HOUR, "jobs": [keys[j] for j in job_ids if j in keys],
-            "users": sorted({people[j][0] for j in job_ids if j in people and people[j][0]}),
+            "started_at": stretch.started_at, "ended_at": stretch.ended_at, "hours": stretch.hours,
+            "jobs": list(stretch.jobs), "users": sorted({users[key] for key in stretch.jobs if users.get(key)}),
         })  # fmt: skip
-    return sorted(out, key=lambda r: -r["hours"])
+    return sorted(out, key=lambda r: (-r["hours"], r["host"], r["index"]))
 
 
 def usage_charts(report: UsageReport) -> dict:
