@@ -61,6 +61,12 @@ def _host_seed(hostname: str) -> int:
     return int.from_bytes(hashlib.sha256(hostname.encode()).digest()[:8], "big")
 
 
+def host_job_schedule(hostname: str) -> JobSchedule:
+    """The host's job schedule, for what is known of its jobs whatever the clock: their keys and
+    users (the demo names the simulated Slurm jobs with it)."""
+    return JobSchedule(_host_seed(hostname), 0.0)
+
+
 def parse_scenarios(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in SCENARIOS]

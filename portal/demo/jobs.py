@@ -22,7 +22,7 @@ from collections import defaultdict
 from django.db import transaction
 from django.utils import timezone
 
-from agents.simulate import JobSchedule, _host_seed
+from agents.simulate import host_job_schedule
 from portal.demo.repair import HOSTNAME as XID_HOST
 from portal.demo.repair import INDEX as XID_INDEX
 from portal.fleet.models import Gpu, GpuStatusChange
@@ -200,7 +200,7 @@ def simulated_jobs_name() -> int:
     and name, from the simulator's schedule (agents/simulate.py). Returns the number named."""
     from portal.demo.story import SIMULATED_HOSTS
 
-    schedules = [JobSchedule(_host_seed(hostname), 0.0) for hostname, *_ in SIMULATED_HOSTS]
+    schedules = [host_job_schedule(hostname) for hostname, *_ in SIMULATED_HOSTS]
     named = 0
     for pk, key in Job.objects.filter(scheduler=Job.Scheduler.SLURM, user__isnull=True).values_list("id", "key"):
         for schedule in schedules:

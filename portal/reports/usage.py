@@ -52,13 +52,13 @@ from portal.reports.failures import failures_of
 from portal.reports.selectors import (
     HOUR,
     ReportQuery,
-    _gpu_start,
-    _retired_at,
-    _retired_times,
-    _rounded,
-    _status_rows,
+    gpu_start,
     host_problem,
+    json_rounded,
     listed_gpus,
+    retired_at_of,
+    retired_times_of,
+    status_changes_of,
 )
 
 MAX_PERIOD = dt.timedelta(days=731)
@@ -167,7 +167,7 @@ class UsageReport:
     rest_busy_pct: float = 0.0
 
     def as_json(self) -> dict:
-        return _rounded(
+        return json_rounded(
             {
                 "period": {"from": self.query.start.isoformat(), "to": self.query.end.isoformat()},
                 "fleet": {name: self.fleet[name] for name in FLEET_FIELDS},
@@ -249,13 +249,13 @@ def _service(query: UsageQuery, available: DayBuckets) -> list[dict]:
         .order_by("host__hostname", "index", "id")
     )
     ids = gpu_query.values("id")
-    history, retired_times = _status_rows(ids, end), _retired_times(ids)
+    history, retired_times = status_changes_of(ids, end), retired_times_of(ids)
     rows = []
     for gpu in gpus:
-        retired_at = _retired_at(gpu, retired_times)
+        retired_at = retired_at_of(gpu, retired_times)
         if retired_at is not None and retired_at < start:
             continue
-        low = max(start, _gpu_start(gpu))
+        low = max(start, gpu_start(gpu))
         high = min(end, retired_at) if retired_at is not None else end
         hours = 0.0
         if high > low:

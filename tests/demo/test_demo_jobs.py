@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from agents.simulate import JobSchedule, SimulatedDeviceClient, _host_seed
+from agents.simulate import SimulatedDeviceClient, host_job_schedule
 from portal.demo import jobs as demo_jobs
 from portal.demo import repair, story
 from portal.fleet.models import Gpu, GpuStatusChange
@@ -62,7 +62,7 @@ def test_a_week_of_jobs_of_three_users(demo, client_for, viewer):
 
 
 def test_simulated_slurm_jobs_are_named_from_the_schedule(demo):
-    schedule = JobSchedule(_host_seed("sim-rack-a"), 0.0)
+    schedule = host_job_schedule("sim-rack-a")
     keys = {schedule.job_key(k): k for k in range(40)}
     slurm = [key for key in keys if key.startswith("slurm:")]
     for key in [*slurm, "slurm:42", "user:chen"]:
