@@ -280,3 +280,9 @@ def test_page_in_chinese(client_for, viewer, lab):
     html = client.get("/reports/usage", {"from": "2026-03-01", "to": "2026-03-03"}, HTTP_ACCEPT_LANGUAGE="zh-hans")
     text = html.content.decode()
     assert "使用报告" in text and "每日忙碌占比" in text and "型号" in text and "结束" in text
+
+
+def test_page_links_the_job_pages(client_for, viewer, lab):
+    html = client_for(viewer).get("/reports/usage", {"from": "2026-03-01", "to": "2026-03-03"}).content.decode()
+    assert 'href="/jobs/?user=alice"' in html
+    assert 'href="/jobs/?user=bob&amp;idle=true"' in html
