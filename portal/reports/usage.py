@@ -69,10 +69,9 @@ USER_FIELDS = ("jobs", "gpu_hours", "utilization_gpu_mean_pct", "idle_gpu_hours"
                "gpu_hours_lost")  # fmt: skip
 FLEET_FIELDS = ("gpus", "gpu_hours_available", "gpu_hours_busy", "busy_pct", "energy_kwh", "gpu_hours_lost")
 MODEL_FIELDS = ("model", "gpus", "gpu_hours_busy", "energy_kwh_per_gpu_hour", "failures_per_gpu_year")
-DAY_FIELDS = ("day", "gpu_hours_available", "gpu_hours_busy", "busy_pct")
 FLAT_OUT_FIELDS = ("gpu", "host", "index", "model", "started_at", "ended_at", "hours", "jobs", "users")
 
-# The jobs' idle rule (portal-api-v1.md: "held a GPU for at least 1 hour with a mean utilisation under 5 %"),
+# The jobs' idle rule ("held a GPU for at least 1 hour with a mean utilisation under 5 %"),
 # applied to each span for the idle GPU-hours: portal.jobs.spans' IDLE_HOURS and IDLE_UTILIZATION_PCT.
 NO_REST_RULE = "no_rest"  # its settings in force are the fleet's rest policy
 
