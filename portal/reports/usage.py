@@ -25,7 +25,7 @@ same `host` and `model` filters):
   service intervals);
 - `flat_out`: GPUs that ran one job or back-to-back jobs flat out for longer than the rest
   policy in the period, as portal.jobs' `flat_out_stretches` finds them (the GPU page's panel).
-The queries: 11 (2 more, and only when some GPU ran flat out past the policy).
+The queries: 9 (4 more, and only when some GPU ran flat out past the policy).
 """
 
 from __future__ import annotations
