@@ -90,3 +90,21 @@ def test_the_simulated_job_dies_with_its_gpu_on_xid_79():
     clock[0] += 5
     jobs = client.running_jobs([0, 2])
     assert jobs[0] == [] and jobs[2]
+
+
+def test_the_day_of_history_names_its_jobs_and_the_demo_names_their_users(settings, tmp_path):
+    """The backfilled readings carry the simulated jobs; the pipeline folds them into spans, and
+    the demo's stand-in for Slurm's accounting names their users."""
+    from portal.telemetry.pipeline import pipeline_run
+
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo", verbosity=0)
+    story.prepare_simulated_hosts()
+    assert story.backfill_history(span=dt.timedelta(hours=1))
+    while pipeline_run().batches:
+        pass
+    slurm = Job.objects.filter(scheduler="slurm")
+    assert slurm.exists() and JobSpan.objects.filter(job__in=slurm).exists()
+    demo_jobs.simulated_jobs_name()
+    assert not slurm.filter(user__isnull=True).exists()
+    assert set(Job.objects.values_list("user", flat=True)) <= {"alice", "bob", "chen"}
