@@ -12,7 +12,7 @@ LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 # again, and pytest rewrote every test module's asserts again in each worker.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-remote-write bench-pages bench-reports bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-remote-write bench-pages bench-reports bench-usage bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-ldap.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -171,7 +171,7 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent bench-agent-diagnose bench-ingest bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-wear bench-checklists
+bench: bench-agent bench-agent-diagnose bench-ingest bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-usage bench-wear bench-checklists
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
@@ -232,6 +232,11 @@ soak: $(STAMP)
 # a temporary SQLite database; `.venv/bin/python bench/reports.py --postgres` for PostgreSQL.
 bench-reports: $(STAMP)
 	$(PY) bench/reports.py
+
+# The usage report for 1,000 GPUs over 30 days of job spans (< 2 s, a constant query count), on
+# PostgreSQL: DATABASE_URL's database, dropped and seeded again (default: scratch database bench_usage).
+bench-usage: $(STAMP)
+	$(PY) bench/usage.py
 
 # "My work" and a run's page with 1,000 GPUs and 10,000 past runs (temporary SQLite; DATABASE_URL to choose).
 bench-checklists: $(STAMP)

@@ -44,6 +44,8 @@ MODEL = {
 }
 XID_CYCLE = (79, 13, 48, 94, 31, 43)  # 79 first: 'fallen off the bus' opens a ticket at once
 XID_FIRST_S = 15 * 60  # the first XID, in scenario seconds
+BUS_XID = 79  # fell off the bus: the jobs on the GPU die with it...
+XID_KILLS_AFTER_S = 5.0  # ...this many real seconds later
 JOB_S = (240.0, 720.0)  # training job length, real seconds
 JOB_PAUSE_S = (30.0, 90.0)  # between two jobs
 JOB_WARMUP_S = 20.0  # data loading at the start of a job
@@ -57,6 +59,12 @@ def gpu_uuid(hostname: str, index: int) -> str:
 
 def _host_seed(hostname: str) -> int:
     return int.from_bytes(hashlib.sha256(hostname.encode()).digest()[:8], "big")
+
+
+def host_job_schedule(hostname: str) -> JobSchedule:
+    """The host's job schedule, for what is known of its jobs whatever the clock: their keys and
+    users (the demo names the simulated Slurm jobs with it)."""
+    return JobSchedule(_host_seed(hostname), 0.0)
 
 
 def parse_scenarios(text: str) -> list[str]:
@@ -126,6 +134,19 @@ class JobSchedule:
         if rng.random() < 0.7:
             return f"slurm:{100_000 + (self.host_seed % 900) * 1000 + k % 1000}"
         return f"user:{user}"
+
+    def job_user(self, k: int) -> str:
+        """Whose job k is: what the scheduler's accounting would say of it (the demo names the
+        simulated Slurm jobs with it)."""
+        return random.Random(self.host_seed * 7_000_003 + k).choice(SIMULATED_USERS)
+
+    def job_number(self, key: str) -> int | None:
+        """The number k of this host's job with this key (`slurm:` keys only; the first of the
+        numbers that share it), or None when it is not one of this host's."""
+        scheduler, _, number = key.partition(":")
+        if scheduler != "slurm" or not number.isdigit() or (int(number) - 100_000) // 1000 != self.host_seed % 900:
+            return None
+        return int(number) % 1000
 
     def load(self, real_now: float, gpu_seed: int) -> float:
         """Utilisation 0..1 of one GPU at real time real_now."""
@@ -444,8 +465,20 @@ class SimulatedDeviceClient:
         for index in indices:
             gpu = self._gpus[index]
             k = gpu.jobs.job_at(now, gpu.seed)
+            if k is not None and self._fell_off_during(gpu, k, now):
+                k = None  # the GPU fell off the bus under the job: its processes there died
             answer[index] = [] if k is None else [gpu.jobs.job_key(k)]
         return answer
+
+    def _fell_off_during(self, gpu: SimulatedGpu, k: int, now: float) -> bool:
+        """An XID 79 on the GPU since job k started there, more than XID_KILLS_AFTER_S ago (the
+        readings at the XID still name the job: the fault hit it while it ran)."""
+        if gpu.scenario != "xid":
+            return False
+        started = gpu.jobs.origin + gpu.jobs._job(k)[0]
+        t0 = max(0.0, (started - self._start) * self._speed)
+        t1 = (now - XID_KILLS_AFTER_S - self._start) * self._speed
+        return t1 > t0 and BUS_XID in gpu.xid_codes_between(t0, t1)
 
     def take_xid_events(self) -> list[XidEvent]:
         t = self.scenario_time()

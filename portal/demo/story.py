@@ -53,6 +53,10 @@ TIMELINE = """What happens next (times from now):
              and the GPU a lemon (Reliability report: Lemons), like dgx-02 GPU 2
   1-3 min    "Agent silent" for sim-desk-c GPU 1, which stops answering after 30 s
   3-15 min   overheating on sim-rack-a GPU 0, then dust, fan wear, ECC and PCIe faults
+  jobs       the sim-* GPUs run Slurm jobs of alice, bob and chen (Jobs; a GPU page: its jobs); the
+             XID 79 on sim-desk-c GPU 0 kills the job there (its job page: interrupted, GPU-hours
+             lost); bob's notebook job holds two ws-lab-03 GPUs idle; Usage report: a week of it,
+             alice's 90 hours flat out on dgx-01
 """
 
 
@@ -187,7 +191,8 @@ def _iso(moment: dt.datetime) -> str:
 
 def _reading(client, index: int, moment: dt.datetime) -> dict:
     metrics = client.metrics(index)
-    return {"gpu_uuid": client.inventory(index)["uuid"], "ts": _iso(moment), **metrics, "xid_events": []}
+    jobs = client.running_jobs([index])[index]  # the day's jobs, named as the agent names them
+    return {"gpu_uuid": client.inventory(index)["uuid"], "ts": _iso(moment), **metrics, "xid_events": [], "jobs": jobs}
 
 
 def agent_commands(base_url: str, speed: float) -> list[tuple[str, str, list[str]]]:

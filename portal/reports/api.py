@@ -1,7 +1,9 @@
-"""`GET /api/v1/reports/reliability` (portal-api-v1.md, "Reliability report"): JSON, CSV or PDF."""
+"""`GET /api/v1/reports/reliability` (JSON, CSV or PDF) and `GET /api/v1/reports/usage` (JSON or CSV),
+as portal-api-v1.md defines them."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated
 
 from django.http import JsonResponse
@@ -14,9 +16,10 @@ from portal.core.api import ApiDateTime, ErrorOut, require_perm
 from portal.core.errors import NotFound
 from portal.core.exports import attachment
 from portal.fleet.models import Gpu
-from portal.reports.exports import report_csv, report_pdf
+from portal.reports.exports import report_csv, report_pdf, usage_csv
 from portal.reports.rma import rma_evidence
 from portal.reports.selectors import ReportQuery, host_problem, reliability_report
+from portal.reports.usage import UsageQuery, usage_report
 
 router = Router(tags=["reports"])
 REPORT_PERMISSION = "fleet.view_maintenancerecord"
@@ -199,3 +202,123 @@ def rma_pack(request, uuid: str):
     if gpu is None:
         raise NotFound(f"no GPU {uuid}", field_errors={"uuid": "No GPU with this uuid."})
     return JsonResponse(rma_evidence(gpu=gpu, now=timezone.now()))
+
+
+# --- the usage report ------------------------------------------------------------------------------
+
+
+class UsageParams(Schema):
+    start: ApiDateTime = Field(alias="from", description="RFC 3339 with a zone.")
+    end: ApiDateTime = Field(alias="to", description="RFC 3339 with a zone; at most 731 days after `from`.")
+    host: Annotated[str | None, AfterValidator(_host_name)] = Field(
+        None, max_length=253, description="Hostname, exact."
+    )
+    model: str | None = Field(None, max_length=128, description="Model name, exact.")
+    format: str | None = Field(None, pattern="^(json|csv)$", description="Else by the Accept header.")
+
+
+class UsagePeriod(Schema):
+    start: str = Field(alias="from")
+    end: str = Field(alias="to")
+
+
+class UsageFleet(Schema):
+    gpus: int
+    gpu_hours_available: float
+    gpu_hours_busy: float
+    busy_pct: float | None
+    energy_kwh: float | None
+    gpu_hours_lost: float
+
+
+class UsageFigures(Schema):
+    jobs: int
+    gpu_hours: float
+    utilization_gpu_mean_pct: float | None
+    idle_gpu_hours: float
+    energy_kwh: float | None
+    interrupted_jobs: int
+    gpu_hours_lost: float
+
+
+class UsageUser(UsageFigures):
+    user: str | None
+
+
+class UsageAccount(UsageFigures):
+    account: str | None
+
+
+class UsageModel(Schema):
+    model: str
+    gpus: int
+    gpu_hours_busy: float
+    energy_kwh_per_gpu_hour: float | None
+    failures_per_gpu_year: float | None
+
+
+class UsageDay(Schema):
+    day: dt.date
+    gpu_hours_available: float
+    gpu_hours_busy: float
+    busy_pct: float | None
+
+
+class UsageFlatOut(Schema):
+    gpu: str
+    host: str
+    index: int
+    model: str
+    started_at: dt.datetime
+    ended_at: dt.datetime
+    hours: float
+    jobs: list[str]
+    users: list[str]
+
+
+class UsageOut(Schema):
+    period: UsagePeriod
+    fleet: UsageFleet
+    users: list[UsageUser]
+    accounts: list[UsageAccount]
+    models: list[UsageModel]
+    days: list[UsageDay] = Field(description="Busy share per UTC day (beyond the contract's fields: the page's chart).")
+    flat_out: list[UsageFlatOut] = Field(
+        description="GPUs that ran flat out longer than the rest policy in the period (issue 45, point 6)."
+    )
+
+
+def _wants_csv(request, params: UsageParams) -> bool:
+    if params.format is not None:
+        return params.format == "csv"
+    accept = request.headers.get("Accept", "")
+    return "text/csv" in accept and "application/json" not in accept
+
+
+@router.get(
+    "/reports/usage",
+    response={200: UsageOut, 400: ErrorOut, 403: ErrorOut},
+    by_alias=True,
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "The report (JSON; `Accept: text/csv` or `format=csv`: text/csv)",
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/UsageOut"}},
+                    "text/csv": {"schema": {"type": "string"}},
+                },
+            }
+        }
+    },
+)
+def usage(request, params: Query[UsageParams]):
+    """What the GPUs did for whom in the period: the fleet's busy share, GPU-hours, idle GPU-hours,
+    energy and GPU-hours lost to faults per user and per account, and per GPU model its busy hours,
+    energy per GPU-hour and failures per GPU-year. Periods are half-open (`from <= t < to`)."""
+    require_perm(request, REPORT_PERMISSION)
+    query = UsageQuery(start=params.start, end=params.end, host=params.host, model=params.model or None)
+    report = usage_report(query)
+    if _wants_csv(request, params):
+        filename = f"usage-{query.start:%Y%m%d}-{query.end:%Y%m%d}.csv"
+        return attachment(usage_csv(report), content_type="text/csv; charset=utf-8", filename=filename)
+    return JsonResponse(report.as_json())

@@ -27,6 +27,7 @@ from portal.core.exports import csv_cell, needs_cjk_font, pdf_cell, pdf_markup, 
 from portal.fleet.models import MaintenanceRecord
 from portal.reports.baselines import CATEGORY_LABELS, STUDIES
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
+from portal.reports.usage import UsageReport
 
 # Binary (Flate-compressed) page streams without the ASCII85 wrapping: smaller files, and ~1 s less
 # on a 1,000-GPU report. Every PDF reader takes them; ReportLab's setting is process-wide.
@@ -350,3 +351,29 @@ def report_pdf(report: Report, *, generated_by: str, generated_at: dt.datetime) 
     footer = _report_footer(report.query, small, generated_by=generated_by, generated_at=generated_at)
     doc.build(story, onFirstPage=footer, onLaterPages=footer)
     return buffer.getvalue()
+
+
+# --- the usage report -----------------------------------------------------------------------------
+
+USAGE_CSV_FIELDS = ("table", "name", "gpus", "jobs", "gpu_hours_available", "gpu_hours_busy", "busy_pct",
+                    "gpu_hours", "utilization_gpu_mean_pct", "idle_gpu_hours", "energy_kwh", "interrupted_jobs",
+                    "gpu_hours_lost", "energy_kwh_per_gpu_hour", "failures_per_gpu_year")  # fmt: skip
+
+
+def usage_csv(report: UsageReport) -> str:
+    """The usage report's tables in one sheet: a `table` column (`fleet`, `user`, `account`, `model`,
+    `day`), the row's `name` (user, account, model or day; empty for the fleet), then the contract's
+    field names, each filled where the table has it. User, account and model names are what
+    schedulers and agents reported: text, neutralised against formulas like every CSV cell."""
+    body = report.as_json()
+    rows = [("fleet", "", body["fleet"])]
+    rows += [("user", row["user"], row) for row in body["users"]]
+    rows += [("account", row["account"], row) for row in body["accounts"]]
+    rows += [("model", row["model"], row) for row in body["models"]]
+    rows += [("day", row["day"], row) for row in body["days"]]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(USAGE_CSV_FIELDS)
+    for table, name, row in rows:
+        writer.writerow([table, csv_cell(name), *(csv_cell(row.get(field)) for field in USAGE_CSV_FIELDS[2:])])
+    return out.getvalue()

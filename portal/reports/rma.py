@@ -147,8 +147,7 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         "checklists": _checklists_done(gpu),
         "diagnostics": _diagnostics_of(gpu),
         **_sections_of_higher_apps(gpu, now),
-        # The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs").
-        "interrupted_jobs": [{**j, "at": _iso(j["at"])} for j in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)],
+        "interrupted_jobs": _interrupted_jobs(gpu),
     }  # fmt: skip
 
 
@@ -168,6 +167,11 @@ def _added_sections(evidence: dict, section, text) -> None:
         shown = render(evidence, text)
         if shown is not None:
             section(*shown)
+
+
+def _interrupted_jobs(gpu: Gpu) -> list[dict]:
+    """The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs")."""
+    return [{**job, "at": _iso(job["at"])} for job in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)]
 
 
 def _diagnostics_of(gpu: Gpu) -> list[dict]:

@@ -93,7 +93,7 @@ class Report:
     added: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
-        return _rounded(
+        return json_rounded(
             {
                 "from": self.query.start.isoformat(),
                 "to": self.query.end.isoformat(),
@@ -125,14 +125,14 @@ class Report:
         )
 
 
-def _rounded(value):
+def json_rounded(value):
     """Floats to 6 decimals (hours and ratios; no binary noise such as 8759.999999999998)."""
     if isinstance(value, float):
         return round(value, 6)
     if isinstance(value, dict):
-        return {key: _rounded(item) for key, item in value.items()}
+        return {key: json_rounded(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_rounded(item) for item in value]
+        return [json_rounded(item) for item in value]
     return value
 
 
@@ -144,7 +144,7 @@ def _formulas(row: dict) -> dict:
     return row
 
 
-def _gpu_start(gpu: Gpu) -> dt.datetime:
+def gpu_start(gpu: Gpu) -> dt.datetime:
     if gpu.install_date is not None:
         return dt.datetime.combine(gpu.install_date, dt.time.min, tzinfo=dt.UTC)
     return gpu.created_at
@@ -152,7 +152,7 @@ def _gpu_start(gpu: Gpu) -> dt.datetime:
 
 def listed_gpus(query: ReportQuery):
     """The GPUs the report lists (before the retirement test, which needs the history): those whose
-    start (`_gpu_start`) is before `to`."""
+    start (`gpu_start`) is before `to`."""
     # install_date at 00:00 UTC < end  <=>  install_date <= the UTC date of the instant just before end
     last_install_day = (query.end.astimezone(dt.UTC) - dt.timedelta(microseconds=1)).date()
     gpus = Gpu.objects.filter(
@@ -166,7 +166,7 @@ def listed_gpus(query: ReportQuery):
     return gpus
 
 
-def _status_rows(gpu_ids_query, end: dt.datetime) -> dict[int, list[tuple[dt.datetime, str]]]:
+def status_changes_of(gpu_ids_query, end: dt.datetime) -> dict[int, list[tuple[dt.datetime, str]]]:
     """Each GPU's status changes before `end`, in order (one query)."""
     rows: dict[int, list[tuple[dt.datetime, str]]] = defaultdict(list)
     changes = (
@@ -179,7 +179,7 @@ def _status_rows(gpu_ids_query, end: dt.datetime) -> dict[int, list[tuple[dt.dat
     return rows
 
 
-def _retired_times(gpu_ids_query) -> dict[int, dt.datetime]:
+def retired_times_of(gpu_ids_query) -> dict[int, dt.datetime]:
     """When each GPU whose status is `retired` was retired: its last change to it (one query)."""
     return dict(
         GpuStatusChange.objects.filter(
@@ -191,7 +191,7 @@ def _retired_times(gpu_ids_query) -> dict[int, dt.datetime]:
     )
 
 
-def _retired_at(gpu: Gpu, retired_times: dict[int, dt.datetime]) -> dt.datetime | None:
+def retired_at_of(gpu: Gpu, retired_times: dict[int, dt.datetime]) -> dt.datetime | None:
     if gpu.status != Gpu.Status.RETIRED:
         return None
     return retired_times.get(gpu.pk, gpu.created_at)  # no row: retired before its history began
@@ -210,7 +210,7 @@ def _out_for_repair_seconds(changes, low: dt.datetime, high: dt.datetime) -> flo
 
 
 def gpu_service_hours(gpu: Gpu, changes, retired_at: dt.datetime | None, start: dt.datetime, end: dt.datetime) -> float:
-    low = max(start, _gpu_start(gpu))
+    low = max(start, gpu_start(gpu))
     high = min(end, retired_at) if retired_at is not None else end
     if high <= low:
         return 0.0
@@ -247,8 +247,8 @@ def _gpu_rows(query: ReportQuery) -> list[dict]:
         .order_by("host__hostname", "index", "id")
     )
     ids = gpu_query.values("id")
-    history = _status_rows(ids, end)
-    retired_times = _retired_times(ids)
+    history = status_changes_of(ids, end)
+    retired_times = retired_times_of(ids)
     repairs = _repair_totals(ids, start, end)
     tickets = dict(
         Ticket.objects.filter(_hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end)
@@ -260,7 +260,7 @@ def _gpu_rows(query: ReportQuery) -> list[dict]:
     rows = []
     for gpu in gpus:
         changes = history.get(gpu.pk, [])
-        retired_at = _retired_at(gpu, retired_times)
+        retired_at = retired_at_of(gpu, retired_times)
         if retired_at is not None and retired_at < start:
             continue
         agg = repairs.get(gpu.pk)

@@ -1,4 +1,4 @@
-"""The reliability report page, a GPU's repair history and its RMA evidence pack."""
+"""The reliability and usage report pages, a GPU's repair history and its RMA evidence pack."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from portal.reports.selectors import (
     reliability_report,
     status_intervals,
 )
+from portal.reports.usage import UsageQuery, usage_charts, usage_report
 
 SORTABLE = ("serial", "hostname", "model", "service_hours", "repairs", "downtime_hours", "cost", "mtbf_hours",
             "mttr_hours", "availability", "hardware_tickets")  # fmt: skip
@@ -157,3 +158,37 @@ class RmaPdfView(Permission, View):
         return attachment(
             rma_pdf(evidence), content_type="application/pdf", filename=f"rma-{gpu.serial or gpu.uuid}.pdf"
         )
+
+
+class UsageView(Permission, View):
+    """The usage report: the fleet's busy share per day, GPU-hours and idle GPU-hours by user, energy
+    per GPU-hour and failures per GPU-year by model (Plotly charts from the report's own figures),
+    the tables, and the GPUs that ran flat out longer than the rest policy."""
+
+    def get(self, request):
+        today = dt.datetime.combine(timezone.now().date(), dt.time.min, tzinfo=dt.UTC) + dt.timedelta(days=1)
+        raw = {
+            "from": request.GET.get("from") or (today - dt.timedelta(days=7)).date().isoformat(),
+            "to": request.GET.get("to") or today.date().isoformat(),
+            "host": request.GET.get("host", "").strip(),
+            "model": request.GET.get("model", "").strip(),
+        }
+        errors, report = {}, None
+        try:
+            start, end = _instant("from", raw["from"]), _instant("to", raw["to"])
+            report = usage_report(UsageQuery(start=start, end=end, host=raw["host"] or None,
+                                             model=raw["model"] or None))  # fmt: skip
+        except InvalidInput as error:
+            errors = {p.loc: p.msg for p in error.problems}
+        api_params = {"from": raw["from"], "to": raw["to"]}
+        if report is not None:
+            api_params = {"from": report.query.start.isoformat(), "to": report.query.end.isoformat()}
+        api_params.update({k: raw[k] for k in ("host", "model") if raw[k]})
+        context = {
+            "raw": raw, "errors": errors, "report": report, "query_string": urlencode(api_params),
+            "hosts": Host.objects.order_by("hostname").values_list("hostname", flat=True),
+            "model_names": Gpu.objects.exclude(model_name="").order_by("model_name").values_list(
+                "model_name", flat=True).distinct(),
+            "charts": usage_charts(report) if report is not None else None,
+        }  # fmt: skip
+        return render(request, "reports/usage.html", context, status=400 if errors else 200)

@@ -1,3 +1,14 @@
-"""The jobs tests post batches the way the agent does: the ingest tests' per-test settings."""
+"""The jobs tests post batches the way the agent does: a fresh rate limiter per test, and the
+ingest view's database work on the request's thread (the test's transaction sees it)."""
 
-from tests.telemetry.conftest import _ingest_settings  # noqa: F401 - an autouse fixture, shared
+import pytest
+
+from portal.telemetry import ingest_view
+
+
+@pytest.fixture(autouse=True)
+def _ingest_on_the_tests_thread(monkeypatch):
+    ingest_view._limiter = None
+    monkeypatch.setattr(ingest_view, "run_in_pool", False)
+    yield
+    ingest_view._limiter = None

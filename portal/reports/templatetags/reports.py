@@ -72,3 +72,20 @@ def per_year(value):
 def failure_category(key):
     """A failure category (an API enum value) as its label in the active language."""
     return gettext(CATEGORY_LABELS[key]) if key in CATEGORY_LABELS else gettext("All failures")
+
+
+@register.filter
+def pct(value):
+    """A percentage already 0–100 (one decimal)."""
+    return "—" if value is None else f"{grouped(value, 1)} %"
+
+
+@register.filter
+def kwh(value):
+    return "—" if value is None else f"{grouped(value, 1)} kWh"
+
+
+@register.filter
+def kwh_rate(value):
+    """kWh per GPU-hour (three decimals)."""
+    return "—" if value is None else grouped(value, 3)

@@ -7,16 +7,19 @@ files under VAR_DIR. manage.py turns DEBUG on for this command (the settings are
 
 import contextlib
 import os
+import sys
 from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from portal.demo import story
 from portal.demo.checklists import demo_checklists_seed
 from portal.demo.directory import DEMO_PEOPLE, directory_running, slapd_available
 from portal.demo.inventory import inventory_demo_seed
+from portal.demo.jobs import jobs_history_seed
 from portal.demo.repair import repair_story_seed
 from portal.demo.wear import wear_demo_seed
 from portal.directory_settings import ldap_packages_missing
@@ -79,6 +82,9 @@ class Command(BaseCommand):
                 self.stdout.write(
                     "Inventory: spare parts (the riser below its reorder level), warranties, an RMA case."
                 )
+            jobs = jobs_history_seed(live_from=timezone.now() - story.HISTORY)  # the week before the backfill
+            if jobs:
+                self.stdout.write(f"Jobs: {jobs} jobs of alice, bob and chen over the last 7 days (Usage report).")
             if slurm is not None:
                 story.slurm_node_assign(slurm)
             if wear_demo_seed():  # 60 days of wear before that: sim-rack-b GPU 0's dust and its cleaning
@@ -101,6 +107,9 @@ class Command(BaseCommand):
                     env = {**story.agent_env(), "GPU_AGENT_TOKEN": tokens[hostname]}
                     supervisor.start(Child(f"simulated agent {hostname}", command, env, log))
                     self.stdout.write(f"simulated agent {hostname}: {scenarios} (log: {log})")
+                # What Slurm's accounting would say of the simulated agents' Slurm jobs.
+                names = [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "demo_job_names", "--every", "10"]
+                supervisor.start(Child("demo job names", names, story.agent_env(), log_dir / "job-names.log"))
             self.stdout.write(f"web server, worker and beat: {log_dir}/web.log, worker.log, beat.log")
             self.stdout.write(self.style.SUCCESS(self.banner(base_url, ldap)))
             supervisor.run_forever()
