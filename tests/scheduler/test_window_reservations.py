@@ -6,6 +6,7 @@ reservation calls against a recorded HTTP stub (the local 22.05 slurmrestd canno
 
 import datetime as dt
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -32,8 +33,9 @@ def slurm(settings, cluster):
     settings.SLURM_DRAIN_SEVERITY = "critical"
     settings.BURN_IN_LEVEL = 0
     yield cluster
-    cluster.run("sh", "-c", "for r in $(scontrol -o show reservation | sed -n 's/^ReservationName=\\([^ ]*\\).*/\\1/p'); "
-                "do scontrol delete ReservationName=$r; done")  # fmt: skip
+    listed = cluster.run("scontrol", "-o", "show", "reservation")
+    for name in re.findall(r"ReservationName=(\S+)", listed):
+        cluster.run("scontrol", "delete", f"ReservationName={name}")
 
 
 def _post(client, path, body=None):
@@ -227,10 +229,11 @@ def test_slurmrestd_makes_and_deletes_the_reservation(slurmrestd_25_05):
     adapter.reservation_create("gpu-fleet-window-7", nodes=["dgx-02", "dgx-03"], start=start,
                                end=start + dt.timedelta(hours=4))  # fmt: skip
     posts = [(path, body) for method, path, body in requests if method == "POST"]
+    epoch = int(start.timestamp())
     assert posts == [("/slurm/v0.0.43/reservation", {
         "name": "gpu-fleet-window-7", "node_list": ["dgx-02", "dgx-03"], "users": ["root"],
-        "flags": ["MAINT", "IGNORE_JOBS"], "start_time": {"set": True, "infinite": False, "number": int(start.timestamp())},
-        "end_time": {"set": True, "infinite": False, "number": int(start.timestamp()) + 4 * 3600},
+        "flags": ["MAINT", "IGNORE_JOBS"], "start_time": {"set": True, "infinite": False, "number": epoch},
+        "end_time": {"set": True, "infinite": False, "number": epoch + 4 * 3600},
     })]  # fmt: skip
     made = adapter.reservation("gpu-fleet-window-7")
     assert made is not None and made.nodes == ["dgx-02", "dgx-03"] and made.flags == ["MAINT", "IGNORE_JOBS"]
