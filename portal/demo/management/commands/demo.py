@@ -18,6 +18,7 @@ from portal.demo.checklists import demo_checklists_seed
 from portal.demo.directory import DEMO_PEOPLE, directory_running, slapd_available
 from portal.demo.repair import repair_story_seed
 from portal.demo.wear import wear_demo_seed
+from portal.demo.windows import demo_windows_seed
 from portal.directory_settings import ldap_packages_missing
 from portal.ops.management.commands.run import prepare, start_portal, supervised
 from portal.ops.supervise import Child
@@ -81,6 +82,8 @@ class Command(BaseCommand):
             runs = demo_checklists_seed()  # after the history: automatic items judged on it
             if runs:
                 self.stdout.write(f"Checklists: {runs} demo runs (one in progress, one with a failed item).")
+            if demo_windows_seed():
+                self.stdout.write("Maintenance windows: dgx-02's driver update next week, with its checklist.")
 
         log_dir = Path(settings.VAR_DIR) / "demo-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
