@@ -20,6 +20,7 @@ from portal.scheduler.models import SchedulerAction
 from portal.windows import services
 from portal.windows.models import MaintenanceWindow
 from portal.windows.tasks import windows_beat_task
+from tests.factories import GpuFactory
 from tests.scheduler.helpers import enrol, node, slurm_never_answers
 
 pytestmark = pytest.mark.django_db
@@ -153,6 +154,23 @@ def test_a_persons_drain_and_an_open_ticket_stay_at_completion(
         _post(client, f"/{second['id']}/complete")
     assert node(slurm).state.split("+")[0] == "drained"
     assert f"ticket #{ticket.pk} is open" in SchedulerAction.objects.filter(kind="resume").order_by("-id")[0].outcome
+
+
+def test_a_gpu_out_for_repair_without_its_diagnostic_keeps_the_node_drained(
+    slurm, technician, client_for, django_capture_on_commit_callbacks
+):
+    host, _ = enrol(slurm.node)
+    GpuFactory(host=host, index=0, uuid="GPU-window-0")
+    GpuFactory(host=host, index=1, uuid="GPU-window-1", status="out_for_repair")
+    client = client_for(technician)
+    window = _window(client, slurm, start=timezone.now() - dt.timedelta(minutes=1), hours=0.5)
+    with django_capture_on_commit_callbacks(execute=True):
+        windows_beat_task()
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(client, f"/{window['id']}/complete")
+    assert node(slurm).state.split("+")[0] == "drained"
+    resume = SchedulerAction.objects.get(host=host, kind="resume", source="window")
+    assert resume.state == "skipped" and "GPU 1 (GPU-window-1) out for repair" in resume.outcome
 
 
 def test_slurm_not_answering_never_fails_the_request_and_the_beat_makes_it_later(
