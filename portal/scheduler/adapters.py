@@ -445,6 +445,14 @@ def _opener(url: str) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects)
 
 
+# What slurmrestd answers for a reservation it does not have (22.05: a 500 saying so).
+_NO_RESERVATION = (
+    "Unable to query reservation",
+    "Requested reservation is invalid",
+    "Invalid reservation",
+    "not found",
+)
+
 # OpenAPI plugins a slurmrestd may serve, newest first; the first it lists is used.
 REST_VERSIONS = ("v0.0.43", "v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38")
 
@@ -485,8 +493,7 @@ class SlurmRest:
             except ValueError:
                 raise SchedulerUnavailable(f"slurmrestd answered {error.code}: {text.strip()[:200]}") from error
             if error.code == 404 or _errors_say(
-                payload, "Invalid node name", "Unable to query node", "Unable to query reservation",
-                "Invalid reservation",
+                payload, "Invalid node name", "Unable to query node", *_NO_RESERVATION
             ):  # fmt: skip
                 return payload
             raise SchedulerUnavailable(f"slurmrestd answered {error.code}: {_error_text(payload)}") from error
@@ -551,7 +558,7 @@ class SlurmRest:
 
     def reservation(self, name: str) -> Reservation | None:
         payload = self._request("GET", f"/slurm/{self.api()}/reservation/{_quote(name)}")
-        if _errors_say(payload, "not found", "Unable to query reservation", "Invalid reservation"):
+        if _errors_say(payload, *_NO_RESERVATION):
             return None
         _raise_errors(payload)
         return reservation_from_json(payload.get("reservations") or [], name)

@@ -22,6 +22,9 @@ BLOCKERS = {
     ),
     "burn_in": message("scheduler.blocker.burn_in", gettext_noop("no burn-in diagnostic has passed yet on %(gpus)s")),
     "window": message("scheduler.blocker.window", gettext_noop("maintenance window #%(window)s is under way")),
+    "repair": message(
+        "scheduler.blocker.repair", gettext_noop("%(gpus)s out for repair, no diagnostic passed since it left service")
+    ),
 }
 
 REST_ASKED = message(

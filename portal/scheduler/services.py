@@ -23,6 +23,7 @@ from portal.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from portal.core.messages import Said, shown, text_and_stored
 from portal.diagnostics import selectors as diagnostics_selectors
 from portal.diagnostics import services as diagnostics
+from portal.fleet import hooks as fleet_hooks
 from portal.fleet.models import Gpu, Host
 from portal.maintenance.models import SEVERITY_RANK, Ticket
 from portal.maintenance.services.tickets import ticket_history_add
@@ -106,7 +107,7 @@ def _draining_tickets(host_id: int):
 
 _BLOCKER_LOCS = {
     "ticket": "ticket", "gate": "diagnostic", "burn_in": "diagnostic", "rest": "rest", "person": "node.reason",
-    "slurm": "node.reason", "window": "window",
+    "slurm": "node.reason", "window": "window", "repair": "diagnostic",
 }  # fmt: skip
 
 
@@ -693,10 +694,26 @@ def _rest_resume_cancel(drain: SchedulerAction, outcome: Said) -> None:
         _finish(resume, Action.State.SKIPPED, outcome)
 
 
+def _repair_blockers(host_id: int) -> list[ResumeBlocker]:
+    """GPUs of the host out for repair that may not return to service yet (fleet's
+    `return_to_service_gate`: no passed diagnostic since they left service): a maintenance window's
+    end leaves their node drained, so that no job lands on a card taken out during the window."""
+    waiting = []
+    for gpu in Gpu.objects.filter(host_id=host_id, status=Gpu.Status.OUT_FOR_REPAIR).order_by("index"):
+        try:
+            fleet_hooks.return_to_service_gate.ask(gpu=gpu)
+        except Conflict:
+            waiting.append(gpu)
+    return [ResumeBlocker("repair", {"gpus": gpus_named(waiting)})] if waiting else []
+
+
 def _resume_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
-    """A ticket's, a rest's or a burn-in's resume: only when nothing keeps the node drained
-    (`scheduler_resume_blockers`)."""
+    """A ticket's, a rest's, a burn-in's or a maintenance window's resume: only when nothing keeps
+    the node drained (`scheduler_resume_blockers`; a window's end also waits for its GPUs out for
+    repair, `_repair_blockers`)."""
     blockers = scheduler_resume_blockers(host_id=action.host_id, node=None, by_hand=False)
+    if action.source == Action.Source.WINDOW:
+        blockers += _repair_blockers(action.host_id)
     if blockers:
         return _stays_drained(action, blockers)
     node = adapter.node(action.node)

@@ -18,6 +18,7 @@ import logging
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from portal.checklists import services as checklists
 from portal.checklists.models import ChecklistRun, ChecklistTemplate
@@ -54,29 +55,29 @@ def _check_times(starts_at, ends_at, now: dt.datetime) -> list[tuple[str, str]]:
     problems = []
     for field, value in (("starts_at", starts_at), ("ends_at", ends_at)):
         if not isinstance(value, dt.datetime) or value.tzinfo is None:
-            problems.append((field, "A time with its zone (RFC 3339), e.g. 2026-12-14T08:00:00+00:00."))
+            problems.append((field, gettext("A time with its zone (RFC 3339), e.g. 2026-12-14T08:00:00+00:00.")))
     if problems:
         return problems
     if starts_at < now - PAST_GRACE:
-        problems.append(("starts_at", "The start lies in the past (more than 5 minutes ago)."))
+        problems.append(("starts_at", gettext("The start lies in the past (more than 5 minutes ago).")))
     if ends_at <= starts_at:
-        problems.append(("ends_at", "The end must be after the start."))
+        problems.append(("ends_at", gettext("The end must be after the start.")))
     elif ends_at - starts_at > LONGEST:
-        problems.append(("ends_at", "A window lasts at most 7 days."))
+        problems.append(("ends_at", gettext("A window lasts at most 7 days.")))
     return problems
 
 
 def _check_hosts(hostnames) -> tuple[list[Host], list[tuple[str, str]]]:
     if not isinstance(hostnames, list) or not hostnames:
-        return [], [("hosts", "Name at least one host.")]
+        return [], [("hosts", gettext("Name at least one host."))]
     if len(hostnames) > HOSTS_MAX:
-        return [], [("hosts", f"At most {HOSTS_MAX} hosts in one window.")]
+        return [], [("hosts", gettext("At most %(n)s hosts in one window.") % {"n": HOSTS_MAX})]
     known = {h.hostname: h for h in Host.objects.filter(hostname__in=[n for n in hostnames if isinstance(n, str)])}
     hosts, problems = [], []
     for n, name in enumerate(hostnames):
         host = known.get(name) if isinstance(name, str) else None
         if host is None:
-            problems.append((f"hosts.{n}", f"No host named {name!r}."))
+            problems.append((f"hosts.{n}", gettext("No host named %(name)r.") % {"name": name}))
         elif host not in hosts:
             hosts.append(host)
     return hosts, problems
@@ -87,9 +88,9 @@ def _check_checklist(key) -> tuple[ChecklistTemplate | None, list[tuple[str, str
         return None, []
     template = ChecklistTemplate.objects.filter(key=key).first() if isinstance(key, str) else None
     if template is None:
-        return None, [("checklist", f"No checklist template {key!r}.")]
+        return None, [("checklist", gettext("No checklist template %(key)r.") % {"key": key})]
     if not template.active:
-        return None, [("checklist", "This checklist template is no longer in use.")]
+        return None, [("checklist", gettext("This checklist template is no longer in use."))]
     return template, []
 
 
@@ -113,15 +114,15 @@ def window_create(
     notes = notes.strip() if isinstance(notes, str) else ""
     problems = []
     if not title:
-        problems.append(("title", "Give the window a title."))
+        problems.append(("title", gettext("Give the window a title.")))
     elif len(title) > TITLE_MAX:
-        problems.append(("title", f"At most {TITLE_MAX} characters."))
+        problems.append(("title", gettext("At most %(n)s characters.") % {"n": TITLE_MAX}))
     problems += _check_times(starts_at, ends_at, now)
     hosts, host_problems = _check_hosts(hostnames)
     template, template_problems = _check_checklist(checklist)
     problems += host_problems + template_problems
     if len(notes) > NOTES_MAX:
-        problems.append(("notes", f"At most {NOTES_MAX} characters."))
+        problems.append(("notes", gettext("At most %(n)s characters.") % {"n": NOTES_MAX}))
     if problems:
         raise InvalidInput("invalid maintenance window", problems=problems)
     with transaction.atomic():
@@ -147,7 +148,10 @@ def window_create(
 def _clash_text(clash: MaintenanceWindow, hosts: list[Host]) -> str:
     names = sorted({h.hostname for h in clash.hosts.all()} & {h.hostname for h in hosts})
     start, end = (timezone.localtime(t, dt.UTC).strftime("%Y-%m-%d %H:%M") for t in (clash.starts_at, clash.ends_at))
-    return f"{', '.join(names)}: window #{clash.pk} ({clash.title}) is {clash.state}, {start} to {end} UTC."
+    return gettext("%(hosts)s: window #%(id)s (%(title)s) is %(state)s, %(start)s to %(end)s UTC.") % {
+        "hosts": ", ".join(names), "id": clash.pk, "title": clash.title, "state": clash.get_state_display(),
+        "start": start, "end": end,
+    }  # fmt: skip
 
 
 # --- start (the beat) -------------------------------------------------------------------------
@@ -221,7 +225,8 @@ def _window_end(*, window: MaintenanceWindow, state: str, user, now: dt.datetime
     with transaction.atomic():
         window = Window.objects.select_for_update().get(pk=window.pk)
         if not window.is_open:
-            raise Conflict(f"this window is {window.state}", problems=[("state", f"The window is {window.state}.")])
+            said = gettext("The window is %(state)s.") % {"state": window.get_state_display()}
+            raise Conflict(f"this window is {window.state}", problems=[("state", said)])
         was_active = window.state == Window.State.ACTIVE
         window.state, window.ended_at, window.ended_by = state, now, user
         fields = ["state", "ended_at", "ended_by"]

@@ -102,7 +102,7 @@ class WindowEndView(PermissionRequiredMixin, View):
         except NotFound as error:
             raise Http404(str(error)) from None
         except ApplicationError as error:
-            messages.error(request, error.message)
+            messages.error(request, "; ".join(p.msg for p in error.problems) or error.message)
             return redirect("windows:detail", pk=pk)
         enqueue.host_actions(hosts)
         services.window_slurm_sync(window_id=window.pk)

@@ -255,8 +255,8 @@ REQUEST, HTML = 4, 1
 PAGE_QUERIES = {
     # hosts with their newest records by kind, rule configuration, slowdown temperatures present,
     # GPU counts per host, open tickets by host, open tickets by severity (the tile), the ticket
-    # feed's latest changes
-    "/": REQUEST + HTML + 7,
+    # feed's latest changes; the scheduled and active maintenance windows with their hosts (one query)
+    "/": REQUEST + HTML + 6 + 1 + 1,
     # the host, the rule configuration, its GPUs with latest reading and derived dates; the GPUs'
     # diagnostics (latest, burn-in)
     "/hosts/{host}/gpus/": REQUEST + HTML + 3 + 1,
@@ -264,8 +264,9 @@ PAGE_QUERIES = {
     "/live/fleet/state/": REQUEST + 2,
     # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
     # attachments, audit entries, the swaps in its slots; the GPUs' diagnostics (latest, burn-in),
-    # the host's diagnostics; the warranty contracts in force on it (inventory)
-    "/hosts/{host}/": REQUEST + HTML + 9 + 2 + 1,
+    # the host's diagnostics; the warranty contracts in force on it (inventory); the host's scheduled
+    # and active maintenance windows (one query)
+    "/hosts/{host}/": REQUEST + HTML + 9 + 2 + 1 + 1,
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
     # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its

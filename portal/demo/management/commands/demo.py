@@ -22,6 +22,7 @@ from portal.demo.inventory import inventory_demo_seed
 from portal.demo.jobs import jobs_history_seed
 from portal.demo.repair import repair_story_seed
 from portal.demo.wear import wear_demo_seed
+from portal.demo.windows import demo_windows_seed
 from portal.directory_settings import ldap_packages_missing
 from portal.ops.management.commands.run import prepare, start_portal, supervised
 from portal.ops.supervise import Child
@@ -92,6 +93,8 @@ class Command(BaseCommand):
             runs = demo_checklists_seed()  # after the history: automatic items judged on it
             if runs:
                 self.stdout.write(f"Checklists: {runs} demo runs (one in progress, one with a failed item).")
+            if demo_windows_seed():
+                self.stdout.write("Maintenance windows: dgx-02's driver update next week, with its checklist.")
 
         log_dir = Path(settings.VAR_DIR) / "demo-logs"
         log_dir.mkdir(parents=True, exist_ok=True)
