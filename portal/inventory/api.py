@@ -244,5 +244,5 @@ def rma_case_transition(request, case_id: int, payload: TransitionIn):
     require_perm(request, "inventory.change_rmacase")
     case = _case(case_id)
     values = payload.model_dump(exclude_unset=True)
-    rma.rma_case_transition(case=case, **values)
+    rma.rma_case_transition(case=case, **values, user=request.user)
     return _case(case_id)

@@ -153,7 +153,7 @@ class RmaCaseView(Permission, View):
         if not form.is_valid():
             return self.get(request, pk, form=form, status=400)
         try:
-            rma.rma_case_transition(case=case, **form.values())
+            rma.rma_case_transition(case=case, **form.values(), user=request.user)
         except ApplicationError as error:
             return self.get(request, pk, form=form, status=_refused(form, error))
         messages.success(request, gettext("RMA case %(case)s moved on.") % {"case": str(case)})

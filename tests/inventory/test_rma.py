@@ -6,6 +6,7 @@ import datetime as dt
 import io
 
 import pytest
+from auditlog.models import LogEntry
 from django.utils import timezone
 from pypdf import PdfReader
 
@@ -211,3 +212,11 @@ def test_cases_survive_a_repair_record_of_the_gpu(gpu):
     MaintenanceRecord.objects.create(kind="repair", host=gpu.host, gpu=gpu, performed_at=timezone.now(),
                                      vendor="NVIDIA", rma_number="R-8", outcome="pending")  # fmt: skip
     assert rma.rma_case_create(gpu=gpu.uuid, vendor="NVIDIA", case_number="R-8").state == "open"
+
+
+def test_each_move_is_in_the_audit_trail_with_who_made_it(client_for, technician, gpu):
+    case = rma.rma_case_create(gpu=gpu.uuid, vendor="NVIDIA", case_number="R-9")
+    move(client_for(technician), case, state="shipped", tracking="1Z")
+    line = LogEntry.objects.get_for_object(case).filter(action=LogEntry.Action.UPDATE).get()
+    assert line.actor == technician
+    assert line.changes["state"] == ["open", "shipped"] and line.changes["tracking"] == ["", "1Z"]
