@@ -21,6 +21,7 @@ PAGE_TEMPLATES = {
     "maintenance.ticket": ["maintenance/ticket_detail.html"],
     "maintenance.tickets": ["maintenance/ticket_list.html"],
     "checklists.run": ["checklists/run.html"],
+    "reports.reliability": ["reports/reliability.html"],
 }
 
 
@@ -43,6 +44,7 @@ PAGE_PANELS = {
     "maintenance.ticket": ["start-checklist", "guidance", "diagnostics", "scheduler"],
     "maintenance.tickets": ["live-ticket-feed"],
     "checklists.run": ["guidance"],
+    "reports.reliability": ["rma"],
 }
 
 

@@ -220,3 +220,11 @@ def test_each_move_is_in_the_audit_trail_with_who_made_it(client_for, technician
     line = LogEntry.objects.get_for_object(case).filter(action=LogEntry.Action.UPDATE).get()
     assert line.actor == technician
     assert line.changes["state"] == ["open", "shipped"] and line.changes["tracking"] == ["", "1Z"]
+
+
+def test_the_reliability_page_shows_rma_per_vendor(client_for, viewer, gpu):
+    rma.rma_case_create(gpu=gpu.uuid, vendor="Vendor <i>", case_number="P-1")
+    page = client_for(viewer).get("/reports/reliability").content.decode()
+    assert "RMA cases per vendor" in page and "Vendor &lt;i&gt;" in page
+    zh = client_for(viewer).get("/reports/reliability", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "各厂商的 RMA 案例" in zh
