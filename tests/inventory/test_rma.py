@@ -228,3 +228,19 @@ def test_the_reliability_page_shows_rma_per_vendor(client_for, viewer, gpu):
     assert "RMA cases per vendor" in page and "Vendor &lt;i&gt;" in page
     zh = client_for(viewer).get("/reports/reliability", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "各厂商的 RMA 案例" in zh
+
+
+@pytest.mark.parametrize(
+    "url, loc",
+    [
+        ("/rma-cases?state=lost", "state"),
+        ("/rma-cases?limit=0", "limit"),
+        ("/rma-cases/abc", "case_id"),
+        ("/parts?offset=-1", "offset"),
+        ("/warranties?limit=1001", "limit"),
+    ],
+)
+def test_bad_reads_are_400_naming_the_parameter(client_for, viewer, url, loc):
+    response = api(client_for(viewer), "get", url)
+    assert response.status_code == 400, response.content
+    assert loc in [d["loc"] for d in response.json()["detail"]]
