@@ -90,7 +90,7 @@ def part_create(request, payload: PartIn):
 
 
 @router.post(
-    "/parts/{int:part_id}/movements", response={201: MovementOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut,
+    "/parts/{part_id}/movements", response={201: MovementOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut,
                                                  409: ErrorOut},
 )  # fmt: skip
 def movement_create(request, part_id: int, payload: MovementIn):
@@ -228,14 +228,14 @@ def rma_case_create(request, payload: RmaCaseIn):
     return Status(201, _case(case.pk))
 
 
-@router.get("/rma-cases/{int:case_id}", response={200: RmaCaseOut, 404: ErrorOut})
+@router.get("/rma-cases/{case_id}", response={200: RmaCaseOut, 404: ErrorOut})
 def rma_case_detail(request, case_id: int):
     require_perm(request, "inventory.view_rmacase")
     return _case(case_id)
 
 
 @router.post(
-    "/rma-cases/{int:case_id}/transition", response={200: RmaCaseOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut,
+    "/rma-cases/{case_id}/transition", response={200: RmaCaseOut, 400: ErrorOut, 403: ErrorOut, 404: ErrorOut,
                                                      409: ErrorOut},
 )  # fmt: skip
 def rma_case_transition(request, case_id: int, payload: TransitionIn):
@@ -244,5 +244,5 @@ def rma_case_transition(request, case_id: int, payload: TransitionIn):
     require_perm(request, "inventory.change_rmacase")
     case = _case(case_id)
     values = payload.model_dump(exclude_unset=True)
-    rma.rma_case_transition(case=case, **values)
+    rma.rma_case_transition(case=case, **values, user=request.user)
     return _case(case_id)

@@ -33,3 +33,10 @@ def gpu_page_panel(*, gpu, request=None, **context) -> dict | None:
         "cases": selectors.gpu_rma_cases(gpu=gpu),
         "can_open": user.has_perm("inventory.add_rmacase"),
     }
+
+
+@panel("reports.reliability", slot="sections", name="rma", template="inventory/_reliability_rma.html", order=10)
+def reliability_panel(*, report, request=None, **context) -> dict | None:
+    """The report's `rma` (hooks.reliability_sections) as a table: per vendor, the cases opened in the period."""
+    rows = report.added.get("rma") or []
+    return {"rows": rows} if rows else None

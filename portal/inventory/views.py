@@ -136,9 +136,13 @@ class RmaCaseView(Permission, View):
 
     def get(self, request, pk, form=None, status=200):
         case = get_object_or_404(selectors.rma_cases(), pk=pk)
+        next_states = [(s, RmaCase.State(s).label) for s in rma.FORWARD[case.state]]
+        form = form or TransitionForm()
+        # The menu offers the moves forward; the field still takes any state (the service says 409).
+        form.fields["state"].widget.choices = next_states
         return render(request, "inventory/rma_case.html", {
-            "case": case, "next_states": [(s, RmaCase.State(s).label) for s in rma.FORWARD[case.state]],
-            "form": form or TransitionForm(), "can_move": request.user.has_perm("inventory.change_rmacase"),
+            "case": case, "next_states": next_states, "form": form,
+            "can_move": request.user.has_perm("inventory.change_rmacase"),
         }, status=status)  # fmt: skip
 
     def post(self, request, pk):
@@ -149,7 +153,7 @@ class RmaCaseView(Permission, View):
         if not form.is_valid():
             return self.get(request, pk, form=form, status=400)
         try:
-            rma.rma_case_transition(case=case, **form.values())
+            rma.rma_case_transition(case=case, **form.values(), user=request.user)
         except ApplicationError as error:
             return self.get(request, pk, form=form, status=_refused(form, error))
         messages.success(request, gettext("RMA case %(case)s moved on.") % {"case": str(case)})

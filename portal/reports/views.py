@@ -17,6 +17,7 @@ from django.views import View
 from portal.core.api import api_datetime_parse
 from portal.core.errors import InvalidInput
 from portal.core.exports import attachment
+from portal.core.panels import page_panels
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.maintenance.models import Ticket
 from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, ticket_xid_guidance
@@ -91,6 +92,7 @@ class ReliabilityView(Permission, View):
             "few_failures": FEW_FAILURES, "confidence": MTBF_CONFIDENCE, "sortable": SORTABLE,
             "studies": [{**study, "summary": gettext(study["summary"])} for study in studies_as_json()],
             "lemon_days": LEMON_WINDOW.days, "lemon_factor": f"{LEMON_RATE_FACTOR:g}",
+            "panels": page_panels("reports.reliability", request=request, report=report) if report else {},
         }  # fmt: skip
         return render(request, "reports/reliability.html", context, status=400 if errors else 200)
 

@@ -50,6 +50,8 @@ def _objects() -> dict:
     from portal.checklists import services as checklists
     from portal.checklists.models import ChecklistRun
     from portal.fleet.models import Gpu, MaintenanceRecord
+    from portal.inventory.models import RmaCase
+    from portal.inventory.services import rma
     from portal.maintenance.models import Ticket
     from portal.maintenance.services.tickets import ticket_fire
 
@@ -76,7 +78,11 @@ def _objects() -> dict:
             user=tech,
         )
         checklists.run_complete(run=done_run, signature="Tech", user=tech)
+    case = RmaCase.objects.order_by("pk").first() or rma.rma_case_create(
+        gpu=gpu.uuid, vendor="NVIDIA", case_number="RMA-WALK-1"
+    )
     return {
+        "rma_case": case.pk,
         "hostname": gpu.host.hostname,
         "uuid": gpu.uuid,
         "record": MaintenanceRecord.objects.order_by("pk").first().pk,
@@ -116,6 +122,7 @@ def pages() -> list[dict]:
         "fleet:record_delete": [objects["record"]],
         "maintenance:ticket": [objects["ticket"]],
         "checklists:run": objects["runs"],
+        "inventory:rma_case": [objects["rma_case"]],
     }
     found, unknown = [], []
     for name, pattern in _named_patterns(get_resolver().url_patterns):

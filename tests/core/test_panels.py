@@ -21,13 +21,14 @@ PAGE_TEMPLATES = {
     "maintenance.ticket": ["maintenance/ticket_detail.html"],
     "maintenance.tickets": ["maintenance/ticket_list.html"],
     "checklists.run": ["checklists/run.html"],
+    "reports.reliability": ["reports/reliability.html"],
 }
 
 
 # What each page is made of: a panel registered again under another's name would replace it.
 PAGE_PANELS = {
     "fleet.fleet": ["pipeline-lag", "burn-in", "live-tiles", "live-heatmap", "live-ticket-feed", "windows"],
-    "fleet.host": ["start-checklist", "open-tickets", "scheduler", "diagnostics", "agent-tokens", "windows"],
+    "fleet.host": ["start-checklist", "open-tickets", "scheduler", "diagnostics", "agent-tokens", "warranty", "windows"],
     "fleet.gpu": [
         "start-checklist",
         "live-charts",
@@ -36,12 +37,14 @@ PAGE_PANELS = {
         "reliability",
         "diagnostics",
         "live-scripts",
+        "warranty",
     ],
     "fleet.gpu_rows": ["diagnostics"],
     "fleet.search": ["tickets", "checklist-runs"],
     "maintenance.ticket": ["start-checklist", "guidance", "diagnostics", "scheduler"],
     "maintenance.tickets": ["live-ticket-feed"],
     "checklists.run": ["guidance"],
+    "reports.reliability": ["rma"],
 }
 
 

@@ -6,6 +6,7 @@ import datetime as dt
 import io
 
 import pytest
+from auditlog.models import LogEntry
 from django.utils import timezone
 from pypdf import PdfReader
 
@@ -211,3 +212,35 @@ def test_cases_survive_a_repair_record_of_the_gpu(gpu):
     MaintenanceRecord.objects.create(kind="repair", host=gpu.host, gpu=gpu, performed_at=timezone.now(),
                                      vendor="NVIDIA", rma_number="R-8", outcome="pending")  # fmt: skip
     assert rma.rma_case_create(gpu=gpu.uuid, vendor="NVIDIA", case_number="R-8").state == "open"
+
+
+def test_each_move_is_in_the_audit_trail_with_who_made_it(client_for, technician, gpu):
+    case = rma.rma_case_create(gpu=gpu.uuid, vendor="NVIDIA", case_number="R-9")
+    move(client_for(technician), case, state="shipped", tracking="1Z")
+    line = LogEntry.objects.get_for_object(case).filter(action=LogEntry.Action.UPDATE).get()
+    assert line.actor == technician
+    assert line.changes["state"] == ["open", "shipped"] and line.changes["tracking"] == ["", "1Z"]
+
+
+def test_the_reliability_page_shows_rma_per_vendor(client_for, viewer, gpu):
+    rma.rma_case_create(gpu=gpu.uuid, vendor="Vendor <i>", case_number="P-1")
+    page = client_for(viewer).get("/reports/reliability").content.decode()
+    assert "RMA cases per vendor" in page and "Vendor &lt;i&gt;" in page
+    zh = client_for(viewer).get("/reports/reliability", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "各厂商的 RMA 案例" in zh
+
+
+@pytest.mark.parametrize(
+    "url, loc",
+    [
+        ("/rma-cases?state=lost", "state"),
+        ("/rma-cases?limit=0", "limit"),
+        ("/rma-cases/abc", "case_id"),
+        ("/parts?offset=-1", "offset"),
+        ("/warranties?limit=1001", "limit"),
+    ],
+)
+def test_bad_reads_are_400_naming_the_parameter(client_for, viewer, url, loc):
+    response = api(client_for(viewer), "get", url)
+    assert response.status_code == 400, response.content
+    assert loc in [d["loc"] for d in response.json()["detail"]]

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+from auditlog.models import LogEntry
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from portal.core.audit import audit_line
 from portal.core.errors import Conflict, InvalidInput
 from portal.fleet.models import Gpu, GpuSwap
 from portal.inventory import selectors
@@ -75,7 +77,7 @@ def rma_case_create(
 
 def rma_case_transition(
     *, case: RmaCase, state: str, tracking: str | None = None, replacement_serial: str | None = None,
-    at: dt.datetime | None = None,
+    at: dt.datetime | None = None, user=None,
 ) -> RmaCase:  # fmt: skip
     """Move the case forward. 400: an unknown state, `tracking` other than for shipped,
     `replacement_serial` other than for replacement_received; 409 naming `state` for any move
@@ -108,6 +110,11 @@ def rma_case_transition(
         if not RmaCase.objects.filter(pk=case.pk, state=case.state).update(**changes):
             case.refresh_from_db()
             raise _not_forward(case.state, state)
+        audit_line(
+            about=case, action=LogEntry.Action.UPDATE, actor=user,
+            changes={name: [str(getattr(case, name, "")), str(value)] for name, value in changes.items()
+                     if name != "replacement_gpu"},
+        )  # fmt: skip
     case.refresh_from_db()
     return case
 

@@ -19,7 +19,7 @@ from portal.core.errors import Conflict, InvalidInput, NotFound
 from portal.fleet.models import Host, MaintenanceRecord
 from portal.inventory import messages as msg
 from portal.inventory.models import Part, StockMovement
-from portal.maintenance.services.keyed import ticket_open_keyed, ticket_resolve_keyed
+from portal.maintenance.services.tickets import ticket_open_keyed, ticket_resolve_keyed
 
 log = logging.getLogger(__name__)
 

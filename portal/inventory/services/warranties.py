@@ -15,7 +15,7 @@ from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu, Host
 from portal.inventory import messages as msg
 from portal.inventory.models import Warranty
-from portal.maintenance.services.keyed import ticket_open_keyed
+from portal.maintenance.services.tickets import ticket_open_keyed
 
 RULE = "warranty_ending"
 ENDING_DAYS = 60

@@ -1,6 +1,6 @@
 """Tickets the inventory app opens: a spare part's stock at or below its reorder level, and a
 warranty contract that ends within 60 days. One open ticket per part or contract (keyed, not per
-host: portal.maintenance.services.keyed)."""
+host: portal.maintenance.services.tickets, "keyed tickets")."""
 
 from __future__ import annotations
 
