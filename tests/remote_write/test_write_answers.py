@@ -92,3 +92,10 @@ def test_cannot_store_now_is_503_with_retry_after(source, monkeypatch):
 
 def test_get_is_405(source):
     assert source.client.get("/api/v1/prometheus/write").status_code == 405
+
+
+def test_body_past_the_limit_once_decompressed_is_413(source, settings):
+    data = body(sample_series(FULL, now_ms()))
+    settings.REMOTE_WRITE_MAX_BODY_BYTES = len(data) + 10  # the request fits; decompressed it does not
+    answer = post(source.client, source.token, data)
+    assert answer.status_code == 413 and "decompression" in answer.json()["error"]
