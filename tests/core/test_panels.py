@@ -31,6 +31,7 @@ PAGE_PANELS = {
     "fleet.gpu": [
         "start-checklist",
         "live-charts",
+        "jobs",
         "wear",
         "open-tickets",
         "reliability",
@@ -39,7 +40,7 @@ PAGE_PANELS = {
     ],
     "fleet.gpu_rows": ["diagnostics"],
     "fleet.search": ["tickets", "checklist-runs"],
-    "maintenance.ticket": ["start-checklist", "guidance", "diagnostics", "scheduler"],
+    "maintenance.ticket": ["start-checklist", "guidance", "jobs", "diagnostics", "scheduler"],
     "maintenance.tickets": ["live-ticket-feed"],
     "checklists.run": ["guidance"],
 }
