@@ -32,6 +32,7 @@ PAGE_PANELS = {
     "fleet.gpu": [
         "start-checklist",
         "live-charts",
+        "jobs",
         "wear",
         "open-tickets",
         "reliability",
@@ -41,7 +42,7 @@ PAGE_PANELS = {
     ],
     "fleet.gpu_rows": ["diagnostics"],
     "fleet.search": ["tickets", "checklist-runs"],
-    "maintenance.ticket": ["start-checklist", "guidance", "diagnostics", "scheduler"],
+    "maintenance.ticket": ["start-checklist", "guidance", "jobs", "diagnostics", "scheduler"],
     "maintenance.tickets": ["live-ticket-feed"],
     "checklists.run": ["guidance"],
     "reports.reliability": ["rma"],
