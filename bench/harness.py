@@ -144,8 +144,21 @@ def machine_load() -> str:
     return f"load average {one:.1f} (5 min {five:.1f}) on {os.cpu_count()} CPUs"
 
 
-def reading(uuid_: str, ts: dt.datetime, step: int) -> dict:
-    """One reading as an agent sends it: a GPU busy with a training job (no rule fires)."""
+# A reading's jobs (ingest-v1 `jobs`) when a bench asks for them: up to 4 keys, as a busy GPU
+# shared by a Slurm job's processes, a pod and two users' processes would name.
+JOB_KEYS = ("slurm:{gpu}4242", "k8s:lab/train-{gpu}", "user:ana", "user:bo")
+
+
+def reading(uuid_: str, ts: dt.datetime, step: int, *, jobs: int = 0) -> dict:
+    """One reading as an agent sends it: a GPU busy with a training job (no rule fires); with
+    `jobs`, naming that many jobs (without, no `jobs` field: an older agent)."""
+    out = _reading(uuid_, ts, step)
+    if jobs:
+        out["jobs"] = [key.format(gpu=uuid_[-2:]) for key in JOB_KEYS[:jobs]]
+    return out
+
+
+def _reading(uuid_: str, ts: dt.datetime, step: int) -> dict:
     return {
         "gpu_uuid": uuid_, "ts": ts.isoformat(), "temperature_c": 60 + step % 15, "fan_speed_pct": 40 + step % 30,
         "power_w": 300.0 + step % 100, "power_limit_w": 700.0, "energy_mj": 1e6 + step * 100.0,
@@ -193,7 +206,14 @@ def batch_body(hostname: str, number: int, inventory: list[dict], readings: list
 
 
 def host_bodies(
-    hostname: str, count: int, start: dt.datetime, *, every: dt.timedelta, gpus: int = 10, per_gpu: int = 10
+    hostname: str,
+    count: int,
+    start: dt.datetime,
+    *,
+    every: dt.timedelta,
+    gpus: int = 10,
+    per_gpu: int = 10,
+    jobs: int = 0,
 ) -> list[bytes]:
     """count gzip batches of one host, in time order: `gpus` GPUs with `per_gpu` readings each,
     `every` apart (a batch takes up where the one before ended); the first lists the GPUs."""
@@ -204,6 +224,6 @@ def host_bodies(
         readings = []
         for step in range(number * per_gpu, (number + 1) * per_gpu):
             ts = start + every * step
-            readings.extend(reading(u, ts, step) for u in uuids)
+            readings.extend(reading(u, ts, step, jobs=jobs) for u in uuids)
         bodies.append(batch_body(hostname, number, inventory, readings, ts))
     return bodies

@@ -243,11 +243,13 @@ def main() -> None:
         gpu_ids = list(Gpu.objects.order_by("id").values_list("id", flat=True)[:GPUS_PER_HOST])
         now = dt.datetime.now(dt.UTC)
         sample = reading("x", now, 0)
-        metrics = list(READING_ROW_COLUMNS[2:-1])
+        metrics = list(READING_ROW_COLUMNS[2:-2])  # the metrics: neither xid_count nor job_set
         rows = []
         for n in range(min(accepted, 200_000)):
             values = {**sample, "throttle_reasons": 4}
-            rows.append((gpu_ids[n % len(gpu_ids)], now - dt.timedelta(seconds=n), *[values[m] for m in metrics], 0))
+            rows.append(
+                (gpu_ids[n % len(gpu_ids)], now - dt.timedelta(seconds=n), *[values[m] for m in metrics], 0, None)
+            )
         copy_rate_per_batch = _copy_baseline(rows, READING_ROW_COLUMNS, 100)
         copy_rate_bulk = _copy_baseline(rows, READING_ROW_COLUMNS, 10_000)
 

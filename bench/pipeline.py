@@ -24,6 +24,10 @@ scratch copy of the readings table (PostgreSQL) or by one prepared INSERT (SQLit
 pipeline could approach on this machine.
 
 A steady run for the lag: BENCH_RATE=50 BENCH_BATCHES=15000 (5,000 readings/s for 5 minutes).
+
+BENCH_JOBS=4: every reading names 4 jobs (ingest-v1 `jobs`), which the span stage folds into
+spans. `python bench/pipeline.py jobs [embedded|production]` (`make bench-pipeline-jobs`) runs the
+set-up without and then with them, in one run, and prints the ratio (the target: within 5 %).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ HOSTS = 20
 TARGETS = {"embedded": 12_000, "production": 25_000}
 PACED_BATCHES_PER_S = 20  # 200 GPUs at 10 Hz, in 100-reading batches
 DEFAULT_BATCHES = {"embedded": 1_200, "production": 3_000}
+JOBS = int(os.environ.get("BENCH_JOBS") or 0)  # job keys per reading
 
 
 def _env(setup: str, var_dir: Path) -> dict[str, str]:
@@ -181,7 +186,7 @@ def _raw_store_rate(setup: str, readings: int) -> float:
     gpu_ids = list(Gpu.objects.values_list("pk", flat=True)) or [1]
     base = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
     values = (55, 40, 250.0, 300.0, 1234567.0, 90, 40, 40000, 1800, 9000, 0, 0, 0, 0, 0, False, False, False, 4,
-              16, 0, 0)  # fmt: skip
+              16, 0, 0, 1 if JOBS else None)  # fmt: skip
     rows = [
         (gpu_id, base + dt.timedelta(milliseconds=100 * n), *values)
         for n, gpu_id in zip(range(readings), itertools.cycle(gpu_ids), strict=False)
@@ -237,7 +242,8 @@ def measure(setup: str, batches: int, rate: float = 0.0) -> dict:
     print(f"[{setup}] preparing {per_host * HOSTS} batches of {GPUS_PER_HOST * READINGS_PER_GPU} readings…")
     every = dt.timedelta(seconds=1 / READINGS_PER_GPU)  # 10 Hz: a batch is a host's second
     bodies = {
-        h: host_bodies(h, per_host, start, every=every, gpus=GPUS_PER_HOST, per_gpu=READINGS_PER_GPU) for h in hostnames
+        h: host_bodies(h, per_host, start, every=every, gpus=GPUS_PER_HOST, per_gpu=READINGS_PER_GPU, jobs=JOBS)
+        for h in hostnames
     }
     work: list[list[tuple[str, bytes]]] = [[] for _ in range(CLIENTS)]
     for number, hostname in enumerate(hostnames):
@@ -309,7 +315,8 @@ def report(result: dict) -> None:
     pace = f"posting {result['rate']:g} batches/s" if result["rate"] else "posting as fast as it answers"
     if result["rate"]:
         pace += ", all clients at once" if os.environ.get("BENCH_ALIGNED") == "1" else ", each at its own phase"
-    print(f"\n{what}, {CLIENTS} clients {pace}, 2 cores shared with the clients")
+    jobs = f", {JOBS} jobs on every reading" if JOBS else ""
+    print(f"\n{what}, {CLIENTS} clients {pace}{jobs}, 2 cores shared with the clients")
     print(f"  machine: {result['load_before']} before, {result['load_after']} after")
     print(f"  {result['accepted']:,} readings in {result['seconds']:.1f} s; errors: {result['errors'] or 'none'}; "
           f"'database is locked': {result['locked']}")  # fmt: skip
@@ -338,12 +345,36 @@ def main() -> None:
         for setup, rate in (("embedded", ""), ("embedded", str(PACED_BATCHES_PER_S)), ("production", "")):
             subprocess.run([sys.executable, __file__, setup], check=True, env={**os.environ, "BENCH_RATE": rate})
         return
+    if sys.argv[1] == "jobs":
+        _jobs_compare(sys.argv[2] if len(sys.argv) > 2 else "embedded")
+        return
     setup = sys.argv[1]
     if setup not in TARGETS:
         raise SystemExit(f"unknown set-up {setup!r}: embedded or production")
     rate = float(os.environ.get("BENCH_RATE") or 0)
     batches = int(os.environ.get("BENCH_BATCHES") or (DEFAULT_BATCHES[setup] // 2 if rate else DEFAULT_BATCHES[setup]))
-    report(measure(setup, batches, rate))
+    result = measure(setup, batches, rate)
+    report(result)
+    if os.environ.get("BENCH_RESULT"):
+        kept = {name: result[name] for name in ("pipeline_rate", "ingest_rate", "p50", "p99")}
+        Path(os.environ["BENCH_RESULT"]).write_text(json.dumps(kept))
+
+
+def _jobs_compare(setup: str) -> None:
+    """The set-up without jobs, then with 4 on every reading, in one run; the ratio of their figures."""
+    figures = {}
+    for jobs in (0, 4):
+        out = Path(tempfile.mkstemp(prefix="bench-pipeline-jobs-")[1])
+        env = {**os.environ, "BENCH_RATE": "", "BENCH_JOBS": str(jobs), "BENCH_RESULT": str(out)}
+        subprocess.run([sys.executable, __file__, setup], check=True, env=env)
+        figures[jobs] = json.loads(out.read_text())
+    without, with_jobs = figures[0], figures[4]
+    print(f"\n[{setup}] jobs on every reading (4 keys) against none, the same run:")
+    for name in ("pipeline_rate", "ingest_rate"):
+        ratio = with_jobs[name] / without[name]
+        print(f"  {name:14} {without[name]:10,.0f} -> {with_jobs[name]:10,.0f}  ({ratio:.3f}x)")
+    print(f"  ingest p50/p99  {without['p50']:.1f}/{without['p99']:.1f} ms -> "
+          f"{with_jobs['p50']:.1f}/{with_jobs['p99']:.1f} ms")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -29,6 +29,13 @@ RAN_SLACK = dt.timedelta(minutes=1)
 INTERRUPT_WITHIN = dt.timedelta(minutes=10)
 
 
+# A span's own columns, as the API and pages show it (its GPU and host come joined).
+SPAN_COLUMNS = (
+    "job_id", "gpu_id", "started_at", "ended_at", "readings", "utilization_sum", "utilization_count",
+    "memory_used_max_mib", "temperature_max_c", "throttled_count", "energy_mj",
+)  # fmt: skip
+
+
 def ran_at(span, at: dt.datetime) -> bool:
     return span.started_at <= at <= span.ended_at + RAN_SLACK
 
@@ -103,9 +110,15 @@ def jobs_detail(jobs: list[Job]) -> list[JobDetail]:
     if not jobs:
         return []
     spans: dict[int, list[JobSpan]] = defaultdict(list)
-    every = list(JobSpan.objects.filter(job__in=jobs).select_related("gpu__host", "job").order_by("started_at", "id"))
+    by_pk = {job.pk: job for job in jobs}
+    every = list(
+        JobSpan.objects.filter(job_id__in=list(by_pk)).select_related("gpu__host")
+        .only(*SPAN_COLUMNS, "gpu__uuid", "gpu__index", "gpu__host_id", "gpu__host__hostname")
+        .order_by("started_at", "id")
+    )  # fmt: skip
     spans_mark_running(every)
     for span in every:
+        span.job = by_pk[span.job_id]
         spans[span.job_id].append(span)
     tickets = _tickets_on(every)
     details = []

@@ -12,8 +12,13 @@ second. Its figures are sums over the readings naming the job (Fold), so that:
   GPU around the block's readings are built again from the stored readings (telemetry.store, raw
   or compressed alike) and replace the old ones.
 
-Both fold the same readings in the same (time) order with the same arithmetic, so a late reading,
-a compressed day or a batch seen twice gives exactly the spans that in-order delivery gives.
+Both fold the same readings in time order with the same arithmetic: a late reading, a compressed
+day or a batch seen twice gives exactly the spans that in-order delivery gives. A GPU's readings
+are folded once per run (consecutive readings naming the same job set, no gap in them longer
+than SPAN_GAP), and each run's figures are then merged into the span of every job it names: a
+reading naming four jobs costs one fold, not four. The figures are sums of small integers (the
+energy counter is NVML's whole millijoules), maxima and counts, so where the runs fall changes
+nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from django.db.models import Q
 
 from portal.jobs.models import SPAN_GAP, Job, JobSpan
 from portal.telemetry import store
+from portal.telemetry.columns import READING_ROW_COLUMNS
 from portal.telemetry.models import THROTTLE_BIT
 from portal.telemetry.pipeline import Block, Prepared
 
@@ -59,6 +65,7 @@ class Fold:
     energy_mj: float | None = None
     energy_last_mj: float | None = None
     pk: int | None = None  # the stored span it continues, if any
+    energy_first_mj: float | None = None  # a run's first counter value (merge), never stored
 
     def add(self, row: tuple) -> None:
         ts, _, utilization, memory, temperature, throttle, energy = row
@@ -76,24 +83,64 @@ class Fold:
         if energy is not None:
             if self.energy_last_mj is None:
                 self.energy_mj = 0.0 if self.energy_mj is None else self.energy_mj
+                self.energy_first_mj = energy
             elif energy > self.energy_last_mj:  # a counter that went back (driver reload) adds nothing
                 self.energy_mj += energy - self.energy_last_mj
             self.energy_last_mj = energy
+
+    def merge(self, run: Fold) -> None:
+        """A later run of readings (within SPAN_GAP of this span's end) folded into this span."""
+        self.ended_at = run.ended_at
+        self.readings += run.readings
+        self.utilization_sum += run.utilization_sum
+        self.utilization_count += run.utilization_count
+        for name in ("memory_used_max_mib", "temperature_max_c"):
+            mine, theirs = getattr(self, name), getattr(run, name)
+            if theirs is not None and (mine is None or theirs > mine):
+                setattr(self, name, theirs)
+        self.throttled_count += run.throttled_count
+        if run.energy_mj is not None:
+            before = 0.0 if self.energy_mj is None else self.energy_mj
+            if self.energy_last_mj is not None and run.energy_first_mj > self.energy_last_mj:
+                before += run.energy_first_mj - self.energy_last_mj
+            self.energy_mj = before + run.energy_mj
+            self.energy_last_mj = run.energy_last_mj
+
+    def copy(self) -> Fold:
+        return Fold(**{name: getattr(self, name) for name in (*SPAN_FIELDS, "energy_first_mj")})
 
     @classmethod
     def of(cls, span: JobSpan) -> Fold:
         return cls(**{name: getattr(span, name) for name in SPAN_FIELDS}, pk=span.pk)
 
 
-def fold_rows(rows: list[tuple], spans: list[Fold] | None = None) -> list[Fold]:
-    """Fold one job's readings on one GPU (time order, each newer than the spans' last end) onto
-    its spans (the last one continued when within SPAN_GAP)."""
-    spans = spans if spans is not None else []
+def runs_of(rows: list[tuple]) -> list[tuple[int | None, Fold]]:
+    """A GPU's readings (time order) as runs: (job set, the run's figures)."""
+    runs: list[tuple[int | None, Fold]] = []
+    current_set, current = object(), None
     for row in rows:
-        if not spans or row[0] - spans[-1].ended_at > SPAN_GAP:
-            spans.append(Fold(started_at=row[0], ended_at=row[0]))
-        spans[-1].add(row)
+        if current is None or row[1] != current_set or row[0] - current.ended_at > SPAN_GAP:
+            current_set, current = row[1], Fold(started_at=row[0], ended_at=row[0])
+            runs.append((current_set, current))
+        current.add(row)
+    return runs
+
+
+def fold_runs(runs: list[Fold], spans: list[Fold] | None = None) -> list[Fold]:
+    """Fold one job's runs on one GPU (time order, each newer than the spans' last end) onto its
+    spans (the last one continued when within SPAN_GAP)."""
+    spans = spans if spans is not None else []
+    for run in runs:
+        if not spans or run.started_at - spans[-1].ended_at > SPAN_GAP:
+            spans.append(run.copy())
+        else:
+            spans[-1].merge(run)
     return spans
+
+
+def fold_rows(rows: list[tuple], spans: list[Fold] | None = None) -> list[Fold]:
+    """Fold one job's readings on one GPU (time order) onto its spans."""
+    return fold_runs([run for _, run in runs_of(rows)], spans)
 
 
 def job_scheduler(key: str) -> str:
@@ -109,28 +156,42 @@ class Plan:
     replaced: list[int] = field(default_factory=list)  # span pks built again (deleted first)
 
 
-def _by_gpu_and_job(block: Block, keys_of: dict[int, tuple[str, ...]]) -> dict[tuple[int, str], list[tuple]]:
-    out: dict[tuple[int, str], list[tuple]] = defaultdict(list)
+def _by_gpu_and_job(block: Block, keys_of: dict[int, tuple[str, ...]]) -> dict[tuple[int, str], list[Fold]]:
+    """The block's runs by GPU and job they name."""
+    out: dict[tuple[int, str], list[Fold]] = defaultdict(list)
     for gpu_id, rows in block.columns(COLUMNS).items():
-        previous = None
-        for row in rows:
-            if row[0] == previous:
-                continue  # a second reading at one instant: stored once
-            previous = row[0]
-            for key in keys_of.get(row[1], ()):
-                out[(gpu_id, key)].append(row)
+        if not any(keys_of.get(row[1]) for row in rows):
+            continue
+        for job_set, run in runs_of(_once_per_instant(rows)):
+            for key in keys_of.get(job_set, ()):
+                out[(gpu_id, key)].append(run)
     return out
 
 
+def _once_per_instant(rows: list[tuple]) -> list[tuple]:
+    """A second reading at one instant (two batches overlapping) counts once, as it is stored."""
+    out, previous = [], None
+    for row in rows:
+        if row[0] != previous:
+            out.append(row)
+            previous = row[0]
+    return out
+
+
+_JOB_SET = READING_ROW_COLUMNS.index("job_set")
+
+
 def spans_prepare(block: Block) -> Prepared:
-    """The span stage (telemetry.pipeline): reads and plans; apply() writes."""
-    ids = {row[1] for rows in block.columns(("ts", "job_set")).values() for row in rows}
+    """The span stage (telemetry.pipeline): reads and plans; apply() writes. A block whose readings
+    name no job costs a pass over its rows and nothing else."""
+    ids = {row[_JOB_SET] for rows in block.readings.values() for row in rows}
+    ids.discard(None)
     keys_of = store.job_set_keys(ids)
-    grouped = _by_gpu_and_job(block, keys_of)
+    grouped = _by_gpu_and_job(block, keys_of) if any(keys_of.values()) else {}
     if not grouped:
         return Prepared(apply=lambda: None)
     jobs = dict(Job.objects.filter(key__in={key for _, key in grouped}).values_list("key", "pk"))
-    oldest = min(rows[0][0] for rows in grouped.values())
+    oldest = min(runs[0].started_at for runs in grouped.values())
     recent: dict[tuple[int, str], list[JobSpan]] = defaultdict(list)
     if jobs:
         query = (
@@ -143,19 +204,19 @@ def spans_prepare(block: Block) -> Prepared:
         for span in query:
             recent[(span.gpu_id, span.job.key)].append(span)
     plan = Plan(new_keys={key for _, key in grouped if key not in jobs})
-    for (gpu_id, key), rows in grouped.items():
+    for (gpu_id, key), runs in grouped.items():
         spans = recent.get((gpu_id, key), [])
-        if spans and rows[0][0] <= max(span.ended_at for span in spans):
-            _plan_rebuild(plan, gpu_id, key, rows, spans, keys_of)
+        if spans and runs[0].started_at <= max(span.ended_at for span in spans):
+            _plan_rebuild(plan, gpu_id, key, runs, spans, keys_of)
         else:
             continued = [Fold.of(spans[-1])] if spans else []
-            plan.written += [(gpu_id, key, fold) for fold in fold_rows(rows, continued)]
+            plan.written += [(gpu_id, key, fold) for fold in fold_runs(runs, continued)]
     return Prepared(apply=lambda: _apply(plan))
 
 
-def _plan_rebuild(plan: Plan, gpu_id: int, key: str, rows: list[tuple], spans: list[JobSpan], keys_of: dict) -> None:
+def _plan_rebuild(plan: Plan, gpu_id: int, key: str, runs: list[Fold], spans: list[JobSpan], keys_of: dict) -> None:
     """The job's spans on the GPU around the block's readings, built again from the stored ones."""
-    lo, hi = rows[0][0] - SPAN_GAP, rows[-1][0] + SPAN_GAP
+    lo, hi = runs[0].started_at - SPAN_GAP, runs[-1].ended_at + SPAN_GAP
     affected = [span for span in spans if span.ended_at >= lo and span.started_at <= hi]
     start = min([lo, *(span.started_at for span in affected)])
     end = max([hi, *(span.ended_at for span in affected)])
@@ -163,7 +224,7 @@ def _plan_rebuild(plan: Plan, gpu_id: int, key: str, rows: list[tuple], spans: l
     unknown = {row[1] for row in stored} - keys_of.keys()
     if unknown:
         keys_of.update(store.job_set_keys(unknown))
-    named = [row for row in stored if key in keys_of.get(row[1], ())]
+    named = [row for row in _once_per_instant(stored) if key in keys_of.get(row[1], ())]
     plan.replaced += [span.pk for span in affected]
     plan.written += [(gpu_id, key, fold) for fold in fold_rows(named)]
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -233,6 +234,7 @@ class PassResult:
     finished: dict[str, int] = field(default_factory=dict)  # stage → batches it finished
     failed: list[str] = field(default_factory=list)  # stages that raised (their batches wait)
     busy: bool = False  # another process held the pass lock
+    seconds: dict[str, float] = field(default_factory=dict)  # stage → wall time (prepare, apply, ledger)
 
     def add(self, other: PassResult) -> None:
         self.batches += other.batches
@@ -241,6 +243,8 @@ class PassResult:
             self.finished[name] = self.finished.get(name, 0) + count
         self.failed += other.failed
         self.busy = self.busy or other.busy
+        for name, seconds in other.seconds.items():
+            self.seconds[name] = self.seconds.get(name, 0.0) + seconds
 
     @property
     def progress(self) -> bool:
@@ -262,6 +266,7 @@ def _one_pass(*, limit: int, sweep: bool) -> PassResult:
         if not todo:
             continue
         part = block if len(todo) == len(pks) else block.only(set(todo))
+        began = time.perf_counter()
         try:
             prepared = stage.prepare(part)
             with transaction.atomic():
@@ -275,6 +280,7 @@ def _one_pass(*, limit: int, sweep: bool) -> PassResult:
             result.failed.append(stage.name)
             continue
         result.finished[stage.name] = len(todo)
+        result.seconds[stage.name] = time.perf_counter() - began
     return result
 
 

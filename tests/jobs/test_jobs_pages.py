@@ -74,3 +74,25 @@ def test_a_ticket_names_the_jobs_on_its_gpu_when_it_opened(lab, client_for, view
 def test_outsiders_see_no_jobs(lab, client_for, outsider):
     assert client_for(outsider).get("/jobs/").status_code == 403
     assert client_for(outsider).get("/jobs/" + quote("slurm:77", safe="") + "/").status_code == 403
+
+
+def test_a_gpu_run_flat_out_past_the_rest_policy_shows_on_its_page(client_for, viewer):
+    from portal.jobs.selectors import flat_out_stretches
+    from portal.maintenance.models import RuleConfig
+
+    host = host_for("dgx-hot")
+    uuid = gpu_uuid(100 * host.pk)
+    # two jobs back to back at 95 %, 100 minutes in all; the policy (no_rest) says 1 hour here
+    RuleConfig.objects.create(rule="no_rest", params={"open_for_s": 3600})
+    readings = [reading(uuid, START + n * STEP, ["slurm:1"] if n < 100 else ["slurm:2"], n,
+                        utilization_gpu_pct=95) for n in range(200)]  # fmt: skip
+    store(host, readings, now=NOW)
+    run()
+    gpu = host.gpus.get()
+    (stretch,) = flat_out_stretches(gpu_ids=[gpu.pk])
+    assert stretch.jobs == ["slurm:1", "slurm:2"] and stretch.hours == pytest.approx(199 * 30 / 3600)
+    assert stretch.limit_hours == 1.0 and stretch.busy_util_pct == 90
+    html = client_for(viewer).get(gpu.get_absolute_url()).content.decode()
+    assert "Ran flat out" in html and "slurm:2" in html
+    RuleConfig.objects.update(params={"open_for_s": 4 * 3600})
+    assert flat_out_stretches(gpu_ids=[gpu.pk]) == []
