@@ -9,7 +9,11 @@ and the bytes after decoding, for the page's document, scripts and stylesheets, 
 it loads; the time from navigation to the first chart's SVG; and how long a browser may keep
 plotly.js (its Cache-Control).
 
-    .venv/bin/python bench/page_weight.py [--runs 5]
+    .venv/bin/python bench/page_weight.py [--runs 5] [--mode production|demo|debug]
+
+--mode demo measures the portal as `make demo` serves it (DEBUG on, static files compressed as in
+production: STATIC_COMPRESSED, which manage.py sets for the demo); --mode debug as a developer's
+DEBUG serves them (the source files, uncompressed: the demo before STATIC_COMPRESSED).
 """
 
 from __future__ import annotations
@@ -140,6 +144,7 @@ def _browse(base_url: str, gpu_uuid: str, password: str, runs: int) -> list[dict
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--mode", choices=["production", "demo", "debug"], default="production")
     options = parser.parse_args()
     var_dir = Path(tempfile.mkdtemp(prefix="bench-pages-"))
     password = secrets.token_urlsafe(12)
@@ -147,9 +152,12 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(VAR_DIR=str(var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50), BURN_IN_LEVEL="0",
                ALLOWED_HOSTS="127.0.0.1,localhost", PLAIN_HTTP="true", LOG_LEVEL="WARNING")  # fmt: skip
+    if options.mode != "production":
+        env.update(DEBUG="true", STATIC_COMPRESSED="true" if options.mode == "demo" else "false")
     try:
         _manage(env, "migrate", "-v0")
-        _manage(env, "collectstatic", "--noinput", "-v0")
+        if options.mode != "debug":
+            _manage(env, "collectstatic", "--noinput", "-v0")
         _manage(env, "shell", "-c", SETUP.format(password=password))
         with portal_served(env, log=var_dir / "portal.log", workers=1, timeout_s=120) as port:
             gpu_uuid = _seed({**env, "PORTAL_URL": f"http://127.0.0.1:{port}"}, port)
@@ -162,7 +170,8 @@ def main() -> int:
 
     mib = 1024 * 1024
     code_mib = median("code_transferred") / mib
-    print(f"GPU page, {options.runs} cold loads in a fresh Chromium profile (medians); load {machine_load()}")
+    print(f"GPU page ({options.mode}), {options.runs} cold loads in a fresh Chromium profile (medians); "
+          f"load {machine_load()}")  # fmt: skip
     print(f"{'':44}{'transferred':>14}{'decoded':>12}{'target':>10}")
     print(f"{'document, scripts, styles (MiB)':44}{code_mib:>14.3f}{median('code_decoded') / mib:>12.3f}"
           f"{'<= 0.75':>10}")  # fmt: skip
