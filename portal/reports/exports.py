@@ -177,12 +177,12 @@ def _report_head(
         pdf_paragraph(_("GPU fleet reliability report (repair-history audit)"), styles["Title"]),
         pdf_markup(
             _(
-                "<b>Period</b> {start} to {end} (half-open: from &le; t &lt; to) &nbsp; <b>Filters</b> host: {host}, "
-                "model: {model}"
+                "<b>Period</b> {start} to {end} UTC (half-open: from &le; t &lt; to) &nbsp; <b>Filters</b> "
+                "host: {host}, model: {model}"
             ),
             styles["BodyText"],
-            start=q.start.isoformat(),
-            end=q.end.isoformat(),
+            start=_when(q.start),
+            end=_when(q.end),
             host=q.host or everything,
             model=q.model or everything,
         ),

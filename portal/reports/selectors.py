@@ -15,7 +15,8 @@ Definitions, per GPU, for the half-open period [from, to):
   period (unset downtime and cost count 0);
 - mtbf_hours = service_hours / repairs, mttr_hours = downtime_hours / repairs (null for 0 repairs);
   availability = service_hours / (service_hours + downtime_hours) (null when both are 0);
-- hardware_tickets: tickets on the GPU with first_seen in the period from a hardware rule;
+- hardware_tickets: tickets on the GPU with first_seen in the period from a failure rule (any category of
+  portal.maintenance.failures, thermal included);
 - models and fleet: the listed GPUs' sums, then the same formulas.
 """
 
@@ -32,8 +33,8 @@ from django.db.models.functions import Coalesce
 from portal.core.errors import InvalidInput
 from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
+from portal.maintenance.failures import FAILURE_RULES
 from portal.maintenance.models import Ticket
-from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES
 from portal.reports.baselines import studies_as_json
 from portal.reports.failures import failure_rates, failures_of, is_hardware_failure, lemons
 from portal.reports.stats import mtbf_interval
@@ -212,7 +213,7 @@ def gpu_service_hours(gpu: Gpu, changes, retired_at: dt.datetime | None, start: 
 
 
 def _hardware_ticket_filter() -> Q:
-    return Q(rule__in=HARDWARE_TICKET_RULES)
+    return Q(rule__in=FAILURE_RULES)
 
 
 def _repair_totals(ids, start: dt.datetime, end: dt.datetime) -> dict[int, dict]:
@@ -244,12 +245,13 @@ def _gpu_rows(query: ReportQuery) -> list[dict]:
     history = _status_rows(ids, end)
     retired_times = _retired_times(ids)
     repairs = _repair_totals(ids, start, end)
-    tickets = dict(
-        Ticket.objects.filter(_hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end)
-        .values("gpu_id")
-        .annotate(n=Count("id"))
-        .values_list("gpu_id", "n")
-    )
+    # Failure tickets only, as the failure rates count them (an XID ticket of codes that do not count is none).
+    tickets: dict[int, int] = defaultdict(int)
+    for gpu_id, rule, evidence in Ticket.objects.filter(
+        _hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end
+    ).values_list("gpu_id", "rule", "evidence"):
+        if is_hardware_failure(rule, evidence):
+            tickets[gpu_id] += 1
 
     rows = []
     for gpu in gpus:
@@ -352,7 +354,7 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
     xid_gpus = {gpu_id for gpu_id, first_seen, rule, _ in rows if rule.startswith("xid_") and first_seen >= start}
     if xid_gpus:
         rows += Ticket.objects.filter(
-            gpu_id__in=xid_gpus, rule__in=[r for r in HARDWARE_TICKET_RULES if r.startswith("xid_")],
+            gpu_id__in=xid_gpus, rule__in=[r for r in FAILURE_RULES if r.startswith("xid_")],
             first_seen__lt=start - REPEAT_WINDOW,
         ).values_list("gpu_id", "first_seen", "rule", "evidence")  # fmt: skip
     for gpu_id, first_seen, rule, evidence in sorted(rows, key=lambda row: (row[0], row[1])):

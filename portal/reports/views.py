@@ -18,8 +18,8 @@ from portal.core.api import api_datetime_parse
 from portal.core.errors import InvalidInput
 from portal.core.exports import attachment
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.maintenance.failures import FAILURE_RULES, ticket_xid_guidance
 from portal.maintenance.models import Ticket
-from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, ticket_xid_guidance
 from portal.reports.api import REPORT_PERMISSION
 from portal.reports.baselines import studies_as_json
 from portal.reports.failures import LEMON_RATE_FACTOR, LEMON_WINDOW
@@ -119,7 +119,7 @@ class GpuRepairHistoryView(Permission, View):
         audit = _audit_by_record(repairs)
         for record in repairs:
             record.audit = audit.get(record.pk, [])
-        tickets = list(Ticket.objects.filter(gpu=gpu, rule__in=HARDWARE_TICKET_RULES).order_by("-first_seen")[:100])
+        tickets = list(Ticket.objects.filter(gpu=gpu, rule__in=FAILURE_RULES).order_by("-first_seen")[:100])
         for ticket in tickets:
             ticket.xid_guidance = ticket_xid_guidance(ticket)
         intervals = status_intervals(gpu=gpu, now=now)
