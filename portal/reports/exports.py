@@ -243,7 +243,8 @@ def _offenders_story(report: Report, styles, small) -> list:
         pdf_paragraph(_("Repeat offenders"), styles["Heading2"]),
         pdf_table(
             [_("Serial"), _("Host"), "GPU", _("Why")],
-            [[o["serial"] or o["uuid"], o["hostname"], o["index"], pdf_paragraph("; ".join(o["reasons"]), small)]
+            [[o["serial"] or o["uuid"], o["hostname"], o["index"],
+              pdf_paragraph("; ".join(r.text() for r in o["reasons"]), small)]
              for o in report.repeat_offenders],
             widths=[40 * mm, 40 * mm, 15 * mm, 170 * mm], align_left=4,
         ),

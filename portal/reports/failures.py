@@ -58,6 +58,8 @@ class Reason:
         """In the active language."""
         return gettext(self.message) % self._params(gettext)
 
+    __str__ = text  # a template names it in the reader's language
+
     def english(self) -> str:
         return self.message % self._params(str)
 

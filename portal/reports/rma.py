@@ -29,7 +29,7 @@ from portal.core.exports import pdf_paragraph
 from portal.core.messages import shown
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.diagnostics.selectors import gpu_diagnostics
-from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.fleet.models import Gpu, MaintenanceRecord, status_reason_shown
 from portal.fleet.swaps import gpu_swaps
 from portal.maintenance.failures import (
     FAILURE_RULES,
@@ -76,7 +76,22 @@ def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[
     return samples
 
 
-def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
+def _xid_timeline(gpu: Gpu) -> tuple[list, list[dict]]:
+    """The GPU's last XIDs as (ts, code) and as the pack's timeline, each code with NVIDIA's catalogue
+    entry and the failure category it counts under (portal.maintenance.failures; None: not a failure)."""
+    xids = list(XidEvent.objects.filter(gpu=gpu).order_by("-ts").values_list("ts", "code")[:XID_LIMIT])[::-1]
+    timeline = []
+    for ts, code in xids:
+        entry = xid_entry(code)
+        timeline.append({"ts": _iso(ts), "code": code, "mnemonic": entry.mnemonic,
+                         "category": xid_code_category(code), "immediate": entry.immediate,
+                         "investigatory": entry.investigatory})  # fmt: skip
+    return xids, timeline
+
+
+def rma_evidence(*, gpu: Gpu, now: dt.datetime, translated: bool = False) -> dict:
+    """The pack; `translated`: the reasons it is a repeat offender in the active language (for the PDF),
+    else in English (the JSON pack, like every API answer)."""
     host = gpu.host
     records = list(
         MaintenanceRecord.objects.filter(host=host)
@@ -100,14 +115,7 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
          if replaced_by is not None and replaced_by.repair_id == r.pk else None}
         for r in records if r.kind == MaintenanceRecord.Kind.REPAIR and r.gpu_id == gpu.pk
     ]  # fmt: skip
-    xids = list(XidEvent.objects.filter(gpu=gpu).order_by("-ts").values_list("ts", "code")[:XID_LIMIT])[::-1]
-    xid_timeline = []
-    for ts, code in xids:
-        entry = xid_entry(code)
-        # category: the failure category the code counts under (portal.maintenance.failures), or None
-        xid_timeline.append({"ts": _iso(ts), "code": code, "mnemonic": entry.mnemonic,
-                             "category": xid_code_category(code), "immediate": entry.immediate,
-                             "investigatory": entry.investigatory})  # fmt: skip
+    xids, xid_timeline = _xid_timeline(gpu)
     tickets = list(
         Ticket.objects.filter(gpu=gpu, rule__in=FAILURE_RULES)
         .order_by("first_seen")
@@ -144,7 +152,7 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         # A card swapped in its slot: the GPU that took this one's place, and the one this replaced.
         "replaced_by": _swapped_gpu(replaced_by.new_gpu, replaced_by) if replaced_by is not None else None,
         "replaced": _swapped_gpu(replaced.old_gpu, replaced) if replaced is not None else None,
-        "repeat_offender": gpu_repeat_offender(gpu=gpu, now=now),
+        "repeat_offender": [r.text() if translated else r.english() for r in gpu_repeat_offender(gpu=gpu, now=now)],
         "driver_history": driver_history,
         "xid_timeline": xid_timeline,
         "xid_catalog_source": SOURCE_URL,
@@ -399,7 +407,7 @@ def _service_sections(evidence: dict, section, text) -> None:
         [_("From"), _("To"), _("Status"), _("By"), _("Reason")],
         [
             [_when(s["from"]), _when(s["to"]) if s["to"] else _("now"), text(_status_said(s, statuses)),
-             text(s["by"]), text(s["reason"])]
+             text(s["by"]), text(status_reason_shown(s["reason"]))]
             for s in evidence["status_history"]
         ],
         (26, 26, 24, 30, 80),

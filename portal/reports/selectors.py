@@ -29,14 +29,15 @@ from decimal import Decimal
 
 from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext_noop
 
 from portal.core.errors import InvalidInput
 from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
-from portal.maintenance.failures import FAILURE_RULES
+from portal.maintenance.failures import FAILURE_RULES, RULE_CATEGORY
 from portal.maintenance.models import Ticket
 from portal.reports.baselines import studies_as_json
-from portal.reports.failures import failure_rates, failures_of, is_hardware_failure, lemons
+from portal.reports.failures import Reason, failure_rates, failures_of, is_hardware_failure, lemons
 from portal.reports.stats import mtbf_interval
 
 HOUR = 3600.0
@@ -45,6 +46,9 @@ FEW_FAILURES = 3
 MTBF_CONFIDENCE = 0.90
 REPEAT_WINDOW = dt.timedelta(days=90)
 REPEAT_FAILURES = 2
+# Why a GPU is a repeat offender (Reason: shown in the reader's language, English in the JSON).
+FAILURES_WITHIN = gettext_noop("%(count)s hardware failures within %(window)s days (%(first)s and %(second)s)")
+XID_AGAIN = gettext_noop("a hardware XID (%(category)s) again on %(again)s after the repair of %(repaired)s")
 GPU_FIELDS = (
     "uuid", "hostname", "index", "model", "serial", "service_hours", "repairs", "downtime_hours", "cost",
     "mtbf_hours", "mttr_hours", "availability", "hardware_tickets",
@@ -107,7 +111,9 @@ class Report:
                 "fleet": {
                     name: self.fleet[name] for name in ("gpus", *SUM_FIELDS, "mtbf_hours", "mttr_hours", "availability")
                 },
-                "repeat_offenders": self.repeat_offenders,
+                "repeat_offenders": [
+                    {**o, "reasons": [r.english() for r in o["reasons"]]} for o in self.repeat_offenders
+                ],
                 "failure_rates": self.failure_rates,
                 "lemons": {
                     "gpus": [{**gpu, "reasons": [r.english() for r in gpu["reasons"]]} for gpu in self.lemons["gpus"]],
@@ -342,7 +348,7 @@ def reliability_report(query: ReportQuery, *, with_offenders: bool = True) -> Re
 # --- repeat offenders -----------------------------------------------------------------------
 
 
-def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, list[str]]:
+def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, list[Reason]]:
     """GPUs with >= 2 hardware failures within 90 days (at least one in the period), or a hardware
     XID seen again after a repair (the later one in the period). {gpu id: [reasons]}."""
     failures: dict[int, list[tuple[dt.datetime, str]]] = defaultdict(list)
@@ -370,31 +376,31 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
     ):
         repairs[gpu_id].append(performed_at)
 
-    result: dict[int, list[str]] = {}
+    result: dict[int, list[Reason]] = {}
     for gpu_id, events in failures.items():
         reasons = []
         recent = [(t, r) for t, r in events if t >= start - REPEAT_WINDOW]
         for i in range(1, len(recent)):
             t, _ = recent[i]
             if t >= start and t - recent[i - 1][0] <= REPEAT_WINDOW:
-                reasons.append(
-                    f"{REPEAT_FAILURES} hardware failures within {REPEAT_WINDOW.days} days "
-                    f"({recent[i - 1][0]:%Y-%m-%d} and {t:%Y-%m-%d})"
-                )
+                reasons.append(Reason(FAILURES_WITHIN, {
+                    "count": REPEAT_FAILURES, "window": REPEAT_WINDOW.days, "first": f"{recent[i - 1][0]:%Y-%m-%d}",
+                    "second": f"{t:%Y-%m-%d}"}))  # fmt: skip
                 break
         for repaired_at in sorted(repairs.get(gpu_id, [])):
             before = {r for t, r in events if t < repaired_at and r.startswith("xid_")}
             again = [(t, r) for t, r in events if t > repaired_at and r in before and start <= t < end]
             if again:
-                reasons.append(f"hardware XID ({again[0][1]}) again on {again[0][0]:%Y-%m-%d} after the repair of "
-                               f"{repaired_at:%Y-%m-%d}")  # fmt: skip
+                reasons.append(Reason(XID_AGAIN, {
+                    "category": RULE_CATEGORY[again[0][1]], "again": f"{again[0][0]:%Y-%m-%d}",
+                    "repaired": f"{repaired_at:%Y-%m-%d}"}))  # fmt: skip
                 break
         if reasons:
             result[gpu_id] = reasons
     return result
 
 
-def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[str]:
+def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[Reason]:
     """The GPU page's flag: the reasons it is a repeat offender over the last 90 days (or [])."""
     return repeat_offenders(gpu_ids=[gpu.pk], start=now - REPEAT_WINDOW, end=now + dt.timedelta(seconds=1)).get(
         gpu.pk, []

@@ -17,7 +17,7 @@ from django.views import View
 from portal.core.api import api_datetime_parse
 from portal.core.errors import InvalidInput
 from portal.core.exports import attachment
-from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord, status_reason_shown
 from portal.maintenance.failures import FAILURE_RULES, ticket_xid_guidance
 from portal.maintenance.models import Ticket
 from portal.reports.api import REPORT_PERMISSION
@@ -131,6 +131,7 @@ class GpuRepairHistoryView(Permission, View):
                 **i,
                 "status_label": statuses.get(i["status"], i["status"]),
                 "source_label": sources.get(i["source"], i["source"]),
+                "reason_shown": status_reason_shown(i["reason"]),
             }
             for i in intervals[::-1]
         ]
@@ -152,7 +153,7 @@ class RmaJsonView(Permission, View):
 class RmaPdfView(Permission, View):
     def get(self, request, uuid):
         gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=uuid)
-        evidence = rma_evidence(gpu=gpu, now=timezone.now())
+        evidence = rma_evidence(gpu=gpu, now=timezone.now(), translated=True)
         evidence["generated_by"] = request.user.get_username()
         return attachment(
             rma_pdf(evidence), content_type="application/pdf", filename=f"rma-{gpu.serial or gpu.uuid}.pdf"
