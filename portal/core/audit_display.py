@@ -64,7 +64,7 @@ def _day(value: str) -> str:
 
 def value_shown(field, value, names: dict) -> str:
     """One stored value of `field` in words."""
-    if value in (None, "None", ""):
+    if value in (None, "None", "", "[]", "{}"):
         return EMPTY
     if field is None:
         return str(value)
@@ -88,12 +88,19 @@ _WORDS = {"gpu": "GPU", "pci": "PCI", "pcie": "PCIe", "uuid": "UUID", "vbios": "
           "nvml": "NVML", "mib": "MiB", "gb": "GB", "ecc": "ECC", "sm": "SM", "id": "ID", "slurm": "Slurm"}  # fmt: skip
 
 
+# A field name's last word that is a unit ("power_limit_default_w"): written as one.
+_UNITS = {"w": "W", "c": "°C", "s": "s", "mhz": "MHz", "pct": "%", "mib": "MiB", "gb": "GB", "hours": "h"}
+
+
 def field_label(model, name: str) -> str:
     """The field's verbose name (in the active language where the catalogue has it), capitalised."""
     field = _field(model, name)
     label = str(getattr(field, "verbose_name", None) or name.replace("_", " "))
     if label == name.replace("_", " "):  # Django's default: the name itself
-        label = " ".join(_WORDS.get(word, word) for word in label.split())
+        words = label.split()
+        unit = _UNITS.get(words[-1]) if len(words) > 1 else None
+        label = " ".join(_WORDS.get(word, word) for word in (words[:-1] if unit else words))
+        label = f"{label} ({unit})" if unit else label
     label = label[:1].upper() + label[1:]
     translated = gettext(label)
     return translated if translated else label
