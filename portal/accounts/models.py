@@ -95,4 +95,6 @@ class AccountEvent(models.Model):
         verbose_name_plural = _("account events")
 
     def __str__(self):
-        return f"{self.kind} {self.username} ({self.source})"
+        # The audit log's name for it, in English as every stored name is ("sign-in: alice (local)")
+        words = {"sign_in": "sign-in", "refused": "refused sign-in", "role_change": "role change"}
+        return f"{words.get(self.kind, self.kind)}: {self.username} ({self.source})"

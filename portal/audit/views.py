@@ -8,6 +8,7 @@ from django.utils.translation import gettext_lazy, pgettext_lazy
 from django.views import View
 
 from portal.audit.selectors import ACTIONS, AUDITED_MODELS, audit_log
+from portal.core.audit_display import audit_entries_prepare
 
 PAGE_SIZE = 50
 
@@ -72,6 +73,7 @@ class AuditLogView(PermissionRequiredMixin, View):
             return render(request, "audit/log.html", {"form": form, "page": None}, status=400)
         filters = form.cleaned_data if form.is_bound else {}
         page = Paginator(audit_log(**filters), PAGE_SIZE).get_page(request.GET.get("page"))
+        page.object_list = audit_entries_prepare(page.object_list)
         query_without_page = request.GET.copy()
         query_without_page.pop("page", None)
         return render(

@@ -24,6 +24,7 @@ from portal.diagnostics import services as diagnostics_services
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.fleet import services, swaps
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
+from portal.maintenance import messages
 from portal.maintenance.models import Ticket
 from portal.telemetry.models import XidEvent
 
@@ -36,18 +37,20 @@ def _user(username: str):
     return get_user_model().objects.filter(username=username).first()
 
 
-def _ticket(gpu: Gpu, *, rule: str, fingerprint: str, title: str, severity: str, at: dt.datetime, **fields) -> Ticket:
+def _ticket(gpu: Gpu, *, rule: str, fingerprint: str, severity: str, at: dt.datetime, **fields) -> Ticket:
+    """A ticket titled as the rule engine titles one: the rule's title and its GPU and host."""
+    title = messages.TITLE(problem=rule, subject=messages.subject(host=gpu.host.hostname, gpu_index=gpu.index))
     return Ticket.objects.create(
-        fingerprint=fingerprint, rule=rule, host=gpu.host, gpu=gpu, title=title, severity=severity, first_seen=at,
-        last_seen=at, **fields,
+        fingerprint=fingerprint, rule=rule, host=gpu.host, gpu=gpu, title=str(title)[:200], title_msg=title.stored(),
+        severity=severity, first_seen=at, last_seen=at, **fields,
     )  # fmt: skip
 
 
-def _xid(gpu: Gpu, at: dt.datetime, code: int, rule: str, title: str) -> Ticket:
+def _xid(gpu: Gpu, at: dt.datetime, code: int, rule: str) -> Ticket:
     """An XID event and its ticket, resolved 30 h later."""
     XidEvent.objects.create(gpu=gpu, ts=at, code=code)
     return _ticket(
-        gpu, rule=rule, fingerprint=f"{rule}/gpu/{gpu.pk}/{int(at.timestamp())}", title=title, severity="critical",
+        gpu, rule=rule, fingerprint=f"{rule}/gpu/{gpu.pk}/{int(at.timestamp())}", severity="critical",
         at=at, state=Ticket.State.RESOLVED, resolved_at=at + dt.timedelta(hours=30),
         evidence={"readings": [[at.timestamp(), code]]}, peak_value=float(code),
     )  # fmt: skip
@@ -104,10 +107,9 @@ def repair_history_seed(*, now: dt.datetime | None = None) -> bool:
     days = lambda n: now - dt.timedelta(days=n)  # noqa: E731
 
     hours = lambda n: dt.timedelta(hours=n)  # noqa: E731
-    bus = "GPU fell off the bus (XID 79)"
 
     # First failure, repair, return through a repair-return checklist run.
-    _xid(lemon, days(160), 79, "xid_bus", bus)
+    _xid(lemon, days(160), 79, "xid_bus")
     _status(lemon, "out_for_repair", user=tech, at=days(160) + hours(2),
             reason="XID 79: GPU fell off the bus; drained and pulled.")  # fmt: skip
     first = _repair(
@@ -124,7 +126,7 @@ def repair_history_seed(*, now: dt.datetime | None = None) -> bool:
         )
 
     # The same fault after the repair (a repeat offender), and a second repair.
-    _xid(lemon, days(96), 79, "xid_bus", bus)
+    _xid(lemon, days(96), 79, "xid_bus")
     _status(lemon, "out_for_repair", user=tech, at=days(96) + hours(1),
             reason=f"XID 79 again, 2 months after {FIRST_RMA}.")  # fmt: skip
     _repair(
@@ -134,13 +136,13 @@ def repair_history_seed(*, now: dt.datetime | None = None) -> bool:
     )  # fmt: skip
     _status(lemon, "in_service", user=admin, at=days(89) + hours(2), force=True,
             reason="Vendor-tested board; no diagnostic run: admin override.")  # fmt: skip
-    _xid(lemon, days(12), 48, "xid_ecc", "Memory error XID")
+    _xid(lemon, days(12), 48, "xid_ecc")
     Ticket.objects.filter(gpu=lemon, rule="xid_ecc").update(state=Ticket.State.OPEN, resolved_at=None)
 
     # A GPU out for repair right now, and a retired one.
     pcie = Gpu.objects.filter(host__hostname="dgx-01", index=3).first()
     if pcie is not None:
-        _ticket(pcie, rule="pcie", fingerprint=f"pcie/gpu/{pcie.pk}", title="PCIe link degraded", severity="warning",
+        _ticket(pcie, rule="pcie", fingerprint=f"pcie/gpu/{pcie.pk}", severity="warning",
                 at=days(2))  # fmt: skip
         _status(pcie, "out_for_repair", user=tech, at=days(2) + hours(4),
                 reason="PCIe link trains at x8 instead of x16; riser ordered.")  # fmt: skip

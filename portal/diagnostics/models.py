@@ -68,7 +68,8 @@ class Diagnostic(models.Model):
         ]
 
     def __str__(self):
-        return f"diagnostic {self.pk} (level {self.level}) on {self.host_id}"
+        # The audit log's name for it: the host by name (its id meant nothing to a reader)
+        return f"level {self.level} diagnostic {str(self.pk)[:8]} on {self.host.hostname}"
 
     @property
     def has_result(self) -> bool:

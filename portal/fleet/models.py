@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.translation import gettext, pgettext_lazy
+from django.utils.translation import gettext, gettext_noop, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from portal.fleet.identifiers import validate_gpu_uuid, validate_hostname
@@ -136,6 +136,20 @@ class GpuStatusChange(models.Model):
 
     def __str__(self):
         return f"{self.gpu_id}: {self.from_status or '—'} → {self.to_status} at {self.changed_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def reason_shown(self) -> str:
+        return status_reason_shown(self.reason)
+
+
+# The reasons the portal itself writes on a status change (stored in English, shown translated);
+# what a person typed is shown as typed.
+SYSTEM_REASONS = frozenset({gettext_noop("Registered.")})
+
+
+def status_reason_shown(reason: str) -> str:
+    """A status change's reason in the reader's language where the portal wrote it."""
+    return gettext(reason) if reason in SYSTEM_REASONS else reason
 
 
 class GpuStatusRefusal(models.Model):

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views import View
 
+from portal.core.audit_display import audit_entries_prepare
 from portal.core.errors import ApplicationError
 from portal.core.forms import add_application_error
 from portal.core.panels import page_panels
@@ -25,7 +26,8 @@ AUDIT_ROWS_ON_PAGE = 25
 
 
 def _audit_entries(obj):
-    return LogEntry.objects.get_for_object(obj).select_related("actor")[:AUDIT_ROWS_ON_PAGE]
+    entries = LogEntry.objects.get_for_object(obj).select_related("actor", "content_type")[:AUDIT_ROWS_ON_PAGE]
+    return audit_entries_prepare(entries)
 
 
 class Permission(PermissionRequiredMixin):

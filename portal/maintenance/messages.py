@@ -6,6 +6,10 @@ and notifications render the message in the reader's language.
 
 from __future__ import annotations
 
+import datetime as dt
+
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.translation import gettext, gettext_noop, pgettext
 
 from portal.core.messages import Word, message
@@ -81,7 +85,27 @@ def _rule(key: str):
     return _RULES[key]
 
 
+def _moment(value) -> dt.datetime | None:
+    try:
+        moment = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return moment if timezone.is_aware(moment) else moment.replace(tzinfo=dt.UTC)
+
+
+def _moment_english(value) -> str:
+    moment = _moment(value)
+    return f"{moment.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC" if moment else str(value)
+
+
+def _moment_shown(value) -> str:
+    """An instant (stored as ISO 8601) in the portal's date format and time zone."""
+    moment = _moment(value)
+    return date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT") if moment else str(value)
+
+
 SEVERITY = Word(english=str, shown=severity_word)
+MOMENT = Word(english=_moment_english, shown=_moment_shown)
 RECORD_KIND = Word(english=lambda kind: kind.replace("_", " "), shown=_record_kind_word)
 METER = Word(english=_meter_english, shown=_meter_word)
 RULE_TITLE = Word(english=lambda key: _rule(key).title, shown=lambda key: _rule(key).title_shown)
@@ -92,7 +116,7 @@ LABEL = Word(english=str, shown=_gettext_or_empty)
 
 # A ticket's subject, title and action.
 GPU_SUBJECT = message("maintenance.subject.gpu", gettext_noop("GPU %(index)s on %(host)s"))
-HOST_SUBJECT = message("maintenance.subject.host", gettext_noop("host %(host)s"))
+HOST_SUBJECT = message("maintenance.subject.host", gettext_noop("%(host)s"))
 TITLE = message("maintenance.title", gettext_noop("%(problem)s: %(subject)s"), words={"problem": RULE_TITLE})
 CHECKLIST_TITLE = message("maintenance.title.checklist", gettext_noop("%(item)s failed: %(subject)s"),
                           words={"item": LABEL})  # fmt: skip
@@ -111,7 +135,7 @@ GROUP_COUNT = message("maintenance.note.group_count", gettext_noop("%(count)s of
 GROUPED_UNDER = message("maintenance.note.grouped_under", gettext_noop("grouped under #%(parent)s"))
 ASSIGNED = message("maintenance.note.assigned", gettext_noop("assigned to %(user)s"))
 UNASSIGNED = message("maintenance.note.unassigned", gettext_noop("unassigned"))
-LAST_READING = message("maintenance.note.last_reading", gettext_noop("last reading %(at)s"))
+LAST_READING = message("maintenance.note.last_reading", gettext_noop("last reading %(at)s"), words={"at": MOMENT})
 XID = message("maintenance.note.xid", gettext_noop("XID %(code)s"))
 XID_AGAIN = message("maintenance.note.xid_again", gettext_noop("XID %(code)s again"))
 ESCALATED = message("maintenance.note.escalated", gettext_noop("%(before)s → %(after)s"),
@@ -134,5 +158,6 @@ CHECKLIST_FAILED = message(
 
 
 def subject(*, host: str, gpu_index: int | None = None):
-    """ "GPU 2 on dgx-07" / "host dgx-07", the subject a ticket's title names."""
+    """ "GPU 2 on dgx-07" / "dgx-07", the subject a ticket's title names (a host by its name alone, as
+    every page names hosts)."""
     return HOST_SUBJECT(host=host) if gpu_index is None else GPU_SUBJECT(index=gpu_index, host=host)

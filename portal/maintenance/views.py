@@ -12,7 +12,7 @@ from django.views import View
 from portal.core.errors import Conflict, InvalidInput
 from portal.core.forms import add_application_error
 from portal.core.panels import page_panels
-from portal.maintenance import selectors, services, xid_catalog
+from portal.maintenance import failures, selectors, services, xid_catalog
 from portal.maintenance.forms import (
     AssignForm,
     CommentForm,
@@ -81,7 +81,8 @@ class TicketDetailView(Permission, View):
         return render(request, "maintenance/ticket_detail.html", {
             "ticket": ticket, "chart": selectors.ticket_chart(ticket=ticket), "rule": RULES.get(ticket.rule),
             "transitions": sorted(services.tickets.TRANSITIONS[ticket.state]), "assign_form": AssignForm(),
-            "comment_form": CommentForm(), "xid_guidance": xid_catalog.ticket_xid_guidance(ticket),
+            "comment_form": CommentForm(), "xid_guidance": failures.ticket_xid_guidance(ticket),
+            "failure_category": failures.ticket_category_shown(ticket),
             "xid_source_url": xid_catalog.SOURCE_URL, "xid_source_title": xid_catalog.SOURCE_TITLE,
             "panels": page_panels("maintenance.ticket", request=request, ticket=ticket, rule=RULES.get(ticket.rule)),
         }, status=status)  # fmt: skip

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext, gettext_noop
+
 SOURCE_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 SOURCE_TITLE = 'NVIDIA, "Analyzing Xid Errors with the Xid Catalog"'
 
@@ -33,27 +35,39 @@ INFORMATIONAL, UNKNOWN = "informational", "unknown"
 
 # What NVIDIA's resolution buckets ask for, in words for the ticket page.
 BUCKETS = {
-    "IGNORE": "No action needed.",
-    "RESTART_APP": "Restart the application (the GPU itself is usable).",
-    "RESET_GPU": "Drain the GPU and reset it (nvidia-smi -r, or a reboot if the reset fails).",
-    "RESTART_BM": "Reboot the node (bare-metal restart).",
-    "RESTART_VM": "Restart the virtual machine.",
-    "CHECK_APP/CUDA": "Check the application and its CUDA code for a bug.",
-    "CHECK_MECHANICALS": "Check the card's seating, risers, power cables and cooling.",
-    "UPDATE_SW": "Update the driver / firmware.",
-    "CONTACT_SUPPORT": "Contact NVIDIA or the vendor's support (RMA if it recurs).",
-    "WORKFLOW_XID_13": "Follow NVIDIA's Xid 13 workflow: run the job again; if different jobs fail the same way on "
-    "this GPU only, run diagnostics (dcgmi diag) and treat it as hardware.",
-    "WORKFLOW_XID_31": "Follow NVIDIA's Xid 31 workflow: look for an illegal memory access in the job "
-    "(compute-sanitizer); if it recurs with correct code, run diagnostics.",
-    "WORKFLOW_XID_48": "Follow NVIDIA's Xid 48 workflow: reset the GPU so the row remap takes effect, check the "
-    "remapped-row counters; RMA if uncorrectable errors recur.",
-    "WORKFLOW_NVLINK_ERR": "Follow NVIDIA's NVLink error workflow: check the link error counters (nvidia-smi nvlink "
-    "-e), reseat bridges/cables; RMA if the link keeps failing.",
-    "WORKFLOW_XID_94": "Follow NVIDIA's Xid 94 workflow: the error was contained to one application; restart it "
-    "and reset the GPU at the next chance so the row remap takes effect.",
-    "WORKFLOW_XID_95": "Follow NVIDIA's Xid 95 workflow: the error was not contained; reset the GPU before any "
-    "further work; RMA if it recurs.",
+    "IGNORE": gettext_noop("No action needed."),
+    "RESTART_APP": gettext_noop("Restart the application (the GPU itself is usable)."),
+    "RESET_GPU": gettext_noop("Drain the GPU and reset it (nvidia-smi -r, or a reboot if the reset fails)."),
+    "RESTART_BM": gettext_noop("Reboot the node (bare-metal restart)."),
+    "RESTART_VM": gettext_noop("Restart the virtual machine."),
+    "CHECK_APP/CUDA": gettext_noop("Check the application and its CUDA code for a bug."),
+    "CHECK_MECHANICALS": gettext_noop("Check the card's seating, risers, power cables and cooling."),
+    "UPDATE_SW": gettext_noop("Update the driver / firmware."),
+    "CONTACT_SUPPORT": gettext_noop("Contact NVIDIA or the vendor's support (RMA if it recurs)."),
+    "WORKFLOW_XID_13": gettext_noop(
+        "Follow NVIDIA's Xid 13 workflow: run the job again; if different jobs fail the same way on "
+        "this GPU only, run diagnostics (dcgmi diag) and treat it as hardware."
+    ),
+    "WORKFLOW_XID_31": gettext_noop(
+        "Follow NVIDIA's Xid 31 workflow: look for an illegal memory access in the job "
+        "(compute-sanitizer); if it recurs with correct code, run diagnostics."
+    ),
+    "WORKFLOW_XID_48": gettext_noop(
+        "Follow NVIDIA's Xid 48 workflow: reset the GPU so the row remap takes effect, check the "
+        "remapped-row counters; RMA if uncorrectable errors recur."
+    ),
+    "WORKFLOW_NVLINK_ERR": gettext_noop(
+        "Follow NVIDIA's NVLink error workflow: check the link error counters (nvidia-smi nvlink "
+        "-e), reseat bridges/cables; RMA if the link keeps failing."
+    ),
+    "WORKFLOW_XID_94": gettext_noop(
+        "Follow NVIDIA's Xid 94 workflow: the error was contained to one application; restart it "
+        "and reset the GPU at the next chance so the row remap takes effect."
+    ),
+    "WORKFLOW_XID_95": gettext_noop(
+        "Follow NVIDIA's Xid 95 workflow: the error was not contained; reset the GPU before any "
+        "further work; RMA if it recurs."
+    ),
 }
 
 
@@ -71,15 +85,24 @@ class XidEntry:
         return self.category == HARDWARE
 
     def actions(self) -> list[tuple[str, str]]:
-        """NVIDIA's two recommended actions: (bucket, what it means)."""
+        """NVIDIA's two recommended actions: (bucket, what it means), in English (the RMA JSON's)."""
         return [
             (self.immediate, BUCKETS.get(self.immediate, "")),
             (self.investigatory, BUCKETS.get(self.investigatory, "")),
         ]
 
+    def actions_shown(self) -> list[tuple[str, str]]:
+        """The same in the active language (the bucket names are NVIDIA's and stay as they are)."""
+        return [(bucket, gettext(words) if words else "") for bucket, words in self.actions()]
+
+    @property
+    def description_shown(self) -> str:
+        return gettext(self.description) if self.description else ""
+
 
 def _e(code, mnemonic, description, category, immediate, investigatory) -> XidEntry:
-    return XidEntry(code, mnemonic, description, category, immediate, investigatory)
+    """One row; `description` is marked for translation (the pages show it in the reader's language)."""
+    return XidEntry(code, mnemonic, gettext_noop(description), category, immediate, investigatory)
 
 
 CATALOG: dict[int, XidEntry] = {
@@ -141,12 +164,9 @@ def xid_entry(code: int) -> XidEntry:
     entry = CATALOG.get(code)
     if entry is not None:
         return entry
-    return XidEntry(code, "", "Not in the portal's copy of the catalog", UNKNOWN, "RESET_GPU", "CONTACT_SUPPORT")
-
-
-# Ticket rules whose tickets are hardware failures (the reliability report's `hardware_tickets`:
-# XID hardware/memory/bus classes, uncorrected ECC, row-remap failure, PCIe degradation).
-HARDWARE_TICKET_RULES = ("xid_bus", "xid_ecc", "xid_nvlink", "xid_hardware", "ecc_uncorrected", "remap_failure", "pcie")
+    return XidEntry(
+        code, "", gettext_noop("Not in the portal's copy of the catalog"), UNKNOWN, "RESET_GPU", "CONTACT_SUPPORT"
+    )
 
 
 def ticket_xid_codes(ticket) -> list[int]:
@@ -162,6 +182,6 @@ def ticket_xid_codes(ticket) -> list[int]:
     return sorted(codes)
 
 
-def ticket_xid_guidance(ticket) -> list[XidEntry]:
-    """NVIDIA's catalog entries for the codes of an XID ticket (the ticket page shows their actions)."""
+def ticket_xid_entries(ticket) -> list[XidEntry]:
+    """NVIDIA's catalog entries for the codes of an XID ticket."""
     return [xid_entry(code) for code in ticket_xid_codes(ticket)]

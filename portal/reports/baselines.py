@@ -11,22 +11,20 @@ from dataclasses import dataclass, field
 
 from django.utils.translation import gettext_noop
 
-HOURS_PER_YEAR = 24 * 365.25
+# The failure categories: the portal's one table of them (portal.maintenance.failures).
+from portal.maintenance.failures import (
+    CATEGORIES,
+    CATEGORY_LABELS,
+    HARDWARE_XID,
+    INTERCONNECT,
+    MEMORY,
+    OTHER,
+    THERMAL,
+)
 
-# The report's failure categories, in the order it shows them.
-HARDWARE_XID = "hardware_xid"
-MEMORY = "memory"
-INTERCONNECT = "interconnect"
-THERMAL = "thermal"
-OTHER = "other"
-CATEGORIES = (HARDWARE_XID, MEMORY, INTERCONNECT, THERMAL, OTHER)
-CATEGORY_LABELS = {
-    HARDWARE_XID: gettext_noop("Hardware XID"),
-    MEMORY: gettext_noop("Memory / ECC"),
-    INTERCONNECT: gettext_noop("PCIe / NVLink"),
-    THERMAL: gettext_noop("Thermal"),
-    OTHER: gettext_noop("Other"),
-}
+__all__ = ["CATEGORIES", "CATEGORY_LABELS", "HARDWARE_XID", "INTERCONNECT", "MEMORY", "OTHER", "THERMAL"]
+
+HOURS_PER_YEAR = 24 * 365.25
 ALL = "all"
 
 

@@ -178,12 +178,12 @@ def _report_head(
         pdf_paragraph(_("GPU fleet reliability report (repair-history audit)"), styles["Title"]),
         pdf_markup(
             _(
-                "<b>Period</b> {start} to {end} (half-open: from &le; t &lt; to) &nbsp; <b>Filters</b> host: {host}, "
-                "model: {model}"
+                "<b>Period</b> {start} to {end} UTC (half-open: from &le; t &lt; to) &nbsp; <b>Filters</b> "
+                "host: {host}, model: {model}"
             ),
             styles["BodyText"],
-            start=q.start.isoformat(),
-            end=q.end.isoformat(),
+            start=_when(q.start),
+            end=_when(q.end),
             host=q.host or everything,
             model=q.model or everything,
         ),
@@ -244,7 +244,8 @@ def _offenders_story(report: Report, styles, small) -> list:
         pdf_paragraph(_("Repeat offenders"), styles["Heading2"]),
         pdf_table(
             [_("Serial"), _("Host"), "GPU", _("Why")],
-            [[o["serial"] or o["uuid"], o["hostname"], o["index"], pdf_paragraph("; ".join(o["reasons"]), small)]
+            [[o["serial"] or o["uuid"], o["hostname"], o["index"],
+              pdf_paragraph("; ".join(r.text() for r in o["reasons"]), small)]
              for o in report.repeat_offenders],
             widths=[40 * mm, 40 * mm, 15 * mm, 170 * mm], align_left=4,
         ),

@@ -16,32 +16,10 @@ from dataclasses import dataclass
 from django.utils.translation import gettext, gettext_noop
 
 from portal.fleet.models import MaintenanceRecord
+from portal.maintenance.failures import FAILURE_RULES, evidence_codes, ticket_category
 from portal.maintenance.models import Ticket
-from portal.maintenance.xid_catalog import xid_entry
-from portal.reports.baselines import (
-    ALL,
-    CATEGORIES,
-    CATEGORY_LABELS,
-    HARDWARE_XID,
-    HOURS_PER_YEAR,
-    INTERCONNECT,
-    MEMORY,
-    OTHER,
-    THERMAL,
-    published_rates,
-)
+from portal.reports.baselines import ALL, CATEGORIES, CATEGORY_LABELS, HOURS_PER_YEAR, OTHER, published_rates
 
-# Which rule's tickets are failures, and of which category.
-RULE_CATEGORY = {
-    "xid_hardware": HARDWARE_XID,
-    "xid_ecc": MEMORY,
-    "ecc_uncorrected": MEMORY,
-    "remap_failure": MEMORY,
-    "xid_bus": INTERCONNECT,
-    "xid_nvlink": INTERCONNECT,
-    "pcie": INTERCONNECT,
-    "overheat": THERMAL,
-}
 # A repair with no failure ticket on its GPU this long before it is a failure a person found.
 UNEXPLAINED_REPAIR_LOOKBACK = dt.timedelta(days=30)
 # A lemon fails again within this long after a repair...
@@ -80,6 +58,8 @@ class Reason:
         """In the active language."""
         return gettext(self.message) % self._params(gettext)
 
+    __str__ = text  # a template names it in the reader's language
+
     def english(self) -> str:
         return self.message % self._params(str)
 
@@ -91,32 +71,25 @@ class Reason:
 
 def is_hardware_failure(rule: str, evidence) -> bool:
     """A failure-rule ticket is a failure, but an XID ticket only when one of its codes is a hardware code
-    of NVIDIA's catalog (GSP/firmware or application codes never count)."""
-    if not rule.startswith("xid_"):
-        return True
-    codes = []
-    for pair in (evidence or {}).get("readings", []) or []:
-        try:
-            codes.append(int(pair[1]))
-        except (TypeError, ValueError, IndexError):
-            continue
-    return not codes or any(xid_entry(code).is_hardware_failure for code in codes)
+    of NVIDIA's catalog (GSP/firmware or application codes never count): portal.maintenance.failures."""
+    return ticket_category(rule, evidence_codes(evidence)) is not None
 
 
 def failures_of(*, gpu_ids: list[int], start: dt.datetime, end: dt.datetime) -> list[Failure]:
     """Every failure of these GPUs in [start, end), in time order (two queries)."""
     tickets = Ticket.objects.filter(
-        rule__in=list(RULE_CATEGORY), gpu_id__in=gpu_ids, first_seen__gte=start - UNEXPLAINED_REPAIR_LOOKBACK,
+        rule__in=list(FAILURE_RULES), gpu_id__in=gpu_ids, first_seen__gte=start - UNEXPLAINED_REPAIR_LOOKBACK,
         first_seen__lt=end,
     ).values_list("gpu_id", "first_seen", "rule", "evidence")  # fmt: skip
     ticketed: dict[int, list[dt.datetime]] = defaultdict(list)
     failures = []
     for gpu_id, first_seen, rule, evidence in tickets:
-        if not is_hardware_failure(rule, evidence):
+        category = ticket_category(rule, evidence_codes(evidence))
+        if category is None:
             continue
         ticketed[gpu_id].append(first_seen)
         if first_seen >= start:
-            failures.append(Failure(gpu_id, first_seen, RULE_CATEGORY[rule]))
+            failures.append(Failure(gpu_id, first_seen, category))
     repairs = MaintenanceRecord.objects.filter(
         kind=MaintenanceRecord.Kind.REPAIR, gpu_id__in=gpu_ids, performed_at__gte=start, performed_at__lt=end
     ).values_list("gpu_id", "performed_at")

@@ -26,13 +26,21 @@ from reportlab.lib.units import mm
 from reportlab.platypus import SimpleDocTemplate, Spacer
 
 from portal.core.exports import pdf_paragraph
+from portal.core.messages import shown
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu
 from portal.diagnostics.selectors import gpu_diagnostics
-from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.fleet.models import Gpu, MaintenanceRecord, status_reason_shown
 from portal.fleet.swaps import gpu_swaps
 from portal.jobs import selectors as jobs_selectors
+from portal.maintenance.failures import (
+    FAILURE_RULES,
+    category_label,
+    evidence_codes,
+    ticket_category,
+    xid_code_category,
+)
 from portal.maintenance.models import Ticket
-from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, SOURCE_URL, xid_entry
+from portal.maintenance.xid_catalog import SOURCE_URL, xid_entry
 from portal.reports import hooks
 from portal.reports.exports import pdf_table
 from portal.reports.selectors import gpu_repeat_offender, status_intervals
@@ -70,7 +78,22 @@ def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[
     return samples
 
 
-def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
+def _xid_timeline(gpu: Gpu) -> tuple[list, list[dict]]:
+    """The GPU's last XIDs as (ts, code) and as the pack's timeline, each code with NVIDIA's catalogue
+    entry and the failure category it counts under (portal.maintenance.failures; None: not a failure)."""
+    xids = list(XidEvent.objects.filter(gpu=gpu).order_by("-ts").values_list("ts", "code")[:XID_LIMIT])[::-1]
+    timeline = []
+    for ts, code in xids:
+        entry = xid_entry(code)
+        timeline.append({"ts": _iso(ts), "code": code, "mnemonic": entry.mnemonic,
+                         "category": xid_code_category(code), "immediate": entry.immediate,
+                         "investigatory": entry.investigatory})  # fmt: skip
+    return xids, timeline
+
+
+def rma_evidence(*, gpu: Gpu, now: dt.datetime, translated: bool = False) -> dict:
+    """The pack; `translated`: the reasons it is a repeat offender in the active language (for the PDF),
+    else in English (the JSON pack, like every API answer)."""
     host = gpu.host
     records = list(
         MaintenanceRecord.objects.filter(host=host)
@@ -94,17 +117,14 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
          if replaced_by is not None and replaced_by.repair_id == r.pk else None}
         for r in records if r.kind == MaintenanceRecord.Kind.REPAIR and r.gpu_id == gpu.pk
     ]  # fmt: skip
-    xids = list(XidEvent.objects.filter(gpu=gpu).order_by("-ts").values_list("ts", "code")[:XID_LIMIT])[::-1]
-    xid_timeline = []
-    for ts, code in xids:
-        entry = xid_entry(code)
-        xid_timeline.append({"ts": _iso(ts), "code": code, "mnemonic": entry.mnemonic, "category": entry.category,
-                             "immediate": entry.immediate, "investigatory": entry.investigatory})  # fmt: skip
+    xids, xid_timeline = _xid_timeline(gpu)
     tickets = list(
-        Ticket.objects.filter(gpu=gpu, rule__in=HARDWARE_TICKET_RULES)
+        Ticket.objects.filter(gpu=gpu, rule__in=FAILURE_RULES)
         .order_by("first_seen")
-        .values("id", "rule", "title", "first_seen", "last_seen", "state", "occurrences")
+        .values("id", "rule", "title", "title_msg", "first_seen", "last_seen", "state", "occurrences", "evidence")
     )
+    for ticket in tickets:  # the failure category it counts under (None: an XID code that does not count)
+        ticket["category"] = ticket_category(ticket["rule"], evidence_codes(ticket.pop("evidence")))
     failure_at = tickets[-1]["first_seen"] if tickets else (xids[-1][0] if xids else None)
     thermal = []
     if failure_at is not None:
@@ -132,11 +152,12 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime) -> dict:
         # A card swapped in its slot: the GPU that took this one's place, and the one this replaced.
         "replaced_by": _swapped_gpu(replaced_by.new_gpu, replaced_by) if replaced_by is not None else None,
         "replaced": _swapped_gpu(replaced.old_gpu, replaced) if replaced is not None else None,
-        "repeat_offender": gpu_repeat_offender(gpu=gpu, now=now),
+        "repeat_offender": [r.text() if translated else r.english() for r in gpu_repeat_offender(gpu=gpu, now=now)],
         "driver_history": driver_history,
         "xid_timeline": xid_timeline,
         "xid_catalog_source": SOURCE_URL,
-        "hardware_tickets": [{**t, "first_seen": _iso(t["first_seen"]), "last_seen": _iso(t["last_seen"])}
+        "hardware_tickets": [{**t, "title_shown": shown(t.pop("title_msg"), t["title"]),
+                              "first_seen": _iso(t["first_seen"]), "last_seen": _iso(t["last_seen"])}
                              for t in tickets],
         "ecc_row_remap_trend": ecc,
         "pcie_link_history": pcie,
@@ -246,6 +267,34 @@ def _when(value: str | None, length: int = 16) -> str:
     return date_format(moment.astimezone(dt.UTC), "SHORT_DATETIME_FORMAT")
 
 
+def _host_line(host: dict) -> str:
+    """The host's name, and where it stands when that is known: "dgx-01 (lab 2, rack B)"."""
+    where = ", ".join(part for part in (host["location"], host["rack"]) if part)
+    return f"{host['hostname']} ({where})" if where else host["hostname"]
+
+
+def _category(category: str | None) -> str:
+    return category_label(category) if category is not None else _("not a failure")
+
+
+def _flag(value) -> str:
+    """A yes/no reading (a pending flag) as a word; a count as it is; nothing read as a dash."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return _("yes") if value else _("no")
+    return value
+
+
+def _by_day(samples: list[dict]) -> list[dict]:
+    """The daily samples, one per day of the reading they hold (the last one of a day wins): the
+    midnight sample and "now" can hold readings of the same day."""
+    days: dict[str, dict] = {}
+    for sample in samples:
+        days[sample["reading_ts"][:10]] = sample
+    return list(days.values())
+
+
 def _rma_head(evidence: dict, styles, small, columns, text) -> list:
     """The pack's title, who generated it, and the GPU's and host's particulars."""
     g, h = evidence["gpu"], evidence["host"]
@@ -259,7 +308,7 @@ def _rma_head(evidence: dict, styles, small, columns, text) -> list:
         pdf_table([_("Field"), _("Value")], [
             [_("Serial"), text(g["serial"] or "—")], [_("Model"), text(g["model"] or "—")], ["UUID", text(g["uuid"])],
             ["VBIOS", text(g["vbios"] or "—")], [_("PCI bus id"), text(g["pci_bus_id"] or "—")],
-            [_("Host"), text(f"{h['hostname']} ({h['location']} {h['rack']})")],
+            [_("Host"), text(_host_line(h))],
             [_("Driver now"), text(h["driver_version"] or "—")],
             [_("Installed / warranty"),
              f"{_when(g['install_date'], 10) or '—'} / {_when(g['warranty_end'], 10) or '—'}"],
@@ -281,25 +330,29 @@ def _incident_sections(evidence: dict, section, text) -> None:
          for d in evidence["driver_history"]],
         (28, 30, 40, 40, 48),
     )  # fmt: skip
+    # The mnemonics (up to 57 capitals without a space) in a legend under the table, a line each:
+    # in a table column they broke in mid-word.
+    timeline = evidence["xid_timeline"][-60:]
     section(
         _("XID timeline (NVIDIA Xid Catalog buckets)"),
-        [_("When"), "XID", _("Mnemonic"), _("Category"), _("Immediate"), _("Investigatory")],
+        [_("When"), "XID", _("Counted as"), _("Immediate"), _("Investigatory")],
         [
-            [x["ts"][:19], x["code"], text(x["mnemonic"]), text(x["category"]), text(x["immediate"]),
+            [_when(x["ts"]), x["code"], text(_category(x["category"])), text(x["immediate"]),
              text(x["investigatory"])]
-            for x in evidence["xid_timeline"][-60:]
+            for x in timeline
         ],
-        (32, 12, 40, 30, 36, 36),
+        (30, 12, 40, 52, 52),
+        legend=[f"XID {x['code']}: {x['mnemonic'] or '—'}" for x in {x["code"]: x for x in timeline}.values()],
     )  # fmt: skip
     section(
         _("Hardware tickets"),
-        [_("Opened"), _("Rule"), _("Title"), _("State"), _("Count")],
+        [_("Opened"), _("Title"), _("Counted as"), _("State"), _("Count")],
         [
-            [_when(t["first_seen"]), t["rule"], text(t["title"]), text(ticket_states.get(t["state"], t["state"])),
-             t["occurrences"]]
+            [_when(t["first_seen"]), text(t["title_shown"]), text(_category(t["category"])),
+             text(ticket_states.get(t["state"], t["state"])), t["occurrences"]]
             for t in evidence["hardware_tickets"]
         ],
-        (28, 32, 90, 20, 16),
+        (28, 82, 34, 26, 16),
     )  # fmt: skip
     section(
         _("Jobs its faults interrupted"),
@@ -314,15 +367,15 @@ def _incident_sections(evidence: dict, section, text) -> None:
          _("Remap failed")],
         [
             [
-                _when(e["at"], 10),
-                e["ecc_corrected_volatile"],
-                e["ecc_uncorrected_volatile"],
-                e["ecc_uncorrected_aggregate"],
-                e["retired_pages_pending"],
-                e["remapped_rows_pending"],
-                e["remapped_rows_failure"],
+                _when(e["reading_ts"], 10),
+                _flag(e["ecc_corrected_volatile"]),
+                _flag(e["ecc_uncorrected_volatile"]),
+                _flag(e["ecc_uncorrected_aggregate"]),
+                _flag(e["retired_pages_pending"]),
+                _flag(e["remapped_rows_pending"]),
+                _flag(e["remapped_rows_failure"]),
             ]
-            for e in evidence["ecc_row_remap_trend"]
+            for e in _by_day(evidence["ecc_row_remap_trend"])
         ],
         (24, 27, 27, 27, 27, 27, 27),
     )  # fmt: skip
@@ -330,8 +383,13 @@ def _incident_sections(evidence: dict, section, text) -> None:
         _("PCIe link history (daily)"),
         [_("Day"), _("Gen"), _("Width"), _("Replays")],
         [
-            [_when(p["at"], 10), p["pcie_link_gen"], p["pcie_link_width"], p["pcie_replay_count"]]
-            for p in evidence["pcie_link_history"]
+            [
+                _when(p["reading_ts"], 10),
+                _flag(p["pcie_link_gen"]),
+                _flag(p["pcie_link_width"]),
+                _flag(p["pcie_replay_count"]),
+            ]
+            for p in _by_day(evidence["pcie_link_history"])
         ],
         (30, 30, 30, 96),
     )
@@ -381,7 +439,7 @@ def _service_sections(evidence: dict, section, text) -> None:
         [_("From"), _("To"), _("Status"), _("By"), _("Reason")],
         [
             [_when(s["from"]), _when(s["to"]) if s["to"] else _("now"), text(_status_said(s, statuses)),
-             text(s["by"]), text(s["reason"])]
+             text(s["by"]), text(status_reason_shown(s["reason"]))]
             for s in evidence["status_history"]
         ],
         (26, 26, 24, 30, 80),
@@ -449,12 +507,13 @@ def rma_pdf(evidence: dict) -> bytes:
 
     story = _rma_head(evidence, styles, small, columns, text)
 
-    def section(title, header, rows, shares):
+    def section(title, header, rows, shares, legend=()):
         # Fixed widths, the columns' shares of the frame: a paragraph in an auto-sized table is left
         # whatever width its longest plain neighbour does not take, down to less than nothing.
         story.extend([Spacer(1, 3 * mm), pdf_paragraph(title, styles["Heading2"])])
         if rows:
             story.append(pdf_table(header, rows, widths=columns(shares), align_left=len(header)))
+            story.extend(pdf_paragraph(line, small) for line in legend)
         else:
             story.append(pdf_paragraph(_("None recorded."), small))
 

@@ -15,7 +15,8 @@ Definitions, per GPU, for the half-open period [from, to):
   period (unset downtime and cost count 0);
 - mtbf_hours = service_hours / repairs, mttr_hours = downtime_hours / repairs (null for 0 repairs);
   availability = service_hours / (service_hours + downtime_hours) (null when both are 0);
-- hardware_tickets: tickets on the GPU with first_seen in the period from a hardware rule;
+- hardware_tickets: tickets on the GPU with first_seen in the period from a failure rule (any category of
+  portal.maintenance.failures, thermal included);
 - models and fleet: the listed GPUs' sums, then the same formulas.
 """
 
@@ -28,16 +29,17 @@ from decimal import Decimal
 
 from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext_noop
 
 from portal.core.errors import InvalidInput
 from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
 from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
 from portal.jobs import selectors as jobs_selectors
+from portal.maintenance.failures import FAILURE_RULES, RULE_CATEGORY
 from portal.maintenance.models import Ticket
-from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES
 from portal.reports import hooks
 from portal.reports.baselines import OTHER, studies_as_json
-from portal.reports.failures import RULE_CATEGORY, failure_rates, failures_of, is_hardware_failure, lemons
+from portal.reports.failures import Reason, failure_rates, failures_of, is_hardware_failure, lemons
 from portal.reports.stats import mtbf_interval
 
 HOUR = 3600.0
@@ -46,6 +48,9 @@ FEW_FAILURES = 3
 MTBF_CONFIDENCE = 0.90
 REPEAT_WINDOW = dt.timedelta(days=90)
 REPEAT_FAILURES = 2
+# Why a GPU is a repeat offender (Reason: shown in the reader's language, English in the JSON).
+FAILURES_WITHIN = gettext_noop("%(count)s hardware failures within %(window)s days (%(first)s and %(second)s)")
+XID_AGAIN = gettext_noop("a hardware XID (%(category)s) again on %(again)s after the repair of %(repaired)s")
 GPU_FIELDS = (
     "uuid", "hostname", "index", "model", "serial", "service_hours", "repairs", "downtime_hours", "cost",
     "mtbf_hours", "mttr_hours", "availability", "hardware_tickets",
@@ -111,7 +116,9 @@ class Report:
                     name: self.fleet[name]
                     for name in ("gpus", *SUM_FIELDS, "mtbf_hours", "mttr_hours", "availability", "gpu_hours_lost")
                 },
-                "repeat_offenders": self.repeat_offenders,
+                "repeat_offenders": [
+                    {**o, "reasons": [r.english() for r in o["reasons"]]} for o in self.repeat_offenders
+                ],
                 "failure_rates": self.failure_rates,
                 "lemons": {
                     "gpus": [{**gpu, "reasons": [r.english() for r in gpu["reasons"]]} for gpu in self.lemons["gpus"]],
@@ -218,7 +225,7 @@ def gpu_service_hours(gpu: Gpu, changes, retired_at: dt.datetime | None, start: 
 
 
 def _hardware_ticket_filter() -> Q:
-    return Q(rule__in=HARDWARE_TICKET_RULES)
+    return Q(rule__in=FAILURE_RULES)
 
 
 def _repair_totals(ids, start: dt.datetime, end: dt.datetime) -> dict[int, dict]:
@@ -250,12 +257,13 @@ def _gpu_rows(query: ReportQuery) -> list[dict]:
     history = status_changes_of(ids, end)
     retired_times = retired_times_of(ids)
     repairs = _repair_totals(ids, start, end)
-    tickets = dict(
-        Ticket.objects.filter(_hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end)
-        .values("gpu_id")
-        .annotate(n=Count("id"))
-        .values_list("gpu_id", "n")
-    )
+    # Failure tickets only, as the failure rates count them (an XID ticket of codes that do not count is none).
+    tickets: dict[int, int] = defaultdict(int)
+    for gpu_id, rule, evidence in Ticket.objects.filter(
+        _hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end
+    ).values_list("gpu_id", "rule", "evidence"):
+        if is_hardware_failure(rule, evidence):
+            tickets[gpu_id] += 1
 
     rows = []
     for gpu in gpus:
@@ -363,7 +371,7 @@ def _gpu_hours_lost_add(fleet: dict, rates: dict, *, gpu_ids, start: dt.datetime
 # --- repeat offenders -----------------------------------------------------------------------
 
 
-def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, list[str]]:
+def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, list[Reason]]:
     """GPUs with >= 2 hardware failures within 90 days (at least one in the period), or a hardware
     XID seen again after a repair (the later one in the period). {gpu id: [reasons]}."""
     failures: dict[int, list[tuple[dt.datetime, str]]] = defaultdict(list)
@@ -375,7 +383,7 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
     xid_gpus = {gpu_id for gpu_id, first_seen, rule, _ in rows if rule.startswith("xid_") and first_seen >= start}
     if xid_gpus:
         rows += Ticket.objects.filter(
-            gpu_id__in=xid_gpus, rule__in=[r for r in HARDWARE_TICKET_RULES if r.startswith("xid_")],
+            gpu_id__in=xid_gpus, rule__in=[r for r in FAILURE_RULES if r.startswith("xid_")],
             first_seen__lt=start - REPEAT_WINDOW,
         ).values_list("gpu_id", "first_seen", "rule", "evidence")  # fmt: skip
     for gpu_id, first_seen, rule, evidence in sorted(rows, key=lambda row: (row[0], row[1])):
@@ -391,31 +399,31 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
     ):
         repairs[gpu_id].append(performed_at)
 
-    result: dict[int, list[str]] = {}
+    result: dict[int, list[Reason]] = {}
     for gpu_id, events in failures.items():
         reasons = []
         recent = [(t, r) for t, r in events if t >= start - REPEAT_WINDOW]
         for i in range(1, len(recent)):
             t, _ = recent[i]
             if t >= start and t - recent[i - 1][0] <= REPEAT_WINDOW:
-                reasons.append(
-                    f"{REPEAT_FAILURES} hardware failures within {REPEAT_WINDOW.days} days "
-                    f"({recent[i - 1][0]:%Y-%m-%d} and {t:%Y-%m-%d})"
-                )
+                reasons.append(Reason(FAILURES_WITHIN, {
+                    "count": REPEAT_FAILURES, "window": REPEAT_WINDOW.days, "first": f"{recent[i - 1][0]:%Y-%m-%d}",
+                    "second": f"{t:%Y-%m-%d}"}))  # fmt: skip
                 break
         for repaired_at in sorted(repairs.get(gpu_id, [])):
             before = {r for t, r in events if t < repaired_at and r.startswith("xid_")}
             again = [(t, r) for t, r in events if t > repaired_at and r in before and start <= t < end]
             if again:
-                reasons.append(f"hardware XID ({again[0][1]}) again on {again[0][0]:%Y-%m-%d} after the repair of "
-                               f"{repaired_at:%Y-%m-%d}")  # fmt: skip
+                reasons.append(Reason(XID_AGAIN, {
+                    "category": RULE_CATEGORY[again[0][1]], "again": f"{again[0][0]:%Y-%m-%d}",
+                    "repaired": f"{repaired_at:%Y-%m-%d}"}))  # fmt: skip
                 break
         if reasons:
             result[gpu_id] = reasons
     return result
 
 
-def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[str]:
+def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[Reason]:
     """The GPU page's flag: the reasons it is a repeat offender over the last 90 days (or [])."""
     return repeat_offenders(gpu_ids=[gpu.pk], start=now - REPEAT_WINDOW, end=now + dt.timedelta(seconds=1)).get(
         gpu.pk, []

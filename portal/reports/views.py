@@ -18,9 +18,9 @@ from portal.core.api import api_datetime_parse
 from portal.core.errors import InvalidInput
 from portal.core.exports import attachment
 from portal.core.panels import page_panels
-from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord, status_reason_shown
+from portal.maintenance.failures import FAILURE_RULES, ticket_xid_guidance
 from portal.maintenance.models import Ticket
-from portal.maintenance.xid_catalog import HARDWARE_TICKET_RULES, ticket_xid_guidance
 from portal.reports.api import REPORT_PERMISSION
 from portal.reports.baselines import studies_as_json
 from portal.reports.failures import LEMON_RATE_FACTOR, LEMON_WINDOW
@@ -122,7 +122,7 @@ class GpuRepairHistoryView(Permission, View):
         audit = _audit_by_record(repairs)
         for record in repairs:
             record.audit = audit.get(record.pk, [])
-        tickets = list(Ticket.objects.filter(gpu=gpu, rule__in=HARDWARE_TICKET_RULES).order_by("-first_seen")[:100])
+        tickets = list(Ticket.objects.filter(gpu=gpu, rule__in=FAILURE_RULES).order_by("-first_seen")[:100])
         for ticket in tickets:
             ticket.xid_guidance = ticket_xid_guidance(ticket)
         intervals = status_intervals(gpu=gpu, now=now)
@@ -134,6 +134,7 @@ class GpuRepairHistoryView(Permission, View):
                 **i,
                 "status_label": statuses.get(i["status"], i["status"]),
                 "source_label": sources.get(i["source"], i["source"]),
+                "reason_shown": status_reason_shown(i["reason"]),
             }
             for i in intervals[::-1]
         ]
@@ -155,7 +156,7 @@ class RmaJsonView(Permission, View):
 class RmaPdfView(Permission, View):
     def get(self, request, uuid):
         gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=uuid)
-        evidence = rma_evidence(gpu=gpu, now=timezone.now())
+        evidence = rma_evidence(gpu=gpu, now=timezone.now(), translated=True)
         evidence["generated_by"] = request.user.get_username()
         return attachment(
             rma_pdf(evidence), content_type="application/pdf", filename=f"rma-{gpu.serial or gpu.uuid}.pdf"

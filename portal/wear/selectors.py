@@ -279,7 +279,7 @@ SCORE_DOC = gettext_lazy(
     "service), of the GPU's figure divided by the fleet's median of that figure (the medians over GPUs with "
     "readings; a meter whose median is 0 counts its figure, capped at 5). A typical GPU scores about 5; twice "
     "the fleet on every meter, about 10. 'Inspect first': the highest scores above 1.5 × the median score of the "
-    "GPUs with readings."
+    "GPUs with readings. A GPU that never sent a reading has no score (its age alone says nothing of its wear)."
 )
 INSPECT_FACTOR = 1.5
 INSPECT_MAX = 5
@@ -327,12 +327,17 @@ def fleet_wear_ranking(*, now: dt.datetime | None = None) -> dict:
     medians = {name: statistics.median([r["figures"][name] for r in metered]) if metered else 0.0 for name in names}
     for row in rows:
         row["parts"] = {name: _ratio(row["figures"][name], medians[name]) for name in names}
-        row["score"] = round(sum(row["parts"].values()), 2)
-    rows.sort(key=lambda r: (-r["score"], r["gpu"].host.hostname, r["gpu"].index))
-    # the typical score, like the typical figures, of the GPUs with readings: spares that never
-    # reported score on age alone and would pull it down, putting ordinary GPUs on the list
-    median_score = round(statistics.median([r["score"] for r in metered]), 2) if metered else 0.0
-    inspect = [r for r in rows if r["score"] > INSPECT_FACTOR * median_score and r["score"] > 0][:INSPECT_MAX]
+        # A GPU that never sent a reading has no wear to score: its age alone would rank an old spare
+        # above every working GPU. It is listed last, "no readings", and never to inspect first.
+        row["readings"] = getattr(row["gpu"], "wear", None) is not None
+        row["score"] = round(sum(row["parts"].values()), 2) if row["readings"] else None
+    rows.sort(key=lambda r: (r["score"] is None, -(r["score"] or 0), r["gpu"].host.hostname, r["gpu"].index))
+    # the typical score, like the typical figures, of the GPUs with readings
+    scored = [r["score"] for r in rows if r["score"] is not None]
+    median_score = round(statistics.median(scored), 2) if scored else 0.0
+    inspect = [
+        r for r in rows if r["score"] is not None and r["score"] > INSPECT_FACTOR * median_score and r["score"] > 0
+    ][:INSPECT_MAX]
     return {"rows": rows, "medians": medians, "median_score": median_score, "inspect_first": inspect,
             "score_doc": SCORE_DOC}  # fmt: skip
 

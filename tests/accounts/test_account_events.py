@@ -25,7 +25,7 @@ def test_local_sign_ins_and_refusals_are_in_the_audit_trail(client_for, admin):
     page = client_for(admin).get("/audit/", {"model": "account"})
     assert page.status_code == 200
     html = page.content.decode()
-    assert "sign_in lena (local)" in html and "refused lena (local)" in html
+    assert "sign-in: lena (local)" in html and "refused sign-in: lena (local)" in html
     assert "credentials" in html
 
 
@@ -34,7 +34,7 @@ def test_a_role_change_names_its_source_in_the_audit_trail(client_for, admin):
     directory_user_accept(user=user, source=Source.LDAP, directory_id="uid=dir-user,dc=x", role="technician")
     directory_user_accept(user=user, source=Source.LDAP, directory_id="uid=dir-user,dc=x", role="admin")
     html = client_for(admin).get("/audit/", {"model": "account", "actor": "dir-user"}).content.decode()
-    assert html.count("role_change dir-user (ldap)") == 2
+    assert html.count("role change: dir-user (ldap)") == 2
     assert "technician" in html and "admin" in html
 
 

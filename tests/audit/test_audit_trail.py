@@ -42,7 +42,7 @@ def test_host_create_update_delete_through_pages(client_for, admin):
     assert changes(updated) == {"rack": ("R1", "R7"), "status": ("active", "retired")}
 
     page = client.get("/hosts/dgx-09/").content.decode()
-    assert "<code>rack</code>: R1 → R7" in page
+    assert '<span class="change-field">Rack</span>: R1 → R7' in page
     assert "alice" in page
 
     assert client.post("/hosts/dgx-09/delete/").status_code == 302
@@ -64,7 +64,7 @@ def test_gpu_create_update_delete_through_pages(client_for, admin):
     assert updated.actor == admin
     assert changes(updated) == {"status": ("in_service", "out_for_repair"), "serial": ("", "S1")}
     page = client.get("/gpus/GPU-abc/").content.decode()
-    assert "<code>status</code>: in_service → out_for_repair" in page
+    assert '<span class="change-field">Status</span>: In service → Out for repair' in page
 
     assert client.post("/gpus/GPU-abc/delete/").status_code == 302
     assert only_entry(Gpu, gpu.pk, Action.DELETE).actor == admin
@@ -84,7 +84,7 @@ def test_record_create_update_delete_through_pages(client_for, technician, admin
     assert updated.actor == technician
     assert changes(updated)["dust_level"] == ("light", "heavy")
     page = client_for(technician).get(f"/records/{record.pk}/").content.decode()
-    assert "<code>dust_level</code>: light → heavy" in page and "bob" in page
+    assert '<span class="change-field">Dust level</span>: Light → Heavy' in page and "bob" in page
 
     assert client_for(admin).post(f"/records/{record.pk}/delete/").status_code == 302
     deleted = only_entry(MaintenanceRecord, record.pk, Action.DELETE)

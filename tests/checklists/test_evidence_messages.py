@@ -74,7 +74,7 @@ def test_answers_store_messages_and_the_page_shows_them_translated(technician, h
     note = ticket.events.get(kind="opened")
     assert note.note == f"A backup record in the last 7 days failed in checklist run #{run.pk} (Before a long " \
         f"training run) ({run.get_absolute_url()})"  # fmt: skip
-    assert ticket.title == "A backup record in the last 7 days failed: host node-a"
+    assert ticket.title == "A backup record in the last 7 days failed: node-a"
     with translation.override("zh-hans"):
         assert "node-a" in ticket.title_shown and "A backup record" not in ticket.title_shown
         assert "A backup record" not in note.note_shown and f"#{run.pk}" in note.note_shown

@@ -166,10 +166,10 @@ def test_hardware_tickets(client_for, viewer):
     ticket(gpu, "pcie", t(2025, 9, 1))
     ticket(gpu, "remap_failure", TO)  # at `to`: outside
     ticket(gpu, "xid_application", t(2025, 2, 1), code=13)  # application faults are never hardware
-    ticket(gpu, "overheat", t(2025, 2, 1))
+    ticket(gpu, "overheat", t(2025, 2, 1))  # a thermal failure, as the report's categories count it
     ticket(other, "xid_ecc", t(2024, 6, 1), code=48)  # before the period
     body = get(client_for(viewer)).json()
-    assert row_of(body, gpu)["hardware_tickets"] == 3
+    assert row_of(body, gpu)["hardware_tickets"] == 4
     assert row_of(body, other)["hardware_tickets"] == 0
 
 

@@ -1,5 +1,7 @@
 """The GPU page's Wear panel and the fleet wear page: what they show, and who may see them."""
 
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -75,3 +77,29 @@ def test_spares_without_readings_do_not_lower_the_inspect_first_bar():
     # metered scores: 5 + 5 + 800/480 + 1 (hot, cycles capped; busy; age), 2.0, 1.33: median 2.0
     assert ranking["median_score"] == 2.0
     assert [(row["gpu"].host.hostname, row["gpu"].index) for row in ranking["inspect_first"]] == [("rank-lab", 0)]
+
+
+@pytest.mark.django_db
+def test_old_gpus_without_readings_are_never_inspect_first_and_scores_read_alike(client_for, viewer):
+    """Seeded GPUs installed years ago that never reported scored hundreds on age alone and topped
+    "Inspect first"; a GPU without a reading has no score, is listed last, and every score has one
+    decimal."""
+    import datetime as dt
+
+    from portal.wear.models import WearState
+
+    now = timezone.now()
+    host = HostFactory(hostname="young-lab")
+    for index, busy_h in enumerate((300, 100, 110)):
+        gpu = GpuFactory(host=host, index=index, install_date=(now - dt.timedelta(days=20)).date())
+        WearState.objects.create(gpu=gpu, last_ts=now, last_reading=[now.timestamp()], first_hour=now,
+                                 busy_s=busy_h * 3600)  # fmt: skip
+    old = GpuFactory(host=HostFactory(hostname="old-spares"), index=0,
+                     install_date=(now - dt.timedelta(days=5 * 365)).date())  # fmt: skip
+    ranking = fleet_wear_ranking(now=now)
+    assert old not in [row["gpu"] for row in ranking["inspect_first"]]
+    assert ranking["rows"][-1]["gpu"] == old and ranking["rows"][-1]["score"] is None
+    page = client_for(viewer).get("/wear/").content.decode()
+    assert "no readings" in page
+    scores = re.findall(r'<td class="num"><strong>([^<]+)</strong></td>', page)
+    assert scores and all(re.fullmatch(r"\d+\.\d", score) for score in scores), scores

@@ -5,6 +5,8 @@ from django import template
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
+from portal.core.audit_display import changes_shown
+
 register = template.Library()
 
 
@@ -13,26 +15,13 @@ def short_uuid(uuid):
     return uuid[4:12] if uuid.startswith("GPU-") else uuid[:8]
 
 
-# Bookkeeping fields that every create shows and nobody needs to read.
-_AUDIT_NOISE = {"id", "created_at", "updated_at"}
-
-
-def _audit_value(value):
-    # django-auditlog stores values as strings, "None" included.
-    return "∅" if value in (None, "None", "") else value
-
-
 @register.filter
 def audit_changes(entry):
-    """(field, old, new) rows of a log entry; a create shows only the values it set."""
-    changes = entry.changes_dict or {}
-    rows = []
-    for field, change in changes.items():
-        old, new = (change + [None, None])[:2] if isinstance(change, list) else (None, change)
-        if entry.action == entry.Action.CREATE and (field in _AUDIT_NOISE or new in (None, "None", "")):
-            continue
-        rows.append((field, _audit_value(old), _audit_value(new)))
-    return rows
+    """(field, old, new) rows of a log entry in words (portal.core.audit_display): as the view
+    prepared them (related objects by name), else without looking anything up (a related object by
+    its id: a template tag runs no queries)."""
+    prepared = getattr(entry, "changes_shown", None)
+    return prepared if prepared is not None else changes_shown(entry)
 
 
 @register.filter

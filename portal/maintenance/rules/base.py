@@ -11,6 +11,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from django.template.defaultfilters import floatformat
 from django.utils.translation import gettext
 
 from portal.core.messages import Said
@@ -85,6 +86,17 @@ def shown(text: str) -> str:
     return gettext(text) if text else ""
 
 
+def duration_words(seconds: float) -> str:
+    """A span in the active language: "25 min", "3.5 h", "4 d"."""
+    minutes = seconds / 60
+    if minutes < 90:
+        return gettext("%(n)s min") % {"n": floatformat(round(minutes), -1)}
+    hours = minutes / 60
+    if hours < 48:
+        return gettext("%(n)s h") % {"n": floatformat(hours, -1)}
+    return gettext("%(n)s d") % {"n": floatformat(hours / 24, -1)}
+
+
 def fingerprint(rule: str, *, gpu_id: int | None = None, host_id: int | None = None) -> str:
     return f"{rule}/gpu/{gpu_id}" if gpu_id is not None else f"{rule}/host/{host_id}"
 
@@ -106,6 +118,26 @@ class Rule:
     scope: ClassVar[str] = "gpu"  # "gpu": evaluated per batch; "host": by a beat task
     resolved_by: ClassVar[tuple[str, ...]] = ()  # maintenance record kinds that resolve its ticket
     defaults: ClassVar[dict[str, Any]] = {}
+    # The rule in a reader's words for the ticket page (gettext_noop), where `__doc__`, for the admins
+    # of the rules page, names the settings; None: the doc names none and says it for both.
+    summary: ClassVar[str | None] = None
+    # A ticket's peak or an event's value in words (gettext_noop, "%(value)s" the number), "" to show
+    # none (a flag, an XID code the note names already); None: the number and `unit`.
+    value_text: ClassVar[str | None] = None
+
+    @property
+    def summary_shown(self) -> str:
+        """What the rule watches for, in the active language, without the settings' names."""
+        return shown(self.summary) if self.summary else self.doc
+
+    def value_shown(self, value: float | None) -> str:
+        """A ticket's peak or an event's value with its unit or name, in the active language."""
+        if value is None or self.value_text == "":
+            return ""
+        number = floatformat(value, -1)
+        if self.value_text is None:
+            return f"{number} {self.unit}".strip()
+        return gettext(self.value_text) % {"value": number}
 
     @property
     def doc(self) -> str:

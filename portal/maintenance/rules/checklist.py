@@ -16,6 +16,7 @@ class ChecklistFailed(Rule):
     )
 
     key = "checklist_failed"
+    value_text = ""  # the note names what failed
     title = gettext_noop("Checklist item failed")
     watches = gettext_noop("checklist runs")
     scope = "checklist"  # opened by the checklists app, never by the rule engine

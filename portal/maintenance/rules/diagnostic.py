@@ -15,6 +15,7 @@ class DiagnosticFailed(Rule):
     )
 
     key = "diagnostic_failed"
+    value_text = ""  # the note names what failed
     title = gettext_noop("Diagnostic failed")
     watches = gettext_noop("diagnostic runs")
     scope = "diagnostic"  # opened by the diagnostics app, never by the rule engine
@@ -33,6 +34,7 @@ class DiagnosticWarned(Rule):
     )
 
     key = "diagnostic_warned"
+    value_text = ""  # the note names what failed
     title = gettext_noop("Diagnostic warning")
     watches = gettext_noop("diagnostic runs")
     scope = "diagnostic"

@@ -100,6 +100,7 @@ class ThermalThrottle(Rule):
     )
 
     key = "thermal_throttle"
+    value_text = gettext_noop("%(value)s %% of the readings throttled")
     title = gettext_noop("Thermal throttling")
     watches = gettext_noop("clock event reasons (hw_thermal, sw_thermal, hw_slowdown)")
     metric = "sm_clock_mhz"
@@ -137,6 +138,7 @@ class FanWear(Rule):
     )
 
     key = "fan_wear"
+    value_text = gettext_noop("fan at %(value)s %%")
     title = gettext_noop("Fan wear")
     watches = gettext_noop("fan duty, temperature, power")
     metric = "fan_speed_pct"
@@ -218,6 +220,7 @@ class CoolingDegradation(Rule):
     )
 
     key = "cooling_degradation"
+    value_text = gettext_noop("thermal resistance +%(value)s %%")
     title = gettext_noop("Cooling degraded: cleaning due")
     watches = gettext_noop("thermal resistance (temperature over idle, per watt)")
     metric = "temperature_c"
@@ -273,6 +276,7 @@ class EccUncorrected(Rule):
     )
 
     key = "ecc_uncorrected"
+    value_text = gettext_noop("%(value)s uncorrected errors")
     title = gettext_noop("Uncorrected ECC error")
     severity = "critical"
     watches = gettext_noop("ECC uncorrected (volatile, aggregate)")
@@ -305,6 +309,11 @@ class EccCorrectedRate(Rule):
     )
 
     key = "ecc_corrected_rate"
+    summary = gettext_noop(
+        "Corrected ECC errors growing faster than the rule's limit per day (measured over at least an hour of "
+        "readings) opens; below half that rate for 6 hours clears."
+    )
+    value_text = gettext_noop("%(value)s corrected errors a day")
     title = gettext_noop("Corrected ECC errors rising")
     watches = gettext_noop("ECC corrected (volatile) per day")
     metric = "ecc_corrected_volatile"
@@ -338,6 +347,7 @@ class MemoryPending(Rule):
     )
 
     key = "memory_pending"
+    value_text = ""  # a flag
     title = gettext_noop("Memory repair pending: drain and reset")
     watches = gettext_noop("retired pages pending, remapped rows pending")
     metric = "ecc_uncorrected_volatile"
@@ -365,6 +375,7 @@ class RemapFailure(Rule):
     )
 
     key = "remap_failure"
+    value_text = ""  # a flag
     title = gettext_noop("Row remapping failed: RMA")
     severity = "critical"
     watches = gettext_noop("remapped rows failure")
@@ -390,6 +401,13 @@ class Pcie(Rule):
     )
 
     key = "pcie"
+    summary = gettext_noop(
+        # xgettext:no-python-format (a percentage, never formatted)
+        "PCIe link trained below the GPU's maximum generation or width while busy (≥ 50 % utilisation), "
+        "or replay errors rising faster than the rule's limit per hour, for 5 minutes opens; neither for 30 "
+        "minutes clears."
+    )
+    value_text = gettext_noop("link width x%(value)s")
     title = gettext_noop("PCIe link degraded")
     watches = gettext_noop("PCIe link generation and width, replay counter")
     metric = "pcie_link_width"
@@ -427,6 +445,12 @@ class Overclock(Rule):
     )
 
     key = "overclock"
+    summary = gettext_noop(
+        # xgettext:no-python-format (a percentage, never formatted)
+        "Enforced power limit above the GPU's default (by more than 2 %), or the SM clock above a limit an admin "
+        "sets, for 5 minutes opens; neither for 30 minutes clears."
+    )
+    value_text = gettext_noop("power limit %(value)s W")
     title = gettext_noop("Running above default limits")
     watches = gettext_noop("enforced power limit, SM clock")
     metric = "power_limit_w"
@@ -458,6 +482,13 @@ class NoRest(Rule):
     )
 
     key = "no_rest"
+    summary = gettext_noop(
+        # xgettext:no-python-format (a percentage, never formatted)
+        "Utilisation ≥ 90 % at high temperature (15 °C below the slowdown threshold, unless an admin sets "
+        "another) without a break for more than 72 hours opens (info); a rest (utilisation below 50 %) of 30 "
+        "minutes clears."
+    )
+    value_text = gettext_noop("utilisation %(value)s %%")
     title = gettext_noop("No rest for 72 h")
     severity = "info"
     watches = gettext_noop("utilisation and temperature over days")

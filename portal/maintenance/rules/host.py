@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from django.utils.translation import gettext_noop
+from django.template.defaultfilters import floatformat
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from portal.maintenance import messages
 
-from .base import Rule, shown
+from .base import Rule, duration_words, shown
 
 # The agent's systemd unit, as `gpu-fleet-agent install-service` writes it (agents.cli.SERVICE_NAME;
 # the portal never imports the agent). AgentSilent's action names it as a literal, so that the
@@ -24,6 +25,11 @@ class AgentSilent(Rule):
     )
 
     key = "agent_silent"
+    summary = gettext_noop(
+        "A GPU without readings for 5 minutes (by default; three collection intervals when an admin sets the "
+        'host\'s interval) opens "agent silent"; the next reading resolves it. When every GPU of a host is '
+        "silent, one host ticket holds them."
+    )
     title = gettext_noop("Agent silent")
     watches = gettext_noop("time since the last reading")
     unit = "s"  # the peak is how long the GPU has been silent
@@ -34,6 +40,11 @@ class AgentSilent(Rule):
         "fallen off the bus: check nvidia-smi on the host."
     )
     defaults = {"silent_after_s": 300, "interval_s": None}
+
+    def value_shown(self, value: float | None) -> str:
+        if value is None:
+            return ""
+        return gettext("silent for %(duration)s") % {"duration": duration_words(value)}
 
     @staticmethod
     def silent_after_s(params: dict) -> float:
@@ -64,9 +75,26 @@ class Schedule(Rule):
         "setting of None turns that meter (or, for `period_days`, the calendar) off."
     )
 
+    summary = gettext_noop(
+        "Preventive maintenance by time since the last record of its kind (or since the host was added): "
+        '"due" (info) a few days before the period ends, "overdue" (warning) after; and by usage, whichever '
+        "comes first: a usage meter of any GPU of the host, counted since that record, at or past its limit "
+        "makes it overdue, the ticket naming the meter and how far past."
+    )
     scope = "host"
     record_kind = ""
     severity = "info"
+
+    def value_shown(self, value: float | None) -> str:
+        """Days past the period's end: "due in 5 days", "due now", "50 days overdue"."""
+        if value is None:
+            return ""
+        days = floatformat(abs(value), -1)
+        if value < 0:
+            return ngettext("due in %(days)s day", "due in %(days)s days", 1 if abs(value) == 1 else 2) % {"days": days}
+        if value == 0:
+            return gettext("due now")
+        return ngettext("%(days)s day overdue", "%(days)s days overdue", 1 if value == 1 else 2) % {"days": days}
 
     def __init__(self, key, title, record_kind, period_days, due_before_days, action, **extra):
         self.key, self.title, self.record_kind = key, title, record_kind

@@ -33,9 +33,16 @@ class XidRule(Rule):
         "without another one (None: a person resolves it)."
     )
 
+    summary = gettext_noop(
+        "An XID of this class opens a ticket at once (application faults only when they repeat: by default the "
+        "third within a day). XIDs are events, not a level: where the rule sets a quiet period (a day for "
+        "application faults, by default) the ticket clears when it passes without another XID; otherwise a "
+        "person resolves it."
+    )
     xid_class = ""
     metric = None
     unit = ""
+    value_text = ""  # the code: each event's note names it ("XID 79")
     defaults = {"repeat": 1, "repeat_window_s": 86400, "clear_for_s": None}
 
     def evaluate_xids(self, track, events: list[tuple[float, int]], p, emit) -> None:
