@@ -28,7 +28,15 @@ PAGE_TEMPLATES = {
 # What each page is made of: a panel registered again under another's name would replace it.
 PAGE_PANELS = {
     "fleet.fleet": ["pipeline-lag", "burn-in", "live-tiles", "live-heatmap", "live-ticket-feed", "windows"],
-    "fleet.host": ["start-checklist", "open-tickets", "scheduler", "diagnostics", "agent-tokens", "warranty", "windows"],
+    "fleet.host": [
+        "start-checklist",
+        "open-tickets",
+        "scheduler",
+        "diagnostics",
+        "agent-tokens",
+        "warranty",
+        "windows",
+    ],
     "fleet.gpu": [
         "start-checklist",
         "live-charts",
