@@ -36,7 +36,7 @@ class AuditFilterForm(forms.Form):
     model = forms.ChoiceField(
         choices=[("", gettext_lazy("Any object"))] + [(k, MODEL_LABELS.get(k, k.title())) for k in AUDITED_MODELS],
         required=False,
-        label=gettext_lazy("Model"),
+        label=pgettext_lazy("audit filter", "Model"),
     )
     action = forms.ChoiceField(
         choices=[("", gettext_lazy("Any action"))] + [(k, ACTION_LABELS.get(k, k.title())) for k in ACTIONS],

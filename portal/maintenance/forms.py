@@ -1,6 +1,6 @@
 from django import forms
 from django.contrib.auth import get_user_model
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
 from portal.fleet.models import Gpu, Host
@@ -49,7 +49,9 @@ class RuleConfigForm(forms.Form):
 class SubscriptionForm(forms.Form):
     channel = forms.ChoiceField(choices=Subscription.Channel.choices, label=_("Channel"))
     target = forms.CharField(
-        max_length=500, label=_("To"), help_text=_("Email address, or the webhook's or robot's http(s) URL.")
+        max_length=500,
+        label=pgettext_lazy("notification recipient", "To"),
+        help_text=_("Email address, or the webhook's or robot's http(s) URL."),
     )
     secret = forms.CharField(
         max_length=200, required=False, widget=forms.PasswordInput(render_value=False), label=_("Signing secret"),
