@@ -85,7 +85,7 @@ def window_create(request, payload: WindowIn):
 def window_list(request, filters: Query[WindowFilter]):
     """Soonest first; filters `state` and `host` (a hostname)."""
     require_perm(request, "windows.view_maintenancewindow")
-    return [selectors.window_as_dict(w) for w in selectors.window_list(state=filters.state, host=filters.host)]
+    return selectors.AsDicts(selectors.window_list(state=filters.state, host=filters.host))
 
 
 @router.get("/maintenance-windows/{window_id}", response={200: WindowOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut})

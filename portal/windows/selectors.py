@@ -31,6 +31,31 @@ def window_list(*, state: str | None = None, host: str | None = None) -> QuerySe
     return _shaped(windows.order_by("starts_at", "id"))
 
 
+class AsDicts:
+    """A window queryset read as `window_as_dict`s one page at a time (the API's pagination slices
+    it and counts it in SQL): a long history costs one page's rows, not every window's."""
+
+    def __init__(self, windows: QuerySet):
+        self.windows = windows
+
+    def __len__(self) -> int:
+        return self.windows.count()
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [window_as_dict(w) for w in self.windows[index]]
+        return window_as_dict(self.windows[index])
+
+
+def window_page_list(*, state: str | None = None, ended_max: int = 50) -> list[MaintenanceWindow]:
+    """The windows page: one state, or the open windows (soonest first) and the latest ended ones."""
+    if state:
+        return list(window_list(state=state))
+    opened = list(window_list().filter(state__in=Window.OPEN_STATES))
+    ended = window_list().exclude(state__in=Window.OPEN_STATES).order_by("-starts_at", "-id")[:ended_max]
+    return opened + list(ended)
+
+
 def window_get(*, window_id: int) -> MaintenanceWindow:
     window = _shaped(Window.objects.filter(pk=window_id)).first()
     if window is None:

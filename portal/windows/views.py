@@ -37,11 +37,7 @@ class WindowListView(PermissionRequiredMixin, View):
         state = request.GET.get("state") or None
         if state not in (None, *MaintenanceWindow.State.values):
             state = None
-        windows = selectors.window_list(state=state)
-        if state is None:  # the open ones first, then the last 50 ended
-            open_ = [w for w in windows if w.is_open]
-            ended = sorted((w for w in windows if not w.is_open), key=lambda w: w.starts_at, reverse=True)[:50]
-            windows = open_ + ended
+        windows = selectors.window_page_list(state=state)
         return render(
             request, "windows/list.html",
             {"windows": windows, "form": form or WindowForm(), "state": state,

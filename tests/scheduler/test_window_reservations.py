@@ -269,3 +269,21 @@ def test_an_older_slurmrestd_says_it_cannot_make_reservations(slurm, settings):
         older.reservation_create("gpu-fleet-window-1", nodes=[slurm.node], start=timezone.now(),
                                  end=timezone.now() + dt.timedelta(hours=1))  # fmt: skip
     assert older.reservation("gpu-fleet-window-1") is None
+
+
+def test_in_rest_mode_the_window_reserves_through_slurmrestd(slurmrestd_25_05, settings, technician, client_for):
+    url, requests = slurmrestd_25_05
+    settings.SLURM_ENABLED, settings.SLURM_MODE = True, "rest"
+    settings.SLURM_REST_URL, settings.SLURM_REST_USER, settings.SLURM_REST_TOKEN = url, "gpufleet", "jwt"
+    enrol("gpu07")
+    client = client_for(technician)
+    start = timezone.now() + dt.timedelta(days=1)
+    body = {"title": "Fans", "starts_at": start.isoformat(), "ends_at": (start + dt.timedelta(hours=2)).isoformat(),
+            "hosts": ["gpu07"]}  # fmt: skip
+    window = _post(client, "", body).json()
+    name = f"gpu-fleet-window-{window['id']}"
+    assert window["reservation"] == name and window["reservation_state"] == "made"
+    assert [body["node_list"] for method, _path, body in requests if method == "POST"] == [["gpu07"]]
+    done = _post(client, f"/{window['id']}/cancel").json()
+    assert done["state"] == "cancelled" and done["reservation_state"] == "deleted"
+    assert ("DELETE", f"/slurm/v0.0.43/reservation/{name}", None) in requests

@@ -209,3 +209,28 @@ def test_a_window_running_over_keeps_its_silence(hosts, technician):
     Silence.objects.update(ends_at=later(minutes=-1))
     services.windows_beat()
     assert Silence.objects.filter(ends_at__gt=timezone.now()).count() == 2
+
+
+def test_the_list_and_its_page_run_a_constant_number_of_queries(api, client_for, hosts, technician, viewer):
+    from django.test.utils import CaptureQueriesContext
+
+    made = []
+
+    def make(n):
+        for _k in range(n):
+            made.append(1)
+            start = later(days=10 + len(made))
+            services.window_create(title=f"w{len(made)}", starts_at=start, ends_at=start + dt.timedelta(hours=1),
+                                   hostnames=["dgx-01", "dgx-02"], user=technician)  # fmt: skip
+
+    make(1)
+    client = client_for(viewer)
+    counts = []
+    for _round in range(2):
+        with CaptureQueriesContext(connection) as listed:
+            assert api(viewer)("get", "").status_code == 200
+        with CaptureQueriesContext(connection) as page:
+            assert client.get("/maintenance-windows/").status_code == 200
+        counts.append((len(listed), len(page)))
+        make(6)
+    assert counts[0] == counts[1], counts
