@@ -3,6 +3,8 @@ GPU pages, and the GPU's RMA cases."""
 
 from __future__ import annotations
 
+from django.utils.html import format_html
+
 from portal.core.panels import panel
 from portal.inventory import selectors
 
@@ -27,9 +29,14 @@ def gpu_page_panel(*, gpu, request=None, **context) -> dict | None:
     if not _reads(request):
         return None
     user = request.user
+    warranty = selectors.gpu_warranty(gpu=gpu)
     return {
         "gpu": gpu,
-        "warranty": selectors.gpu_warranty(gpu=gpu),
+        "warranty": warranty,
+        # The vendor's names inside the translated sentence, escaped and marked as data.
+        "contract": format_html('<span translate="no">{} {}</span>', warranty.vendor, warranty.contract)
+        if warranty
+        else "",
         "cases": selectors.gpu_rma_cases(gpu=gpu),
         "can_open": user.has_perm("inventory.add_rmacase"),
     }

@@ -168,13 +168,13 @@ def test_gpu_and_host_pages_show_coverage(client_for, viewer, gpu, host):
     warranty.gpus.set([gpu])
     client = client_for(viewer)
     page = client.get(gpu.get_absolute_url()).content.decode()
-    assert "Covered by Supermicro SM-&lt;7&gt; (parts and labour)" in page
+    assert 'Covered by <span translate="no">Supermicro SM-&lt;7&gt;</span> (parts and labour)' in page
     assert "No warranty contract covers this GPU today." in client.get(uncovered.get_absolute_url()).content.decode()
     host_page = client.get(host.get_absolute_url()).content.decode()
     assert "SM-&lt;7&gt;" in host_page and "Not covered today:" in host_page
     assert f'href="{uncovered.get_absolute_url()}"' in host_page
     zh = client.get(gpu.get_absolute_url(), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
-    assert "由 Supermicro SM-&lt;7&gt;（部件及人工）保修" in zh
+    assert '由 <span translate="no">Supermicro SM-&lt;7&gt;</span>（部件及人工）保修' in zh
 
 
 def test_the_pages_in_chinese(client_for, admin):
