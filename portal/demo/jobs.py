@@ -198,11 +198,14 @@ def jobs_history_seed(*, now: dt.datetime | None = None, live_from: dt.datetime 
 def simulated_jobs_name() -> int:
     """What Slurm's accounting would say of the simulated agents' Slurm jobs: their user, account
     and name, from the simulator's schedule (agents/simulate.py). Returns the number named."""
-    from portal.demo.story import SIMULATED_HOSTS
+    from portal.demo.story import BACKFILL_JOB_ID_OFFSET, SIMULATED_HOSTS
 
     schedules = [host_job_schedule(hostname) for hostname, *_ in SIMULATED_HOSTS]
     named = 0
     for pk, key in Job.objects.filter(scheduler=Job.Scheduler.SLURM, user__isnull=True).values_list("id", "key"):
+        number = int(key.partition(":")[2]) if key.partition(":")[2].isdigit() else 0
+        if number >= BACKFILL_JOB_ID_OFFSET:  # the day of history's (portal/demo/story.py)
+            key = f"slurm:{number - BACKFILL_JOB_ID_OFFSET}"
         for schedule in schedules:
             k = schedule.job_number(key)
             if k is not None:

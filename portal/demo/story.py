@@ -189,9 +189,19 @@ def _iso(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# The day's Slurm jobs get ids of their own: the live agents' schedules start again from job 0
+# (agents/simulate.py), and Slurm does not give a job id twice.
+BACKFILL_JOB_ID_OFFSET = 1_000_000
+
+
+def backfill_job_key(key: str) -> str:
+    scheduler, _, number = key.partition(":")
+    return f"slurm:{int(number) + BACKFILL_JOB_ID_OFFSET}" if scheduler == "slurm" and number.isdigit() else key
+
+
 def _reading(client, index: int, moment: dt.datetime) -> dict:
     metrics = client.metrics(index)
-    jobs = client.running_jobs([index])[index]  # the day's jobs, named as the agent names them
+    jobs = [backfill_job_key(key) for key in client.running_jobs([index])[index]]  # as the agent names them
     return {"gpu_uuid": client.inventory(index)["uuid"], "ts": _iso(moment), **metrics, "xid_events": [], "jobs": jobs}
 
 

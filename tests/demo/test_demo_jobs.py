@@ -105,6 +105,8 @@ def test_the_day_of_history_names_its_jobs_and_the_demo_names_their_users(settin
         pass
     slurm = Job.objects.filter(scheduler="slurm")
     assert slurm.exists() and JobSpan.objects.filter(job__in=slurm).exists()
+    # ids of their own: the live agents' jobs start again from job 0
+    assert all(int(key.split(":")[1]) >= story.BACKFILL_JOB_ID_OFFSET for key in slurm.values_list("key", flat=True))
     demo_jobs.simulated_jobs_name()
     assert not slurm.filter(user__isnull=True).exists()
     assert set(Job.objects.values_list("user", flat=True)) <= {"alice", "bob", "chen"}
