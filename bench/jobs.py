@@ -79,6 +79,49 @@ def stage_cost(*, hosts: int = 20, batches: int = 25) -> dict:
     return out
 
 
+def end_to_end(*, rounds: int = 6, hosts: int = 4, batches: int = 10) -> dict[int, float]:
+    """Ingest (parsing the JSON body included) and the whole pipeline, CPU µs per reading of this
+    process, without jobs and with 4 on every reading, in alternating rounds (a loaded machine
+    weighs on both alike): {jobs: µs per reading}."""
+    from bench.harness import reading
+    from portal.telemetry import enqueue
+    from portal.telemetry.pipeline import pipeline_run
+    from portal.telemetry.schemas import BatchIn
+    from portal.telemetry.services.ingest import reading_batch_ingest
+    from portal.telemetry.services.tokens import host_token_issue
+    from tests.telemetry.batches import make_batch, make_gpu
+
+    enqueue._send = lambda: None
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    spent, counted = {0: 0.0, 4: 0.0}, {0: 0, 4: 0}
+    made = {}
+    for r in range(rounds):
+        for jobs in (0, 4) if r % 2 == 0 else (4, 0):
+            bodies = []
+            for h in range(hosts):
+                hostname = f"e2e{jobs}-{h}"
+                if hostname not in made:
+                    made[hostname] = host_token_issue(hostname=hostname, label="b", create_host=True).record.host
+                gpus = [make_gpu(f"GPU-e{jobs}{h:03d}{g:04d}-6b9b-4b4e-9d0a-6f1c1a2b3c4d", index=g) for g in range(10)]
+                for b in range(batches):
+                    step = (r * batches + b) * 10
+                    batch = make_batch(hostname, readings=0, now=now)
+                    batch["gpus"] = gpus
+                    batch["readings"] = [
+                        reading(g["uuid"], now - dt.timedelta(hours=3) + dt.timedelta(seconds=step + k), step + k,
+                                jobs=jobs)
+                        for k in range(10) for g in gpus
+                    ]  # fmt: skip
+                    bodies.append((made[hostname], json.dumps(batch, default=str).encode()))
+            began = time.process_time()
+            for host, body in bodies:
+                reading_batch_ingest(host=host, batch=BatchIn.model_validate_json(body), now=now)
+            pipeline_run()
+            spent[jobs] += time.process_time() - began
+            counted[jobs] += len(bodies) * 100
+    return {jobs: 1e6 * spent[jobs] / counted[jobs] for jobs in spent}
+
+
 def seed_spans(*, hosts: int = 125, gpus: int = 8, jobs: int = 25_000, spans_per_job: int = 4, days: int = 30):
     from portal.fleet.models import Gpu, Host
     from portal.jobs.models import Job, JobSpan
@@ -136,6 +179,8 @@ def read_times(seeded: dict, runs: int) -> list[tuple[str, float, float]]:
     rng = random.Random(7)
     keys = [f"slurm:{100000 + rng.randrange(seeded['jobs'])}" for _ in range(5)]
     out = [
+        # the machine's floor for a signed-in API request, beside them: an existing, small list
+        ("(floor) GET /api/v1/tickets", *_timed(client, "/api/v1/tickets", runs, {"limit": "1"})),
         ("GET /api/v1/jobs", *_timed(client, "/api/v1/jobs", runs)),
         ("GET /api/v1/jobs?user=cy", *_timed(client, "/api/v1/jobs", runs, {"user": "cy"})),
         ("GET /api/v1/jobs?host=…", *_timed(client, "/api/v1/jobs", runs, {"host": seeded["hosts"][17]})),
@@ -153,6 +198,9 @@ def main() -> None:
     args = parser.parse_args()
     keep = _setup(args)  # noqa: F841 - the scratch SQLite folder lives as long as the run
     engine = "PostgreSQL" if args.postgres else "SQLite"
+    both = end_to_end()
+    print(f"\nIngest and the whole pipeline in process, CPU µs per reading ({engine}, alternating rounds): "
+          f"no jobs {both[0]:.1f}, 4 jobs on every reading {both[4]:.1f}: {both[4] / both[0]:.3f}x")  # fmt: skip
     costs = stage_cost()
     print(f"\nThe pipeline's stages, µs per reading ({engine}; one run over {costs[4]['readings']:,} readings each):")
     for jobs in (0, 4):
