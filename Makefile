@@ -171,7 +171,7 @@ worker: $(STAMP)
 beat: $(STAMP)
 	$(VENV)/bin/celery -A portal beat -l info
 
-bench: bench-agent bench-agent-diagnose bench-ingest bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pages bench-reports bench-usage bench-wear bench-checklists
+bench: bench-agent bench-agent-diagnose bench-ingest bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pipeline-jobs bench-pages bench-reports bench-usage bench-wear bench-checklists
 
 bench-agent: $(STAMP)
 	$(PY) bench/agent.py
