@@ -137,9 +137,10 @@ def _english_label(model, name: str) -> str:
         return field_label(model, name)
 
 
-def audit_entries_prepare(entries) -> list:
-    """The entries (a page of them) with `changes_shown` set: the related objects they name looked up
-    by model, one query each."""
+def audit_entries_prepare(entries, *, of=None) -> list:
+    """The entries (a page of them) with `changes_shown` and `object_shown` set: the related objects
+    they name looked up by model, one query each; `of`: the one object they are all about (a page
+    that has it loaded already), named without a query."""
     entries = list(entries)
     wanted: dict[type, set] = defaultdict(set)
     for entry in entries:
@@ -152,7 +153,9 @@ def audit_entries_prepare(entries) -> list:
     for related, pks in wanted.items():
         found = related._default_manager.filter(pk__in=pks).select_related()
         names[related] = {str(obj.pk): _name(obj) for obj in found}
-    objects = _objects_named(entries)
+    objects = _objects_named([] if of is not None else entries)
+    if of is not None:
+        objects = {(entry.content_type_id, str(entry.object_pk)): _name(of) for entry in entries}
     for entry in entries:
         entry.changes_shown = changes_shown(entry, names)
         # The object as it names itself now, in the reader's language (a record's kind, a host by

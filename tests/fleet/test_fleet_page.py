@@ -255,8 +255,8 @@ PAGE_QUERIES = {
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
     # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its
-    # slot or took it out; the GPU's diagnostics
-    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1,
+    # slot or took it out; the GPU's diagnostics; the hosts its audit entries name (by name, not id)
+    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1 + 1,
 }
 
 

@@ -77,8 +77,8 @@ def test_repeat_offender_reasons_in_the_readers_language(client_for, viewer):
     assert "2 hardware failures within 90 days" in english
     chinese = client.get(gpu.get_absolute_url(), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "90 天内 2 次硬件故障" in chinese and "hardware failures within" not in chinese
-    body = client.get("/api/v1/reports/reliability", {"from": (now - dt.timedelta(days=30)).isoformat(),
-                                                       "to": (now + dt.timedelta(days=1)).isoformat()}).json()  # fmt: skip
+    period = {"from": (now - dt.timedelta(days=30)).isoformat(), "to": (now + dt.timedelta(days=1)).isoformat()}
+    body = client.get("/api/v1/reports/reliability", period).json()
     assert body["repeat_offenders"][0]["reasons"][0].startswith("2 hardware failures within 90 days")
     repairs = client.get(f"/reports/gpus/{gpu.uuid}/repairs", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "已登记。" in repairs and "Registered." not in repairs
