@@ -19,7 +19,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.db import models
 from django.utils import timezone
 from django.utils.formats import date_format
-from django.utils.translation import gettext
+from django.utils.translation import get_language, gettext, override
 
 # Bookkeeping fields that every create shows and nobody needs to read.
 NOISE = {"id", "created_at", "updated_at"}
@@ -93,7 +93,8 @@ _UNITS = {"w": "W", "c": "°C", "s": "s", "mhz": "MHz", "pct": "%", "mib": "MiB"
 
 
 def field_label(model, name: str) -> str:
-    """The field's verbose name (in the active language where the catalogue has it), capitalised."""
+    """The field's verbose name (in the active language where the catalogue has it), capitalised; a
+    name the catalogue lacks stays English (the template marks it translate="no": a field's name)."""
     field = _field(model, name)
     label = str(getattr(field, "verbose_name", None) or name.replace("_", " "))
     if label == name.replace("_", " "):  # Django's default: the name itself
@@ -116,20 +117,30 @@ def _pairs(entry) -> Iterable[tuple[str, object, object]]:
         yield name, old, new
 
 
-def changes_shown(entry, names: dict | None = None) -> list[tuple[str, str, str]]:
-    """(field, old, new) rows of a log entry in words; a create shows only the values it set."""
+def changes_shown(entry, names: dict | None = None) -> list[tuple[str, str, str, bool]]:
+    """(field, old, new, field name translated) rows of a log entry in words; a create shows only the
+    values it set."""
     model = entry.content_type.model_class() if entry.content_type_id else None
     names = names or {}
-    return [
-        (field_label(model, name), value_shown(_field(model, name), old, names),
-         value_shown(_field(model, name), new, names))
-        for name, old, new in _pairs(entry)
-    ]  # fmt: skip
+    rows = []
+    for name, old, new in _pairs(entry):
+        field = _field(model, name)
+        label = field_label(model, name)
+        # an English page reads English; another reads the name English only where the catalogue lacks it
+        translated = (get_language() or "en").startswith("en") or label != _english_label(model, name)
+        rows.append((label, value_shown(field, old, names), value_shown(field, new, names), translated))
+    return rows
 
 
-def audit_entries_prepare(entries) -> list:
-    """The entries (a page of them) with `changes_shown` set: the related objects they name looked up
-    by model, one query each."""
+def _english_label(model, name: str) -> str:
+    with override("en"):
+        return field_label(model, name)
+
+
+def audit_entries_prepare(entries, *, of=None) -> list:
+    """The entries (a page of them) with `changes_shown` and `object_shown` set: the related objects
+    they name looked up by model, one query each; `of`: the one object they are all about (a page
+    that has it loaded already), named without a query."""
     entries = list(entries)
     wanted: dict[type, set] = defaultdict(set)
     for entry in entries:
@@ -142,7 +153,9 @@ def audit_entries_prepare(entries) -> list:
     for related, pks in wanted.items():
         found = related._default_manager.filter(pk__in=pks).select_related()
         names[related] = {str(obj.pk): _name(obj) for obj in found}
-    objects = _objects_named(entries)
+    objects = _objects_named([] if of is not None else entries)
+    if of is not None:
+        objects = {(entry.content_type_id, str(entry.object_pk)): _name(of) for entry in entries}
     for entry in entries:
         entry.changes_shown = changes_shown(entry, names)
         # The object as it names itself now, in the reader's language (a record's kind, a host by

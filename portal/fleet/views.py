@@ -27,7 +27,7 @@ AUDIT_ROWS_ON_PAGE = 25
 
 def _audit_entries(obj):
     entries = LogEntry.objects.get_for_object(obj).select_related("actor", "content_type")[:AUDIT_ROWS_ON_PAGE]
-    return audit_entries_prepare(entries)
+    return audit_entries_prepare(entries, of=obj)
 
 
 class Permission(PermissionRequiredMixin):

@@ -277,7 +277,7 @@ def _category(category: str | None) -> str:
     return category_label(category) if category is not None else _("not a failure")
 
 
-def _flag(value) -> str:
+def flag_shown(value) -> str:
     """A yes/no reading (a pending flag) as a word; a count as it is; nothing read as a dash."""
     if value is None:
         return "—"
@@ -286,7 +286,7 @@ def _flag(value) -> str:
     return value
 
 
-def _by_day(samples: list[dict]) -> list[dict]:
+def rows_by_day(samples: list[dict]) -> list[dict]:
     """The daily samples, one per day of the reading they hold (the last one of a day wins): the
     midnight sample and "now" can hold readings of the same day."""
     days: dict[str, dict] = {}
@@ -368,14 +368,14 @@ def _incident_sections(evidence: dict, section, text) -> None:
         [
             [
                 _when(e["reading_ts"], 10),
-                _flag(e["ecc_corrected_volatile"]),
-                _flag(e["ecc_uncorrected_volatile"]),
-                _flag(e["ecc_uncorrected_aggregate"]),
-                _flag(e["retired_pages_pending"]),
-                _flag(e["remapped_rows_pending"]),
-                _flag(e["remapped_rows_failure"]),
+                flag_shown(e["ecc_corrected_volatile"]),
+                flag_shown(e["ecc_uncorrected_volatile"]),
+                flag_shown(e["ecc_uncorrected_aggregate"]),
+                flag_shown(e["retired_pages_pending"]),
+                flag_shown(e["remapped_rows_pending"]),
+                flag_shown(e["remapped_rows_failure"]),
             ]
-            for e in _by_day(evidence["ecc_row_remap_trend"])
+            for e in rows_by_day(evidence["ecc_row_remap_trend"])
         ],
         (24, 27, 27, 27, 27, 27, 27),
     )  # fmt: skip
@@ -385,11 +385,11 @@ def _incident_sections(evidence: dict, section, text) -> None:
         [
             [
                 _when(p["reading_ts"], 10),
-                _flag(p["pcie_link_gen"]),
-                _flag(p["pcie_link_width"]),
-                _flag(p["pcie_replay_count"]),
+                flag_shown(p["pcie_link_gen"]),
+                flag_shown(p["pcie_link_width"]),
+                flag_shown(p["pcie_replay_count"]),
             ]
-            for p in _by_day(evidence["pcie_link_history"])
+            for p in rows_by_day(evidence["pcie_link_history"])
         ],
         (30, 30, 30, 96),
     )

@@ -273,8 +273,8 @@ PAGE_QUERIES = {
     # slot or took it out; the GPU's diagnostics; the charts' XID and ticket markers and the
     # host's other GPUs (to compare with); the warranty covering it and its RMA cases (inventory);
     # the jobs panel: its spans, its spans flat out (none here: the rest policy and hosts are asked
-    # only for GPUs that ran a job)
-    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1 + 3 + 2 + 2,
+    # only for GPUs that ran a job); the hosts its audit entries name (by name, not id)
+    "/gpus/{gpu}/": REQUEST + HTML + 9 + 4 + 1 + 3 + 2 + 2 + 1,
 }
 
 

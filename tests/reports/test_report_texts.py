@@ -6,12 +6,12 @@ import datetime as dt
 import io
 
 import pytest
-from django.utils import timezone
+from django.utils import timezone, translation
 from pypdf import PdfReader
 
 from portal.fleet.models import GpuStatusChange
 from portal.maintenance.models import Ticket
-from portal.reports.rma import _by_day, _flag
+from portal.reports.rma import flag_shown, rows_by_day
 from portal.telemetry.models import XidEvent
 from tests.factories import GpuFactory, HostFactory
 
@@ -54,8 +54,9 @@ def test_daily_rows_one_per_day_and_flags_in_words():
         {"at": "2026-12-07T12:00:00+00:00", "reading_ts": "2026-12-07T11:59:58+00:00", "x": 3},
         {"at": "2026-12-07T12:00:01+00:00", "reading_ts": "2026-12-07T12:00:00+00:00", "x": 4},  # "now", same day
     ]
-    assert [s["x"] for s in _by_day(samples)] == [1, 2, 4]
-    assert (_flag(False), _flag(True), _flag(None), _flag(3)) == ("no", "yes", "—", 3)
+    assert [s["x"] for s in rows_by_day(samples)] == [1, 2, 4]
+    with translation.override("en"):
+        assert (flag_shown(False), flag_shown(True), flag_shown(None), flag_shown(3)) == ("no", "yes", "—", 3)
 
 
 @pytest.mark.django_db
@@ -77,8 +78,8 @@ def test_repeat_offender_reasons_in_the_readers_language(client_for, viewer):
     assert "2 hardware failures within 90 days" in english
     chinese = client.get(gpu.get_absolute_url(), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "90 天内 2 次硬件故障" in chinese and "hardware failures within" not in chinese
-    body = client.get("/api/v1/reports/reliability", {"from": (now - dt.timedelta(days=30)).isoformat(),
-                                                       "to": (now + dt.timedelta(days=1)).isoformat()}).json()  # fmt: skip
+    period = {"from": (now - dt.timedelta(days=30)).isoformat(), "to": (now + dt.timedelta(days=1)).isoformat()}
+    body = client.get("/api/v1/reports/reliability", period).json()
     assert body["repeat_offenders"][0]["reasons"][0].startswith("2 hardware failures within 90 days")
     repairs = client.get(f"/reports/gpus/{gpu.uuid}/repairs", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "已登记。" in repairs and "Registered." not in repairs
