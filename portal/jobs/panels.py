@@ -1,5 +1,5 @@
-"""What the jobs app adds to lower apps' pages (portal.core.panels): the GPU page's jobs, and the
-jobs a ticket's GPU held when it opened."""
+"""What the jobs app adds to lower apps' pages (portal.core.panels): the GPU page's jobs, the
+jobs a ticket's GPU held when it opened, and the jobs a search finds."""
 
 from __future__ import annotations
 
@@ -27,3 +27,10 @@ def ticket_jobs(*, ticket, request=None, **page) -> dict | None:
         return None
     keys = selectors.tickets_jobs(tickets=[ticket]).get(ticket.pk, [])
     return {"jobs": keys} if keys else None
+
+
+@panel("fleet.search", slot="results", name="jobs", template="jobs/_search_jobs.html", order=15)
+def search_jobs(*, request, query, limit, **page) -> dict | None:
+    if not _may_see(request):
+        return None
+    return {"matches": selectors.jobs_search(query=query, limit=limit)}

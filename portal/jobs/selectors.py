@@ -7,7 +7,7 @@ import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from portal.core.errors import NotFound
 from portal.fleet.models import Gpu
@@ -84,6 +84,18 @@ def job_list(
     if idle is not None:
         jobs = jobs.filter(idle=idle)
     return jobs.order_by("-started_at", "-id")
+
+
+def jobs_search(*, query: str, limit: int) -> list[Job]:
+    """The jobs a search names (the search page): by key (`slurm:4211`, or the id alone), user,
+    account or name, newest first. One query."""
+    query = query.strip()
+    if not query:
+        return []
+    found = Job.objects.filter(
+        Q(key__icontains=query) | Q(user__iexact=query) | Q(account__iexact=query) | Q(name__icontains=query)
+    )
+    return list(found.order_by("-ended_at", "-id")[:limit])
 
 
 def job_get(*, key: str) -> Job:

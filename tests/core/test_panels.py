@@ -49,7 +49,7 @@ PAGE_PANELS = {
         "warranty",
     ],
     "fleet.gpu_rows": ["diagnostics"],
-    "fleet.search": ["tickets", "checklist-runs"],
+    "fleet.search": ["tickets", "jobs", "checklist-runs"],
     "maintenance.ticket": ["start-checklist", "guidance", "jobs", "diagnostics", "scheduler"],
     "maintenance.tickets": ["live-ticket-feed"],
     "checklists.run": ["guidance"],
