@@ -27,7 +27,7 @@ PAGE_TEMPLATES = {
 # What each page is made of: a panel registered again under another's name would replace it.
 PAGE_PANELS = {
     "fleet.fleet": ["pipeline-lag", "burn-in", "live-tiles", "live-heatmap", "live-ticket-feed"],
-    "fleet.host": ["start-checklist", "open-tickets", "scheduler", "diagnostics", "agent-tokens"],
+    "fleet.host": ["start-checklist", "fed-by-source", "open-tickets", "scheduler", "diagnostics", "agent-tokens"],
     "fleet.gpu": [
         "start-checklist",
         "live-charts",

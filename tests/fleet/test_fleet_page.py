@@ -250,8 +250,8 @@ PAGE_QUERIES = {
     "/live/fleet/state/": REQUEST + 2,
     # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
     # attachments, audit entries, the swaps in its slots; the GPUs' diagnostics (latest, burn-in),
-    # the host's diagnostics
-    "/hosts/{host}/": REQUEST + HTML + 9 + 2,
+    # the host's diagnostics; the ingest source that feeds it (remote write)
+    "/hosts/{host}/": REQUEST + HTML + 9 + 2 + 1,
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
     # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its
