@@ -141,9 +141,25 @@ def _field_adapter(field: str) -> pydantic.TypeAdapter:
     return pydantic.TypeAdapter(annotation, config=pydantic.ConfigDict(strict=True, allow_inf_nan=False))
 
 
+_usable: dict[tuple[str, float], float | None] = {}
+
+
 def value_usable(field: str, value: float) -> float | None:
     """The sample's value as stored (a float), or None when a reading cannot use it: checked by the
-    reading field's own rules (ingest-v1.md's ranges), so that no stored sample fails its reading."""
+    reading field's own rules (ingest-v1.md's ranges), so that no stored sample fails its reading.
+    Answers are kept per process (a GPU's values repeat: temperatures, clocks, counters)."""
+    key = (field, value)
+    if key in _usable:
+        return _usable[key]
+    answer = _value_usable(field, value)
+    if len(_usable) >= MAX_KEPT_IDENTITIES:
+        _usable.clear()
+    if value == value:  # NaN never equals itself: not worth keeping
+        _usable[key] = answer
+    return answer
+
+
+def _value_usable(field: str, value: float) -> float | None:
     if not math.isfinite(value):
         return None
     if field in BOOL_FIELDS:

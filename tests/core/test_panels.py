@@ -30,6 +30,7 @@ PAGE_PANELS = {
     "fleet.fleet": ["pipeline-lag", "burn-in", "live-tiles", "live-heatmap", "live-ticket-feed", "windows"],
     "fleet.host": [
         "start-checklist",
+        "fed-by-source",
         "open-tickets",
         "scheduler",
         "diagnostics",

@@ -265,8 +265,8 @@ PAGE_QUERIES = {
     # the host, rule configuration, its GPUs, agent tokens, open tickets, records, their
     # attachments, audit entries, the swaps in its slots; the GPUs' diagnostics (latest, burn-in),
     # the host's diagnostics; the warranty contracts in force on it (inventory); the host's scheduled
-    # and active maintenance windows (one query)
-    "/hosts/{host}/": REQUEST + HTML + 9 + 2 + 1 + 1,
+    # and active maintenance windows (one query); the ingest source that feeds it (remote write)
+    "/hosts/{host}/": REQUEST + HTML + 9 + 2 + 1 + 1 + 1,
     # the GPU, records, their attachments, rule configuration, open tickets, audit entries, status
     # history, hardware tickets (the reliability panel's repeat-offender check); the wear panel:
     # lifetime state, months, thermal resistance per day, cleanings; the swaps that put it in its
