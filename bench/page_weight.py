@@ -135,6 +135,10 @@ def _browse(base_url: str, gpu_uuid: str, password: str, runs: int) -> list[dict
                 page.goto(f"/gpus/{gpu_uuid}/")  # warms the server, not measured
                 context.close()
                 continue
+            # Signing in landed on the fleet page, which loads plotly.js too: a cold GPU page
+            # fetches it again (with DEBUG on a revalidation would answer 304 with no body).
+            page.goto("about:blank")
+            context.new_cdp_session(page).send("Network.clearBrowserCache")
             cold.append(_measure(page, f"/gpus/{gpu_uuid}/"))
             context.close()
         browser.close()

@@ -319,7 +319,7 @@ STATIC_COMPRESSED = envbool("STATIC_COMPRESSED", not DEBUG)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "portal.core.staticfiles.HashedCompressedStaticFilesStorage"
         if STATIC_COMPRESSED
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
