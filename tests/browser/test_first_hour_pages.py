@@ -283,7 +283,9 @@ def test_a_phone_gets_a_menu_and_nothing_clipped(browser, first_hour, login, scr
                  const fits = t.getBoundingClientRect().right <= window.innerWidth + 1;
                  const scrolls = el => el && ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
                  let scroller = t;  // the table itself, its wrapper or its card scrolls sideways
-                 while (scroller && scroller.tagName !== 'MAIN' && !scrolls(scroller)) scroller = scroller.parentElement;
+                 while (scroller && scroller.tagName !== 'MAIN' && !scrolls(scroller)) {
+                   scroller = scroller.parentElement;
+                 }
                  return !fits && !(scroller && scroller.tagName !== 'MAIN');
                }).map(t => t.className || t.id || 'table')"""
         )
