@@ -11,9 +11,9 @@ plotly.js (its Cache-Control).
 
     .venv/bin/python bench/page_weight.py [--runs 5] [--mode production|demo|debug]
 
---mode demo measures the portal as `make demo` serves it (DEBUG on, static files compressed as in
-production: STATIC_COMPRESSED, which manage.py sets for the demo); --mode debug as a developer's
-DEBUG serves them (the source files, uncompressed: the demo before STATIC_COMPRESSED).
+--mode demo measures the portal as `make demo` serves it (DEBUG and DEMO on: static files
+compressed under hashed names as in production); --mode debug as DEBUG alone serves them (the
+source files, uncompressed: the demo before it served them compressed).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def main() -> int:
     env.update(VAR_DIR=str(var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50), BURN_IN_LEVEL="0",
                ALLOWED_HOSTS="127.0.0.1,localhost", PLAIN_HTTP="true", LOG_LEVEL="WARNING")  # fmt: skip
     if options.mode != "production":
-        env.update(DEBUG="true", STATIC_COMPRESSED="true" if options.mode == "demo" else "false")
+        env.update(DEBUG="true", DEMO="true" if options.mode == "demo" else "false")
     try:
         _manage(env, "migrate", "-v0")
         if options.mode != "debug":

@@ -313,9 +313,9 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 # Static files collected under hashed names (cached by browsers for ever) with brotli and gzip
 # copies beside each (WhiteNoise's compressed manifest storage; `manage.py run` and `demo` collect
-# them first): always with DEBUG off, and in the demo (manage.py sets STATIC_COMPRESSED for it, so
-# its GPU page loads 0.4 MiB, not 1.6). A developer's DEBUG serves the source files as they change.
-STATIC_COMPRESSED = envbool("STATIC_COMPRESSED", not DEBUG)
+# them first): always with DEBUG off, and in the demo (DEMO, which manage.py sets for it: its GPU
+# page loads 0.4 MiB, not 1.6). A developer's DEBUG serves the source files as they change.
+STATIC_COMPRESSED = not DEBUG or DEMO
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
