@@ -10,7 +10,6 @@ def main():
         # app); the demo runs on this machine only and turns DEBUG on for itself and its children,
         # and DEMO, which installs the demo app even where DEBUG was set off.
         os.environ.setdefault("DEBUG", "true")
-        # DEMO also serves the static files as production does: compressed, under hashed names.
         os.environ.setdefault("DEMO", "true")
     from django.core.management import execute_from_command_line
 
