@@ -215,7 +215,7 @@ bench-live: $(STAMP)
 bench-pages: $(STAMP) browser
 	$(PY) bench/fleet_page.py
 	$(PY) bench/page_weight.py
-	$(PY) bench/page_weight.py --mode demo
+	$(PY) bench/page_weight.py --mode debug
 
 # Ingested + evaluated + rolled up per second with worker and beat running: the embedded default
 # (SQLite, broker in files) and production (PostgreSQL scratch database bench_pipeline, Redis db 13).

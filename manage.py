@@ -11,8 +11,6 @@ def main():
         # and DEMO, which installs the demo app even where DEBUG was set off.
         os.environ.setdefault("DEBUG", "true")
         os.environ.setdefault("DEMO", "true")
-        # ...and serves its static files as production does: compressed, under hashed names.
-        os.environ.setdefault("STATIC_COMPRESSED", "true")
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -9,11 +9,9 @@ and the bytes after decoding, for the page's document, scripts and stylesheets, 
 it loads; the time from navigation to the first chart's SVG; and how long a browser may keep
 plotly.js (its Cache-Control).
 
-    .venv/bin/python bench/page_weight.py [--runs 5] [--mode production|demo|debug]
+    .venv/bin/python bench/page_weight.py [--runs 5] [--mode production|debug]
 
---mode demo measures the portal as `make demo` serves it (DEBUG on, static files compressed as in
-production: STATIC_COMPRESSED, which manage.py sets for the demo); --mode debug as a developer's
-DEBUG serves them (the source files, uncompressed: the demo before STATIC_COMPRESSED).
+--mode debug measures the portal as DEBUG serves it (`make demo`: the source files, uncompressed).
 """
 
 from __future__ import annotations
@@ -135,6 +133,10 @@ def _browse(base_url: str, gpu_uuid: str, password: str, runs: int) -> list[dict
                 page.goto(f"/gpus/{gpu_uuid}/")  # warms the server, not measured
                 context.close()
                 continue
+            # Signing in landed on the fleet page, which loads plotly.js too: a cold GPU page
+            # fetches it again (with DEBUG on a revalidation would answer 304 with no body).
+            page.goto("about:blank")
+            context.new_cdp_session(page).send("Network.clearBrowserCache")
             cold.append(_measure(page, f"/gpus/{gpu_uuid}/"))
             context.close()
         browser.close()
@@ -144,7 +146,7 @@ def _browse(base_url: str, gpu_uuid: str, password: str, runs: int) -> list[dict
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--mode", choices=["production", "demo", "debug"], default="production")
+    parser.add_argument("--mode", choices=["production", "debug"], default="production")
     options = parser.parse_args()
     var_dir = Path(tempfile.mkdtemp(prefix="bench-pages-"))
     password = secrets.token_urlsafe(12)
@@ -152,8 +154,8 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(VAR_DIR=str(var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50), BURN_IN_LEVEL="0",
                ALLOWED_HOSTS="127.0.0.1,localhost", PLAIN_HTTP="true", LOG_LEVEL="WARNING")  # fmt: skip
-    if options.mode != "production":
-        env.update(DEBUG="true", STATIC_COMPRESSED="true" if options.mode == "demo" else "false")
+    if options.mode == "debug":
+        env.update(DEBUG="true")
     try:
         _manage(env, "migrate", "-v0")
         if options.mode != "debug":

@@ -322,23 +322,19 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
-# Static files collected under hashed names (cached by browsers for ever) with brotli and gzip
-# copies beside each (WhiteNoise's compressed manifest storage; `manage.py run` and `demo` collect
-# them first): always with DEBUG off, and in the demo (manage.py sets STATIC_COMPRESSED for it, so
-# its GPU page loads 0.4 MiB, not 1.6). A developer's DEBUG serves the source files as they change.
-STATIC_COMPRESSED = envbool("STATIC_COMPRESSED", not DEBUG)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        if STATIC_COMPRESSED
-        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
 }
-# Uncompressed, WhiteNoise serves straight from the apps' static folders (no collectstatic
-# needed); it still wants its root to exist.
-WHITENOISE_USE_FINDERS = not STATIC_COMPRESSED
-if not STATIC_COMPRESSED:
+# In DEBUG WhiteNoise serves straight from the apps' static folders (no collectstatic needed);
+# it still wants its root to exist. (The demo too: collecting compressed copies costs ~40 s of CPU
+# at each start, brotli over 36 MB with the admin's and Swagger UI's files.)
+WHITENOISE_USE_FINDERS = DEBUG
+if DEBUG:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "media/"

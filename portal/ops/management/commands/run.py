@@ -142,14 +142,14 @@ def supervised(command: BaseCommand) -> Iterator[Supervisor]:
 
 def prepare(*, migrate: bool = True) -> None:
     """Before any process starts: the settings a start needs, the migrations, the static files
-    (compressed: DEBUG off, or the demo) and what portal.ops.startup prepares under VAR_DIR (catalogues, the agent's
+    (DEBUG off) and what portal.ops.startup prepares under VAR_DIR (catalogues, the agent's
     distribution), so the worker and the web server find them at once."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
         raise CommandError("CELERY_TASK_ALWAYS_EAGER is on: tasks would run in the web server, not the worker")
     refuse_without_portal_url()
     if migrate:
         call_command("migrate", interactive=False, verbosity=0)
-    if settings.STATIC_COMPRESSED:
+    if not settings.DEBUG:
         call_command("collectstatic", interactive=False, verbosity=0)
     start_prepare()
 
