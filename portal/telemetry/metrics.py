@@ -15,9 +15,16 @@ marked for translation with `gettext_noop` and translated where they are shown.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, dataclass
 
-from django.utils.translation import gettext_noop as _noop
+
+def gettext_noop(message: str) -> str:
+    """Marks a label for translation (makemessages finds it by this name); translated where it is
+    shown. Django's own gettext_noop reads the settings, which this module must not need."""
+    return message
+
 
 # The wire types: a JSON integer, number or boolean, or the list of throttle reason names
 # (`models.THROTTLE_REASONS`, stored as a bit mask).
@@ -35,7 +42,8 @@ class Metric:
     `nullable`: null means "not supported by this GPU"; `codec`: its compression; `rollup`: how a
     bucket aggregates it (None: not rolled up); `label`: shown to people (translated where shown);
     `group`: the chart it is drawn in on the live page (None: not charted); `live`: sent in the live
-    page's points; `latest`: kept in each GPU's newest reading (GpuLatest)."""
+    page's points; `latest`: kept in each GPU's newest reading (GpuLatest); `dcgm`: the series
+    remote write stores as it."""
 
     name: str
     unit: str
@@ -50,6 +58,8 @@ class Metric:
     live: bool = False
     latest: bool = False
     max_items: int | None = None  # REASONS: the most names a reading may list
+    # The dcgm-exporter series whose samples give it (prometheus-v1.md; portal/remote_write/mapping.py).
+    dcgm: tuple[str, ...] = ()
 
 
 def _m(name, unit, type_, ge, le, codec, label, **extra) -> Metric:
@@ -60,40 +70,67 @@ _COUNT_MAX = 2**62
 _MIB_MAX = 2**31 - 1
 
 # In the readings table's order (never reorder: the chunk format and COPY follow it).
-METRICS: tuple[Metric, ...] = (
-    _m("temperature_c", "°C", INT, -60, 200, SMALL, _noop("Temperature"),
-       rollup=MIN_MAX_MEAN, group="temperature", live=True, latest=True),
-    _m("fan_speed_pct", "%", INT, 0, 100, SMALL, _noop("Fan"),
-       rollup=MIN_MAX_MEAN, group="fan", live=True, latest=True),
-    _m("power_w", "W", FLOAT, 0, 10_000, REAL, _noop("Power"),
-       rollup=MIN_MAX_MEAN, group="power", live=True, latest=True),
-    _m("power_limit_w", "W", FLOAT, 0, 10_000, REAL, _noop("Power limit"),
+BUILT_IN: tuple[Metric, ...] = (
+    _m("temperature_c", "°C", INT, -60, 200, SMALL, gettext_noop("Temperature"),
+       rollup=MIN_MAX_MEAN, group="temperature", live=True, latest=True,
+       dcgm=("DCGM_FI_DEV_GPU_TEMP",)),
+    _m("fan_speed_pct", "%", INT, 0, 100, SMALL, gettext_noop("Fan"),
+       rollup=MIN_MAX_MEAN, group="fan", live=True, latest=True,
+       dcgm=("DCGM_FI_DEV_FAN_SPEED",)),
+    _m("power_w", "W", FLOAT, 0, 10_000, REAL, gettext_noop("Power"),
+       rollup=MIN_MAX_MEAN, group="power", live=True, latest=True,
+       dcgm=("DCGM_FI_DEV_POWER_USAGE",)),
+    _m("power_limit_w", "W", FLOAT, 0, 10_000, REAL, gettext_noop("Power limit"),
        group="power", live=True, latest=True),
-    _m("energy_mj", "mJ", FLOAT, 0, None, DOUBLE, _noop("Energy"), rollup=MAX),
-    _m("utilization_gpu_pct", "%", INT, 0, 100, SMALL, _noop("GPU utilisation"),
-       rollup=MIN_MAX_MEAN, group="utilization", live=True, latest=True),
-    _m("utilization_memory_pct", "%", INT, 0, 100, SMALL, _noop("Memory utilisation"),
-       rollup=MIN_MAX_MEAN, group="utilization", live=True),
-    _m("memory_used_mib", "MiB", INT, 0, _MIB_MAX, INTEGER, _noop("Memory used"),
-       rollup=MIN_MAX_MEAN, group="memory", live=True, latest=True),
-    _m("sm_clock_mhz", "MHz", INT, 0, 100_000, INTEGER, _noop("SM clock"),
-       rollup=MIN_MAX_MEAN, group="clocks", live=True),
-    _m("mem_clock_mhz", "MHz", INT, 0, 100_000, INTEGER, _noop("Memory clock"),
-       rollup=MIN_MAX_MEAN, group="clocks", live=True),
-    _m("pstate", "", INT, 0, 32, SMALL, _noop("Performance state")),
-    _m("throttle_reasons", "", REASONS, None, None, SMALL, _noop("Clock event reasons"),
-       group="temperature", live=True, latest=True, max_items=16),
-    _m("ecc_corrected_volatile", "", INT, 0, _COUNT_MAX, COUNTER, _noop("ECC corrected (volatile)")),
-    _m("ecc_uncorrected_volatile", "", INT, 0, _COUNT_MAX, COUNTER, _noop("ECC uncorrected (volatile)")),
-    _m("ecc_uncorrected_aggregate", "", INT, 0, _COUNT_MAX, COUNTER, _noop("ECC uncorrected (aggregate)")),
-    _m("retired_pages_pending", "", BOOL, None, None, FLAG, _noop("Retired pages pending")),
-    _m("remapped_rows_pending", "", BOOL, None, None, FLAG, _noop("Remapped rows pending")),
-    _m("remapped_rows_failure", "", BOOL, None, None, FLAG, _noop("Row remapping failed")),
-    _m("pcie_link_gen", "", INT, 1, 10, SMALL, _noop("PCIe generation")),
-    _m("pcie_link_width", "", INT, 1, 64, SMALL, _noop("PCIe width")),
-    _m("pcie_replay_count", "", INT, 0, _COUNT_MAX, COUNTER, _noop("PCIe replays")),
+    _m("energy_mj", "mJ", FLOAT, 0, None, DOUBLE, gettext_noop("Energy"), rollup=MAX,
+       dcgm=("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",)),
+    _m("utilization_gpu_pct", "%", INT, 0, 100, SMALL, gettext_noop("GPU utilisation"),
+       rollup=MIN_MAX_MEAN, group="utilization", live=True, latest=True,
+       dcgm=("DCGM_FI_DEV_GPU_UTIL",)),
+    _m("utilization_memory_pct", "%", INT, 0, 100, SMALL, gettext_noop("Memory utilisation"),
+       rollup=MIN_MAX_MEAN, group="utilization", live=True,
+       dcgm=("DCGM_FI_DEV_MEM_COPY_UTIL",)),
+    _m("memory_used_mib", "MiB", INT, 0, _MIB_MAX, INTEGER, gettext_noop("Memory used"),
+       rollup=MIN_MAX_MEAN, group="memory", live=True, latest=True,
+       dcgm=("DCGM_FI_DEV_FB_USED",)),
+    _m("sm_clock_mhz", "MHz", INT, 0, 100_000, INTEGER, gettext_noop("SM clock"),
+       rollup=MIN_MAX_MEAN, group="clocks", live=True,
+       dcgm=("DCGM_FI_DEV_SM_CLOCK",)),
+    _m("mem_clock_mhz", "MHz", INT, 0, 100_000, INTEGER, gettext_noop("Memory clock"),
+       rollup=MIN_MAX_MEAN, group="clocks", live=True,
+       dcgm=("DCGM_FI_DEV_MEM_CLOCK",)),
+    _m("pstate", "", INT, 0, 32, SMALL, gettext_noop("Performance state")),
+    _m("throttle_reasons", "", REASONS, None, None, SMALL, gettext_noop("Clock event reasons"),
+       group="temperature", live=True, latest=True, max_items=16,
+       dcgm=("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")),
+    _m("ecc_corrected_volatile", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("ECC corrected (volatile)"),
+       dcgm=("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",)),
+    _m("ecc_uncorrected_volatile", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("ECC uncorrected (volatile)"),
+       dcgm=("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",)),
+    _m("ecc_uncorrected_aggregate", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("ECC uncorrected (aggregate)")),
+    _m("retired_pages_pending", "", BOOL, None, None, FLAG, gettext_noop("Retired pages pending")),
+    _m("remapped_rows_pending", "", BOOL, None, None, FLAG, gettext_noop("Remapped rows pending")),
+    _m("remapped_rows_failure", "", BOOL, None, None, FLAG, gettext_noop("Row remapping failed"),
+       dcgm=("DCGM_FI_DEV_ROW_REMAP_FAILURE",)),
+    _m("pcie_link_gen", "", INT, 1, 10, SMALL, gettext_noop("PCIe generation")),
+    _m("pcie_link_width", "", INT, 1, 64, SMALL, gettext_noop("PCIe width")),
+    _m("pcie_replay_count", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("PCIe replays"),
+       dcgm=("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",)),
 )  # fmt: skip
 
+
+def _extra() -> tuple[Metric, ...]:
+    """Metrics added from the environment, after the built-in ones: PORTAL_EXTRA_METRICS, a JSON
+    list of Metric fields. For the test that adds a throwaway metric and follows it through the
+    pipeline (tests/telemetry/test_throwaway_metric.py): its table column is added to the model
+    (models.Reading) with no migration, so the tables must be made from the models. Never set in
+    production: a metric of the portal is an entry in BUILT_IN and a migration."""
+    raw = os.environ.get("PORTAL_EXTRA_METRICS")
+    return tuple(Metric(**entry) for entry in json.loads(raw)) if raw else ()
+
+
+EXTRA: tuple[Metric, ...] = _extra()
+METRICS: tuple[Metric, ...] = BUILT_IN + EXTRA
 BY_NAME: dict[str, Metric] = {metric.name: metric for metric in METRICS}
 
 
@@ -108,8 +145,9 @@ def rolled_up() -> tuple[str, ...]:
 
 
 def as_json() -> list[dict]:
-    """The registry as the pages read it (json_script): name, unit, label, group, in table order."""
-    return [
-        {key: value for key, value in asdict(metric).items() if key in ("name", "unit", "label", "group", "live")}
-        for metric in METRICS
-    ]
+    """The registry as the pages read it (json_script): name, unit, label (untranslated: the page's
+    view translates it), chart group, whether live points carry it and its rollup, in table order."""
+    return [{key: value for key, value in asdict(metric).items() if key in _SERVED} for metric in METRICS]
+
+
+_SERVED = ("name", "unit", "label", "group", "live", "rollup")
