@@ -16,17 +16,14 @@ from portal.fleet.models import Gpu, Host, MaintenanceRecord
 from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.services.tickets import FEED_EVENT_KINDS, feed_change
 from portal.maintenance.xid_catalog import xid_entry
+from portal.telemetry import metrics, store
 from portal.telemetry import selectors as telemetry_selectors
-from portal.telemetry import store
 from portal.telemetry.columns import ReadingColumns
 from portal.telemetry.models import THROTTLE_BIT, IngestBatch
 
-# The compact point: one list per reading, in this order (the pages read the names from "fields").
-# A point's values after its GPU and time (ms), as pages receive them.
-POINT_COLUMNS = ReadingColumns(
-    "temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct", "utilization_memory_pct", "fan_speed_pct",
-    "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib", "throttle_reasons",
-)  # fmt: skip
+# The compact point: one list per reading, its values in this order after its GPU and time (ms): the
+# registry's live metrics (portal/telemetry/metrics.py; the pages read the names from "fields").
+POINT_COLUMNS = ReadingColumns(*metrics.names(live=True))
 READING_COLUMNS = POINT_COLUMNS.names
 POINT_FIELDS = ("gpu_id", "ts", *READING_COLUMNS)
 
@@ -183,6 +180,8 @@ def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:
         "power_limit_default_w": gpu.power_limit_default_w,
         "memory_total_mib": gpu.memory_total_mib,
         "readings_url": reverse("api:gpu_readings", kwargs={"uuid": gpu.uuid}),
+        # The metric registry, served once for the page's scripts (labels in the page's language).
+        "metrics": [{**entry, "label": gettext(entry["label"])} for entry in metrics.as_json()],
         "ws": f"/ws/live/gpu/{url_segment(gpu.uuid)}/",
         "markers": markers,
         # the host's other GPUs, which the charts can draw beside this one (the Compare boxes)

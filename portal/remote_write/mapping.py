@@ -12,6 +12,7 @@ import pydantic
 
 from portal.fleet.identifiers import GPU_UUID_RE, HOSTNAME_RE
 from portal.remote_write.wire import WireError, labels_decode
+from portal.telemetry import metrics
 from portal.telemetry.schemas import JOB_KEY_PATTERN, MAX_JOBS_PER_READING, ReadingIn, XidEventIn
 
 # Series → the field its samples are stored as. Most are ingest-v1.md's reading fields as they
@@ -19,27 +20,15 @@ from portal.telemetry.schemas import JOB_KEY_PATTERN, MAX_JOBS_PER_READING, Read
 # field (xid_events, remapped_rows_pending), worked out when the reading is handed on.
 XID_RAW, REMAPPED_RAW = "xid_raw", "remapped_raw"
 SERIES_FIELDS = {
-    "DCGM_FI_DEV_GPU_TEMP": "temperature_c",
-    "DCGM_FI_DEV_POWER_USAGE": "power_w",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "energy_mj",
-    "DCGM_FI_DEV_GPU_UTIL": "utilization_gpu_pct",
-    "DCGM_FI_DEV_MEM_COPY_UTIL": "utilization_memory_pct",
-    "DCGM_FI_DEV_FB_USED": "memory_used_mib",
-    "DCGM_FI_DEV_SM_CLOCK": "sm_clock_mhz",
-    "DCGM_FI_DEV_MEM_CLOCK": "mem_clock_mhz",
-    "DCGM_FI_DEV_FAN_SPEED": "fan_speed_pct",
-    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "pcie_replay_count",
-    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "ecc_corrected_volatile",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "ecc_uncorrected_volatile",
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "remapped_rows_failure",
+    **{series: metric.name for metric in metrics.METRICS for series in metric.dcgm},  # the registry's
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": REMAPPED_RAW,
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "throttle_reasons",
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "throttle_reasons",
     "DCGM_FI_DEV_XID_ERRORS": XID_RAW,
 }
-FLOAT_FIELDS = {"power_w", "energy_mj"}
-BOOL_FIELDS = {"remapped_rows_failure"}  # a value other than 0 is true
-MASK_FIELDS = {"throttle_reasons"}  # NVML's bit mask, stored as the integer, named when handed on
+_MAPPED = [metrics.BY_NAME[field] for field in SERIES_FIELDS.values() if field in metrics.BY_NAME]
+FLOAT_FIELDS = {metric.name for metric in _MAPPED if metric.type == metrics.FLOAT}
+BOOL_FIELDS = {metric.name for metric in _MAPPED if metric.type == metrics.BOOL}  # a value other than 0 is true
+# NVML's bit mask, stored as the integer, named when handed on.
+MASK_FIELDS = {metric.name for metric in _MAPPED if metric.type == metrics.REASONS}
 _MAX_MASK = 1 << 31
 _MAX_XID = next(bound.le for bound in XidEventIn.model_fields["code"].metadata if hasattr(bound, "le"))
 

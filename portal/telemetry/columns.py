@@ -12,14 +12,10 @@ from __future__ import annotations
 
 from operator import itemgetter
 
-# The reading metrics as the protocol names them, in table order.
-READING_METRICS = (
-    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "energy_mj", "utilization_gpu_pct",
-    "utilization_memory_pct", "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz", "pstate",
-    "throttle_reasons", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
-    "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen",
-    "pcie_link_width", "pcie_replay_count",
-)  # fmt: skip
+from portal.telemetry.metrics import METRICS
+
+# The reading metrics as the protocol names them, in table order (the registry's order).
+READING_METRICS = tuple(metric.name for metric in METRICS)
 # `job_set`: the jobs the reading names (ingest-v1 `jobs`) as a JobSet id, null where the agent
 # cannot tell (telemetry.models.JobSet; telemetry.store.job_sets reads them back).
 READING_ROW_COLUMNS = ("gpu_id", "ts", *READING_METRICS, "xid_count", "job_set")

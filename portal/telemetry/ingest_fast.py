@@ -27,6 +27,7 @@ import pydantic
 import pydantic_core
 
 from portal.fleet.identifiers import GPU_UUID_PATTERN
+from portal.telemetry import metrics
 from portal.telemetry.models import THROTTLE_REASONS
 from portal.telemetry.schemas import (
     JOB_KEY_PATTERN,
@@ -42,11 +43,6 @@ _GPU_UUID = msgspec.Meta(min_length=5, max_length=96, pattern=GPU_UUID_PATTERN.r
 _FINITE = sys.float_info.max  # an upper bound refuses inf (pydantic's allow_inf_nan=False)
 
 GpuUuid = Annotated[str, _GPU_UUID]
-Percent = Annotated[int, msgspec.Meta(ge=0, le=100)]
-Celsius = Annotated[int, msgspec.Meta(ge=-60, le=200)]
-Watts = Annotated[float, msgspec.Meta(ge=0, le=10_000)]
-MHz = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
-Count = Annotated[int, msgspec.Meta(ge=0, le=2**62)]
 Instant = Annotated[dt.datetime, msgspec.Meta(tz=True)]
 JobKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=JOB_KEY_PATTERN.removesuffix("$") + r"\Z")]
 
@@ -56,32 +52,34 @@ class XidEvent(msgspec.Struct, frozen=True, gc=False):
     code: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 
-class Reading(msgspec.Struct, frozen=True, gc=False):
-    gpu_uuid: GpuUuid
-    ts: Instant
-    temperature_c: Celsius | None
-    fan_speed_pct: Percent | None
-    power_w: Watts | None
-    power_limit_w: Watts | None
-    energy_mj: Annotated[float, msgspec.Meta(ge=0, le=_FINITE)] | None
-    utilization_gpu_pct: Percent | None
-    utilization_memory_pct: Percent | None
-    memory_used_mib: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] | None
-    sm_clock_mhz: MHz | None
-    mem_clock_mhz: MHz | None
-    pstate: Annotated[int, msgspec.Meta(ge=0, le=32)] | None
-    throttle_reasons: Annotated[list[Literal[THROTTLE_REASONS]], msgspec.Meta(max_length=16)] | None
-    ecc_corrected_volatile: Count | None
-    ecc_uncorrected_volatile: Count | None
-    ecc_uncorrected_aggregate: Count | None
-    retired_pages_pending: bool | None
-    remapped_rows_pending: bool | None
-    remapped_rows_failure: bool | None
-    pcie_link_gen: Annotated[int, msgspec.Meta(ge=1, le=10)] | None
-    pcie_link_width: Annotated[int, msgspec.Meta(ge=1, le=64)] | None
-    pcie_replay_count: Count | None
-    xid_events: Annotated[tuple[XidEvent, ...], msgspec.Meta(max_length=1000)] = ()
-    jobs: Annotated[list[JobKey], msgspec.Meta(max_length=MAX_JOBS_PER_READING)] | None = None
+def _metric_type(metric: metrics.Metric):
+    """A reading metric's msgspec type, with the bounds of schemas.ReadingIn's (the registry's)."""
+    if metric.type == metrics.REASONS:
+        kind = Annotated[list[Literal[THROTTLE_REASONS]], msgspec.Meta(max_length=metric.max_items)]
+    elif metric.type == metrics.BOOL:
+        kind = bool
+    else:
+        python = int if metric.type == metrics.INT else float
+        upper = metric.le if metric.le is not None else (_FINITE if python is float else None)
+        bounds = {key: value for key, value in (("ge", metric.ge), ("le", upper)) if value is not None}
+        kind = Annotated[python, msgspec.Meta(**bounds)] if bounds else python
+    return kind | None if metric.nullable else kind
+
+
+# The reading as schemas.ReadingIn describes it, built from the same registry (portal/telemetry/metrics.py).
+Reading = msgspec.defstruct(
+    "Reading",
+    [
+        ("gpu_uuid", GpuUuid),
+        ("ts", Instant),
+        *((metric.name, _metric_type(metric)) for metric in metrics.METRICS),
+        ("xid_events", Annotated[tuple[XidEvent, ...], msgspec.Meta(max_length=1000)], ()),
+        ("jobs", Annotated[list[JobKey], msgspec.Meta(max_length=MAX_JOBS_PER_READING)] | None, None),
+    ],
+    module=__name__,
+    frozen=True,
+    gc=False,
+)
 
 
 class _Batch(msgspec.Struct, frozen=True, gc=False):

@@ -11,6 +11,7 @@ from django.db import models
 
 from portal.core import engine
 from portal.fleet.models import Gpu, Host
+from portal.telemetry import metrics
 from portal.telemetry.columns import READING_METRICS, READING_ROW_COLUMNS  # noqa: F401 - described there
 
 
@@ -164,6 +165,19 @@ class Reading(models.Model):
     job_set = models.IntegerField(null=True)
 
 
+def _add_extra_metric_columns(model) -> None:
+    """The columns of metrics added from the environment (metrics.EXTRA, tests only: no migration)."""
+    fields = {
+        metrics.SMALL: models.SmallIntegerField, metrics.INTEGER: models.IntegerField, metrics.REAL: RealField,
+        metrics.DOUBLE: models.FloatField, metrics.COUNTER: CounterField, metrics.FLAG: models.BooleanField,
+    }  # fmt: skip
+    for metric in metrics.EXTRA:
+        model.add_to_class(metric.name, fields[metric.codec](null=True))
+
+
+_add_extra_metric_columns(Reading)
+
+
 class JobSet(models.Model):
     """A set of job keys some reading named (ingest-v1 `jobs`), stored once: a reading keeps its
     id, so the readings (raw or compressed) keep their jobs at 4 bytes each. `keys` holds the
@@ -223,11 +237,8 @@ class GpuLatest(models.Model):
         return throttle_names(self.throttle_reasons)
 
 
-# Metrics rolled up as min / max / mean per bucket.
-ROLLUP_METRICS = (
-    "temperature_c", "fan_speed_pct", "power_w", "utilization_gpu_pct", "utilization_memory_pct",
-    "memory_used_mib", "sm_clock_mhz", "mem_clock_mhz",
-)  # fmt: skip
+# Metrics rolled up as min / max / mean per bucket (the registry's, portal/telemetry/metrics.py).
+ROLLUP_METRICS = metrics.rolled_up()
 
 
 class RollupBase(models.Model):

@@ -8,10 +8,11 @@ the agent extend it compatibly). Every metric must be present; null means "not s
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, create_model
 
 from portal.core.api import sane_instant
 from portal.fleet.identifiers import GPU_UUID_PATTERN, HOSTNAME_PATTERN
+from portal.telemetry import metrics
 from portal.telemetry.models import THROTTLE_REASONS
 
 ThrottleReason = Literal[THROTTLE_REASONS]
@@ -44,10 +45,8 @@ def OptionalText(max_length: int):  # noqa: N802 - a type
 # Identifiers that end up in URLs (see portal/fleet/identifiers.py).
 GpuUuid = Annotated[Text, Field(min_length=5, max_length=96, pattern=GPU_UUID_PATTERN)]
 Hostname = Annotated[Text, Field(min_length=1, max_length=253, pattern=HOSTNAME_PATTERN)]
-Percent = Annotated[int, Field(ge=0, le=100)]
 Celsius = Annotated[int, Field(ge=-60, le=200)]
 Watts = Annotated[float, Field(ge=0, le=10_000)]
-MHz = Annotated[int, Field(ge=0, le=100_000)]
 Count = Annotated[int, Field(ge=0, le=2**62)]
 # A job on a GPU (ingest-v1.md, `jobs`): `slurm:<id>`, `k8s:<namespace>/<pod>` or `user:<login>`,
 # 1-128 printable ASCII characters without spaces.
@@ -65,33 +64,32 @@ class XidEventIn(_Strict):
     code: Annotated[int, Field(ge=0, le=1_000_000)]
 
 
-class ReadingIn(_Strict):
-    gpu_uuid: GpuUuid
-    ts: Instant
-    temperature_c: Celsius | None
-    fan_speed_pct: Percent | None
-    power_w: Watts | None
-    power_limit_w: Watts | None
-    energy_mj: Annotated[float, Field(ge=0)] | None
-    utilization_gpu_pct: Percent | None
-    utilization_memory_pct: Percent | None
-    memory_used_mib: Annotated[int, Field(ge=0, le=2**31 - 1)] | None
-    sm_clock_mhz: MHz | None
-    mem_clock_mhz: MHz | None
-    pstate: Annotated[int, Field(ge=0, le=32)] | None
-    throttle_reasons: Annotated[list[ThrottleReason], Field(max_length=16)] | None
-    ecc_corrected_volatile: Count | None
-    ecc_uncorrected_volatile: Count | None
-    ecc_uncorrected_aggregate: Count | None
-    retired_pages_pending: bool | None
-    remapped_rows_pending: bool | None
-    remapped_rows_failure: bool | None
-    pcie_link_gen: Annotated[int, Field(ge=1, le=10)] | None
-    pcie_link_width: Annotated[int, Field(ge=1, le=64)] | None
-    pcie_replay_count: Count | None
-    xid_events: Annotated[list[XidEventIn], Field(max_length=1000)] = ()
+def _metric_type(metric: metrics.Metric):
+    """A reading metric's pydantic type, from the registry (portal/telemetry/metrics.py)."""
+    if metric.type == metrics.REASONS:
+        kind = Annotated[list[ThrottleReason], Field(max_length=metric.max_items)]
+    else:
+        bounds = {key: value for key, value in (("ge", metric.ge), ("le", metric.le)) if value is not None}
+        python = _PYTHON_TYPES[metric.type]
+        kind = Annotated[python, Field(**bounds)] if bounds else python
+    return kind | None if metric.nullable else kind
+
+
+_PYTHON_TYPES = {metrics.INT: int, metrics.FLOAT: float, metrics.BOOL: bool}
+
+# One GPU's reading: its GPU and time, every metric of the registry (present, null where the GPU does
+# not support it), its Xid events and its jobs.
+ReadingIn = create_model(
+    "ReadingIn",
+    __base__=_Strict,
+    __module__=__name__,
+    gpu_uuid=(GpuUuid, ...),
+    ts=(Instant, ...),
+    **{metric.name: (_metric_type(metric), ...) for metric in metrics.METRICS},
+    xid_events=(Annotated[list[XidEventIn], Field(max_length=1000)], ()),
     # Absent (or null): the agent cannot tell; []: no compute process on the GPU.
-    jobs: Annotated[list[JobKey], Field(max_length=MAX_JOBS_PER_READING)] | None = None
+    jobs=(Annotated[list[JobKey], Field(max_length=MAX_JOBS_PER_READING)] | None, None),
+)
 
 
 class GpuIn(_Strict):

@@ -16,14 +16,12 @@
     "7d": { span: 7 * DAY, resolution: "auto", label: "7 d" },
     "30d": { span: 30 * DAY, resolution: "auto", label: "30 d" },
   };
-  const RAW_METRICS = [
-    "temperature_c", "power_w", "power_limit_w", "utilization_gpu_pct", "utilization_memory_pct",
-    "fan_speed_pct", "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib", "throttle_reasons",
-  ];
-  const ROLLUP_METRICS = [
-    "temperature_c", "power_w", "utilization_gpu_pct", "utilization_memory_pct", "fan_speed_pct",
-    "sm_clock_mhz", "mem_clock_mhz", "memory_used_mib",
-  ];
+  // The metrics, from the portal's registry (portal/telemetry/metrics.py, served in the page's config):
+  // those sent in live points, and those rolled up for the longer ranges.
+  const REGISTRY = cfg.metrics || [];
+  const RAW_METRICS = REGISTRY.filter(function (metric) { return metric.live; }).map(function (metric) { return metric.name; });
+  const ROLLUP_METRICS = REGISTRY.filter(function (metric) { return metric.rollup === "min_max_mean"; })
+    .map(function (metric) { return metric.name; });
   const RESOLUTION_NAMES = { raw: gettext("raw"), "1m": gettext("1m"), "1h": gettext("1h") };
   const THROTTLE_NAMES = ["hw_thermal", "sw_thermal", "hw_slowdown", "hw_power_brake"];
   const COLORS = { temp: "#d1495b", power: "#1f6feb", limit: "#9a6700", util: "#1a7f37", mem: "#8250df",
@@ -55,14 +53,10 @@
   const note = document.getElementById("live-range-note");
 
   function rowFromPoint(point) {
-    return {
-      t: point.ts,
-      temperature_c: point.temperature_c, power_w: point.power_w, power_limit_w: point.power_limit_w,
-      utilization_gpu_pct: point.utilization_gpu_pct, utilization_memory_pct: point.utilization_memory_pct,
-      fan_speed_pct: point.fan_speed_pct, sm_clock_mhz: point.sm_clock_mhz, mem_clock_mhz: point.mem_clock_mhz,
-      memory_used_mib: point.memory_used_mib,
-      throttled: point.throttle_reasons != null && (point.throttle_reasons & cfg.throttling_mask) !== 0,
-    };
+    const row = { t: point.ts };
+    RAW_METRICS.forEach(function (name) { if (name !== "throttle_reasons") row[name] = point[name]; });
+    row.throttled = point.throttle_reasons != null && (point.throttle_reasons & cfg.throttling_mask) !== 0;
+    return row;
   }
 
   /* Merge rows into state.rows, keeping them sorted by time with one row per timestamp. */

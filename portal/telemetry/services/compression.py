@@ -43,7 +43,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from portal.core import engine
-from portal.telemetry import ledger
+from portal.telemetry import ledger, metrics
 from portal.telemetry.columns import READING_ROW_COLUMNS
 from portal.telemetry.services import partitions
 
@@ -102,14 +102,13 @@ TS = _Kind("int8send", "q", "bigint", transform="delta")
 # read as an integer, grow with it: the deltas are small where XORs of its low bits are not).
 GROWING = _Kind("float8send", "q", "double precision", transform="bits")
 
+_CODECS = {
+    metrics.SMALL: _SMALL, metrics.INTEGER: INT, metrics.REAL: _REAL, metrics.DOUBLE: _DOUBLE,
+    metrics.COUNTER: COUNTER, metrics.FLAG: _BOOL,
+}  # fmt: skip
+# Each stored column's encoding: the metrics' from the registry (portal/telemetry/metrics.py).
 KINDS = {
-    "ts": TS, "temperature_c": _SMALL, "fan_speed_pct": _SMALL, "power_w": _REAL, "power_limit_w": _REAL,
-    "energy_mj": _DOUBLE, "utilization_gpu_pct": _SMALL, "utilization_memory_pct": _SMALL,
-    "memory_used_mib": INT, "sm_clock_mhz": INT, "mem_clock_mhz": INT, "pstate": _SMALL,
-    "throttle_reasons": _SMALL, "ecc_corrected_volatile": COUNTER, "ecc_uncorrected_volatile": COUNTER,
-    "ecc_uncorrected_aggregate": COUNTER, "retired_pages_pending": _BOOL, "remapped_rows_pending": _BOOL,
-    "remapped_rows_failure": _BOOL, "pcie_link_gen": _SMALL, "pcie_link_width": _SMALL,
-    "pcie_replay_count": COUNTER, "xid_count": _SMALL, "job_set": INT,
+    "ts": TS, **{metric.name: _CODECS[metric.codec] for metric in metrics.METRICS}, "xid_count": _SMALL, "job_set": INT,
 }  # fmt: skip
 COLUMNS = tuple(name for name in READING_ROW_COLUMNS if name != "gpu_id")
 assert set(COLUMNS) == set(KINDS), "every reading column has an encoding"

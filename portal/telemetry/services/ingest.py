@@ -27,7 +27,7 @@ from portal.core.errors import Forbidden, InvalidInput
 from portal.fleet import services as fleet_services
 from portal.fleet import swaps
 from portal.fleet.models import Gpu, Host
-from portal.telemetry import hooks
+from portal.telemetry import hooks, metrics
 from portal.telemetry.models import (
     READING_METRICS,
     READING_ROW_COLUMNS,
@@ -373,10 +373,8 @@ def _sqlite_insert_sql() -> str:
     return f"INSERT INTO {Reading._meta.db_table} ({columns}) VALUES ({values}) ON CONFLICT DO NOTHING"
 
 
-_LATEST_COLUMNS = (
-    "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "utilization_gpu_pct", "memory_used_mib",
-    "throttle_reasons",
-)  # fmt: skip
+# The metrics GpuLatest keeps (the registry's `latest`, portal/telemetry/metrics.py).
+_LATEST_COLUMNS = metrics.names(latest=True)
 _LATEST_POSITIONS = tuple(READING_ROW_COLUMNS.index(name) for name in _LATEST_COLUMNS)
 
 
