@@ -1,6 +1,7 @@
 """Writes made with a personal API token are credited to the token's user in the audit trail (and
 listed under that user on the audit page), never to "an agent"."""
 
+import datetime as dt
 import io
 import json
 
@@ -152,7 +153,7 @@ RUNS = "test_checklist_run_answer_photo_complete_abandon_with_token"
 # Agents' endpoints: they take host tokens (or an enrolment code), never a person's.
 NO_PERSONAL_TOKEN = {
     ("post", "/api/v1/ingest"), ("post", "/api/v1/enrol"), ("post", "/api/v1/host-tokens/rotate"),
-    ("post", "/api/v1/diagnostics/{id}/result"),
+    ("post", "/api/v1/diagnostics/{id}/result"), ("post", "/api/v1/prometheus/write"),
 }  # fmt: skip
 # Each write endpoint of /api/v1 and the test above (or elsewhere) that makes it with a token.
 TOKEN_WRITE_TESTS = {
@@ -170,6 +171,16 @@ TOKEN_WRITE_TESTS = {
     ("post", "/api/v1/enrolments"): "test_enrolment_codes_made_and_revoked_with_a_token",
     ("post", "/api/v1/hosts/{hostname}/diagnostics"): "test_diagnostic_requested_with_token",
     ("delete", "/api/v1/enrolments/{code_id}"): "test_enrolment_codes_made_and_revoked_with_a_token",
+    ("post", "/api/v1/maintenance-windows"): "test_maintenance_windows_with_a_token",
+    ("post", "/api/v1/maintenance-windows/{window_id}/complete"): "test_maintenance_windows_with_a_token",
+    ("post", "/api/v1/maintenance-windows/{window_id}/cancel"): "test_maintenance_windows_with_a_token",
+    ("post", "/api/v1/parts"): "test_parts_and_movements_with_a_token",
+    ("post", "/api/v1/parts/{part_id}/movements"): "test_parts_and_movements_with_a_token",
+    ("post", "/api/v1/warranties"): "test_warranty_with_a_token",
+    ("post", "/api/v1/rma-cases"): "test_rma_case_with_a_token",
+    ("post", "/api/v1/rma-cases/{case_id}/transition"): "test_rma_case_with_a_token",
+    ("post", "/api/v1/ingest-sources"): "test_ingest_sources_with_a_token",
+    ("delete", "/api/v1/ingest-sources/{source_id}"): "test_ingest_sources_with_a_token",
 }
 
 
@@ -190,3 +201,74 @@ def test_every_write_endpoint_has_a_token_test():
     assert writes == set(TOKEN_WRITE_TESTS)
     sources = Path(__file__).read_text() + (Path(__file__).parents[1] / "scheduler/test_scheduler_api.py").read_text()
     assert all(f"def {name}(" in sources for name in TOKEN_WRITE_TESTS.values())
+
+
+def test_maintenance_windows_with_a_token(token_client, technician, host):
+    from django.utils import timezone
+
+    from portal.windows.models import MaintenanceWindow
+
+    start = timezone.now() + dt.timedelta(days=1)
+    ids = []
+    for title in ("Fans", "Risers"):
+        made = post(token_client, "/maintenance-windows", {
+            "title": title, "starts_at": start.isoformat(), "ends_at": (start + dt.timedelta(hours=1)).isoformat(),
+            "hosts": ["node-a"],
+        })  # fmt: skip
+        assert made.status_code == 201, made.content
+        ids.append(made.json()["id"])
+        start += dt.timedelta(hours=2)
+    assert post(token_client, f"/maintenance-windows/{ids[0]}/cancel", {}).status_code == 200
+    MaintenanceWindow.objects.filter(pk=ids[1]).update(state=MaintenanceWindow.State.ACTIVE)
+    completed = post(token_client, f"/maintenance-windows/{ids[1]}/complete", {})
+    assert completed.status_code == 200, completed.content
+    for window_id in ids:
+        assert_all_by(entries_for(MaintenanceWindow, window_id), technician)
+
+
+def test_parts_and_movements_with_a_token(token_client, technician):
+    from portal.inventory.models import Part, StockMovement
+
+    made = post(token_client, "/parts", {"name": "Fan 80 mm", "kind": "fan", "reorder_at": 1})
+    assert made.status_code == 201, made.content
+    part_id = made.json()["id"]
+    moved = post(token_client, f"/parts/{part_id}/movements", {"delta": 4, "reason": "received"})
+    assert moved.status_code == 201, moved.content
+    assert_all_by(entries_for(Part, part_id), technician)
+    assert_all_by(entries_for(StockMovement, moved.json()["id"]), technician)
+
+
+def test_warranty_with_a_token(admin, host):
+    from portal.inventory.models import Warranty
+
+    secret, _ = api_token_issue(user=admin)
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Token {secret}")
+    made = post(client, "/warranties", {
+        "vendor": "Dell", "contract": "PS-1", "coverage": "parts", "starts_on": "2026-01-01",
+        "ends_on": "2029-01-01", "hosts": ["node-a"],
+    })  # fmt: skip
+    assert made.status_code == 201, made.content
+    assert_all_by(entries_for(Warranty, made.json()["id"]), admin)
+
+
+def test_rma_case_with_a_token(token_client, technician, host):
+    from portal.inventory.models import RmaCase
+
+    made = post(token_client, "/rma-cases", {"gpu": "GPU-a0", "vendor": "NVIDIA", "case_number": "RMA-9"})
+    assert made.status_code == 201, made.content
+    case_id = made.json()["id"]
+    moved = post(token_client, f"/rma-cases/{case_id}/transition", {"state": "shipped", "tracking": "1Z999"})
+    assert moved.status_code == 200, moved.content
+    assert_all_by(entries_for(RmaCase, case_id), technician)
+
+
+def test_ingest_sources_with_a_token(admin):
+    from portal.remote_write.models import IngestSource
+
+    secret, _ = api_token_issue(user=admin)
+    client = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Token {secret}")
+    made = post(client, "/ingest-sources", {"name": "lab-prometheus", "hosts": "gpu-*"})
+    assert made.status_code == 201, made.content
+    source_id = made.json()["id"]
+    assert client.delete(f"/api/v1/ingest-sources/{source_id}").status_code in (200, 204)
+    assert_all_by(entries_for(IngestSource, source_id), admin)

@@ -5,6 +5,7 @@ so the URLs name objects that exist there.
 Each named pattern is either a page here or in NOT_PAGES with its reason: a new URL fails
 `pages()` until someone decides which it is, so the CSP and accessibility walks never go stale."""
 
+import datetime as dt
 import json
 
 # Patterns that answer something other than an HTML page to a GET (or only take POST).
@@ -36,6 +37,8 @@ NOT_PAGES = {
     "javascript_catalog": "JavaScript",
     "oidc_authentication_init": "a redirect to the OpenID provider (404 with OIDC off; see test_oidc_sign_in.py)",
     "oidc_authentication_callback": "the OpenID provider's way back (tests/browser/test_oidc_sign_in.py)",
+    "windows:end": "POST only (the window's page holds the complete and cancel buttons)",
+    "remote_write:revoke": "POST only (the ingest sources page holds the form)",
 }
 # Pages that need a query: a search with results, the checklist start for a host.
 QUERIES = {"fleet:search": "?q={hostname}", "checklists:start": "?host={hostname}"}
@@ -52,8 +55,11 @@ def _objects() -> dict:
     from portal.fleet.models import Gpu, MaintenanceRecord
     from portal.inventory.models import RmaCase
     from portal.inventory.services import rma
+    from portal.jobs.models import Job
     from portal.maintenance.models import Ticket
     from portal.maintenance.services.tickets import ticket_fire
+    from portal.windows.models import MaintenanceWindow
+    from portal.windows.services import window_create
 
     gpu = Gpu.objects.select_related("host").order_by("pk").first()
     ticket = Ticket.objects.filter(gpu=gpu, rule="overheat").first()
@@ -81,7 +87,18 @@ def _objects() -> dict:
     case = RmaCase.objects.order_by("pk").first() or rma.rma_case_create(
         gpu=gpu.uuid, vendor="NVIDIA", case_number="RMA-WALK-1"
     )
+    now = timezone.now()
+    job = Job.objects.order_by("pk").first() or Job.objects.create(
+        key="slurm:4242", scheduler=Job.Scheduler.SLURM, user="alice", started_at=now - dt.timedelta(hours=1),
+        ended_at=now,
+    )  # fmt: skip
+    window = MaintenanceWindow.objects.order_by("pk").first() or window_create(
+        title="Walk <window>", starts_at=now + dt.timedelta(days=1), ends_at=now + dt.timedelta(days=1, hours=2),
+        hostnames=[gpu.host.hostname], user=tech, now=now,
+    )  # fmt: skip
     return {
+        "job": job.key,
+        "window": window.pk,
         "rma_case": case.pk,
         "hostname": gpu.host.hostname,
         "uuid": gpu.uuid,
@@ -123,6 +140,7 @@ def pages() -> list[dict]:
         "maintenance:ticket": [objects["ticket"]],
         "checklists:run": objects["runs"],
         "inventory:rma_case": [objects["rma_case"]],
+        "windows:detail": [objects["window"]],
     }
     found, unknown = [], []
     for name, pattern in _named_patterns(get_resolver().url_patterns):
@@ -131,6 +149,8 @@ def pages() -> list[dict]:
         kwargs = list(pattern.pattern.converters)
         if kwargs == ["slug"] and name == "guidance:practice":  # every practice page
             fillings = [{"slug": practice.slug} for practice in PRACTICES]
+        elif kwargs == ["key"] and name == "jobs:job":
+            fillings = [{"key": objects["job"]}]
         elif kwargs == ["pk"]:
             fillings = [{"pk": pk} for pk in pk_by_name.get(name, [])]
         elif all(k in by_kwarg for k in kwargs):
