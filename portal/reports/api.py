@@ -284,7 +284,7 @@ class UsageOut(Schema):
     models: list[UsageModel]
     days: list[UsageDay] = Field(description="Busy share per UTC day (beyond the contract's fields: the page's chart).")
     flat_out: list[UsageFlatOut] = Field(
-        description="GPUs that ran flat out longer than the rest policy in the period (issue 45, point 6)."
+        description="GPUs that ran flat out longer than the rest policy in the period."
     )
 
 
