@@ -19,7 +19,7 @@ from csp.constants import NONE, SELF, UNSAFE_HASHES
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.directory_settings import directory_settings
-from portal.env import env_email_url, env_networks_check, env_trust_proxy, envbool, envfloat, envint, envlist, envstr
+from portal.env import env_email_url, env_networks_check, env_trust_proxy, envbool, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
@@ -432,9 +432,9 @@ INGEST_ALLOW_HTTP = PLAIN_HTTP
 # and the scrape interval assumed for a GPU until two of its readings show it: a reading is handed
 # on when a later one of its GPU has arrived, or two intervals after its first sample.
 REMOTE_WRITE_MAX_BODY_BYTES = 8 * 1024 * 1024
-REMOTE_WRITE_RATE_PER_S = envfloat("REMOTE_WRITE_RATE_PER_S", 100.0)
-REMOTE_WRITE_RATE_BURST = envint("REMOTE_WRITE_RATE_BURST", 500)
-REMOTE_WRITE_SCRAPE_INTERVAL_S = envfloat("REMOTE_WRITE_SCRAPE_INTERVAL_S", 30.0)
+REMOTE_WRITE_RATE_PER_S = 100.0
+REMOTE_WRITE_RATE_BURST = max(1, round(5 * REMOTE_WRITE_RATE_PER_S))  # five seconds' worth at once
+REMOTE_WRITE_SCRAPE_INTERVAL_S = 30.0
 # The agent's wheel and its dependency's, served at /agent/ (`manage.py agent_dist` fills it).
 AGENT_DIST_DIR = str(VAR_DIR / "agent-dist")
 # GPUs one host may register through its agent; past it a batch is refused with a 403.

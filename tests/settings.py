@@ -7,6 +7,7 @@ sent, so unit tests see a task's effect right away. The integration tests in
 tests/ops/test_embedded.py run the real worker and beat instead.
 """
 
+import json
 import os
 
 _TEST_ENV = {"DEBUG": "true", "SECRET_KEY": "tests-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"}
@@ -56,3 +57,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # 25 ms a client, and the suite makes thousands of clients; the lookup per request serves the same
 # files (the suite's own requests for static files go through a portal it starts).
 WHITENOISE_AUTOREFRESH = True
+
+# A throwaway metric for tests/telemetry/test_throwaway_metric.py's child process (portal/telemetry/metrics.py).
+TELEMETRY_EXTRA_METRICS = json.loads(os.environ.get("PORTAL_EXTRA_METRICS", "[]"))

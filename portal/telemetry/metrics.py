@@ -15,8 +15,6 @@ marked for translation with `gettext_noop` and translated where they are shown.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass
 
 
@@ -120,13 +118,20 @@ BUILT_IN: tuple[Metric, ...] = (
 
 
 def _extra() -> tuple[Metric, ...]:
-    """Metrics added from the environment, after the built-in ones: PORTAL_EXTRA_METRICS, a JSON
-    list of Metric fields. For the test that adds a throwaway metric and follows it through the
-    pipeline (tests/telemetry/test_throwaway_metric.py): its table column is added to the model
-    (models.Reading) with no migration, so the tables must be made from the models. Never set in
-    production: a metric of the portal is an entry in BUILT_IN and a migration."""
-    raw = os.environ.get("PORTAL_EXTRA_METRICS")
-    return tuple(Metric(**entry) for entry in json.loads(raw)) if raw else ()
+    """Metrics added by the settings, after the built-in ones: TELEMETRY_EXTRA_METRICS, a list of
+    Metric fields (tests/settings.py takes it from PORTAL_EXTRA_METRICS, JSON). For the test that
+    adds a throwaway metric and follows it through the pipeline (tests/telemetry/
+    test_throwaway_metric.py): its table column is added to the model (models.Reading) with no
+    migration, so the tables must be made from the models. Never set in production: a metric of the
+    portal is an entry in BUILT_IN and a migration."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        entries = getattr(settings, "TELEMETRY_EXTRA_METRICS", ())
+    except ImproperlyConfigured:  # read without Django's settings (a script): the built-in ones
+        entries = ()
+    return tuple(Metric(**entry) for entry in entries)
 
 
 EXTRA: tuple[Metric, ...] = _extra()

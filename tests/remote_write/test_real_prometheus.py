@@ -129,7 +129,7 @@ def test_readings_from_a_real_prometheus_open_the_agents_ticket(tmp_path, export
     var_dir.mkdir()
     # Until two readings show a GPU's scrape interval, the portal assumes this one (a first reading
     # goes on after two of them).
-    env = portal_env(var_dir, REMOTE_WRITE_SCRAPE_INTERVAL_S="1")
+    env = portal_env(var_dir, TEST_REMOTE_WRITE_SCRAPE_INTERVAL_S="1")
     migrate(env)
     token = manage(env, "issue_source_token", "lab-prometheus", "--hosts", "prom-*").stdout.strip().splitlines()[-1]
     agent_token = manage(env, "issue_token", "dgx-agent").stdout.strip().splitlines()[-1]
