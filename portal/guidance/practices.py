@@ -92,6 +92,9 @@ RULE_PRACTICE: dict[str, str] = {
     "checklist_failed": "repairs",
     "diagnostic_failed": "repairs",
     "diagnostic_warned": "repairs",
+    # a spare on the shelf and a card still under warranty: what proper repairs need at hand
+    "spare_stock_low": "repairs",
+    "warranty_ending": "repairs",
     "overclock": "overclocking",
 }
 

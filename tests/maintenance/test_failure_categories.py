@@ -35,7 +35,7 @@ RULE_EXPECTED = {
     "diagnostic_warned": None, "ecc_corrected_rate": None, "fan_wear": None, "memory_pending": None,
     "no_rest": None, "overclock": None, "schedule_backup": None, "schedule_cleaning": None,
     "schedule_connection_check": None, "schedule_driver_review": None, "schedule_fan_inspection": None,
-    "thermal_throttle": None,
+    "thermal_throttle": None, "idle_allocation": None, "spare_stock_low": None, "warranty_ending": None,
 }  # fmt: skip
 # Every code of the catalogue and one it does not know: the category an XID ticket of it counts under.
 XID_EXPECTED = {
