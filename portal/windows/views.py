@@ -18,6 +18,7 @@ from django.views.decorators.http import require_safe
 
 from portal.accounts.services import api_token_authenticate
 from portal.core.errors import ApplicationError, Conflict, InvalidInput, NotFound
+from portal.core.exports import attachment
 from portal.core.forms import add_application_error
 from portal.core.public_url import portal_url
 from portal.windows import calendar, enqueue, selectors, services
@@ -128,6 +129,6 @@ def calendar_feed(request):
     base = portal_url(request).rstrip("/")
     domain = request.get_host().split(":")[0] or "gpu-fleet"
     body = calendar.calendar_document(windows=selectors.windows_for_feed(), base_url=base, domain=domain)
-    answer = HttpResponse(body, content_type="text/calendar; charset=utf-8")
-    answer["Content-Disposition"] = 'inline; filename="maintenance-windows.ics"'
-    return answer
+    return attachment(
+        body, content_type="text/calendar; charset=utf-8", filename="maintenance-windows.ics", inline=True
+    )
