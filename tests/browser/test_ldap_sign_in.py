@@ -55,8 +55,8 @@ def test_directory_people_sign_in_and_the_admin_sees_where_they_come_from(browse
 
     page.goto(f"{base_url}/audit/?model=account")
     main = page.locator("main")
-    expect(main).to_contain_text("refused nora (ldap)")
-    expect(main).to_contain_text("sign_in tess (ldap)")
-    expect(main).to_contain_text("role_change ada (ldap)")
+    expect(main).to_contain_text("refused sign-in: nora (ldap)")
+    expect(main).to_contain_text("sign-in: tess (ldap)")
+    expect(main).to_contain_text("role change: ada (ldap)")
     page.screenshot(path=str(ARTIFACTS / "ldap-audit.png"), full_page=True)
     page.close()
