@@ -1,4 +1,5 @@
-"""Screenshots of the fleet, GPU, host and ticket pages at 1400 and 390 px (docs/screenshots.md).
+"""Screenshots of the main pages at 1400 and 390 px (docs/screenshots.md): the fleet, a GPU, a host,
+a ticket, the reliability and usage reports, jobs, maintenance windows and spare parts.
 
 A portal of its own on a scratch database with the demo seed (the browser tests' harness), ten
 minutes of readings for dgx-01's first four GPUs, Debian's Chromium through Playwright, signed in
@@ -56,6 +57,11 @@ def main() -> int:
                     ("gpu", f"/gpus/{GPU_UUID}/", 3000),
                     ("host", f"/hosts/{HOST}/", 1500),
                     ("ticket", ticket, 1500),
+                    ("report", "/reports/reliability", 1500),
+                    ("usage", "/reports/usage", 2500),
+                    ("jobs", "/jobs/", 1000),
+                    ("windows", "/maintenance-windows/", 1000),
+                    ("parts", "/inventory/stock/", 1000),
                 ):
                     page.goto(url)
                     page.wait_for_timeout(settle_ms)  # live charts drawn, sockets connected
