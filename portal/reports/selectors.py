@@ -26,6 +26,7 @@ import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import ClassVar
 
 from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import Coalesce
@@ -64,6 +65,7 @@ class ReportQuery:
     end: dt.datetime
     host: str | None = None
     model: str | None = None
+    max_period: ClassVar[dt.timedelta | None] = None  # the longest period a report may ask for
 
     def __post_init__(self):
         problems = {}
@@ -72,6 +74,8 @@ class ReportQuery:
                 problems[name] = "Needs a time zone (RFC 3339, e.g. 2026-01-01T00:00:00Z)."
         if not problems and self.end <= self.start:
             problems["to"] = "Must be later than 'from'."
+        elif not problems and self.max_period is not None and self.end - self.start > self.max_period:
+            problems["to"] = f"The period may be at most {self.max_period.days} days."
         if (host_error := host_problem(self.host)) is not None:
             problems["host"] = host_error
         if problems:

@@ -34,6 +34,7 @@ import datetime as dt
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from django.db.models import F
 from django.db.models.expressions import RawSQL
@@ -41,7 +42,6 @@ from django.db.models.functions import NullIf
 from django.utils.translation import gettext
 
 from portal.core import engine
-from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
 from portal.jobs.models import SPAN_GAP, Job, JobSpan
 from portal.jobs.selectors import flat_out_stretches
@@ -53,7 +53,6 @@ from portal.reports.selectors import (
     HOUR,
     ReportQuery,
     gpu_start,
-    host_problem,
     json_rounded,
     listed_gpus,
     retired_at_of,
@@ -128,25 +127,10 @@ def rest_policy() -> RestPolicy:
 
 
 @dataclass(frozen=True)
-class UsageQuery:
-    start: dt.datetime
-    end: dt.datetime
-    host: str | None = None
-    model: str | None = None
+class UsageQuery(ReportQuery):
+    """The usage report's period and filters: the reliability report's, at most MAX_PERIOD long."""
 
-    def __post_init__(self):
-        problems = {}
-        for name, value in (("from", self.start), ("to", self.end)):
-            if value.tzinfo is None or value.utcoffset() is None:
-                problems[name] = "Needs a time zone (RFC 3339, e.g. 2026-01-01T00:00:00Z)."
-        if not problems and self.end <= self.start:
-            problems["to"] = "Must be later than 'from'."
-        elif not problems and self.end - self.start > MAX_PERIOD:
-            problems["to"] = f"The period may be at most {MAX_PERIOD.days} days."
-        if (host_error := host_problem(self.host)) is not None:
-            problems["host"] = host_error
-        if problems:
-            raise InvalidInput("invalid report filter", field_errors=problems)
+    max_period: ClassVar[dt.timedelta | None] = MAX_PERIOD
 
     def reliability_query(self) -> ReportQuery:
         return ReportQuery(start=self.start, end=self.end, host=self.host, model=self.model)
