@@ -37,6 +37,8 @@ NOT_PAGES = {
     "javascript_catalog": "JavaScript",
     "oidc_authentication_init": "a redirect to the OpenID provider (404 with OIDC off; see test_oidc_sign_in.py)",
     "oidc_authentication_callback": "the OpenID provider's way back (tests/browser/test_oidc_sign_in.py)",
+    "windows_calendar": "an iCalendar feed (a download)",
+    "prometheus_write": "Prometheus remote write (POST only, a source's token)",
     "windows:end": "POST only (the window's page holds the complete and cancel buttons)",
     "remote_write:revoke": "POST only (the ingest sources page holds the form)",
 }

@@ -7,21 +7,31 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.conftest import seeded_portal
 from tests.browser.readings import gpu_uuid, host_token_issue, post_readings, reading
 
 pytestmark = pytest.mark.browser
 
 
-def test_the_job_list_and_a_job_page(page, portal_server, login, screenshot):
+@pytest.fixture(scope="module")
+def jobs_portal(tmp_path_factory):
+    """A portal of its own: the readings posted here would otherwise be the newest of dgx-01's GPUs
+    in the session's shared portal, whose live-page tests read their own."""
+    yield from seeded_portal(tmp_path_factory.mktemp("jobs"))
+
+
+def test_the_job_list_and_a_job_page(browser, jobs_portal, login, screenshot):
     # 20 minutes of dgx-01's GPUs 0 and 1 running slurm:9001, through the agents' ingest API
-    token = host_token_issue(portal_server)
+    token = host_token_issue(jobs_portal)
     now = dt.datetime.now(dt.UTC)
     readings = [
         {**reading(now - dt.timedelta(seconds=20 * n), 60 + n % 20), "gpu_uuid": gpu_uuid(g), "jobs": ["slurm:9001"]}
         for n in range(60) for g in (0, 1)
     ]  # fmt: skip
-    post_readings(portal_server.base_url, token, readings)
-    login(page, "viewer", portal_server.credentials["viewer"])
+    post_readings(jobs_portal.base_url, token, readings)
+    context = browser.new_context(base_url=jobs_portal.base_url, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    login(page, "viewer", jobs_portal.credentials["viewer"])
     page.goto("/jobs/")
     expect(page.locator("h1")).to_have_text(re.compile("Jobs"))
     first = page.locator("main table tbody tr td a").first
@@ -36,3 +46,4 @@ def test_the_job_list_and_a_job_page(page, portal_server, login, screenshot):
         screenshot(page, f"job-page-{width}.png")
     page.goto("/jobs/")
     screenshot(page, "job-list-390.png")
+    context.close()
