@@ -318,6 +318,8 @@ class SlurmCli:
         for line in out.splitlines():
             job_id, user, start, end, job_name = (line.split("|", 4) + ["", "", "", ""])[:5]
             started, ends = (_utc(text) for text in (start, end))
+            if started is not None and ends is not None and ends - started >= UNLIMITED_END:
+                ends = None  # no time limit: Slurm writes the start plus a year as its end
             jobs.append(Job(id=int(job_id), user=user, name=job_name, gpus=[], start=started, end=ends))
         return jobs
 
@@ -390,6 +392,10 @@ class SlurmCli:
             if self.reservation(name) is None:
                 return
             raise
+
+
+# squeue's %e for a job without a time limit (TimeLimit=UNLIMITED): its start plus 365 days.
+UNLIMITED_END = dt.timedelta(days=365)
 
 
 def _utc(text: str) -> dt.datetime | None:
