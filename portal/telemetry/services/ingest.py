@@ -265,9 +265,8 @@ def _job_sets_resolve(batch: BatchIn) -> dict[tuple[str, ...], int]:
     ids = dict(JobSet.objects.filter(keys__in=set(texts.values())).values_list("keys", "pk"))
     if len(_job_set_ids) + len(texts) > JOB_SET_CACHE_MAX:
         _job_set_ids.clear()
-    found = {keys: ids[text] for keys, text in texts.items()}
-    _job_set_ids.update(found)
-    return {**_job_set_ids, **found}
+    _job_set_ids.update({keys: ids[text] for keys, text in texts.items()})
+    return _job_set_ids
 
 
 def job_sets_forget() -> None:
