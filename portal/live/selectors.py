@@ -149,10 +149,9 @@ def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:
     ]
     since = timezone.now() - MARKERS_SINCE
     for at, code in telemetry_selectors.xid_events_of(gpu=gpu, since=since):
-        description = xid_entry(code).description
-        markers.append(
-            {"ts": ts_ms(at), "group": "xid", "kind": "xid", "label": f"XID {code}: {description}", "url": ""}
-        )
+        description = xid_entry(code).description_shown  # in the page's language
+        label = gettext("XID %(code)s: %(description)s") % {"code": code, "description": description}
+        markers.append({"ts": ts_ms(at), "group": "xid", "kind": "xid", "label": label, "url": ""})
     for ticket in maintenance_selectors.tickets_of_gpu(gpu=gpu, since=since):
         markers.append({
             "ts": ts_ms(ticket.first_seen), "group": "ticket", "kind": ticket.severity,
