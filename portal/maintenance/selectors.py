@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from portal.core.selectors import filter_given, search_by_id_or_text
@@ -77,6 +78,12 @@ METRIC_LABELS = {
 }
 
 
+def wall(at: dt.datetime) -> str:
+    """A moment's wall clock in the active time zone, as plotly.js draws it whatever its offset:
+    the ticket chart's times in the zone its evidence table is in, not UTC's."""
+    return timezone.localtime(at).replace(tzinfo=None).isoformat()
+
+
 def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=30), limit: int = 2000) -> str | None:
     """A Plotly figure (JSON) of the rule's metric around the trigger, built server-side."""
     metric = RULES[ticket.rule].metric if ticket.rule in RULES else None
@@ -93,8 +100,8 @@ def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=
         limit=limit,
     )  # fmt: skip
     label = str(METRIC_LABELS.get(metric, metric))
-    fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name=label))
-    fig.add_vline(x=ticket.first_seen.timestamp() * 1000, line_dash="dash", line_color="#cf222e")
+    fig = go.Figure(go.Scatter(x=[wall(r[0]) for r in rows], y=[r[1] for r in rows], mode="lines", name=label))
+    fig.add_vline(x=wall(ticket.first_seen), line_dash="dash", line_color="#cf222e")
     fig.update_layout(margin={"l": 40, "r": 10, "t": 10, "b": 30}, height=280, yaxis_title=label,
                       xaxis_type="date", template="plotly_white")  # fmt: skip
     return fig.to_json()
