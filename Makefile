@@ -215,6 +215,7 @@ bench-live: $(STAMP)
 bench-pages: $(STAMP) browser
 	$(PY) bench/fleet_page.py
 	$(PY) bench/page_weight.py
+	$(PY) bench/page_weight.py --mode demo
 	$(PY) bench/page_weight.py --mode debug
 
 # Ingested + evaluated + rolled up per second with worker and beat running: the embedded default
