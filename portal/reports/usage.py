@@ -455,6 +455,7 @@ def usage_charts(report: UsageReport) -> dict:
             "busy": gettext("Busy share (%)"), "gpu_hours": gettext("GPU-hours"),
             "idle": gettext("Idle GPU-hours"), "busy_part": gettext("Busy GPU-hours, not idle"),
             "energy": gettext("kWh per GPU-hour"), "failures": gettext("Failures per GPU-year"),
+            "no_jobs": gettext("No job ran in the period."), "no_data": gettext("No data in the period."),
         },
         "days": {"x": [row["day"].isoformat() for row in report.days],
                  "y": [None if row["busy_pct"] is None else round(row["busy_pct"], 2) for row in report.days]},
