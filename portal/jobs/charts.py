@@ -9,6 +9,7 @@ from django.utils.translation import gettext
 
 from portal.core.errors import ApplicationError
 from portal.jobs.selectors import JobDetail
+from portal.telemetry.metrics import TEMPERATURE, UTILIZATION_GPU
 from portal.telemetry.selectors import gpu_series
 
 MAX_GPUS_CHARTED = 8  # a bigger job charts its first eight GPUs (the table lists them all)
@@ -17,7 +18,7 @@ MARGIN = dt.timedelta(minutes=10)
 
 def _series(span_gpu, start: dt.datetime, end: dt.datetime):
     try:
-        return gpu_series(gpu=span_gpu, start=start, end=end, metrics=("utilization_gpu_pct", "temperature_c"))
+        return gpu_series(gpu=span_gpu, start=start, end=end, metrics=(UTILIZATION_GPU.name, TEMPERATURE.name))
     except ApplicationError:
         return None  # too many points even at the coarsest resolution: the spans are drawn alone
 
@@ -36,9 +37,9 @@ def job_timeline(detail: JobDetail) -> dict | None:
         if series is None:
             continue
         x = [moment.isoformat() for moment in series.ts]
-        data.append({"type": "scatter", "mode": "lines", "x": x, "y": series.values["utilization_gpu_pct"],
+        data.append({"type": "scatter", "mode": "lines", "x": x, "y": series.values[UTILIZATION_GPU.name],
                      "name": f"{names[gpu.pk]} · {util}", "yaxis": "y"})  # fmt: skip
-        data.append({"type": "scatter", "mode": "lines", "x": x, "y": series.values["temperature_c"],
+        data.append({"type": "scatter", "mode": "lines", "x": x, "y": series.values[TEMPERATURE.name],
                      "name": f"{names[gpu.pk]} · {temp}", "yaxis": "y2", "line": {"dash": "dot"}})  # fmt: skip
     shapes = [
         {"type": "rect", "xref": "x", "yref": "paper", "x0": span.started_at.isoformat(),

@@ -69,8 +69,8 @@ def fleet_live_state() -> dict:
         .order_by("host__hostname", "index")
         .values_list(
             "id", "uuid", "host__hostname", "host_id", "index", "temp_slowdown_c", EpochMs("latest__ts"),
-            EpochMs(Greatest("latest__ts", "latest__received_at")), "latest__temperature_c",
-            "latest__utilization_gpu_pct", "latest__throttle_reasons", "status", "host__status",
+            EpochMs(Greatest("latest__ts", "latest__received_at")),
+            *(f"latest__{metric.name}" for metric in FLEET_METRICS.values()), "status", "host__status",
         )
     )  # fmt: skip
     limits = maintenance_selectors.RuleCareLimits()
@@ -91,6 +91,7 @@ def fleet_live_state() -> dict:
         ])  # fmt: skip
     return {
         "fields": GPU_STATE_FIELDS,
+        "metrics": {role: metric.name for role, metric in FLEET_METRICS.items()},
         "gpus": rows,
         "now": ts_ms(timezone.now()),
         "throttling_mask": THROTTLING_MASK,
@@ -99,9 +100,13 @@ def fleet_live_state() -> dict:
     }
 
 
+# The newest reading's metrics the fleet page shows, by what the page does with them (the heatmap's
+# temperature, the tiles' hot GPUs and throttling); the state serves which field is which ("metrics").
+FLEET_METRICS = {"temperature": metrics.TEMPERATURE, "utilization": metrics.UTILIZATION_GPU,
+                 "reasons": metrics.THROTTLE_REASONS}  # fmt: skip
 GPU_STATE_FIELDS = (
-    "id", "uuid", "host", "index", "hot_c", "silent_after_s", "ts", "heard", "temperature_c", "utilization_gpu_pct",
-    "throttle_reasons",
+    "id", "uuid", "host", "index", "hot_c", "silent_after_s", "ts", "heard",
+    *(metric.name for metric in FLEET_METRICS.values()),
 )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from portal.checklists.selectors import checklist_work_due_count
 from portal.fleet import care
 from portal.fleet.models import MaintenanceRecord
 from portal.maintenance.models import Severity, Ticket
+from portal.telemetry.metrics import POWER, TEMPERATURE, UTILIZATION_GPU
 from portal.telemetry.models import GpuLatest
 from portal.telemetry.pipeline import pipeline_status
 from portal.wear.selectors import wear_lifetime_all
@@ -48,8 +49,8 @@ class PortalCollector:
             labels=GPU_LABELS,
         )  # fmt: skip
         rows = GpuLatest.objects.values_list(
-            "gpu__uuid", "gpu__host__hostname", "gpu__index", "gpu__model_name", "ts", "temperature_c", "power_w",
-            "utilization_gpu_pct",
+            "gpu__uuid", "gpu__host__hostname", "gpu__index", "gpu__model_name", "ts", TEMPERATURE.name, POWER.name,
+            UTILIZATION_GPU.name,
         ).order_by("gpu__host__hostname", "gpu__index")  # fmt: skip
         for uuid, hostname, index, model, ts, temp, watts, util in rows:
             labels = [uuid, hostname, str(index), model]
@@ -107,11 +108,11 @@ class PortalCollector:
         cycles = CounterMetricFamily("gpufleet_gpu_thermal_cycles", "Lifetime thermal cycles (30 C swings).",
                                      labels=labels)  # fmt: skip
         energy = CounterMetricFamily("gpufleet_gpu_energy_joules", "Lifetime energy.", labels=labels)
-        for uuid, hostname, hot_s, busy_s, cycles_total, energy_mj in wear_lifetime_all():
+        for uuid, hostname, hot_s, busy_s, cycles_total, millijoules in wear_lifetime_all():
             hot.add_metric([uuid, hostname], hot_s)
             busy.add_metric([uuid, hostname], busy_s)
             cycles.add_metric([uuid, hostname], cycles_total)
-            energy.add_metric([uuid, hostname], energy_mj / 1000.0)
+            energy.add_metric([uuid, hostname], millijoules / 1000.0)
         return [hot, busy, cycles, energy]
 
     def _open_tickets(self):

@@ -44,13 +44,23 @@ from portal.maintenance.xid_catalog import SOURCE_URL, xid_entry
 from portal.reports import hooks
 from portal.reports.exports import pdf_table
 from portal.reports.selectors import gpu_repeat_offender, status_intervals
-from portal.telemetry import store
+from portal.telemetry import metrics, store
 from portal.telemetry.models import XidEvent
 
 TREND_DAYS = 30
 THERMAL_WINDOW = dt.timedelta(hours=48)
 XID_LIMIT = 500
 DIAGNOSTIC_LIMIT = 50
+# The readings the pack shows, named by the metric registry; its JSON's keys are their names (the
+# thermal history's are the hourly rollup columns, `<metric>_<stat>`).
+ECC_METRICS = (metrics.ECC_CORRECTED_VOLATILE, metrics.ECC_UNCORRECTED_VOLATILE, metrics.ECC_UNCORRECTED_AGGREGATE,
+               metrics.RETIRED_PAGES_PENDING, metrics.REMAPPED_ROWS_PENDING, metrics.REMAPPED_ROWS_FAILURE)  # fmt: skip
+PCIE_METRICS = (metrics.PCIE_LINK_GEN, metrics.PCIE_LINK_WIDTH, metrics.PCIE_REPLAY_COUNT)
+THERMAL_COLUMNS = (
+    *(f"{metric.name}_{stat}" for metric, stat in ((metrics.TEMPERATURE, "mean"), (metrics.TEMPERATURE, "max"),
+      (metrics.POWER, "mean"), (metrics.FAN, "mean"), (metrics.UTILIZATION_GPU, "mean"))),
+    "thermal_throttle_count",
+)  # fmt: skip
 
 
 def _iso(value):
@@ -128,17 +138,14 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime, translated: bool = False) -> dic
     failure_at = tickets[-1]["first_seen"] if tickets else (xids[-1][0] if xids else None)
     thermal = []
     if failure_at is not None:
-        fields = ("temperature_c_mean", "temperature_c_max", "power_w_mean", "fan_speed_pct_mean",
-                  "utilization_gpu_pct_mean", "thermal_throttle_count")  # fmt: skip
+        fields = THERMAL_COLUMNS
         thermal = [
             {"hour": _iso(row[0]), **dict(zip(fields, row[1:], strict=True))}
             for row in store.rollups_of(gpu_ids=[gpu.pk], resolution="1h", columns=("bucket", *fields),
                                   start=failure_at - THERMAL_WINDOW, end=failure_at + THERMAL_WINDOW)
         ]  # fmt: skip
-    ecc_fields = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
-                  "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure")  # fmt: skip
-    ecc = _daily_samples(gpu, now, ecc_fields)
-    pcie = _daily_samples(gpu, now, ("pcie_link_gen", "pcie_link_width", "pcie_replay_count"))
+    ecc = _daily_samples(gpu, now, tuple(metric.name for metric in ECC_METRICS))
+    pcie = _daily_samples(gpu, now, tuple(metric.name for metric in PCIE_METRICS))
     intervals = status_intervals(gpu=gpu, now=now)
     return {
         "generated_at": _iso(now),
@@ -366,15 +373,7 @@ def _incident_sections(evidence: dict, section, text) -> None:
         [_("Day"), _("ECC corr."), _("ECC uncorr."), _("Uncorr. aggr."), _("Pages pending"), _("Remap pending"),
          _("Remap failed")],
         [
-            [
-                _when(e["reading_ts"], 10),
-                flag_shown(e["ecc_corrected_volatile"]),
-                flag_shown(e["ecc_uncorrected_volatile"]),
-                flag_shown(e["ecc_uncorrected_aggregate"]),
-                flag_shown(e["retired_pages_pending"]),
-                flag_shown(e["remapped_rows_pending"]),
-                flag_shown(e["remapped_rows_failure"]),
-            ]
+            [_when(e["reading_ts"], 10), *(flag_shown(e[metric.name]) for metric in ECC_METRICS)]
             for e in rows_by_day(evidence["ecc_row_remap_trend"])
         ],
         (24, 27, 27, 27, 27, 27, 27),
@@ -383,12 +382,7 @@ def _incident_sections(evidence: dict, section, text) -> None:
         _("PCIe link history (daily)"),
         [_("Day"), _("Gen"), _("Width"), _("Replays")],
         [
-            [
-                _when(p["reading_ts"], 10),
-                flag_shown(p["pcie_link_gen"]),
-                flag_shown(p["pcie_link_width"]),
-                flag_shown(p["pcie_replay_count"]),
-            ]
+            [_when(p["reading_ts"], 10), *(flag_shown(p[metric.name]) for metric in PCIE_METRICS)]
             for p in rows_by_day(evidence["pcie_link_history"])
         ],
         (30, 30, 30, 96),
@@ -403,15 +397,7 @@ def _service_sections(evidence: dict, section, text) -> None:
         _("Thermal history around the failure (%(failure)s, hourly)") % {"failure": failure},
         [_("Hour"), _("Temp mean"), _("Temp max"), _("Power mean"), _("Fan mean"), _("Util mean"), _("Throttled")],
         [
-            [
-                _when(t["hour"], 13),
-                _fmt(t["temperature_c_mean"]),
-                _fmt(t["temperature_c_max"]),
-                _fmt(t["power_w_mean"]),
-                _fmt(t["fan_speed_pct_mean"]),
-                _fmt(t["utilization_gpu_pct_mean"]),
-                t["thermal_throttle_count"],
-            ]
+            [_when(t["hour"], 13), *(_fmt(t[column]) for column in THERMAL_COLUMNS[:-1]), t[THERMAL_COLUMNS[-1]]]
             for t in evidence["thermal_around_failure"]
         ],
         (24, 27, 27, 27, 27, 27, 27),

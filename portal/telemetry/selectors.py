@@ -8,6 +8,7 @@ from django.conf import settings
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
 from portal.telemetry import store
+from portal.telemetry.metrics import FAN, POWER, TEMPERATURE, THROTTLE_REASONS, UTILIZATION_GPU
 from portal.telemetry.models import (
     READING_METRICS,
     ROLLUP_METRICS,
@@ -17,7 +18,8 @@ from portal.telemetry.models import (
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
-DEFAULT_METRICS = ("temperature_c", "power_w", "utilization_gpu_pct", "fan_speed_pct")
+# The series a GPU's readings answer when none are named (GET /api/v1/gpus/{uuid}/readings).
+DEFAULT_METRICS = tuple(metric.name for metric in (TEMPERATURE, POWER, UTILIZATION_GPU, FAN))
 _STEP = {"1m": dt.timedelta(minutes=1), "1h": dt.timedelta(hours=1)}
 
 
@@ -82,8 +84,8 @@ def gpu_series(
         if len(rows) > limit:
             raise _too_many_points(resolution, end)
         values = {metric: [row[position + 1] for row in rows] for position, metric in enumerate(metrics)}
-        if "throttle_reasons" in values:
-            values["throttle_reasons"] = [throttle_names(mask) for mask in values["throttle_reasons"]]
+        if THROTTLE_REASONS.name in values:  # a bit mask stored, its names answered
+            values[THROTTLE_REASONS.name] = [throttle_names(mask) for mask in values[THROTTLE_REASONS.name]]
         return Series(resolution, start, end, [row[0] for row in rows], values)
     if (end - start) / _STEP[resolution] + 1 > limit:  # buckets from the one holding 'from' on
         raise _too_many_points(resolution, end)

@@ -61,7 +61,7 @@ def test_every_metric_is_fully_described():
 def test_the_json_the_pages_read_names_each_metric_once():
     served = metrics.as_json()
     assert [entry["name"] for entry in served] == list(READING_METRICS)
-    assert {"name", "unit", "label", "group", "live", "rollup"} == set(served[0])
+    assert {"name", "unit", "type", "label", "group", "live", "rollup"} == set(served[0])
     json.dumps(served)  # plain JSON
 
 

@@ -20,7 +20,7 @@ from portal.maintenance.rules.host import METERS
 from portal.maintenance.services import tickets as ticket_services
 from portal.maintenance.services.config import RuleParams
 from portal.maintenance.services.evaluate import SilenceLookup, Tracks, events_apply, gpu_infos
-from portal.telemetry import store
+from portal.telemetry import metrics, store
 from portal.telemetry.models import GpuLatest
 from portal.wear.selectors import meters_since
 
@@ -194,7 +194,7 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
                 high = p["high_load_util_pct"]
                 gpu_ids = list(Gpu.objects.filter(host_id=host["id"]).values_list("pk", flat=True))
                 means = store.rollups_of(
-                    gpu_ids=gpu_ids, resolution="1h", columns=("utilization_gpu_pct_mean",), start=since
+                    gpu_ids=gpu_ids, resolution="1h", columns=(f"{metrics.UTILIZATION_GPU.name}_mean",), start=since
                 )
                 hours = sum(1 for (mean,) in means if mean is not None and mean >= high)
                 if hours / host["gpu_count"] >= p["gpu_hours_high_load"]:

@@ -27,6 +27,7 @@ from portal.fleet.models import Host
 from portal.remote_write import mapping
 from portal.remote_write.models import IngestSource, PendingSample, SourceGpu
 from portal.telemetry.ingest_fast import batch_parse
+from portal.telemetry.metrics import REMAPPED_ROWS_PENDING
 from portal.telemetry.models import throttle_names
 from portal.telemetry.schemas import ReadingIn
 from portal.telemetry.services.ingest import reading_batch_ingest
@@ -122,7 +123,7 @@ def _reading(gpu: SourceGpu, pending: Pending) -> dict:
                 reading["xid_events"].append({"ts": pending.ts, "code": int(value)})
             gpu.xid_last = value
         elif name == mapping.REMAPPED_RAW:
-            reading["remapped_rows_pending"] = gpu.remapped_last is not None and value > gpu.remapped_last
+            reading[REMAPPED_ROWS_PENDING.name] = gpu.remapped_last is not None and value > gpu.remapped_last
             gpu.remapped_last = value
         elif name in mapping.BOOL_FIELDS:
             reading[name] = value != 0
