@@ -126,14 +126,14 @@ def _exchange(found: EnrolmentCode | None, *, hostname: str) -> Enrolled:
         # A code for "any host" enrols new host names only: taking over an existing host (even one
         # whose token was revoked) would hand its record, its tickets and its Slurm node to whoever
         # holds the code. Only a code an admin made for that host name replaces its token.
-        live = telemetry.host_tokens_live(host=host).exists()
+        live = telemetry.tokens_live().filter(host=host).exists()
         raise Conflict(
             f"host {hostname} already exists"
             + (" and has an active token" if live else "")
             + ": an admin makes a code for this host name to enrol it again",
             problems=[("hostname", "already taken by an existing host")],
         )
-    live = list(telemetry.host_tokens_live(host=host)) if host else []
+    live = list(telemetry.tokens_live().filter(host=host)) if host else []
     for token in live:  # a code made for this host replaces its token
         host_token_revoke(token=token)
     # Conditional, so two exchanges of the last use cannot both pass.

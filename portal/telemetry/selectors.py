@@ -126,9 +126,9 @@ def xid_events_of(*, gpu: Gpu, since: dt.datetime, limit: int = 200) -> list[tup
 # reason's bit in a reading's stored mask, both imported above).
 
 
-def host_tokens_live(*, host) -> QuerySet[HostToken]:
-    """The host's tokens not revoked (a fresh one during a rotation makes two)."""
-    return HostToken.objects.filter(host=host, revoked_at__isnull=True)
+def tokens_live() -> QuerySet[HostToken]:
+    """The host tokens not revoked (a host's fresh one during a rotation makes two)."""
+    return HostToken.objects.filter(revoked_at__isnull=True)
 
 
 def latest_queryset() -> QuerySet[GpuLatest]:
