@@ -147,6 +147,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) .ci/import_cycles.py
 	$(PY) .ci/readings_door.py
+	$(PY) .ci/own_models.py
 	$(PY) .ci/engine_differences.py
 	$(PY) .ci/template_layers.py
 	$(PY) .ci/function_length.py

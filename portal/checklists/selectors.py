@@ -201,3 +201,15 @@ def checklist_work_due_count() -> int:
     resolvable = [key for key, rule in RULES.items() if kinds & set(getattr(rule, "resolved_by", ()) or ())]
     in_progress = ChecklistRun.objects.filter(state=ChecklistRun.State.IN_PROGRESS).count()
     return in_progress + Ticket.objects.filter(state__in=Ticket.OPEN_STATES, rule__in=resolvable).count()
+
+
+# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
+# enrolment), which reach checklists' rows here rather than through its models
+# (.ci/own_models.py). A queryset, so the asking app keeps its own query shape; and the
+# vocabulary its answers are read with.
+
+RunState = ChecklistRun.State
+
+
+def templates_queryset() -> QuerySet[ChecklistTemplate]:
+    return ChecklistTemplate.objects.all()

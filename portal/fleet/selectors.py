@@ -397,3 +397,24 @@ def agent_version_check(reported: str) -> str | None:
     """The version the portal serves at /agent/ when the host's agent is older, else None."""
     mine, theirs = _version_tuple(SERVED_AGENT_VERSION), _version_tuple(reported or "")
     return SERVED_AGENT_VERSION if mine and theirs and theirs < mine else None
+
+
+# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
+# enrolment), which reach fleet's rows here rather than through its models (.ci/own_models.py).
+# Querysets, so the asking app keeps its own select_related/only and its pinned query counts; and
+# the vocabularies its answers are read with.
+
+GpuStatus = Gpu.Status
+HostStatus = Host.Status
+
+
+def hosts_queryset() -> QuerySet[Host]:
+    return Host.objects.all()
+
+
+def gpus_queryset() -> QuerySet[Gpu]:
+    return Gpu.objects.all()
+
+
+def records_queryset() -> QuerySet[MaintenanceRecord]:
+    return MaintenanceRecord.objects.all()

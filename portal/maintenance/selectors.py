@@ -11,6 +11,7 @@ from django.utils.translation import gettext
 
 from portal.core.selectors import filter_given, search_by_id_or_text
 from portal.fleet.care import DUE, NEVER, OK, OVERDUE, CareLimits
+from portal.maintenance import models
 from portal.maintenance.models import Severity, Ticket, TicketEvent
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
 from portal.maintenance.services.config import RuleParams
@@ -177,3 +178,17 @@ def ticket_events_latest(*, kinds, limit: int) -> list[TicketEvent]:
 
 def ticket_event_last_pk() -> int:
     return TicketEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
+# enrolment), which reach tickets here rather than through maintenance's models
+# (.ci/own_models.py). A queryset, so the asking app keeps its own select_related/only and its
+# pinned query counts; and the vocabularies its answers are read with (`Severity` too, above).
+
+SEVERITY_RANK = models.SEVERITY_RANK
+TicketState = Ticket.State
+TICKET_OPEN_STATES = Ticket.OPEN_STATES
+
+
+def tickets_queryset() -> QuerySet[Ticket]:
+    return Ticket.objects.all()

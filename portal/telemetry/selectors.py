@@ -4,6 +4,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from portal.core.errors import InvalidInput
 from portal.fleet.models import Gpu
@@ -12,9 +13,12 @@ from portal.telemetry.metrics import FAN, POWER, TEMPERATURE, THROTTLE_REASONS, 
 from portal.telemetry.models import (
     READING_METRICS,
     ROLLUP_METRICS,
+    GpuLatest,
     HostToken,
+    IngestBatch,
     throttle_names,
 )
+from portal.telemetry.models import THROTTLE_BIT as THROTTLE_BIT  # for the askers below
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
@@ -115,3 +119,23 @@ def xid_events_of(*, gpu: Gpu, since: dt.datetime, limit: int = 200) -> list[tup
     from portal.telemetry.models import XidEvent
 
     return list(XidEvent.objects.filter(gpu=gpu, ts__gte=since).order_by("-ts").values_list("ts", "code")[:limit])
+
+
+# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
+# enrolment), which reach telemetry's rows here rather than through its models (.ci/own_models.py).
+# Querysets, so the asking app keeps its own select_related/only and its pinned query counts; and
+# the vocabulary its answers are read with (`throttle_names`, and THROTTLE_BIT: a clock event
+# reason's bit in a reading's stored mask, both imported above).
+
+
+def tokens_live() -> QuerySet[HostToken]:
+    """The host tokens not revoked (a host's fresh one during a rotation makes two)."""
+    return HostToken.objects.filter(revoked_at__isnull=True)
+
+
+def latest_queryset() -> QuerySet[GpuLatest]:
+    return GpuLatest.objects.all()
+
+
+def ingest_batches_queryset() -> QuerySet[IngestBatch]:
+    return IngestBatch.objects.all()
