@@ -201,3 +201,32 @@ def checklist_work_due_count() -> int:
     resolvable = [key for key, rule in RULES.items() if kinds & set(getattr(rule, "resolved_by", ()) or ())]
     in_progress = ChecklistRun.objects.filter(state=ChecklistRun.State.IN_PROGRESS).count()
     return in_progress + Ticket.objects.filter(state__in=Ticket.OPEN_STATES, rule__in=resolvable).count()
+
+
+# --- what the apps above read of checklists (reports' RMA pack, guidance) ---------------------
+
+
+def runs_covering_gpu(*, gpu_id: int, host_id: int, limit: int = 50) -> list[dict]:
+    """The GPU's host's newest `limit` runs that cover it (a run naming no GPUs covers the whole
+    host), newest first, as the RMA evidence pack lists them. Two queries: the runs, then the GPUs
+    they name."""
+    runs = list(ChecklistRun.objects.filter(host_id=host_id).select_related("template").order_by("-id")[:limit])
+    covered: dict[int, set[int]] = {}
+    through = ChecklistRun.gpus.through.objects.filter(checklistrun_id__in=[run.pk for run in runs])
+    for run_id, covered_gpu_id in through.values_list("checklistrun_id", "gpu_id"):
+        covered.setdefault(run_id, set()).add(covered_gpu_id)
+    return [
+        {"id": run.pk, "template": str(run.template), "state": run.state, "completed_at": run.completed_at}
+        for run in runs
+        if gpu_id in covered.get(run.pk, {gpu_id})
+    ]
+
+
+def run_state_labels() -> dict[str, str]:
+    """A run's states with their labels, in the active language."""
+    return {value: str(label) for value, label in ChecklistRun.State.choices}
+
+
+def templates_by_keys(*, keys) -> list[ChecklistTemplate]:
+    """The templates with these keys, by name."""
+    return list(ChecklistTemplate.objects.filter(key__in=keys).order_by("name"))

@@ -102,3 +102,9 @@ def burn_in_waiting(*, host_id: int | None = None) -> QuerySet[Gpu]:
         .exclude(Exists(passed))
         .order_by("host_id", "index")
     )
+
+
+# The vocabularies the apps above name (issue #46: no imports of diagnostics' models).
+Purpose = Diagnostic.Purpose
+State = Diagnostic.State
+Result = DiagnosticGpu.Result

@@ -18,6 +18,7 @@ from portal.core.db import EpochMs
 from portal.core.selectors import UUID_INFIX_MIN, search_by_id_or_text
 from portal.fleet import care, hooks
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.fleet.models import status_reason_shown as status_reason_shown  # for the apps above
 
 Kind = MaintenanceRecord.Kind
 
@@ -393,3 +394,29 @@ def agent_version_check(reported: str) -> str | None:
     """The version the portal serves at /agent/ when the host's agent is older, else None."""
     mine, theirs = _version_tuple(SERVED_AGENT_VERSION), _version_tuple(reported or "")
     return SERVED_AGENT_VERSION if mine and theirs and theirs < mine else None
+
+
+# --- what the older apps above read of the fleet (issue #46: no imports of fleet's models) -------
+# The vocabularies they name, and querysets (not lists) so each caller keeps its own filters,
+# select_related and only(), and with them its query count.
+
+GpuStatus = Gpu.Status
+HostStatus = Host.Status
+RepairOutcome = MaintenanceRecord.RepairOutcome
+StatusSource = GpuStatusChange.Source
+
+
+def gpus() -> QuerySet[Gpu]:
+    return Gpu.objects.all()
+
+
+def hosts() -> QuerySet[Host]:
+    return Host.objects.all()
+
+
+def records() -> QuerySet[MaintenanceRecord]:
+    return MaintenanceRecord.objects.all()
+
+
+def status_changes() -> QuerySet[GpuStatusChange]:
+    return GpuStatusChange.objects.all()

@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy
 
 from portal.core.selectors import filter_given, search_by_id_or_text
 from portal.fleet.care import DUE, NEVER, OK, OVERDUE, CareLimits
+from portal.maintenance.models import SEVERITY_RANK as SEVERITY_RANK  # for the apps above
 from portal.maintenance.models import Severity, Ticket, TicketEvent
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
 from portal.maintenance.services.config import RuleParams
@@ -173,3 +174,14 @@ def ticket_events_latest(*, kinds, limit: int) -> list[TicketEvent]:
 
 def ticket_event_last_pk() -> int:
     return TicketEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+# --- what the older apps above read of tickets (issue #46: no imports of maintenance's models) ---
+# A queryset, so each caller keeps its own filters and query count; Severity is imported above.
+
+TicketState = Ticket.State
+OPEN_STATES = Ticket.OPEN_STATES
+
+
+def tickets() -> QuerySet[Ticket]:
+    return Ticket.objects.all()

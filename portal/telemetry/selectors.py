@@ -108,8 +108,12 @@ def host_tokens(*, host) -> list[HostToken]:
     return list(HostToken.objects.filter(host=host).select_related("created_by", "replaces"))
 
 
-def xid_events_of(*, gpu: Gpu, since: dt.datetime, limit: int = 200) -> list[tuple[dt.datetime, int]]:
-    """The GPU's XID events since `since`, newest first, as (time, code): the charts' markers."""
+def xid_events_of(*, gpu, since: dt.datetime | None = None, limit: int = 200) -> list[tuple[dt.datetime, int]]:
+    """The GPU's XID events since `since` (None: all), newest first, as (time, code): the charts'
+    markers, the RMA pack's timeline."""
     from portal.telemetry.models import XidEvent
 
-    return list(XidEvent.objects.filter(gpu=gpu, ts__gte=since).order_by("-ts").values_list("ts", "code")[:limit])
+    events = XidEvent.objects.filter(gpu=gpu)
+    if since is not None:
+        events = events.filter(ts__gte=since)
+    return list(events.order_by("-ts").values_list("ts", "code")[:limit])
