@@ -420,3 +420,8 @@ def records() -> QuerySet[MaintenanceRecord]:
 
 def status_changes() -> QuerySet[GpuStatusChange]:
     return GpuStatusChange.objects.all()
+
+
+def host_driver_version(*, host_id: int) -> str | None:
+    """The driver version the host's agent reports ("" before it says; None: no such host). One query."""
+    return hosts().filter(pk=host_id).values_list("driver_version", flat=True).first()

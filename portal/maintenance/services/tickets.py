@@ -507,3 +507,16 @@ def ticket_resolve_keyed(*, rule: str, key: str, at: dt.datetime, note: str | Sa
         at = max(at, ticket.last_seen)
         resolved = _resolve(ticket, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note=note or msg.CLEARED())
         return ticket if resolved else None
+
+
+# --- for the older apps above (issue #46: they write tickets through maintenance's services) -----
+
+
+def ticket_evidence_add(*, ticket: Ticket, key: str, value) -> Ticket:
+    """Keep what another app found under `key` of the ticket's evidence, beside the rule's own
+    (diagnostics: the tests that failed). One query."""
+    evidence = dict(ticket.evidence or {})
+    evidence[key] = value
+    Ticket.objects.filter(pk=ticket.pk).update(evidence=evidence)
+    ticket.evidence = evidence
+    return ticket
