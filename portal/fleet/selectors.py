@@ -425,3 +425,9 @@ def status_changes() -> QuerySet[GpuStatusChange]:
 def host_driver_version(*, host_id: int) -> str | None:
     """The driver version the host's agent reports ("" before it says; None: no such host). One query."""
     return hosts().filter(pk=host_id).values_list("driver_version", flat=True).first()
+
+
+def record_field_decimal_places(*, name: str) -> int | None:
+    """How many decimal places a maintenance record's field keeps (None: not a decimal field), for
+    the apps that fill records in (a checklist's number items)."""
+    return getattr(MaintenanceRecord._meta.get_field(name), "decimal_places", None)

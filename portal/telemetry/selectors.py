@@ -4,16 +4,18 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from portal.core.errors import InvalidInput
-from portal.fleet.models import Gpu
 from portal.telemetry import store
 from portal.telemetry.models import (
     READING_METRICS,
     ROLLUP_METRICS,
+    GpuLatest,
     HostToken,
     throttle_names,
 )
+from portal.telemetry.models import THERMAL_THROTTLE_MASK as THERMAL_THROTTLE_MASK  # for the apps above
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
@@ -54,7 +56,7 @@ class Series:
     maximum: dict[str, list] | None = None
 
 
-def resolution_for(*, gpu: Gpu, start: dt.datetime, end: dt.datetime) -> str:
+def resolution_for(*, gpu, start: dt.datetime, end: dt.datetime) -> str:
     """The finest resolution that keeps the answer under MAX_POINTS points."""
     if store.reading_count(gpu_id=gpu.pk, start=start, end=end, at_most=MAX_POINTS) <= MAX_POINTS:
         return "raw"
@@ -64,7 +66,7 @@ def resolution_for(*, gpu: Gpu, start: dt.datetime, end: dt.datetime) -> str:
 
 
 def gpu_series(
-    *, gpu: Gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
+    *, gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
 ) -> Series:
     if end <= start:
         raise _refused("from", "must be before 'to'")
@@ -117,3 +119,12 @@ def xid_events_of(*, gpu, since: dt.datetime | None = None, limit: int = 200) ->
     if since is not None:
         events = events.filter(ts__gte=since)
     return list(events.order_by("-ts").values_list("ts", "code")[:limit])
+
+
+# --- what the older apps above read of telemetry (issue #46: no imports of telemetry's models) ---
+
+
+def latest_readings() -> QuerySet[GpuLatest]:
+    """Each GPU's newest reading (one row per GPU that reported), as a queryset: the caller keeps
+    its own filters and query count."""
+    return GpuLatest.objects.all()
