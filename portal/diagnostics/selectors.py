@@ -109,3 +109,5 @@ def burn_in_waiting(*, host_id: int | None = None) -> QuerySet:
 Purpose = Diagnostic.Purpose
 State = Diagnostic.State
 Result = DiagnosticGpu.Result
+OPEN_STATES, FINISHED_STATES = Diagnostic.OPEN_STATES, Diagnostic.FINISHED_STATES
+PASSING = DiagnosticGpu.PASSING  # the results that pass a GPU
