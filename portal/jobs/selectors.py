@@ -283,3 +283,16 @@ def gpu_interrupted_jobs(*, gpu_id: int) -> list[dict]:
             "key", "user", "interrupted_by_id", "interrupted_by__first_seen", "gpu_hours_lost"
         )
     ]
+
+
+# --- what the older apps above read of jobs (issue #46: reports' usage report, no imports of
+# jobs' models). Querysets, so the caller keeps its own filters, annotations and query count;
+# SPAN_GAP is imported above.
+
+
+def jobs() -> QuerySet[Job]:
+    return Job.objects.all()
+
+
+def spans() -> QuerySet[JobSpan]:
+    return JobSpan.objects.all()

@@ -11,7 +11,7 @@ from django.utils.translation import gettext
 
 from portal.core.selectors import filter_given, search_by_id_or_text
 from portal.fleet.care import DUE, NEVER, OK, OVERDUE, CareLimits
-from portal.maintenance import models
+from portal.maintenance.models import SEVERITY_RANK as SEVERITY_RANK  # for the apps above
 from portal.maintenance.models import Severity, Ticket, TicketEvent
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
 from portal.maintenance.services.config import RuleParams
@@ -185,10 +185,20 @@ def ticket_event_last_pk() -> int:
 # (.ci/own_models.py). A queryset, so the asking app keeps its own select_related/only and its
 # pinned query counts; and the vocabularies its answers are read with (`Severity` too, above).
 
-SEVERITY_RANK = models.SEVERITY_RANK
 TicketState = Ticket.State
 TICKET_OPEN_STATES = Ticket.OPEN_STATES
 
 
 def tickets_queryset() -> QuerySet[Ticket]:
+    return Ticket.objects.all()
+
+
+# --- what the older apps above read of tickets (issue #46: no imports of maintenance's models) ---
+# A queryset, so each caller keeps its own filters and query count; Severity is imported above.
+
+TicketState = Ticket.State
+OPEN_STATES = Ticket.OPEN_STATES
+
+
+def tickets() -> QuerySet[Ticket]:
     return Ticket.objects.all()
