@@ -1,7 +1,7 @@
 """Fail when a module of the portal reaches another app's models instead of asking that app. Run by
-`make lint`; `python .ci/own_models.py [ROOT]` checks the package at ROOT (default: ./portal), with
-the allow-list beside it (ROOT/../.ci/own_models_allowed.txt), and prints each offence as
-path:line: what.
+`make lint`; `python .ci/own_models.py [ROOT]` checks the package at ROOT (default: ./portal) and prints
+each offence as path:line: what. There is no allow-list: an offence is moved to the owning app's
+selectors or services, not excused.
 
 An app owns its models: other apps read them through its `selectors.py` and write them through its
 `services.py` (docs/architecture.md, "Where logic lives"). So a module of app A may import
@@ -21,10 +21,6 @@ other.
 Why a check of its own beside import-linter: a `forbidden` contract per app (one per app,
 each naming every other app's models, each ignoring its own models module) would be twenty
 contracts saying one rule, and import-linter cannot see `apps.get_model`.
-
-`.ci/own_models_allowed.txt` lists (module, models module) pairs that still break the rule while
-the older apps move to their owners' selectors and services: it is to be emptied, and a pair
-listed there that no longer offends is reported, so the list only shrinks.
 """
 
 from __future__ import annotations
@@ -33,7 +29,6 @@ import ast
 import sys
 from pathlib import Path
 
-ALLOWED_FILE = Path(".ci") / "own_models_allowed.txt"  # beside the package checked
 EXEMPT_APPS = {"demo"}
 
 
@@ -104,7 +99,7 @@ def _imported_models(tree: ast.AST, module: str, is_package: bool, package: str)
     return found
 
 
-def offences(path: Path, root: Path, allowed: set[tuple[str, str]], used: set[tuple[str, str]]) -> list[str]:
+def offences(path: Path, root: Path) -> list[str]:
     module = module_name(path, root)
     parts = module.split(".")
     app = parts[1] if len(parts) > 2 else None  # portal.api and portal.urls belong to no app
@@ -115,39 +110,23 @@ def offences(path: Path, root: Path, allowed: set[tuple[str, str]], used: set[tu
     for line, target, how in _imported_models(tree, module, path.name == "__init__.py", root.name):
         if target == f"{root.name}.{app}.models":
             continue
-        if (module, target) in allowed:
-            used.add((module, target))
-            continue
         found.add((line, how))
     return [f"{path.relative_to(root.parent)}:{line}: {how}" for line, how in sorted(found)]
 
 
-def read_allowed(path: Path) -> set[tuple[str, str]]:
-    pairs = set()
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            words = line.split("#", 1)[0].split()
-            if words:
-                pairs.add((words[0], words[1]))
-    return pairs
-
-
-def check(root: Path, allowed: set[tuple[str, str]]) -> list[str]:
-    """The offences under `root`, and the allowed pairs that no longer offend."""
+def check(root: Path) -> list[str]:
+    """The offences under `root`."""
     out: list[str] = []
-    used: set[tuple[str, str]] = set()
     for path in sorted(root.rglob("*.py")):
         if "migrations" in path.relative_to(root).parts:
             continue
-        out += offences(path, root, allowed, used)
-    for module, target in sorted(allowed - used):
-        out.append(f"{ALLOWED_FILE}: {module} {target} no longer offends: strike it out")
+        out += offences(path, root)
     return out
 
 
 def main(argv: list[str]) -> int:
     root = Path(argv[1] if len(argv) > 1 else "portal").resolve()
-    found = check(root, read_allowed(root.parent / ALLOWED_FILE))
+    found = check(root)
     for line in found:
         print(line)
     if found:

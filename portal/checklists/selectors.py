@@ -215,7 +215,7 @@ def checklist_work_due_count() -> int:
 RunState = ChecklistRun.State
 
 
-def templates_queryset() -> QuerySet[ChecklistTemplate]:
+def templates() -> QuerySet[ChecklistTemplate]:
     return ChecklistTemplate.objects.all()
 
 

@@ -121,7 +121,7 @@ def _exchange(found: EnrolmentCode | None, *, hostname: str) -> Enrolled:
             "host name reserved for another enrolment code",
             problems=[("hostname", f"{hostname} is bound to another enrolment code: use that one")],
         )
-    host = fleet.hosts_queryset().filter(hostname=hostname).first()
+    host = fleet.hosts().filter(hostname=hostname).first()
     if host is not None and found.hostname != hostname:
         # A code for "any host" enrols new host names only: taking over an existing host (even one
         # whose token was revoked) would hand its record, its tickets and its Slurm node to whoever

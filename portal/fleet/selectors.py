@@ -400,30 +400,9 @@ def agent_version_check(reported: str) -> str | None:
     return SERVED_AGENT_VERSION if mine and theirs and theirs < mine else None
 
 
-# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
-# enrolment), which reach fleet's rows here rather than through its models (.ci/own_models.py).
-# Querysets, so the asking app keeps its own select_related/only and its pinned query counts; and
-# the vocabularies its answers are read with.
-
-GpuStatus = Gpu.Status
-HostStatus = Host.Status
-
-
-def hosts_queryset() -> QuerySet[Host]:
-    return Host.objects.all()
-
-
-def gpus_queryset() -> QuerySet[Gpu]:
-    return Gpu.objects.all()
-
-
-def records_queryset() -> QuerySet[MaintenanceRecord]:
-    return MaintenanceRecord.objects.all()
-
-
-# --- what the older apps above read of the fleet (issue #46: no imports of fleet's models) -------
-# The vocabularies they name, and querysets (not lists) so each caller keeps its own filters,
-# select_related and only(), and with them its query count.
+# --- what the apps above read of the fleet (issue #46: no app imports another's models;
+# .ci/own_models.py). The vocabularies they name, and querysets (not lists) so each caller keeps
+# its own filters, select_related and only(), and with them its pinned query count.
 
 GpuStatus = Gpu.Status
 HostStatus = Host.Status

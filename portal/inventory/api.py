@@ -99,7 +99,7 @@ def movement_create(request, part_id: int, payload: MovementIn):
     part = get_object_or_404(Part, pk=part_id)
     record = None
     if payload.record is not None:
-        record = fleet.records_queryset().filter(pk=payload.record).first()
+        record = fleet.records().filter(pk=payload.record).first()
         if record is None:
             raise InvalidInput("invalid movement", field_errors={"record": f"No maintenance record #{payload.record}."})
     movement = stock.movement_record(

@@ -30,8 +30,8 @@ def movements_recent(*, limit: int = 30) -> list[StockMovement]:
 
 def warranties_list():
     return Warranty.objects.prefetch_related(
-        Prefetch("hosts", queryset=fleet.hosts_queryset().only("hostname").order_by("hostname")),
-        Prefetch("gpus", queryset=fleet.gpus_queryset().only("uuid", "serial", "index").order_by("uuid")),
+        Prefetch("hosts", queryset=fleet.hosts().only("hostname").order_by("hostname")),
+        Prefetch("gpus", queryset=fleet.gpus().only("uuid", "serial", "index").order_by("uuid")),
     ).order_by("ends_on", "vendor", "contract")
 
 

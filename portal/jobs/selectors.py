@@ -46,7 +46,7 @@ def ran_at(span, at: dt.datetime) -> bool:
 
 def latest_times(gpu_ids) -> dict[int, dt.datetime]:
     """Each GPU's newest reading time: a span that reaches it is running."""
-    return dict(telemetry.latest_queryset().filter(gpu_id__in=set(gpu_ids)).values_list("gpu_id", "ts"))
+    return dict(telemetry.latest_readings().filter(gpu_id__in=set(gpu_ids)).values_list("gpu_id", "ts"))
 
 
 def spans_mark_running(spans: list[JobSpan]) -> list[JobSpan]:
@@ -153,7 +153,7 @@ def _tickets_on(spans: list[JobSpan], *, job_ids: list[int]) -> list[Ticket]:
     end = max(span.ended_at for span in spans) + RAN_SLACK
     gpus = JobSpan.objects.filter(job_id__in=job_ids).values("gpu_id")  # a subquery: no list of ids to send
     return list(
-        maintenance.tickets_queryset().filter(
+        maintenance.tickets().filter(
             gpu_id__in=gpus, rule__in=HARDWARE_RULES, first_seen__gte=start, first_seen__lte=end,
         ).select_related("gpu").order_by("first_seen", "id")
     )  # fmt: skip
@@ -236,7 +236,7 @@ def flat_out_stretches(*, gpu_ids, start: dt.datetime | None = None, end: dt.dat
     if not by_gpu:
         return []
     params = RuleParams()
-    hosts = dict(fleet.gpus_queryset().filter(pk__in=list(by_gpu)).values_list("pk", "host_id"))
+    hosts = dict(fleet.gpus().filter(pk__in=list(by_gpu)).values_list("pk", "host_id"))
     out = []
     for gpu_id, spans in by_gpu.items():
         _, policy = params.get("no_rest", hosts.get(gpu_id))

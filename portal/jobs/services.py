@@ -48,7 +48,7 @@ def job_interruptions_assess(*, now: dt.datetime | None = None) -> int:
     the (earliest such) ticket. Idempotent; returns the jobs marked."""
     now = now or timezone.now()
     tickets = list(
-        maintenance.tickets_queryset().filter(
+        maintenance.tickets().filter(
             rule__in=HARDWARE_RULES, severity=maintenance.Severity.CRITICAL, gpu__isnull=False,
             first_seen__gte=now - ASSESS_LOOKBACK, first_seen__lte=now - INTERRUPT_WITHIN - SPAN_GAP,
         ).order_by("first_seen", "id")

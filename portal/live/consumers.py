@@ -158,7 +158,7 @@ class GpuConsumer(LiveConsumer):
     async def resolve_group(self):
         uuid = self.scope["url_route"]["kwargs"]["uuid"]
         gpu_id = await database_sync_to_async(
-            fleet_selectors.gpus_queryset().filter(uuid=uuid).values_list("pk", flat=True).first
+            fleet_selectors.gpus().filter(uuid=uuid).values_list("pk", flat=True).first
         )()
         return None if gpu_id is None else publish.gpu_group(gpu_id)
 
@@ -169,7 +169,7 @@ class HostConsumer(LiveConsumer):
     async def resolve_group(self):
         hostname = self.scope["url_route"]["kwargs"]["hostname"]
         host_id = await database_sync_to_async(
-            fleet_selectors.hosts_queryset().filter(hostname=hostname).values_list("pk", flat=True).first
+            fleet_selectors.hosts().filter(hostname=hostname).values_list("pk", flat=True).first
         )()
         return None if host_id is None else publish.host_group(host_id)
 

@@ -50,7 +50,7 @@ def batch_points(*, batch_pk: int, gpu_ids: list[int]) -> list[list]:
     A reading of another batch in the same span (an agent's spool replay) may come along; the
     pages merge points by timestamp, so that costs nothing.
     """
-    span = telemetry_selectors.ingest_batches_queryset().filter(pk=batch_pk).values_list("first_ts", "last_ts").first()
+    span = telemetry_selectors.ingest_batches().filter(pk=batch_pk).values_list("first_ts", "last_ts").first()
     if span is None or span[0] is None:
         return []
     rows = store.readings_of(gpu_ids=gpu_ids, columns=POINT_FIELDS, start=span[0], end=span[1], end_closed=True)
@@ -69,7 +69,7 @@ def fleet_live_state() -> dict:
     GPUs, the rule configuration). Rows are lists in GPU_STATE_FIELDS order, times in epoch
     milliseconds from the database, to keep 5,000 GPUs small and quick."""
     gpus = list(
-        fleet_selectors.gpus_queryset()
+        fleet_selectors.gpus()
         .exclude(status=fleet_selectors.GpuStatus.RETIRED)
         .order_by("host__hostname", "index")
         .values_list(
@@ -202,7 +202,7 @@ def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:
                 "label": f"GPU {other.index}",
                 "readings_url": reverse("api:gpu_readings", kwargs={"uuid": other.uuid}),
             }
-            for other in fleet_selectors.gpus_queryset()
+            for other in fleet_selectors.gpus()
             .filter(host_id=gpu.host_id)
             .exclude(pk=gpu.pk)
             .exclude(status=fleet_selectors.GpuStatus.RETIRED)

@@ -180,21 +180,9 @@ def ticket_event_last_pk() -> int:
     return TicketEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
 
 
-# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
-# enrolment), which reach tickets here rather than through maintenance's models
-# (.ci/own_models.py). A queryset, so the asking app keeps its own select_related/only and its
-# pinned query counts; and the vocabularies its answers are read with (`Severity` too, above).
-
-TicketState = Ticket.State
-TICKET_OPEN_STATES = Ticket.OPEN_STATES
-
-
-def tickets_queryset() -> QuerySet[Ticket]:
-    return Ticket.objects.all()
-
-
-# --- what the older apps above read of tickets (issue #46: no imports of maintenance's models) ---
-# A queryset, so each caller keeps its own filters and query count; Severity is imported above.
+# --- what the apps above read of tickets (issue #46: no app imports another's models;
+# .ci/own_models.py). A queryset, so each caller keeps its own filters, select_related and only(),
+# and its query count; `Severity` and `SEVERITY_RANK` are imported above.
 
 TicketState = Ticket.State
 OPEN_STATES = Ticket.OPEN_STATES

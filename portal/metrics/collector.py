@@ -48,7 +48,7 @@ class PortalCollector:
             "gpufleet_gpu_last_reading_timestamp_seconds", "Time of the GPU's latest reading (its ts).",
             labels=GPU_LABELS,
         )  # fmt: skip
-        rows = telemetry.latest_queryset().values_list(
+        rows = telemetry.latest_readings().values_list(
             "gpu__uuid", "gpu__host__hostname", "gpu__index", "gpu__model_name", "ts", TEMPERATURE.name, POWER.name,
             UTILIZATION_GPU.name,
         ).order_by("gpu__host__hostname", "gpu__index")  # fmt: skip
@@ -70,16 +70,13 @@ class PortalCollector:
             labels=["uuid", "hostname", "kind"],
         )
         per_gpu = (
-            fleet.records_queryset()
+            fleet.records()
             .filter(gpu__isnull=False)
             .values_list("gpu__uuid", "host__hostname", "kind")
             .annotate(last=Max("performed_at"))
         )
         per_host = (
-            fleet.records_queryset()
-            .filter(gpu__isnull=True)
-            .values_list("host_id", "kind")
-            .annotate(last=Max("performed_at"))
+            fleet.records().filter(gpu__isnull=True).values_list("host_id", "kind").annotate(last=Max("performed_at"))
         )
         latest: dict[tuple[str, str, str], float] = {}
         for uuid, hostname, kind, moment in per_gpu:
@@ -89,9 +86,7 @@ class PortalCollector:
             host_records.setdefault(host_id, []).append((kind, moment.timestamp()))
         if host_records:
             for uuid, hostname, host_id in (
-                fleet.gpus_queryset()
-                .filter(host_id__in=list(host_records))
-                .values_list("uuid", "host__hostname", "host_id")
+                fleet.gpus().filter(host_id__in=list(host_records)).values_list("uuid", "host__hostname", "host_id")
             ):
                 for kind, moment in host_records[host_id]:
                     key = (uuid, hostname, kind)
@@ -124,8 +119,8 @@ class PortalCollector:
         counts = dict.fromkeys(maintenance.Severity.values, 0)
         counts.update(
             dict(
-                maintenance.tickets_queryset()
-                .filter(state__in=maintenance.TICKET_OPEN_STATES)
+                maintenance.tickets()
+                .filter(state__in=maintenance.OPEN_STATES)
                 .values_list("severity")
                 .annotate(n=Count("id"))
             )

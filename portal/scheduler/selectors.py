@@ -27,7 +27,7 @@ def scheduler_host_get(*, hostname: str) -> Host:
     """The host whose node the scheduler endpoints talk about; NotFound when Slurm is off."""
     if not scheduler_enabled():
         raise NotFound("Slurm is not enabled on this portal (SLURM_MODE)")
-    host = fleet_selectors.hosts_queryset().filter(hostname=hostname).first()
+    host = fleet_selectors.hosts().filter(hostname=hostname).first()
     if host is None:
         raise NotFound(f"no host {hostname!r}", problems=[("hostname", f"no host {hostname!r}")])
     return host

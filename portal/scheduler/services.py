@@ -110,8 +110,8 @@ def _drains(severity: str) -> bool:
 
 def _draining_tickets(host_id: int):
     severities = [s for s in SEVERITY_RANK if _drains(s)]
-    return maintenance_selectors.tickets_queryset().filter(
-        host_id=host_id, state__in=maintenance_selectors.TICKET_OPEN_STATES, severity__in=severities
+    return maintenance_selectors.tickets().filter(
+        host_id=host_id, state__in=maintenance_selectors.OPEN_STATES, severity__in=severities
     )
 
 
@@ -239,7 +239,7 @@ def _gate_pending_tickets(host_id: int) -> list[int]:
         host_id=host_id, kind=Action.Kind.RESUME, state=Action.State.DONE, done_at__gte=OuterRef("drained_at")
     )
     tickets = (
-        maintenance_selectors.tickets_queryset()
+        maintenance_selectors.tickets()
         .filter(host_id=host_id, state__in=[TicketState.RESOLVED, TicketState.CLOSED], severity__in=severities)
         .annotate(drained_at=Subquery(latest_drain[:1]))
         .filter(drained_at__isnull=False)
@@ -318,7 +318,7 @@ def scheduler_diagnostic_finished(*, diagnostic) -> bool:
     recent = timezone.now() - diagnostics.GATE_WINDOW
     waiting = [
         ticket
-        for ticket in maintenance_selectors.tickets_queryset()
+        for ticket in maintenance_selectors.tickets()
         .filter(
             host_id=diagnostic.host_id, state__in=[TicketState.RESOLVED, TicketState.CLOSED], resolved_at__gte=recent
         )
@@ -619,7 +619,7 @@ def _resume_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
             not_before__gt=timezone.now(),
         ):  # fmt: skip
             _finish(rest, Action.State.SKIPPED, messages.REST_CUT_SHORT(node=node))
-        tickets = maintenance_selectors.tickets_queryset().filter(
+        tickets = maintenance_selectors.tickets().filter(
             pk__in=[b.params["ticket"] for b in blockers if b.code in ("ticket", "gate")]
         )
         gate = {b.params["ticket"] for b in blockers if b.code == "gate"}
@@ -712,9 +712,7 @@ def _repair_blockers(host_id: int) -> list[ResumeBlocker]:
     `return_to_service_gate`: no passed diagnostic since they left service): a maintenance window's
     end leaves their node drained, so that no job lands on a card taken out during the window."""
     waiting = []
-    for gpu in (
-        fleet_selectors.gpus_queryset().filter(host_id=host_id, status=GpuStatus.OUT_FOR_REPAIR).order_by("index")
-    ):
+    for gpu in fleet_selectors.gpus().filter(host_id=host_id, status=GpuStatus.OUT_FOR_REPAIR).order_by("index"):
         try:
             fleet_hooks.return_to_service_gate.ask(gpu=gpu)
         except Conflict:

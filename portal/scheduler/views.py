@@ -37,7 +37,7 @@ class HostActionView(PermissionRequiredMixin, View):
     raise_exception = True
 
     def post(self, request, hostname, kind):
-        host = get_object_or_404(fleet_selectors.hosts_queryset(), hostname=hostname)
+        host = get_object_or_404(fleet_selectors.hosts(), hostname=hostname)
         force = kind == "resume" and request.POST.get("force", "") in ("1", "on", "true")
         try:
             action = services.scheduler_manual_action(
@@ -57,7 +57,7 @@ class TicketRestView(PermissionRequiredMixin, View):
     raise_exception = True
 
     def post(self, request, pk):
-        ticket = get_object_or_404(maintenance_selectors.tickets_queryset(), pk=pk)
+        ticket = get_object_or_404(maintenance_selectors.tickets(), pk=pk)
         try:
             hours = int(request.POST.get("hours", ""))
         except ValueError:

@@ -125,7 +125,8 @@ def xid_events_of(*, gpu, since: dt.datetime | None = None, limit: int = 200) ->
     return list(events.order_by("-ts").values_list("ts", "code")[:limit])
 
 
-# --- what the older apps above read of telemetry (issue #46: no imports of telemetry's models) ---
+# --- what the apps above read of telemetry (issue #46: no app imports another's models;
+# .ci/own_models.py) ---
 
 
 def latest_readings() -> QuerySet[GpuLatest]:
@@ -134,8 +135,6 @@ def latest_readings() -> QuerySet[GpuLatest]:
     return GpuLatest.objects.all()
 
 
-# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
-# enrolment), which reach telemetry's rows here rather than through its models (.ci/own_models.py).
 # Querysets, so the asking app keeps its own select_related/only and its pinned query counts; and
 # the vocabulary its answers are read with (`throttle_names`, and THROTTLE_BIT: a clock event
 # reason's bit in a reading's stored mask, both imported above).
@@ -146,9 +145,5 @@ def tokens_live() -> QuerySet[HostToken]:
     return HostToken.objects.filter(revoked_at__isnull=True)
 
 
-def latest_queryset() -> QuerySet[GpuLatest]:
-    return GpuLatest.objects.all()
-
-
-def ingest_batches_queryset() -> QuerySet[IngestBatch]:
+def ingest_batches() -> QuerySet[IngestBatch]:
     return IngestBatch.objects.all()

@@ -24,7 +24,7 @@ class WindowForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        templates = checklists.templates_queryset().filter(active=True).order_by("name").values_list("key", "name")
+        templates = checklists.templates().filter(active=True).order_by("name").values_list("key", "name")
         self.fields["checklist"].choices = [("", _("None")), *templates]
 
     def clean_hosts(self) -> list[str]:

@@ -77,8 +77,7 @@ def _check_hosts(hostnames) -> tuple[list[Host], list[tuple[str, str]]]:
     if len(hostnames) > HOSTS_MAX:
         return [], [("hosts", gettext("At most %(n)s hosts in one window.") % {"n": HOSTS_MAX})]
     known = {
-        h.hostname: h
-        for h in fleet_selectors.hosts_queryset().filter(hostname__in=[n for n in hostnames if isinstance(n, str)])
+        h.hostname: h for h in fleet_selectors.hosts().filter(hostname__in=[n for n in hostnames if isinstance(n, str)])
     }
     hosts, problems = [], []
     for n, name in enumerate(hostnames):
@@ -93,7 +92,7 @@ def _check_hosts(hostnames) -> tuple[list[Host], list[tuple[str, str]]]:
 def _check_checklist(key) -> tuple[ChecklistTemplate | None, list[tuple[str, str]]]:
     if key in (None, ""):
         return None, []
-    template = checklists_selectors.templates_queryset().filter(key=key).first() if isinstance(key, str) else None
+    template = checklists_selectors.templates().filter(key=key).first() if isinstance(key, str) else None
     if template is None:
         return None, [("checklist", gettext("No checklist template %(key)r.") % {"key": key})]
     if not template.active:
@@ -134,7 +133,7 @@ def window_create(
         raise InvalidInput("invalid maintenance window", problems=problems)
     with transaction.atomic():
         # Two windows asked at once for one host: the host rows are locked, so one sees the other.
-        list(fleet_selectors.hosts_queryset().select_for_update().filter(pk__in=[h.pk for h in hosts]).order_by("pk"))
+        list(fleet_selectors.hosts().select_for_update().filter(pk__in=[h.pk for h in hosts]).order_by("pk"))
         clashes = list(window_overlaps(hosts=hosts, starts_at=starts_at, ends_at=ends_at).prefetch_related("hosts"))
         if clashes:
             raise Conflict(

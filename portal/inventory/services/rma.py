@@ -45,7 +45,7 @@ def rma_case_create(
     """Open a case. 400 naming the field: an unknown GPU or ticket, a ticket about another GPU,
     vendor or case number missing; 409 naming `case_number` when the vendor's case is recorded."""
     problems: list[tuple[str, str]] = []
-    gpu_row = fleet.gpus_queryset().select_related("host").filter(uuid=gpu or "").first()
+    gpu_row = fleet.gpus().select_related("host").filter(uuid=gpu or "").first()
     if gpu_row is None:
         problems.append(("gpu", f"No GPU with uuid {gpu!r}."))
     vendor, case_number = (vendor or "").strip(), (case_number or "").strip()
@@ -58,7 +58,7 @@ def rma_case_create(
         problems.append(("notes", "At most 20000 characters."))
     ticket_row = None
     if ticket is not None:
-        ticket_row = maintenance.tickets_queryset().filter(pk=ticket).first()
+        ticket_row = maintenance.tickets().filter(pk=ticket).first()
         if ticket_row is None:
             problems.append(("ticket", f"No ticket #{ticket}."))
         elif gpu_row is not None and ticket_row.gpu_id not in (None, gpu_row.pk):
@@ -108,7 +108,7 @@ def rma_case_transition(
         serial = replacement_serial.strip()
         changes["replacement_serial"] = serial
         changes["replacement_gpu"] = (
-            fleet.gpus_queryset().filter(serial=serial).exclude(pk=case.gpu_id).first() if serial else None
+            fleet.gpus().filter(serial=serial).exclude(pk=case.gpu_id).first() if serial else None
         )
     with transaction.atomic():
         if not RmaCase.objects.filter(pk=case.pk, state=case.state).update(**changes):

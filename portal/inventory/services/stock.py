@@ -112,7 +112,7 @@ def _ticket_host_id(movement: StockMovement) -> int | None:
     """Every ticket names a host: the one the movement's record is about, else the fleet's first."""
     if movement.record_id is not None:
         return movement.record.host_id
-    return fleet.hosts_queryset().order_by("hostname").values_list("pk", flat=True).first()
+    return fleet.hosts().order_by("hostname").values_list("pk", flat=True).first()
 
 
 def _stock_ticket(*, part: Part, movement: StockMovement) -> None:

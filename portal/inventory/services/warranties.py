@@ -44,8 +44,8 @@ def warranty_create(
     if starts_on and ends_on and ends_on < starts_on:
         problems.append(("ends_on", "Before starts_on."))
     hostnames, uuids = list(dict.fromkeys(hosts or ())), list(dict.fromkeys(gpus or ()))
-    host_rows = {h.hostname: h for h in fleet.hosts_queryset().filter(hostname__in=hostnames)}
-    gpu_rows = {g.uuid: g for g in fleet.gpus_queryset().filter(uuid__in=uuids)}
+    host_rows = {h.hostname: h for h in fleet.hosts().filter(hostname__in=hostnames)}
+    gpu_rows = {g.uuid: g for g in fleet.gpus().filter(uuid__in=uuids)}
     problems += [
         (f"hosts.{i}", f"No host named {name!r}.") for i, name in enumerate(hostnames) if name not in host_rows
     ]
@@ -75,7 +75,7 @@ def warranty_create(
 def covered_gpus(warranty: Warranty) -> list[Gpu]:
     """The GPUs a contract covers: its own and those of its hosts, not retired."""
     return list(
-        fleet.gpus_queryset()
+        fleet.gpus()
         .filter(Q(warranties=warranty) | Q(host__warranties=warranty))
         .exclude(status=fleet.GpuStatus.RETIRED)
         .select_related("host")

@@ -246,7 +246,7 @@ def _ingest(work, now: dt.datetime) -> HandOnResult:
         if readings:
             batch = batch_parse(_batch_body(fed_host, [gpu for gpu, _, _ in work], readings, now))
             # The host read again: ingest keeps its GPU rows per process while its inventory_version holds.
-            reading_batch_ingest(host=fleet_selectors.hosts_queryset().get(pk=fed_host.host_id), batch=batch, now=now)
+            reading_batch_ingest(host=fleet_selectors.hosts().get(pk=fed_host.host_id), batch=batch, now=now)
         PendingSample.objects.filter(pk__in=row_ids).delete()
         for gpu, _, _ in work:
             SourceGpu.objects.filter(pk=gpu.pk).update(

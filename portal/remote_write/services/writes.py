@@ -97,9 +97,7 @@ def _usable_samples(series: list[Series], now: dt.datetime, result: WriteResult)
 def _hosts_refused(source: IngestSource, hostnames: set[str]) -> tuple[dict[str, str], dict[str, Host]]:
     """Hostnames whose samples are dropped (with why), and the hosts of the others that exist."""
     refused = {name: NOT_MATCHED for name in hostnames if not fnmatch.fnmatchcase(name, source.hosts)}
-    hosts = {
-        host.hostname: host for host in fleet_selectors.hosts_queryset().filter(hostname__in=hostnames - refused.keys())
-    }
+    hosts = {host.hostname: host for host in fleet_selectors.hosts().filter(hostname__in=hostnames - refused.keys())}
     host_ids = [host.pk for host in hosts.values()]
     agent = set(telemetry_selectors.tokens_live().filter(host_id__in=host_ids).values_list("host_id", flat=True))
     fed = dict(FedHost.objects.filter(host_id__in=host_ids).values_list("host_id", "source_id"))
@@ -153,9 +151,7 @@ def remote_write_store(*, source: IngestSource, series: list[Series], now: dt.da
     result = WriteResult()
     samples, identities = _usable_samples(series, now, result)
     refused, hosts = _hosts_refused(source, {identity.hostname for identity in identities.values()})
-    other_hosts = dict(
-        fleet_selectors.gpus_queryset().filter(uuid__in=identities.keys()).values_list("uuid", "host__hostname")
-    )
+    other_hosts = dict(fleet_selectors.gpus().filter(uuid__in=identities.keys()).values_list("uuid", "host__hostname"))
     for uuid, identity in list(identities.items()):
         why = refused.get(identity.hostname)
         if why is None and other_hosts.get(uuid, identity.hostname) != identity.hostname:
