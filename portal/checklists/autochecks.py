@@ -18,9 +18,11 @@ from django.db.models import Avg, Count, Max, Min, Q
 
 from portal.checklists import messages
 from portal.core.messages import Said
+from portal.diagnostics import selectors as diagnostics_selectors
 from portal.diagnostics import services as diagnostics
-from portal.diagnostics.models import Diagnostic, DiagnosticGpu
-from portal.fleet.models import MaintenanceRecord
+from portal.diagnostics.selectors import Purpose
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import Kind
 from portal.telemetry import metrics, store
 
 PASS, FAIL, UNKNOWN, PENDING = "pass", "fail", "unknown", "pending"
@@ -201,7 +203,8 @@ def recent_backup(*, item, run, gpus, now) -> AutoResult:
     p = params_for(item)
     since = now - dt.timedelta(days=p["days"])
     last = (
-        MaintenanceRecord.objects.filter(host_id=run.host_id, kind=MaintenanceRecord.Kind.BACKUP, performed_at__lte=now)
+        fleet_selectors.records()
+        .filter(host_id=run.host_id, kind=Kind.BACKUP, performed_at__lte=now)
         .order_by("-performed_at")
         .values("pk", "performed_at", "verified", "destination")
         .first()
@@ -306,9 +309,13 @@ def diagnostic_passed_judge(*, run, item, gpus, now, request: bool = False, user
         state = latest.diagnostic.state if latest else ""
         if passing is not None:
             per_gpu[gpu.pk] = PASS
-        elif latest is not None and state in Diagnostic.OPEN_STATES:
+        elif latest is not None and state in diagnostics_selectors.OPEN_STATES:
             per_gpu[gpu.pk] = PENDING
-        elif latest is not None and state in Diagnostic.FINISHED_STATES and latest.result not in DiagnosticGpu.PASSING:
+        elif (
+            latest is not None
+            and state in diagnostics_selectors.FINISHED_STATES
+            and latest.result not in diagnostics_selectors.PASSING
+        ):
             per_gpu[gpu.pk] = FAIL
         elif request:
             wanted.append(gpu)
@@ -325,7 +332,7 @@ def diagnostic_passed_judge(*, run, item, gpus, now, request: bool = False, user
     if wanted:
         requested = diagnostics.diagnostic_request(
             host=run.host, level=settings.RETURN_TO_SERVICE_LEVEL, gpus=wanted, user=user,
-            purpose=Diagnostic.Purpose.RETURN, now=now,
+            purpose=Purpose.RETURN, now=now,
         )  # fmt: skip
         for detail in details:
             if any(gpu.uuid == detail["uuid"] for gpu in wanted):

@@ -18,6 +18,7 @@ from portal.core.db import EpochMs
 from portal.core.selectors import UUID_INFIX_MIN, search_by_id_or_text
 from portal.fleet import care, hooks
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.fleet.models import status_reason_shown as status_reason_shown  # for the apps above
 from portal.telemetry import metrics
 
 Kind = MaintenanceRecord.Kind
@@ -397,3 +398,61 @@ def agent_version_check(reported: str) -> str | None:
     """The version the portal serves at /agent/ when the host's agent is older, else None."""
     mine, theirs = _version_tuple(SERVED_AGENT_VERSION), _version_tuple(reported or "")
     return SERVED_AGENT_VERSION if mine and theirs and theirs < mine else None
+
+
+# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
+# enrolment), which reach fleet's rows here rather than through its models (.ci/own_models.py).
+# Querysets, so the asking app keeps its own select_related/only and its pinned query counts; and
+# the vocabularies its answers are read with.
+
+GpuStatus = Gpu.Status
+HostStatus = Host.Status
+
+
+def hosts_queryset() -> QuerySet[Host]:
+    return Host.objects.all()
+
+
+def gpus_queryset() -> QuerySet[Gpu]:
+    return Gpu.objects.all()
+
+
+def records_queryset() -> QuerySet[MaintenanceRecord]:
+    return MaintenanceRecord.objects.all()
+
+
+# --- what the older apps above read of the fleet (issue #46: no imports of fleet's models) -------
+# The vocabularies they name, and querysets (not lists) so each caller keeps its own filters,
+# select_related and only(), and with them its query count.
+
+GpuStatus = Gpu.Status
+HostStatus = Host.Status
+RepairOutcome = MaintenanceRecord.RepairOutcome
+StatusSource = GpuStatusChange.Source
+
+
+def gpus() -> QuerySet[Gpu]:
+    return Gpu.objects.all()
+
+
+def hosts() -> QuerySet[Host]:
+    return Host.objects.all()
+
+
+def records() -> QuerySet[MaintenanceRecord]:
+    return MaintenanceRecord.objects.all()
+
+
+def status_changes() -> QuerySet[GpuStatusChange]:
+    return GpuStatusChange.objects.all()
+
+
+def host_driver_version(*, host_id: int) -> str | None:
+    """The driver version the host's agent reports ("" before it says; None: no such host). One query."""
+    return hosts().filter(pk=host_id).values_list("driver_version", flat=True).first()
+
+
+def record_field_decimal_places(*, name: str) -> int | None:
+    """How many decimal places a maintenance record's field keeps (None: not a decimal field), for
+    the apps that fill records in (a checklist's number items)."""
+    return getattr(MaintenanceRecord._meta.get_field(name), "decimal_places", None)

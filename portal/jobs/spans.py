@@ -32,8 +32,8 @@ from django.db.models import Q
 from portal.jobs.models import SPAN_GAP, Job, JobSpan
 from portal.telemetry import metrics, store
 from portal.telemetry.columns import READING_ROW_COLUMNS
-from portal.telemetry.models import THROTTLE_BIT
 from portal.telemetry.pipeline import Block, Prepared
+from portal.telemetry.selectors import THROTTLE_BIT
 
 # The reading columns a span's figures come from, in this order.
 COLUMNS = ("ts", "job_set", *(metric.name for metric in (

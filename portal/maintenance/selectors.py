@@ -6,10 +6,12 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
 from django.utils.translation import gettext
 
 from portal.core.selectors import filter_given, search_by_id_or_text
 from portal.fleet.care import DUE, NEVER, OK, OVERDUE, CareLimits
+from portal.maintenance.models import SEVERITY_RANK as SEVERITY_RANK  # for the apps above
 from portal.maintenance.models import Severity, Ticket, TicketEvent
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
 from portal.maintenance.services.config import RuleParams
@@ -74,6 +76,12 @@ def metric_title(name: str) -> str:
     return gettext("%(label)s (%(unit)s)") % {"label": label, "unit": metric.unit} if metric.unit else label
 
 
+def wall(at: dt.datetime) -> str:
+    """A moment's wall clock in the active time zone, as plotly.js draws it whatever its offset:
+    the ticket chart's times in the zone its evidence table is in, not UTC's."""
+    return timezone.localtime(at).replace(tzinfo=None).isoformat()
+
+
 def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=30), limit: int = 2000) -> str | None:
     """A Plotly figure (JSON) of the rule's metric around the trigger, built server-side."""
     metric = RULES[ticket.rule].metric if ticket.rule in RULES else None
@@ -90,8 +98,8 @@ def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=
         limit=limit,
     )  # fmt: skip
     label = metric_title(metric)
-    fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name=label))
-    fig.add_vline(x=ticket.first_seen.timestamp() * 1000, line_dash="dash", line_color="#cf222e")
+    fig = go.Figure(go.Scatter(x=[wall(r[0]) for r in rows], y=[r[1] for r in rows], mode="lines", name=label))
+    fig.add_vline(x=wall(ticket.first_seen), line_dash="dash", line_color="#cf222e")
     fig.update_layout(margin={"l": 40, "r": 10, "t": 10, "b": 30}, height=280, yaxis_title=label,
                       xaxis_type="date", template="plotly_white")  # fmt: skip
     return fig.to_json()
@@ -170,3 +178,27 @@ def ticket_events_latest(*, kinds, limit: int) -> list[TicketEvent]:
 
 def ticket_event_last_pk() -> int:
     return TicketEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
+# enrolment), which reach tickets here rather than through maintenance's models
+# (.ci/own_models.py). A queryset, so the asking app keeps its own select_related/only and its
+# pinned query counts; and the vocabularies its answers are read with (`Severity` too, above).
+
+TicketState = Ticket.State
+TICKET_OPEN_STATES = Ticket.OPEN_STATES
+
+
+def tickets_queryset() -> QuerySet[Ticket]:
+    return Ticket.objects.all()
+
+
+# --- what the older apps above read of tickets (issue #46: no imports of maintenance's models) ---
+# A queryset, so each caller keeps its own filters and query count; Severity is imported above.
+
+TicketState = Ticket.State
+OPEN_STATES = Ticket.OPEN_STATES
+
+
+def tickets() -> QuerySet[Ticket]:
+    return Ticket.objects.all()

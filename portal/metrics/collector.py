@@ -12,10 +12,10 @@ from prometheus_client.utils import floatToGoString
 
 from portal.checklists.selectors import checklist_work_due_count
 from portal.fleet import care
-from portal.fleet.models import MaintenanceRecord
-from portal.maintenance.models import Severity, Ticket
+from portal.fleet import selectors as fleet
+from portal.maintenance import selectors as maintenance
+from portal.telemetry import selectors as telemetry
 from portal.telemetry.metrics import POWER, TEMPERATURE, UTILIZATION_GPU
-from portal.telemetry.models import GpuLatest
 from portal.telemetry.pipeline import pipeline_status
 from portal.wear.selectors import wear_lifetime_all
 
@@ -48,7 +48,7 @@ class PortalCollector:
             "gpufleet_gpu_last_reading_timestamp_seconds", "Time of the GPU's latest reading (its ts).",
             labels=GPU_LABELS,
         )  # fmt: skip
-        rows = GpuLatest.objects.values_list(
+        rows = telemetry.latest_queryset().values_list(
             "gpu__uuid", "gpu__host__hostname", "gpu__index", "gpu__model_name", "ts", TEMPERATURE.name, POWER.name,
             UTILIZATION_GPU.name,
         ).order_by("gpu__host__hostname", "gpu__index")  # fmt: skip
@@ -70,12 +70,14 @@ class PortalCollector:
             labels=["uuid", "hostname", "kind"],
         )
         per_gpu = (
-            MaintenanceRecord.objects.filter(gpu__isnull=False)
+            fleet.records_queryset()
+            .filter(gpu__isnull=False)
             .values_list("gpu__uuid", "host__hostname", "kind")
             .annotate(last=Max("performed_at"))
         )
         per_host = (
-            MaintenanceRecord.objects.filter(gpu__isnull=True)
+            fleet.records_queryset()
+            .filter(gpu__isnull=True)
             .values_list("host_id", "kind")
             .annotate(last=Max("performed_at"))
         )
@@ -86,10 +88,10 @@ class PortalCollector:
         for host_id, kind, moment in per_host:
             host_records.setdefault(host_id, []).append((kind, moment.timestamp()))
         if host_records:
-            from portal.fleet.models import Gpu
-
-            for uuid, hostname, host_id in Gpu.objects.filter(host_id__in=list(host_records)).values_list(
-                "uuid", "host__hostname", "host_id"
+            for uuid, hostname, host_id in (
+                fleet.gpus_queryset()
+                .filter(host_id__in=list(host_records))
+                .values_list("uuid", "host__hostname", "host_id")
             ):
                 for kind, moment in host_records[host_id]:
                     key = (uuid, hostname, kind)
@@ -119,9 +121,14 @@ class PortalCollector:
         family = GaugeMetricFamily(
             "gpufleet_open_tickets", "Open maintenance tickets by severity.", labels=["severity"]
         )
-        counts = dict.fromkeys(Severity.values, 0)
+        counts = dict.fromkeys(maintenance.Severity.values, 0)
         counts.update(
-            dict(Ticket.objects.filter(state__in=Ticket.OPEN_STATES).values_list("severity").annotate(n=Count("id")))
+            dict(
+                maintenance.tickets_queryset()
+                .filter(state__in=maintenance.TICKET_OPEN_STATES)
+                .values_list("severity")
+                .annotate(n=Count("id"))
+            )
         )
         for severity, n in counts.items():
             family.add_metric([severity], n)

@@ -4,17 +4,21 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from portal.core.errors import InvalidInput
-from portal.fleet.models import Gpu
 from portal.telemetry import store
 from portal.telemetry.metrics import FAN, POWER, TEMPERATURE, THROTTLE_REASONS, UTILIZATION_GPU
 from portal.telemetry.models import (
     READING_METRICS,
     ROLLUP_METRICS,
+    GpuLatest,
     HostToken,
+    IngestBatch,
     throttle_names,
 )
+from portal.telemetry.models import THERMAL_THROTTLE_MASK as THERMAL_THROTTLE_MASK  # for the apps above
+from portal.telemetry.models import THROTTLE_BIT as THROTTLE_BIT  # for the askers below
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
@@ -56,7 +60,7 @@ class Series:
     maximum: dict[str, list] | None = None
 
 
-def resolution_for(*, gpu: Gpu, start: dt.datetime, end: dt.datetime) -> str:
+def resolution_for(*, gpu, start: dt.datetime, end: dt.datetime) -> str:
     """The finest resolution that keeps the answer under MAX_POINTS points."""
     if store.reading_count(gpu_id=gpu.pk, start=start, end=end, at_most=MAX_POINTS) <= MAX_POINTS:
         return "raw"
@@ -66,7 +70,7 @@ def resolution_for(*, gpu: Gpu, start: dt.datetime, end: dt.datetime) -> str:
 
 
 def gpu_series(
-    *, gpu: Gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
+    *, gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
 ) -> Series:
     if end <= start:
         raise _refused("from", "must be before 'to'")
@@ -110,8 +114,41 @@ def host_tokens(*, host) -> list[HostToken]:
     return list(HostToken.objects.filter(host=host).select_related("created_by", "replaces"))
 
 
-def xid_events_of(*, gpu: Gpu, since: dt.datetime, limit: int = 200) -> list[tuple[dt.datetime, int]]:
-    """The GPU's XID events since `since`, newest first, as (time, code): the charts' markers."""
+def xid_events_of(*, gpu, since: dt.datetime | None = None, limit: int = 200) -> list[tuple[dt.datetime, int]]:
+    """The GPU's XID events since `since` (None: all), newest first, as (time, code): the charts'
+    markers, the RMA pack's timeline."""
     from portal.telemetry.models import XidEvent
 
-    return list(XidEvent.objects.filter(gpu=gpu, ts__gte=since).order_by("-ts").values_list("ts", "code")[:limit])
+    events = XidEvent.objects.filter(gpu=gpu)
+    if since is not None:
+        events = events.filter(ts__gte=since)
+    return list(events.order_by("-ts").values_list("ts", "code")[:limit])
+
+
+# --- what the older apps above read of telemetry (issue #46: no imports of telemetry's models) ---
+
+
+def latest_readings() -> QuerySet[GpuLatest]:
+    """Each GPU's newest reading (one row per GPU that reported), as a queryset: the caller keeps
+    its own filters and query count."""
+    return GpuLatest.objects.all()
+
+
+# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
+# enrolment), which reach telemetry's rows here rather than through its models (.ci/own_models.py).
+# Querysets, so the asking app keeps its own select_related/only and its pinned query counts; and
+# the vocabulary its answers are read with (`throttle_names`, and THROTTLE_BIT: a clock event
+# reason's bit in a reading's stored mask, both imported above).
+
+
+def tokens_live() -> QuerySet[HostToken]:
+    """The host tokens not revoked (a host's fresh one during a rotation makes two)."""
+    return HostToken.objects.filter(revoked_at__isnull=True)
+
+
+def latest_queryset() -> QuerySet[GpuLatest]:
+    return GpuLatest.objects.all()
+
+
+def ingest_batches_queryset() -> QuerySet[IngestBatch]:
+    return IngestBatch.objects.all()

@@ -5,7 +5,7 @@ import re
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from portal.checklists.models import ChecklistTemplate
+from portal.checklists import selectors as checklists
 
 
 class WindowForm(forms.Form):
@@ -24,7 +24,7 @@ class WindowForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        templates = ChecklistTemplate.objects.filter(active=True).order_by("name").values_list("key", "name")
+        templates = checklists.templates_queryset().filter(active=True).order_by("name").values_list("key", "name")
         self.fields["checklist"].choices = [("", _("None")), *templates]
 
     def clean_hosts(self) -> list[str]:

@@ -12,7 +12,7 @@ from django.utils.translation import gettext_noop
 from portal.fleet import care
 from portal.maintenance import messages
 from portal.telemetry import metrics
-from portal.telemetry.models import THERMAL_THROTTLE_MASK
+from portal.telemetry.selectors import THERMAL_THROTTLE_MASK
 
 from .base import (
     ECC_CORR,
