@@ -185,3 +185,20 @@ def test_the_pages_in_chinese(client_for, admin):
     assert "备件" in page and "登记收货或出入库" in page and "风扇" in page and "不足" in page
     assert "登记合同" in client.get("/inventory/warranties/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "开启 RMA 案例" in client.get("/inventory/rma/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+
+
+def test_a_movement_names_its_record_by_kind_host_and_gpu_not_by_id(client_for, viewer, gpu,
+                                                                   django_assert_max_num_queries):
+    from tests.factories import RecordFactory
+
+    record = RecordFactory(gpu=gpu, kind="repair")
+    part = Part.objects.create(name="PCIe riser", kind="riser", on_hand=2)
+    stock.movement_record(part=part, delta=-1, reason="used", record=record)
+    stock.movement_record(part=part, delta=-1, reason="used", record=RecordFactory(gpu=gpu, kind="repair"))
+    client = client_for(viewer)
+    client.get("/inventory/stock/")
+    with django_assert_max_num_queries(12) as queries:
+        page = client.get("/inventory/stock/").content.decode()
+    assert not [q for q in queries.captured_queries if 'FROM "fleet_host"' in q["sql"]], "a query per record"
+    assert f'href="{record.get_absolute_url()}">Repair · <span translate="no">node-a</span> GPU 0</a>' in page
+    assert f">#{record.pk}<" not in page
