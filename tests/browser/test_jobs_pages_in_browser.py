@@ -47,6 +47,15 @@ def test_the_job_list_and_a_job_page(browser, jobs_portal, login, screenshot):
         box = page.locator("#job-chart .main-svg").first.bounding_box()
         assert box["width"] <= width, (width, box)
         screenshot(page, f"job-page-{width}.png")
+    # opened on a phone: the legend under the chart, which keeps a plot area to read (plotly had
+    # squeezed it to ~150 x 115 px beside a scrolling legend, its time labels on end)
+    page.reload()
+    expect(page.locator("#job-chart .main-svg").first).to_be_attached(timeout=20_000)
+    plot = page.locator("#job-chart .nsewdrag").first.bounding_box()
+    legend = page.locator("#job-chart .legend").first.bounding_box()
+    assert plot["width"] >= 220 and plot["height"] >= 150, plot
+    assert legend["y"] >= plot["y"] + plot["height"], (legend, plot)
+    screenshot(page, "job-page-390-loaded.png")
     page.goto("/jobs/")
     screenshot(page, "job-list-390.png")
     context.close()
