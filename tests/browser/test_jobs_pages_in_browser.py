@@ -39,7 +39,8 @@ def test_the_job_list_and_a_job_page(browser, jobs_portal, login, screenshot):
     first.click()
     expect(page.locator("#job-chart .main-svg").first).to_be_attached(timeout=20_000)
     # each GPU's mean utilisation with its unit, as the Figures panel writes it (the table wrote "82.9")
-    cells = page.locator("main table tbody tr").filter(has_text="dgx-01 GPU").locator("td:nth-child(6)").all_inner_texts()
+    rows = page.locator("main table tbody tr").filter(has_text="dgx-01 GPU")
+    cells = rows.locator("td:nth-child(6)").all_inner_texts()
     assert len(cells) == 2 and all(re.fullmatch(r"\d+\.\d %", cell) for cell in cells), cells
     for width in (1400, 390):
         page.set_viewport_size({"width": width, "height": 900})
