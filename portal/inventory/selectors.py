@@ -21,11 +21,13 @@ def parts_list():
 
 
 def part_movements(*, part: Part, limit: int = 50) -> list[StockMovement]:
-    return list(part.movements.select_related("record", "by").order_by("-at", "-id")[:limit])
+    return list(part.movements.select_related("record__host", "record__gpu", "by").order_by("-at", "-id")[:limit])
 
 
 def movements_recent(*, limit: int = 30) -> list[StockMovement]:
-    return list(StockMovement.objects.select_related("part", "record", "by").order_by("-at", "-id")[:limit])
+    # the record by its kind, host and GPU (never its id), in the same query
+    movements = StockMovement.objects.select_related("part", "record__host", "record__gpu", "by")
+    return list(movements.order_by("-at", "-id")[:limit])
 
 
 def warranties_list():

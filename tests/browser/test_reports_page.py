@@ -40,3 +40,21 @@ def test_the_usage_report_without_jobs_says_so_instead_of_drawing_empty_axes(pag
     expect(page.locator("#usage-energy")).to_contain_text("No data in the period.")
     expect(page.locator("#usage-days .ytick").last).to_have_text("100")
     assert page.evaluate("document.getElementById('usage-days').layout.yaxis.range") == [0, 100]
+
+
+def test_the_failure_rates_numbers_sit_under_their_headers(page, portal_server, login):
+    """The counts' columns right-aligned under right-aligned headers (the numbers of columns 2-3
+    were left and the text of 'Published' right, under headers all left)."""
+    login(page, "viewer", portal_server.credentials["viewer"])
+    page.goto("/reports/reliability")
+    table = page.locator("table.failure-rates")
+    for column in (2, 3):
+        head = table.locator(f"thead th:nth-child({column})").bounding_box()
+        cell = table.locator(f"tbody tr:first-child :nth-child({column})").bounding_box()
+        text = table.locator(f"tbody tr:first-child :nth-child({column})").evaluate(
+            "el => { const r = document.createRange(); r.selectNodeContents(el); return r.getBoundingClientRect().right; }"
+        )
+        assert abs((head["x"] + head["width"]) - (cell["x"] + cell["width"])) < 1
+        assert cell["x"] + cell["width"] - text < 12, (column, cell, text)  # the number at the right edge
+    published = table.locator("tbody tr:first-child td.text")
+    assert published.evaluate("el => getComputedStyle(el).textAlign") in ("left", "start")
