@@ -14,6 +14,8 @@ from django.test import Client
 from portal.accounts.roles import ROLE_ADMIN, ROLE_TECHNICIAN, ROLE_VIEWER
 from tests.factories import UserFactory
 
+pytest_plugins = ["tests.schemathesis_lazy"]  # Schemathesis' tests built when they run, not collected
+
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
