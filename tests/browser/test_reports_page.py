@@ -52,7 +52,8 @@ def test_the_failure_rates_numbers_sit_under_their_headers(page, portal_server, 
         head = table.locator(f"thead th:nth-child({column})").bounding_box()
         cell = table.locator(f"tbody tr:first-child :nth-child({column})").bounding_box()
         text = table.locator(f"tbody tr:first-child :nth-child({column})").evaluate(
-            "el => { const r = document.createRange(); r.selectNodeContents(el); return r.getBoundingClientRect().right; }"
+            "el => { const r = document.createRange(); r.selectNodeContents(el);"
+            " return r.getBoundingClientRect().right; }"
         )
         assert abs((head["x"] + head["width"]) - (cell["x"] + cell["width"])) < 1
         assert cell["x"] + cell["width"] - text < 12, (column, cell, text)  # the number at the right edge
