@@ -225,3 +225,23 @@ def test_a_long_jobs_pass_costs_the_same_whatever_its_history():
         job = Job.objects.get(key="slurm:21")
         assert job.gpu_hours == pytest.approx(((history - 1) * 3 + 7) * 30 / 3600)
     assert costs[3] == costs[30], costs
+
+
+def test_one_run_taken_column_by_column_is_the_fold_reading_by_reading():
+    from portal.jobs.spans import Fold, _one_run
+
+    rng = random.Random(3)
+    for _ in range(200):
+        rows, ts = [], START
+        for _ in range(rng.randrange(1, 40)):
+            ts += dt.timedelta(seconds=rng.choice([1, 10, 30, 299]))
+            pick = lambda value: None if rng.random() < 0.2 else value  # noqa: E731
+            rows.append((ts, 3, pick(rng.randrange(101)), pick(rng.randrange(80000)), pick(rng.randrange(20, 95)),
+                         pick(rng.choice([0, 1, 8, 64, 256])), pick(rng.uniform(0, 1e9))))  # fmt: skip
+        expected = Fold(started_at=rows[0][0], ended_at=rows[0][0])
+        for row in rows:
+            expected.add(row)
+        assert _one_run(rows) == (3, expected)
+    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START, 3, 1, 1, 1, 0, 1.0)]) is None  # one instant twice
+    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START + dt.timedelta(minutes=6), 3, 1, 1, 1, 0, 1.0)]) is None
+    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START + STEP, 4, 1, 1, 1, 0, 1.0)]) is None
