@@ -32,13 +32,15 @@ from django.db import connections, models, router
 from django.db.models import Q
 
 from portal.jobs.models import SPAN_GAP, Job, JobSpan
-from portal.telemetry import store
+from portal.telemetry import metrics, store
 from portal.telemetry.columns import READING_ROW_COLUMNS
-from portal.telemetry.models import THROTTLE_BIT
 from portal.telemetry.pipeline import Block, Prepared
+from portal.telemetry.selectors import THROTTLE_BIT
 
 # The reading columns a span's figures come from, in this order.
-COLUMNS = ("ts", "job_set", "utilization_gpu_pct", "memory_used_mib", "temperature_c", "throttle_reasons", "energy_mj")
+COLUMNS = ("ts", "job_set", *(metric.name for metric in (
+    metrics.UTILIZATION_GPU, metrics.MEMORY_USED, metrics.TEMPERATURE, metrics.THROTTLE_REASONS, metrics.ENERGY,
+)))  # fmt: skip
 # "Throttled" (portal-api-v1.md): the reasons that slow a GPU for heat or power.
 THROTTLED_MASK = (
     THROTTLE_BIT["hw_slowdown"]

@@ -23,12 +23,13 @@ from pydantic import ValidationError
 
 from portal.core.errors import ApplicationError, Forbidden
 from portal.core.locks import pass_lock
-from portal.fleet.models import Host
+from portal.fleet import selectors as fleet_selectors
 from portal.remote_write import mapping
 from portal.remote_write.models import IngestSource, PendingSample, SourceGpu
 from portal.telemetry.ingest_fast import batch_parse
-from portal.telemetry.models import throttle_names
+from portal.telemetry.metrics import REMAPPED_ROWS_PENDING
 from portal.telemetry.schemas import ReadingIn
+from portal.telemetry.selectors import throttle_names
 from portal.telemetry.services.ingest import reading_batch_ingest
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ def _reading(gpu: SourceGpu, pending: Pending) -> dict:
                 reading["xid_events"].append({"ts": pending.ts, "code": int(value)})
             gpu.xid_last = value
         elif name == mapping.REMAPPED_RAW:
-            reading["remapped_rows_pending"] = gpu.remapped_last is not None and value > gpu.remapped_last
+            reading[REMAPPED_ROWS_PENDING.name] = gpu.remapped_last is not None and value > gpu.remapped_last
             gpu.remapped_last = value
         elif name in mapping.BOOL_FIELDS:
             reading[name] = value != 0
@@ -245,7 +246,7 @@ def _ingest(work, now: dt.datetime) -> HandOnResult:
         if readings:
             batch = batch_parse(_batch_body(fed_host, [gpu for gpu, _, _ in work], readings, now))
             # The host read again: ingest keeps its GPU rows per process while its inventory_version holds.
-            reading_batch_ingest(host=Host.objects.get(pk=fed_host.host_id), batch=batch, now=now)
+            reading_batch_ingest(host=fleet_selectors.hosts().get(pk=fed_host.host_id), batch=batch, now=now)
         PendingSample.objects.filter(pk__in=row_ids).delete()
         for gpu, _, _ in work:
             SourceGpu.objects.filter(pk=gpu.pk).update(

@@ -3,11 +3,14 @@ none, at once, without waiting for their readings to be complete. A sample is on
 reading is handed on (services/hand_on.py); a sample sent again stores nothing, and a field
 already stored is never changed."""
 
+from __future__ import annotations
+
 import datetime as dt
 import fnmatch
 import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 from django.conf import settings
@@ -15,13 +18,16 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from portal.fleet import selectors as fleet_selectors
 from portal.fleet import services as fleet_services
-from portal.fleet.models import Gpu, Host
 from portal.remote_write import mapping
 from portal.remote_write.models import FedHost, IngestSource, PendingSample, SourceGpu
 from portal.remote_write.wire import Series
-from portal.telemetry.models import HostToken
+from portal.telemetry import selectors as telemetry_selectors
 from portal.telemetry.services.ingest import MAX_FUTURE
+
+if TYPE_CHECKING:
+    from portal.fleet.models import Host
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -91,11 +97,9 @@ def _usable_samples(series: list[Series], now: dt.datetime, result: WriteResult)
 def _hosts_refused(source: IngestSource, hostnames: set[str]) -> tuple[dict[str, str], dict[str, Host]]:
     """Hostnames whose samples are dropped (with why), and the hosts of the others that exist."""
     refused = {name: NOT_MATCHED for name in hostnames if not fnmatch.fnmatchcase(name, source.hosts)}
-    hosts = {host.hostname: host for host in Host.objects.filter(hostname__in=hostnames - refused.keys())}
+    hosts = {host.hostname: host for host in fleet_selectors.hosts().filter(hostname__in=hostnames - refused.keys())}
     host_ids = [host.pk for host in hosts.values()]
-    agent = set(
-        HostToken.objects.filter(host_id__in=host_ids, revoked_at__isnull=True).values_list("host_id", flat=True)
-    )
+    agent = set(telemetry_selectors.tokens_live().filter(host_id__in=host_ids).values_list("host_id", flat=True))
     fed = dict(FedHost.objects.filter(host_id__in=host_ids).values_list("host_id", "source_id"))
     for name, host in hosts.items():
         if host.pk in agent:
@@ -147,7 +151,7 @@ def remote_write_store(*, source: IngestSource, series: list[Series], now: dt.da
     result = WriteResult()
     samples, identities = _usable_samples(series, now, result)
     refused, hosts = _hosts_refused(source, {identity.hostname for identity in identities.values()})
-    other_hosts = dict(Gpu.objects.filter(uuid__in=identities.keys()).values_list("uuid", "host__hostname"))
+    other_hosts = dict(fleet_selectors.gpus().filter(uuid__in=identities.keys()).values_list("uuid", "host__hostname"))
     for uuid, identity in list(identities.items()):
         why = refused.get(identity.hostname)
         if why is None and other_hosts.get(uuid, identity.hostname) != identity.hostname:
