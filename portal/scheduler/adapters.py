@@ -44,6 +44,11 @@ class SchedulerUnavailable(ApplicationError):
     """Slurm could not be reached or refused the request; the action is retried (HTTP 503)."""
 
 
+class SchedulerSilent(SchedulerUnavailable):
+    """Slurm did not answer at all (its command missing, or no answer within the timeout), as
+    opposed to answering with an error."""
+
+
 class NodeUnknown(NotFound):
     """Slurm does not know the node (HTTP 404)."""
 
@@ -281,9 +286,9 @@ class SlurmCli:
                 [program, *args], capture_output=True, text=True, timeout=self.timeout, check=False, env=env
             )
         except FileNotFoundError as error:
-            raise SchedulerUnavailable(f"{command} not found: {error}") from error
+            raise SchedulerSilent(f"{command} not found: {error}") from error
         except subprocess.TimeoutExpired as error:
-            raise SchedulerUnavailable(f"{command} did not answer within {self.timeout:g} s") from error
+            raise SchedulerSilent(f"{command} did not answer within {self.timeout:g} s") from error
         if done.returncode != 0:
             message = (done.stderr or done.stdout).strip().splitlines()
             raise SchedulerUnavailable(f"{command} failed: {message[-1] if message else done.returncode}"[:500])
@@ -325,7 +330,9 @@ class SlurmCli:
 
     def job_info(self, job_id: int) -> JobInfo | None:
         """`scontrol show job` while Slurm holds it, else `sacct` (accounting); None when neither
-        knows the job."""
+        knows the job. sacct answering with an error (accounting off, as on a single-node cluster)
+        is "not known" too: were it "Slurm down", a job gone from slurmctld would be asked forever
+        and the jobs queued behind it never. Only silence (command missing, timeout) raises."""
         try:
             line = self._run("scontrol", "-o", "show", "job", str(int(job_id)))
         except SchedulerUnavailable as error:
@@ -338,7 +345,12 @@ class SlurmCli:
             if user:
                 account_name = account.group(1) if account and account.group(1) != "(null)" else ""
                 return JobInfo(user=user.group(1), name=name.group(1) if name else "", account=account_name)
-        out = self._run("sacct", "-n", "-P", "-X", "-j", str(int(job_id)), "-o", "User,Account,JobName")
+        try:
+            out = self._run("sacct", "-n", "-P", "-X", "-j", str(int(job_id)), "-o", "User,Account,JobName")
+        except SchedulerSilent:
+            raise
+        except SchedulerUnavailable:
+            return None
         for row in out.splitlines():
             user, account, name = (row.split("|", 2) + ["", ""])[:3]
             if user:

@@ -7,6 +7,8 @@ from django.core.checks import run_checks
 
 from portal.scheduler.adapters import (
     NodeUnknown,
+    SchedulerSilent,
+    SlurmCli,
     clean_reason,
     expand_hostlist,
     gpu_indices,
@@ -65,6 +67,30 @@ def test_node_lookup():
     assert node_from_json(nodes, "gpu01").state == "draining"
     with pytest.raises(NodeUnknown):
         node_from_json(nodes, "gpu02")
+
+
+def _commands(tmp_path, **scripts: str) -> SlurmCli:
+    """A SlurmCli whose commands are the given shell bodies (a command not given is missing)."""
+    tmp_path.mkdir(exist_ok=True)
+    for command, body in scripts.items():
+        script = tmp_path / command
+        script.write_text(f"#!/bin/sh\n{body}\n")
+        script.chmod(0o755)
+    return SlurmCli(bin_dir=str(tmp_path), timeout=0.5)
+
+
+FORGOTTEN = "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1"
+
+
+def test_a_job_slurm_forgot_is_unknown_but_silence_is_slurm_down(tmp_path):
+    no_accounting = "echo 'sacct: error: Slurm accounting storage is disabled' >&2; exit 1"
+    assert _commands(tmp_path, scontrol=FORGOTTEN, sacct=no_accounting).job_info(7) is None
+    assert _commands(tmp_path, scontrol=FORGOTTEN, sacct="exit 0").job_info(7) is None  # sacct: nothing
+    for scripts in ({"scontrol": "sleep 5"}, {"scontrol": FORGOTTEN, "sacct": "sleep 5"}):
+        with pytest.raises(SchedulerSilent):
+            _commands(tmp_path / str(len(scripts)), **scripts).job_info(7)
+    with pytest.raises(SchedulerSilent):  # no Slurm commands at all
+        SlurmCli(bin_dir=str(tmp_path / "none")).job_info(7)
 
 
 def check_ids(settings, **values) -> dict[str, str]:
