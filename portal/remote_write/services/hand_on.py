@@ -34,7 +34,7 @@ from portal.core.locks import pass_lock
 from portal.fleet.models import Host
 from portal.remote_write import mapping
 from portal.remote_write.models import FedHost, IngestSource, PendingReading, SourceGpu
-from portal.telemetry.ingest_fast import batch_parse
+from portal.telemetry.ingest_fast import batch_from_values
 from portal.telemetry.models import throttle_names
 from portal.telemetry.schemas import ReadingIn
 from portal.telemetry.services.ingest import reading_batch_ingest
@@ -155,48 +155,59 @@ def _complete(gpu: SourceGpu, pending: GpuPending, now: dt.datetime) -> tuple[li
     return late, complete
 
 
+# How a stored value becomes its reading field (the XID and remapped-rows counters apart).
+_BOOL, _MASK, _FLOAT, _INT = range(4)
+_KINDS = {
+    **dict.fromkeys(mapping.BOOL_FIELDS, _BOOL), **dict.fromkeys(mapping.MASK_FIELDS, _MASK),
+    **dict.fromkeys(mapping.FLOAT_FIELDS, _FLOAT),
+}  # fmt: skip
+_names = functools.lru_cache(maxsize=4096)(throttle_names)  # a GPU's masks repeat
+
+
 def _reading(gpu: SourceGpu, pending: Pending) -> dict:
     """The ingest-v1 reading of one GPU's samples at one timestamp (fields without a series: null);
     moves the GPU's XID and remapped-rows baselines on."""
     reading = dict.fromkeys(_METRICS)
     reading["gpu_uuid"], reading["ts"], reading["xid_events"] = gpu.uuid, pending.ts, []
     for name, value in pending.values.items():
-        if name == mapping.XID_RAW:
+        kind = _KINDS.get(name, _INT)
+        if kind == _FLOAT:
+            reading[name] = value
+        elif name == mapping.XID_RAW:
             if gpu.xid_last is not None and value != gpu.xid_last and value != 0:
                 reading["xid_events"].append({"ts": pending.ts, "code": int(value)})
             gpu.xid_last = value
         elif name == mapping.REMAPPED_RAW:
             reading["remapped_rows_pending"] = gpu.remapped_last is not None and value > gpu.remapped_last
             gpu.remapped_last = value
-        elif name in mapping.BOOL_FIELDS:
-            reading[name] = value != 0
-        elif name in mapping.MASK_FIELDS:
-            reading[name] = throttle_names(int(value))
-        elif name in mapping.FLOAT_FIELDS:
-            reading[name] = value
-        else:
+        elif kind == _INT:
             reading[name] = round(value)
+        elif kind == _BOOL:
+            reading[name] = value != 0
+        else:
+            reading[name] = list(_names(int(value)))
     if pending.jobs is not None:
         reading["jobs"] = orjson.loads(pending.jobs)
     return reading
 
 
-def _batch_body(fed_host: FedHost, gpus: list[SourceGpu], readings: list[dict], now: dt.datetime) -> bytes:
+def _batch(fed_host: FedHost, gpus: list[SourceGpu], readings: list[dict], now: dt.datetime):
+    """The readings as an ingest-v1 batch, checked as an agent's is (ingest_fast.batch_from_values:
+    the values themselves, not JSON written only to be read back)."""
     key = ",".join(f"{reading['gpu_uuid']}@{reading['ts'].isoformat()}" for reading in readings)
     inventory = [
         {"uuid": gpu.uuid, "index": gpu.index, "name": gpu.name or None, "pci_bus_id": gpu.pci_bus_id or None}
         for gpu in gpus
         if gpu.index is not None
     ]
-    return orjson.dumps(
+    return batch_from_values(
         {
-            "batch_id": str(uuid_module.uuid5(_NAMESPACE, f"{fed_host.host_id}|{key}")),
+            "batch_id": uuid_module.uuid5(_NAMESPACE, f"{fed_host.host_id}|{key}"),
             "sent_at": now,
             "host": {"hostname": fed_host.host.hostname, "driver_version": fed_host.driver_version or None},
             "gpus": inventory,
             "readings": readings,
-        },
-        option=orjson.OPT_UTC_Z,
+        }
     )
 
 
@@ -221,7 +232,7 @@ def _ingest(fed_host: FedHost, host: Host, work: list[GpuWork], now: dt.datetime
             gpu.handed_until = newest
             gpu.fields = ",".join(sorted(complete[-1].values))
         if readings:
-            batch = batch_parse(_batch_body(fed_host, [one.gpu for one in work], readings, now))
+            batch = _batch(fed_host, [one.gpu for one in work], readings, now)
             with transaction.atomic():
                 reading_batch_ingest(host=host, batch=batch, now=now)
     except (ApplicationError, ValidationError):

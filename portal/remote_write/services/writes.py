@@ -7,14 +7,15 @@ an agent's batch is stored by its request; the rest wait for a later request or 
 
 import datetime as dt
 import fnmatch
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from portal.core.db import hot_cursor, row_to_models, select_columns
 from portal.fleet import services as fleet_services
 from portal.fleet.models import Gpu, Host
 from portal.remote_write import mapping
@@ -98,43 +99,78 @@ def _usable_samples(series: list[Series], now: dt.datetime, result: WriteResult)
     return readings, identities
 
 
-def _hosts_refused(source: IngestSource, hostnames: set[str]) -> tuple[dict[str, str], dict[str, Host]]:
-    """Hostnames whose samples are dropped (with why), and the hosts of the others that exist."""
+# The queries every write runs, hand-written rather than the ORM's: compiling the equivalent
+# querysets cost a write more CPU than the queries themselves (as for the agents' token lookup).
+@functools.cache
+def _sql() -> dict[str, str]:
+    quote = connection.ops.quote_name
+    host, token, fed, gpu, source_gpu, source = (
+        quote(model._meta.db_table) for model in (Host, HostToken, FedHost, Gpu, SourceGpu, IngestSource)
+    )  # fmt: skip
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    return {
+        "hosts": f"SELECT {select_columns(Host, 'h')}, EXISTS (SELECT 1 FROM {token} t WHERE t.host_id = h.id"
+        f" AND t.revoked_at IS NULL), f.id, f.source_id, f.driver_version"
+        f" FROM {host} h LEFT JOIN {fed} f ON f.host_id = h.id WHERE h.hostname IN ({{}})",
+        "gpu_hosts": f"SELECT g.uuid, h.hostname FROM {gpu} g JOIN {host} h ON h.id = g.host_id WHERE g.uuid IN ({{}})",
+        # In id order, so that two writes never wait on each other's GPUs in a loop.
+        "gpus": f"SELECT {select_columns(SourceGpu, 's')} FROM {source_gpu} s WHERE s.uuid IN ({{}}) ORDER BY s.id"
+        + lock,
+        "counts": f"UPDATE {source} SET last_write_at = %s, samples_stored = samples_stored + %s,"
+        " samples_skipped = samples_skipped + %s, samples_dropped = samples_dropped + %s WHERE id = %s",
+    }
+
+
+def _query(name: str, values, params=()) -> list[tuple]:
+    values = list(values)
+    if not values:
+        return []
+    with hot_cursor() as cursor:
+        cursor.execute(_sql()[name].format(", ".join(["%s"] * len(values))), [*values, *params])
+        return cursor.fetchall()
+
+
+def _hosts_refused(source: IngestSource, hostnames: set[str]) -> tuple[dict[str, str], dict[str, FedHost | Host]]:
+    """Hostnames whose samples are dropped (with why), and for the others that exist their FedHost
+    (its host with it), or their Host where the source does not feed it yet."""
     refused = {name: NOT_MATCHED for name in hostnames if not fnmatch.fnmatchcase(name, source.hosts)}
-    hosts = {host.hostname: host for host in Host.objects.filter(hostname__in=hostnames - refused.keys())}
-    host_ids = [host.pk for host in hosts.values()]
-    agent = set(
-        HostToken.objects.filter(host_id__in=host_ids, revoked_at__isnull=True).values_list("host_id", flat=True)
-    )
-    fed = dict(FedHost.objects.filter(host_id__in=host_ids).values_list("host_id", "source_id"))
-    for name, host in hosts.items():
-        if host.pk in agent:
-            refused[name] = AGENT_HOST
-        elif fed.get(host.pk, source.pk) != source.pk:
-            refused[name] = OTHER_SOURCE
-    return refused, {name: host for name, host in hosts.items() if name not in refused}
+    width = len(Host._meta.concrete_fields)
+    hosts: dict[str, FedHost | Host] = {}
+    for row in _query("hosts", hostnames - refused.keys()):
+        (host,) = row_to_models(row[:width], Host)
+        agent, fed_id, source_id, driver = row[width:]
+        if agent:
+            refused[host.hostname] = AGENT_HOST
+        elif fed_id is not None and source_id != source.pk:
+            refused[host.hostname] = OTHER_SOURCE
+        elif fed_id is not None:
+            hosts[host.hostname] = FedHost(id=fed_id, host=host, source_id=source_id, driver_version=driver)
+        else:
+            hosts[host.hostname] = host
+    return refused, hosts
 
 
-def _fed_hosts(source: IngestSource, identities, hosts: dict[str, Host]) -> dict[str, FedHost]:
-    """Each hostname's FedHost, the host created on first sight; its driver as the labels say."""
-    fed = {row.host.hostname: row for row in FedHost.objects.filter(host__in=hosts.values()).select_related("host")}
+def _fed_hosts(source: IngestSource, identities, hosts: dict[str, FedHost | Host]) -> dict[str, FedHost]:
+    """Each hostname's FedHost, the host created on first sight (a write beside this one that
+    creates it too fails on the unique host: StoreBusy); its driver as the labels say."""
+    fed = {}
     drivers = {identity.hostname: identity.driver_version for identity in identities.values()}
     for hostname, driver in drivers.items():
-        row = fed.get(hostname)
-        if row is None:
-            host = hosts.get(hostname) or fleet_services.host_create(hostname=hostname)
-            fed[hostname] = FedHost.objects.create(host=host, source=source, driver_version=driver)
+        row = hosts.get(hostname)
+        if not isinstance(row, FedHost):
+            host = row or fleet_services.host_create(hostname=hostname)
+            row = FedHost.objects.create(host=host, source=source, driver_version=driver)
         elif driver and row.driver_version != driver:
             FedHost.objects.filter(pk=row.pk).update(driver_version=driver)
+            row.driver_version = driver
+        fed[hostname] = row
     return fed
 
 
 def _source_gpus(identities, fed: dict[str, FedHost]) -> dict[str, SourceGpu]:
-    """Each GPU's row, locked until the write commits (hand_on.gpus_lock), created on first sight;
-    its inventory as the labels say."""
-    gpus = {gpu.uuid: gpu for gpu in hand_on.gpus_lock(
-        SourceGpu.objects.filter(uuid__in=identities.keys()).values_list("pk", flat=True)
-    ).values()}  # fmt: skip
+    """Each GPU's row, locked until the write commits (PostgreSQL; SQLite's write lock is the whole
+    database's), created on first sight; its inventory as the labels say."""
+    gpus = {gpu.uuid: gpu for gpu in (row_to_models(row, SourceGpu)[0] for row in _query("gpus", identities))}
     for uuid, identity in identities.items():
         values = {"fed_host": fed[identity.hostname], "index": identity.index, "name": identity.name,
                   "pci_bus_id": identity.pci_bus_id}  # fmt: skip
@@ -157,7 +193,7 @@ def remote_write_store(*, source: IngestSource, series: list[Series], now: dt.da
     result = WriteResult()
     readings, identities = _usable_samples(series, now, result)
     refused, hosts = _hosts_refused(source, {identity.hostname for identity in identities.values()})
-    other_hosts = dict(Gpu.objects.filter(uuid__in=identities.keys()).values_list("uuid", "host__hostname"))
+    other_hosts = dict(_query("gpu_hosts", identities))
     for uuid, identity in list(identities.items()):
         why = refused.get(identity.hostname)
         if why is None and other_hosts.get(uuid, identity.hostname) != identity.hostname:
@@ -170,11 +206,15 @@ def remote_write_store(*, source: IngestSource, series: list[Series], now: dt.da
             fed = _fed_hosts(source, identities, hosts)
             gpus = _source_gpus(identities, fed)
             _store(readings, identities, fed, gpus, now, result)
-            IngestSource.objects.filter(pk=source.pk).update(
-                last_write_at=now, samples_stored=F("samples_stored") + result.stored,
-                samples_skipped=F("samples_skipped") + result.skipped,
-                samples_dropped=F("samples_dropped") + result.dropped,
-            )  # fmt: skip
+            with hot_cursor() as cursor:
+                params = [
+                    connection.ops.adapt_datetimefield_value(now),
+                    result.stored,
+                    result.skipped,
+                    result.dropped,
+                    source.pk,
+                ]
+                cursor.execute(_sql()["counts"], params)
     except IntegrityError as error:
         raise StoreBusy(str(error)) from None
     return result
