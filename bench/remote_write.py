@@ -4,8 +4,9 @@ beside the agents' path in the same run, with the portal's web server, worker an
 
 Run with `make bench-remote-write` or `python bench/remote_write.py`; BENCH_SECONDS (default 60)
 is each phase's posting time (600 for the 10-minute run of the issue), BENCH_CLIENTS (default 4)
-the clients posting as fast as answered; BENCH_AGENT=0 runs the remote write phase alone (the
-10-minute memory run: its requests are made as they are posted).
+the clients posting as fast as answered; BENCH_AGENT=0 runs the remote write phase alone,
+BENCH_AGENT_SECONDS sets the agent phase's own length (the 10-minute memory run: a minute of the
+agents, then ten of remote write, whose requests are made as they are posted).
 
 - agent phase: 100-reading gzip batches (10 GPUs × 10 readings) of 20 hosts; readings/s from the
   first post until the last reading is stored; × 15 (a reading's values, the dcgm-exporter
@@ -38,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 from bench.harness import CpuMeter, host_bodies, ingest_post, machine_load, portal_served  # noqa: E402
 
 SECONDS = float(os.environ.get("BENCH_SECONDS", "60"))
-AGENT = os.environ.get("BENCH_AGENT", "1") != "0"  # 0: the remote write phase alone (the long memory run)
+AGENT = os.environ.get("BENCH_AGENT", "1") != "0"  # 0: the remote write phase alone
+AGENT_SECONDS = float(os.environ.get("BENCH_AGENT_SECONDS", SECONDS))  # the agent phase's own length
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
 HOSTS, GPUS, STEPS = 20, 10, 10
 SERIES = {
@@ -142,11 +144,11 @@ def readings_stored(prefix: str) -> int:
         return cursor.fetchone()[0]
 
 
-def phase(port: int, path: str, work: list[list[tuple[str, bytes]]], *, prefix: str, per_post: int, rss: list):
+def phase(port: int, path: str, work, *, prefix: str, per_post: int, rss: list, seconds: float = SECONDS):
     meter = CpuMeter()
     meter.start()
     started = time.monotonic()
-    clients = [Client(port, items, path, started + SECONDS) for items in work]
+    clients = [Client(port, items, path, started + seconds) for items in work]
     for client in clients:
         client.start()
     stop_sampling = threading.Event()
@@ -184,7 +186,7 @@ def main() -> None:
     source_token = ingest_source_issue(name="bench", hosts="rw-*").token
     agent_hosts = [f"ag-{n:02d}" for n in range(HOSTS)]
     tokens = {h: host_token_issue(hostname=h, label="bench", create_host=True).token for h in agent_hosts}
-    posts_per_host = int(SECONDS * 40 / HOSTS) + 5 if AGENT else 0  # more than the clients can post in the time
+    posts_per_host = int(AGENT_SECONDS * 40 / HOSTS) + 5 if AGENT else 0  # more than the clients can post in the time
     start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)
     print(f"preparing {posts_per_host * HOSTS} agent requests…")
     agent_work: list[list] = [[] for _ in range(CLIENTS)]
@@ -203,10 +205,14 @@ def main() -> None:
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "check", "-v", "0"], env=env, check=True)
     load_before = machine_load()
     rss: list[float] = []
-    with portal_served(env, log=var_dir / "portal.log", timeout_s=300, whole=True) as port:
+    with portal_served(env, log=var_dir / "portal.log", timeout_s=900, whole=True) as port:
         time.sleep(2)
         per_batch = GPUS * STEPS
-        agent = phase(port, "agent", agent_work, prefix="ag-", per_post=per_batch, rss=[]) if AGENT else None
+        agent = (
+            phase(port, "agent", agent_work, prefix="ag-", per_post=per_batch, rss=[], seconds=AGENT_SECONDS)
+            if AGENT
+            else None
+        )
         remote = phase(port, "remote write", remote_work, prefix="rw-", per_post=per_batch, rss=rss)
     report(agent, remote, rss, load_before)
 

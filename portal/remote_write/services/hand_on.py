@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 
 _NAMESPACE = uuid_module.UUID("6d1c0c4e-5a0f-4b7e-9a55-7265d0746577")
 _METRICS = [name for name in ReadingIn.model_fields if name not in {"gpu_uuid", "ts", "xid_events", "jobs"}]
+# Prometheus's queue sends a shard's batch up to batch_send_deadline (5 s by default) after its
+# first sample, and shards send independently: the parts of one scrape may arrive that far apart
+# however short the scrape interval. A reading no later one completes waits at least this long.
+MIN_WAIT_S = 10.0
 MAX_PENDING_ROWS = 100_000  # a pass reads at most this many pending readings; the next pass takes the rest
 
 
@@ -144,7 +148,7 @@ def _complete(gpu: SourceGpu, pending: GpuPending, now: dt.datetime) -> tuple[li
     late = [p for p in readings if handed is not None and p.ts <= handed]
     waiting = readings[len(late) :] if handed is not None else readings
     expected = set(gpu.fields.split(",")) if gpu.fields else None
-    wait = dt.timedelta(seconds=2 * _scrape_interval(gpu, waiting))
+    wait = dt.timedelta(seconds=max(2 * _scrape_interval(gpu, waiting), MIN_WAIT_S))
     complete = []
     for position, one in enumerate(waiting):
         later = position < len(waiting) - 1
