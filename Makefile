@@ -147,6 +147,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) .ci/import_cycles.py
 	$(PY) .ci/readings_door.py
+	$(PY) .ci/own_models.py
 	$(PY) .ci/engine_differences.py
 	$(PY) .ci/template_layers.py
 	$(PY) .ci/function_length.py
@@ -215,6 +216,7 @@ bench-live: $(STAMP)
 bench-pages: $(STAMP) browser
 	$(PY) bench/fleet_page.py
 	$(PY) bench/page_weight.py
+	$(PY) bench/page_weight.py --mode demo
 	$(PY) bench/page_weight.py --mode debug
 
 # Ingested + evaluated + rolled up per second with worker and beat running: the embedded default

@@ -9,9 +9,11 @@ and the bytes after decoding, for the page's document, scripts and stylesheets, 
 it loads; the time from navigation to the first chart's SVG; and how long a browser may keep
 plotly.js (its Cache-Control).
 
-    .venv/bin/python bench/page_weight.py [--runs 5] [--mode production|debug]
+    .venv/bin/python bench/page_weight.py [--runs 5] [--mode production|demo|debug]
 
---mode debug measures the portal as DEBUG serves it (`make demo`: the source files, uncompressed).
+--mode demo measures the portal as `make demo` serves it (DEBUG and DEMO on: static files collected
+as the demo's start does, hashed and compressed by portal.core.staticfiles); --mode debug as DEBUG
+alone serves them (the source files, uncompressed: the demo before it served them compressed).
 """
 
 from __future__ import annotations
@@ -146,7 +148,7 @@ def _browse(base_url: str, gpu_uuid: str, password: str, runs: int) -> list[dict
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--mode", choices=["production", "debug"], default="production")
+    parser.add_argument("--mode", choices=["production", "demo", "debug"], default="production")
     options = parser.parse_args()
     var_dir = Path(tempfile.mkdtemp(prefix="bench-pages-"))
     password = secrets.token_urlsafe(12)
@@ -154,12 +156,14 @@ def main() -> int:
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(VAR_DIR=str(var_dir), DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50), BURN_IN_LEVEL="0",
                ALLOWED_HOSTS="127.0.0.1,localhost", PLAIN_HTTP="true", LOG_LEVEL="WARNING")  # fmt: skip
-    if options.mode == "debug":
-        env.update(DEBUG="true")
+    if options.mode != "production":
+        env.update(DEBUG="true", DEMO="true" if options.mode == "demo" else "false")
     try:
         _manage(env, "migrate", "-v0")
-        if options.mode != "debug":
+        if options.mode == "production":
             _manage(env, "collectstatic", "--noinput", "-v0")
+        elif options.mode == "demo":  # as `manage.py demo` collects them
+            _manage(env, "shell", "-c", "from portal.core.staticfiles import static_collect; static_collect()")
         _manage(env, "shell", "-c", SETUP.format(password=password))
         with portal_served(env, log=var_dir / "portal.log", workers=1, timeout_s=120) as port:
             gpu_uuid = _seed({**env, "PORTAL_URL": f"http://127.0.0.1:{port}"}, port)

@@ -322,19 +322,26 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+# Static files collected under hashed names (cached by browsers for ever) with brotli and gzip
+# copies beside each: always with DEBUG off (WhiteNoise's compressed manifest storage), and in the
+# demo (DEMO, which manage.py sets for it: its GPU page loads ~0.45 MiB, not 1.5), whose storage
+# compresses less and faster (portal/core/staticfiles.py). `manage.py run` and `demo` collect them
+# first, only when the sources changed. A developer's DEBUG serves the source files as they change.
+STATIC_COMPRESSED = not DEBUG or DEMO
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not DEBUG
+        else "portal.core.staticfiles.DemoStaticFilesStorage"
+        if DEMO
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
-# In DEBUG WhiteNoise serves straight from the apps' static folders (no collectstatic needed);
-# it still wants its root to exist. (The demo too: collecting compressed copies costs ~40 s of CPU
-# at each start, brotli over 36 MB with the admin's and Swagger UI's files.)
-WHITENOISE_USE_FINDERS = DEBUG
-if DEBUG:
+# Uncompressed, WhiteNoise serves straight from the apps' static folders (no collectstatic
+# needed); it still wants its root to exist.
+WHITENOISE_USE_FINDERS = not STATIC_COMPRESSED
+if not STATIC_COMPRESSED:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = Path(envstr("MEDIA_ROOT", str(VAR_DIR / "media")))
 MEDIA_URL = "media/"

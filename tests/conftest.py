@@ -5,6 +5,7 @@ import collections
 import contextlib
 import functools
 import os
+import re
 import sqlite3
 
 import pytest
@@ -12,6 +13,8 @@ from django.test import Client
 
 from portal.accounts.roles import ROLE_ADMIN, ROLE_TECHNICIAN, ROLE_VIEWER
 from tests.factories import UserFactory
+
+pytest_plugins = ["tests.schemathesis_lazy"]  # Schemathesis' tests built when they run, not collected
 
 
 def in_ci() -> bool:
@@ -239,11 +242,16 @@ def pytest_addoption(parser):
     )
 
 
+# The marker as a test file applies it (`@pytest.mark.serial`, `pytestmark = pytest.mark.serial`):
+# "serial" alone is in thirty files more, about GPU serial numbers.
+SERIAL_MARKER = re.compile(r"\bmark\.serial\b")
+
+
 def pytest_ignore_collect(collection_path, config):
     if not config.getoption("serial_files_only"):
         return None
     a_test_file = collection_path.suffix == ".py" and collection_path.name.startswith("test_")
-    return True if a_test_file and "serial" not in collection_path.read_text() else None
+    return True if a_test_file and not SERIAL_MARKER.search(collection_path.read_text()) else None
 
 
 def uses_database(item) -> bool:

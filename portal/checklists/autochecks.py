@@ -18,12 +18,19 @@ from django.db.models import Avg, Count, Max, Min, Q
 
 from portal.checklists import messages
 from portal.core.messages import Said
+from portal.diagnostics import selectors as diagnostics_selectors
 from portal.diagnostics import services as diagnostics
-from portal.diagnostics.models import Diagnostic, DiagnosticGpu
-from portal.fleet.models import MaintenanceRecord
-from portal.telemetry import store
+from portal.diagnostics.selectors import Purpose
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import Kind
+from portal.telemetry import metrics, store
 
 PASS, FAIL, UNKNOWN, PENDING = "pass", "fail", "unknown", "pending"
+# The reading columns the checks query, named by the metric registry. The evidence's own keys
+# ("temperature_c", "power_w": stored with each run, read by its page) stay as they were written.
+_TEMP, _FAN, _POWER, _UTIL = (
+    m.name for m in (metrics.TEMPERATURE, metrics.FAN, metrics.POWER, metrics.UTILIZATION_GPU)
+)
 
 # Defaults of each check; a template item's `params` overrides them.
 DEFAULTS: dict[str, dict] = {
@@ -88,8 +95,8 @@ def idle_temperature(*, item, run, gpus, now) -> AutoResult:
     start = now - dt.timedelta(minutes=p["window_min"])
     temps: dict[int, list[int]] = {gpu.pk: [] for gpu in gpus}
     rows = store.readings_of(
-        gpu_ids=list(temps), columns=("gpu_id", "temperature_c"), start=start, end=now,
-        where=Q(utilization_gpu_pct__lte=p["idle_util_pct"], temperature_c__isnull=False),
+        gpu_ids=list(temps), columns=("gpu_id", _TEMP), start=start, end=now,
+        where=Q(**{f"{_UTIL}__lte": p["idle_util_pct"], f"{_TEMP}__isnull": False}),
     )  # fmt: skip
     for gpu_id, temperature in rows:
         temps[gpu_id].append(temperature)
@@ -122,11 +129,12 @@ def ecc_clean(*, item, run, gpus, now) -> AutoResult:
     rows = _per_gpu(
         gpus, start, now,
         n=Count("ts"),
-        uncorrected=Max("ecc_uncorrected_volatile"),
-        uncorrected_total=Max("ecc_uncorrected_aggregate"),
-        pending_remap=Count("ts", filter=Q(remapped_rows_pending=True) | Q(retired_pages_pending=True)),
-        remap_failure=Count("ts", filter=Q(remapped_rows_failure=True)),
-        reported=Count("ecc_uncorrected_volatile"),
+        uncorrected=Max(metrics.ECC_UNCORRECTED_VOLATILE.name),
+        uncorrected_total=Max(metrics.ECC_UNCORRECTED_AGGREGATE.name),
+        pending_remap=Count("ts", filter=Q(**{metrics.REMAPPED_ROWS_PENDING.name: True})
+                            | Q(**{metrics.RETIRED_PAGES_PENDING.name: True})),
+        remap_failure=Count("ts", filter=Q(**{metrics.REMAPPED_ROWS_FAILURE.name: True})),
+        reported=Count(metrics.ECC_UNCORRECTED_VOLATILE.name),
     )  # fmt: skip
     per_gpu, details = {}, []
     for gpu in gpus:
@@ -158,12 +166,12 @@ def fans_respond(*, item, run, gpus, now) -> AutoResult:
     p = params_for(item)
     start = now - dt.timedelta(minutes=p["window_min"])
     rows = _per_gpu(
-        gpus, start, now, Q(fan_speed_pct__isnull=False),
+        gpus, start, now, Q(**{f"{_FAN}__isnull": False}),
         n=Count("ts"),
-        fan_min=Min("fan_speed_pct"),
-        fan_max=Max("fan_speed_pct"),
-        temp_min=Min("temperature_c"),
-        temp_max=Max("temperature_c"),
+        fan_min=Min(_FAN),
+        fan_max=Max(_FAN),
+        temp_min=Min(_TEMP),
+        temp_max=Max(_TEMP),
     )  # fmt: skip
     per_gpu, details = {}, []
     for gpu in gpus:
@@ -195,7 +203,8 @@ def recent_backup(*, item, run, gpus, now) -> AutoResult:
     p = params_for(item)
     since = now - dt.timedelta(days=p["days"])
     last = (
-        MaintenanceRecord.objects.filter(host_id=run.host_id, kind=MaintenanceRecord.Kind.BACKUP, performed_at__lte=now)
+        fleet_selectors.records()
+        .filter(host_id=run.host_id, kind=Kind.BACKUP, performed_at__lte=now)
         .order_by("-performed_at")
         .values("pk", "performed_at", "verified", "destination")
         .first()
@@ -218,8 +227,8 @@ def _binned(gpu_ids, start, end, p) -> dict[int, dict[int, tuple[int, float]]]:
     """Loaded readings of each GPU between start and end, by power bin: {gpu: {bin: (n, mean °C)}}."""
     rows = store.readings_aggregate(
         gpu_ids=gpu_ids, start=start, end=end,
-        where=Q(power_w__isnull=False, temperature_c__isnull=False, utilization_gpu_pct__gte=p["loaded_util_pct"]),
-        bins={"power_bin": ("power_w", p["power_bin_w"])}, n=Count("ts"), temp=Avg("temperature_c"),
+        where=Q(**{f"{_POWER}__isnull": False, f"{_TEMP}__isnull": False, f"{_UTIL}__gte": p["loaded_util_pct"]}),
+        bins={"power_bin": (_POWER, p["power_bin_w"])}, n=Count("ts"), temp=Avg(_TEMP),
     )  # fmt: skip
     out: dict[int, dict[int, tuple[int, float]]] = {gpu_id: {} for gpu_id in gpu_ids}
     for row in rows:
@@ -300,9 +309,13 @@ def diagnostic_passed_judge(*, run, item, gpus, now, request: bool = False, user
         state = latest.diagnostic.state if latest else ""
         if passing is not None:
             per_gpu[gpu.pk] = PASS
-        elif latest is not None and state in Diagnostic.OPEN_STATES:
+        elif latest is not None and state in diagnostics_selectors.OPEN_STATES:
             per_gpu[gpu.pk] = PENDING
-        elif latest is not None and state in Diagnostic.FINISHED_STATES and latest.result not in DiagnosticGpu.PASSING:
+        elif (
+            latest is not None
+            and state in diagnostics_selectors.FINISHED_STATES
+            and latest.result not in diagnostics_selectors.PASSING
+        ):
             per_gpu[gpu.pk] = FAIL
         elif request:
             wanted.append(gpu)
@@ -319,7 +332,7 @@ def diagnostic_passed_judge(*, run, item, gpus, now, request: bool = False, user
     if wanted:
         requested = diagnostics.diagnostic_request(
             host=run.host, level=settings.RETURN_TO_SERVICE_LEVEL, gpus=wanted, user=user,
-            purpose=Diagnostic.Purpose.RETURN, now=now,
+            purpose=Purpose.RETURN, now=now,
         )  # fmt: skip
         for detail in details:
             if any(gpu.uuid == detail["uuid"] for gpu in wanted):

@@ -12,9 +12,11 @@ from django.utils import timezone
 
 from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistRun, ChecklistTemplate, TemplateItem
 from portal.core.selectors import filter_given, search_by_id_or_text
-from portal.fleet.models import Gpu, Host, MaintenanceRecord
-from portal.maintenance.models import Ticket
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import HostStatus
+from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.rules import RULES, SCHEDULES
+from portal.maintenance.selectors import OPEN_STATES
 from portal.maintenance.services.config import RuleParams
 
 # "Schedules coming due" on My work: those whose period ends within this many days.
@@ -33,9 +35,9 @@ def runs_queryset() -> QuerySet[ChecklistRun]:
     return ChecklistRun.objects.select_related(
         "template", "host", "started_by", "completed_by", "ticket"
     ).prefetch_related(
-        Prefetch("gpus", queryset=Gpu.objects.order_by("index")),
+        Prefetch("gpus", queryset=fleet_selectors.gpus().order_by("index")),
         Prefetch("answers", queryset=ChecklistAnswer.objects.select_related("answered_by")),
-        Prefetch("records", queryset=MaintenanceRecord.objects.only("id", "gpu_id", "kind").order_by("id")),
+        Prefetch("records", queryset=fleet_selectors.records().only("id", "gpu_id", "kind").order_by("id")),
         Prefetch("photos", queryset=ChecklistPhoto.objects.order_by("id")),
     )
 
@@ -97,7 +99,7 @@ def run_items(run: ChecklistRun) -> list[dict]:
 
 @dataclass
 class DueSchedule:
-    host: Host
+    host: object  # fleet's Host
     rule_key: str
     title: str
     record_kind: str
@@ -117,7 +119,7 @@ def template_by_record_kind(templates) -> dict[str, ChecklistTemplate]:
     return chosen
 
 
-def ticket_template(ticket: Ticket, by_kind: dict[str, ChecklistTemplate]) -> ChecklistTemplate | None:
+def ticket_template(ticket, by_kind: dict[str, ChecklistTemplate]) -> ChecklistTemplate | None:
     rule = RULES.get(ticket.rule)
     for kind in getattr(rule, "resolved_by", ()) or ():
         if kind in by_kind:
@@ -140,7 +142,8 @@ def my_work(*, user, now: dt.datetime | None = None) -> dict:
     runs.sort(key=lambda r: (r.started_by_id != user.pk, -r.started_at.timestamp()))
     rules = [key for key, rule in RULES.items() if set(getattr(rule, "resolved_by", ()) or ()) & set(by_kind)]
     tickets = list(
-        Ticket.objects.filter(state__in=Ticket.OPEN_STATES, rule__in=rules)
+        maintenance_selectors.tickets()
+        .filter(state__in=OPEN_STATES, rule__in=rules)
         .filter(Q(assignee=user) | Q(assignee__isnull=True))
         .select_related("host", "gpu", "assignee")
         .order_by("-severity", "-last_seen")[:MY_WORK_ROWS]
@@ -161,11 +164,12 @@ def schedules_coming_due(*, now: dt.datetime, by_kind: dict[str, ChecklistTempla
     """Each active host's preventive schedules whose period ends within the horizon, by the same
     rule settings the schedule rule uses (no ticket needed yet)."""
     params = RuleParams()
-    hosts = list(Host.objects.filter(status=Host.Status.ACTIVE).only("id", "hostname", "created_at"))
+    hosts = list(fleet_selectors.hosts().filter(status=HostStatus.ACTIVE).only("id", "hostname", "created_at"))
     kinds = [schedule.record_kind for schedule in SCHEDULES]
     last = {
         (row["host_id"], row["kind"]): row["last"]
-        for row in MaintenanceRecord.objects.filter(kind__in=kinds, host__status=Host.Status.ACTIVE)
+        for row in fleet_selectors.records()
+        .filter(kind__in=kinds, host__status=HostStatus.ACTIVE)
         .values("host_id", "kind")
         .annotate(last=Max("performed_at"))
     }
@@ -200,4 +204,45 @@ def checklist_work_due_count() -> int:
     kinds = set(ChecklistTemplate.objects.filter(active=True).values_list("record_kind", flat=True))
     resolvable = [key for key, rule in RULES.items() if kinds & set(getattr(rule, "resolved_by", ()) or ())]
     in_progress = ChecklistRun.objects.filter(state=ChecklistRun.State.IN_PROGRESS).count()
-    return in_progress + Ticket.objects.filter(state__in=Ticket.OPEN_STATES, rule__in=resolvable).count()
+    return in_progress + maintenance_selectors.tickets().filter(state__in=OPEN_STATES, rule__in=resolvable).count()
+
+
+# --- Asked by the newer apps (inventory, scheduler, jobs, windows, remote_write, metrics, live,
+# enrolment), which reach checklists' rows here rather than through its models
+# (.ci/own_models.py). A queryset, so the asking app keeps its own query shape; and the
+# vocabulary its answers are read with.
+
+RunState = ChecklistRun.State
+
+
+def templates() -> QuerySet[ChecklistTemplate]:
+    return ChecklistTemplate.objects.all()
+
+
+# --- what the apps above read of checklists (reports' RMA pack, guidance) ---------------------
+
+
+def runs_covering_gpu(*, gpu_id: int, host_id: int, limit: int = 50) -> list[dict]:
+    """The GPU's host's newest `limit` runs that cover it (a run naming no GPUs covers the whole
+    host), newest first, as the RMA evidence pack lists them. Two queries: the runs, then the GPUs
+    they name."""
+    runs = list(ChecklistRun.objects.filter(host_id=host_id).select_related("template").order_by("-id")[:limit])
+    covered: dict[int, set[int]] = {}
+    through = ChecklistRun.gpus.through.objects.filter(checklistrun_id__in=[run.pk for run in runs])
+    for run_id, covered_gpu_id in through.values_list("checklistrun_id", "gpu_id"):
+        covered.setdefault(run_id, set()).add(covered_gpu_id)
+    return [
+        {"id": run.pk, "template": str(run.template), "state": run.state, "completed_at": run.completed_at}
+        for run in runs
+        if gpu_id in covered.get(run.pk, {gpu_id})
+    ]
+
+
+def run_state_labels() -> dict[str, str]:
+    """A run's states with their labels, in the active language."""
+    return {value: str(label) for value, label in ChecklistRun.State.choices}
+
+
+def templates_by_keys(*, keys) -> list[ChecklistTemplate]:
+    """The templates with these keys, by name."""
+    return list(ChecklistTemplate.objects.filter(key__in=keys).order_by("name"))

@@ -32,10 +32,11 @@ from portal.checklists.models import (
     ItemKind,
 )
 from portal.core.errors import Conflict, InvalidInput
+from portal.fleet import selectors as fleet_selectors
 from portal.fleet import services as fleet_services
-from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
 from portal.fleet.record_kinds import HOST_ONLY_KINDS
-from portal.maintenance.models import Ticket
+from portal.fleet.selectors import GpuStatus, Kind, StatusSource
+from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.services.checklist_tickets import ticket_checklist_item_failed
 
 log = logging.getLogger(__name__)
@@ -113,12 +114,12 @@ def run_start(
         problems.append(("template", f"No checklist template {template_key!r}."))
     elif not template.active:
         problems.append(("template", "This template is no longer in use."))
-    host = Host.objects.filter(hostname=hostname).first()
+    host = fleet_selectors.hosts().filter(hostname=hostname).first()
     if host is None:
         problems.append(("host", f"No host named {hostname!r}."))
-    gpus: list[Gpu] = []
+    gpus: list = []
     if host is not None:
-        by_uuid = {g.uuid: g for g in Gpu.objects.filter(host=host)}
+        by_uuid = {g.uuid: g for g in fleet_selectors.gpus().filter(host=host)}
         if gpu_uuids:
             for n, uuid in enumerate(gpu_uuids):
                 gpu = by_uuid.get(uuid)
@@ -127,13 +128,13 @@ def run_start(
                 elif gpu not in gpus:
                     gpus.append(gpu)
         else:
-            gpus = [g for g in by_uuid.values() if g.status != Gpu.Status.RETIRED]
+            gpus = [g for g in by_uuid.values() if g.status != GpuStatus.RETIRED]
             gpus.sort(key=lambda g: g.index)
         if template is not None and template.applies_to == ChecklistTemplate.AppliesTo.GPU and not gpus:
             problems.append(("gpus", "This host has no GPU in service for a GPU checklist."))
     ticket = None
     if ticket_id is not None:
-        ticket = Ticket.objects.filter(pk=ticket_id).first()
+        ticket = maintenance_selectors.tickets().filter(pk=ticket_id).first()
         if ticket is None or (host is not None and ticket.host_id != host.pk):
             problems.append(("ticket", "No such ticket on this host."))
     if problems:
@@ -312,9 +313,9 @@ def run_photo_add(*, run: ChecklistRun, item_key: str, upload: UploadedFile | No
 def _record_value(item: dict, value: Any):
     if item["kind"] == ItemKind.PASS_FAIL:
         return value == "pass"
-    model_field = MaintenanceRecord._meta.get_field(item["record_field"])
-    if item["kind"] == ItemKind.NUMBER and getattr(model_field, "decimal_places", None) is not None:
-        return Decimal(str(value)).quantize(Decimal(1).scaleb(-model_field.decimal_places))
+    places = fleet_selectors.record_field_decimal_places(name=item["record_field"])
+    if item["kind"] == ItemKind.NUMBER and places is not None:
+        return Decimal(str(value)).quantize(Decimal(1).scaleb(-places))
     return value
 
 
@@ -366,15 +367,15 @@ def _open_failure_tickets(run: ChecklistRun, items: list[dict], answers: dict[st
             )  # fmt: skip
 
 
-def _return_to_service(run: ChecklistRun, gpus, user) -> list[Gpu]:
+def _return_to_service(run: ChecklistRun, gpus, user) -> list:
     """A passed repair_return run puts its GPUs that are out for repair back in service (through the
     return-to-service gate, as every path; a retired GPU stays retired: only an admin revives one)."""
     back = []
     for gpu in gpus:
-        if gpu.status != Gpu.Status.OUT_FOR_REPAIR:
+        if gpu.status != GpuStatus.OUT_FOR_REPAIR:
             continue
         fleet_services.gpu_status_set(
-            gpu=gpu, status=Gpu.Status.IN_SERVICE, user=user, source=GpuStatusChange.Source.CHECKLIST,
+            gpu=gpu, status=GpuStatus.IN_SERVICE, user=user, source=StatusSource.CHECKLIST,
             reason=f"passed checklist run #{run.pk} ({run.template_name})",
         )  # fmt: skip
         back.append(gpu)
@@ -421,7 +422,7 @@ def _auto_answers(run: ChecklistRun, gpus: list, answers: dict, now: dt.datetime
 
 def _records_write(
     run: ChecklistRun, subjects: list, *, user, now: dt.datetime, notes: str, fields: dict, field_items: dict
-) -> list[MaintenanceRecord]:
+) -> list:
     """One maintenance record per subject (a GPU, or None for the host). The record's own rules
     are reported against the item that feeds the field."""
     performer = (user.get_full_name() or user.get_username())[:150]
@@ -479,7 +480,7 @@ def run_complete(*, run: ChecklistRun, signature: str, user, now: dt.datetime | 
         # Before this run's repair record is written: the return-to-service rule counts diagnostics
         # after a GPU's latest repair record, and this record is of the repair they certified.
         _return_to_service(run, gpus, user)
-    if run.record_kind == MaintenanceRecord.Kind.INSPECTION and "passed" not in fields:
+    if run.record_kind == Kind.INSPECTION and "passed" not in fields:
         fields["passed"] = not failed
     notes = _notes(run, answers, signature)
     per_gpu = run.record_kind not in HOST_ONLY_KINDS and template.applies_to == ChecklistTemplate.AppliesTo.GPU

@@ -18,8 +18,9 @@ from portal.checklists.models import ChecklistAnswer, ChecklistPhoto, ChecklistR
 from portal.checklists.shipped import shipped_option
 from portal.core.errors import ApplicationError
 from portal.core.panels import page_panels
-from portal.fleet.models import Gpu, Host
-from portal.maintenance.models import Ticket
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import GpuStatus
+from portal.maintenance import selectors as maintenance_selectors
 
 RUNS_ON_PAGE = 50
 
@@ -46,13 +47,15 @@ class RunStartView(Permission, View):
         data = request.POST if request.method == "POST" else request.GET
         ticket = gpu = None
         if data.get("ticket", "").isdigit():
-            ticket = get_object_or_404(Ticket.objects.select_related("host", "gpu"), pk=int(data["ticket"]))
+            ticket = get_object_or_404(
+                maintenance_selectors.tickets().select_related("host", "gpu"), pk=int(data["ticket"])
+            )
             host, gpu = ticket.host, ticket.gpu
         elif data.get("gpu"):
-            gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=data["gpu"])
+            gpu = get_object_or_404(fleet_selectors.gpus().select_related("host"), uuid=data["gpu"])
             host = gpu.host
         else:
-            host = get_object_or_404(Host, hostname=data.get("host", ""))
+            host = get_object_or_404(fleet_selectors.hosts(), hostname=data.get("host", ""))
         return host, gpu, ticket
 
     def render_page(self, request, host, gpu, ticket, error=None, status=200):
@@ -65,7 +68,7 @@ class RunStartView(Permission, View):
             request,
             "checklists/start.html",
             {"host": host, "gpu": gpu, "ticket": ticket, "templates": templates, "chosen": chosen,
-             "host_gpus": list(host.gpus.exclude(status=Gpu.Status.RETIRED).order_by("index")), "error": error},
+             "host_gpus": list(host.gpus.exclude(status=GpuStatus.RETIRED).order_by("index")), "error": error},
             status=status,
         )  # fmt: skip
 

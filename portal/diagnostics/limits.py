@@ -19,7 +19,7 @@ from portal.core.audit import audit_line
 from portal.core.errors import Conflict
 from portal.diagnostics import services
 from portal.diagnostics.models import Diagnostic
-from portal.fleet.models import Host
+from portal.fleet import services as fleet_services
 
 BOUNDED_LEVEL = 3
 
@@ -29,14 +29,14 @@ class _Pending(Exception):
         self.diagnostic = diagnostic
 
 
-def diagnostic_request_by_person(*, host: Host, level, gpu_uuids, user, client: str | None = None) -> Diagnostic:
+def diagnostic_request_by_person(*, host, level, gpu_uuids, user, client: str | None = None) -> Diagnostic:
     """services.diagnostic_request for a person, refused (Conflict naming `level`, audited) while
     the host has a level-3 diagnostic pending and this one is level 3 too."""
     try:
         with transaction.atomic():
             if level == BOUNDED_LEVEL and not isinstance(level, bool):
                 # Two requests at once: the host's row, locked, lets one of them in at a time.
-                list(Host.objects.select_for_update().filter(pk=host.pk).values_list("pk", flat=True))
+                fleet_services.hosts_lock(host_ids=[host.pk])
                 pending = (
                     Diagnostic.objects.filter(
                         host=host,
@@ -61,5 +61,5 @@ def diagnostic_request_by_person(*, host: Host, level, gpu_uuids, user, client: 
         raise Conflict(message, field_errors={"level": message}) from None
 
 
-def _refusal_audit(*, host: Host, user, client: str | None, note: str) -> None:
+def _refusal_audit(*, host, user, client: str | None, note: str) -> None:
     audit_line(about=host, changes={"diagnostic refused": [None, note]}, actor=user, client=client)

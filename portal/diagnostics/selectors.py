@@ -6,7 +6,8 @@ from django.db.models import Exists, OuterRef, Prefetch, QuerySet, Subquery
 
 from portal.core.errors import NotFound
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu, DiagnosticTest
-from portal.fleet.models import Gpu, Host
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import GpuStatus
 
 
 def _with_results(queryset):
@@ -27,27 +28,27 @@ def diagnostic_get(*, diagnostic_id) -> Diagnostic:
     return diagnostic
 
 
-def host_get(*, hostname: str) -> Host:
-    host = Host.objects.filter(hostname=hostname).first()
+def host_get(*, hostname: str):
+    host = fleet_selectors.hosts().filter(hostname=hostname).first()
     if host is None:
         raise NotFound(f"no host {hostname}", field_errors={"hostname": "No host with this name."})
     return host
 
 
-def gpu_get(*, uuid: str) -> Gpu:
-    gpu = Gpu.objects.select_related("host").filter(uuid=uuid).first()
+def gpu_get(*, uuid: str):
+    gpu = fleet_selectors.gpus().select_related("host").filter(uuid=uuid).first()
     if gpu is None:
         raise NotFound(f"no GPU {uuid}", field_errors={"uuid": "No GPU with this uuid."})
     return gpu
 
 
-def gpu_diagnostics(*, gpu: Gpu, limit: int | None = None) -> list[Diagnostic]:
+def gpu_diagnostics(*, gpu, limit: int | None = None) -> list[Diagnostic]:
     """The GPU's diagnostics, newest first, each with its results (every GPU of the run)."""
     queryset = _with_results(Diagnostic.objects.filter(gpus__gpu=gpu).order_by("-requested_at"))
     return list(queryset[:limit] if limit else queryset)
 
 
-def host_diagnostics(*, host: Host, limit: int = 20) -> list[Diagnostic]:
+def host_diagnostics(*, host, limit: int = 20) -> list[Diagnostic]:
     return list(_with_results(Diagnostic.objects.filter(host=host).order_by("-requested_at"))[:limit])
 
 
@@ -79,7 +80,7 @@ def burn_in_word(row: DiagnosticGpu | None) -> str:
     return "passed" if row.result in DiagnosticGpu.PASSING else "failed"
 
 
-def burn_in_waiting(*, host_id: int | None = None) -> QuerySet[Gpu]:
+def burn_in_waiting(*, host_id: int | None = None) -> QuerySet:
     """GPUs in service or out for repair whose latest burn-in has not passed: no diagnostic of its
     level or higher, requested since it was, passed on them (one query; the whole fleet's when
     `host_id` is None). A burn-in that failed or expired still waits: the GPU has no proof yet."""
@@ -90,7 +91,7 @@ def burn_in_waiting(*, host_id: int | None = None) -> QuerySet[Gpu]:
         gpu=OuterRef("pk"), result__in=DiagnosticGpu.PASSING,
         diagnostic__requested_at__gte=OuterRef("burn_in_at"), diagnostic__level__gte=OuterRef("burn_in_level"),
     )  # fmt: skip
-    gpus = Gpu.objects.filter(status__in=(Gpu.Status.IN_SERVICE, Gpu.Status.OUT_FOR_REPAIR))
+    gpus = fleet_selectors.gpus().filter(status__in=(GpuStatus.IN_SERVICE, GpuStatus.OUT_FOR_REPAIR))
     if host_id is not None:
         gpus = gpus.filter(host_id=host_id)
     return (
@@ -102,3 +103,11 @@ def burn_in_waiting(*, host_id: int | None = None) -> QuerySet[Gpu]:
         .exclude(Exists(passed))
         .order_by("host_id", "index")
     )
+
+
+# The vocabularies the apps above name (issue #46: no imports of diagnostics' models).
+Purpose = Diagnostic.Purpose
+State = Diagnostic.State
+Result = DiagnosticGpu.Result
+OPEN_STATES, FINISHED_STATES = Diagnostic.OPEN_STATES, Diagnostic.FINISHED_STATES
+PASSING = DiagnosticGpu.PASSING  # the results that pass a GPU

@@ -23,15 +23,22 @@ from portal.core.db import hot_cursor
 from portal.core.errors import Conflict, InvalidInput, NotFound
 from portal.diagnostics import hooks, messages
 from portal.diagnostics.models import LEVELS, Diagnostic, DiagnosticGpu, DiagnosticTest
+from portal.fleet import selectors as fleet_selectors
 from portal.fleet import services as fleet_services
-from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
-from portal.maintenance.models import SEVERITY_RANK, Ticket
-from portal.maintenance.services.tickets import ticket_fire, ticket_history_add, ticket_transition
+from portal.fleet.selectors import GpuStatus, Kind, StatusSource
+from portal.maintenance import selectors as maintenance_selectors
+from portal.maintenance.selectors import SEVERITY_RANK, TicketState
+from portal.maintenance.services.tickets import (
+    ticket_evidence_add,
+    ticket_fire,
+    ticket_history_add,
+    ticket_transition,
+)
 
 log = logging.getLogger(__name__)
 
 State, Result, Purpose = Diagnostic.State, DiagnosticGpu.Result, Diagnostic.Purpose
-DIAGNOSABLE = (Gpu.Status.IN_SERVICE, Gpu.Status.OUT_FOR_REPAIR)
+DIAGNOSABLE = (GpuStatus.IN_SERVICE, GpuStatus.OUT_FOR_REPAIR)
 MAX_FUTURE = dt.timedelta(minutes=5)
 TESTS_MAX = 200  # per GPU
 INFO_MAX = 20_000  # characters of one test's output kept
@@ -62,9 +69,9 @@ def _level_checked(level) -> int:
     return level
 
 
-def _gpus_checked(host: Host, uuids: Iterable[str] | None) -> list[Gpu]:
+def _gpus_checked(host, uuids: Iterable[str] | None) -> list:
     if uuids is None:
-        gpus = list(Gpu.objects.filter(host=host, status__in=DIAGNOSABLE).order_by("index"))
+        gpus = list(fleet_selectors.gpus().filter(host=host, status__in=DIAGNOSABLE).order_by("index"))
         if not gpus:
             raise InvalidInput(
                 "nothing to diagnose",
@@ -76,7 +83,7 @@ def _gpus_checked(host: Host, uuids: Iterable[str] | None) -> list[Gpu]:
         raise InvalidInput("no GPUs", field_errors={"gpus": "Name at least one GPU, or leave gpus out for all."})
     if len(set(uuids)) != len(uuids):
         raise InvalidInput("a GPU named twice", field_errors={"gpus": "Each GPU once."})
-    found = {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=uuids)}
+    found = {gpu.uuid: gpu for gpu in fleet_selectors.gpus().filter(uuid__in=uuids)}
     problems = []
     for uuid in uuids:
         gpu = found.get(uuid)
@@ -92,13 +99,13 @@ def _gpus_checked(host: Host, uuids: Iterable[str] | None) -> list[Gpu]:
 @transaction.atomic
 def diagnostic_request(
     *,
-    host: Host,
+    host,
     level,
     gpu_uuids: Iterable[str] | None = None,
-    gpus: list[Gpu] | None = None,
+    gpus: list | None = None,
     user=None,
     purpose: str = Purpose.MANUAL,
-    ticket: Ticket | None = None,
+    ticket=None,
     now: dt.datetime | None = None,
 ) -> Diagnostic:
     """Ask the host's agent to run a diagnostic of `level` on some of its GPUs (all of them in
@@ -117,7 +124,7 @@ def diagnostic_request(
     return diagnostic
 
 
-def _own(diagnostic_id, host: Host) -> Diagnostic:
+def _own(diagnostic_id, host) -> Diagnostic:
     """The host's diagnostic, its row locked; another host's is a 404 (as if it did not exist)."""
     diagnostic = Diagnostic.objects.select_for_update().filter(pk=diagnostic_id, host=host).first()
     if diagnostic is None:
@@ -144,7 +151,7 @@ def _closed_refusals_audited(function):
     the refused transaction rolled back (a late result must be seen, not only answered)."""
 
     @functools.wraps(function)
-    def audited(*args, host: Host, **kwargs):
+    def audited(*args, host, **kwargs):
         try:
             return function(*args, host=host, **kwargs)
         except DiagnosticClosed as refused:
@@ -159,9 +166,7 @@ def _closed_refusals_audited(function):
 
 @_closed_refusals_audited
 @transaction.atomic
-def diagnostic_started(
-    *, diagnostic_id, host: Host, started_at: dt.datetime, now: dt.datetime | None = None
-) -> Diagnostic:
+def diagnostic_started(*, diagnostic_id, host, started_at: dt.datetime, now: dt.datetime | None = None) -> Diagnostic:
     """The agent took the diagnostic: it is `running` and no longer offered as a command."""
     now = now or timezone.now()
     diagnostic = _own(diagnostic_id, host)
@@ -221,7 +226,7 @@ def _state_of(results: list[str]) -> str:
 def diagnostic_result_record(
     *,
     diagnostic_id,
-    host: Host,
+    host,
     started_at: dt.datetime,
     finished_at: dt.datetime,
     tool: str,
@@ -299,15 +304,14 @@ def _open_tickets(diagnostic: Diagnostic, rows: list[DiagnosticGpu], tests: list
         names = ", ".join(test.name for test in named) or "no test named"
         note = messages.TICKET(level=diagnostic.level, id=str(diagnostic.pk), tests=names[:900])
         ticket, _ = ticket_fire(rule=rule, host_id=diagnostic.host_id, gpu_id=row.gpu_id, at=at, note=note)
-        evidence = dict(ticket.evidence or {})
-        evidence["diagnostic"] = {
+        evidence = {
             "id": str(diagnostic.pk), "level": diagnostic.level, "tool": diagnostic.tool,
             "tool_version": diagnostic.tool_version, "driver_version": diagnostic.driver_version,
             "tests": [
                 {"name": t.name, "category": t.category, "result": t.result, "info": t.info[:4000]} for t in named
             ],
         }  # fmt: skip
-        Ticket.objects.filter(pk=ticket.pk).update(evidence=evidence)
+        ticket_evidence_add(ticket=ticket, key="diagnostic", value=evidence)
 
 
 def diagnostics_expire(*, now: dt.datetime | None = None) -> int:
@@ -353,7 +357,9 @@ def _host_commands_sql() -> str:
     # Hand-written: it runs with every batch of a host that has work queued (a new host's burn-in
     # until its agent takes it), where compiling two querysets cost more than the queries.
     quote = connection.ops.quote_name
-    diagnostic, link, gpu = (quote(model._meta.db_table) for model in (Diagnostic, DiagnosticGpu, Gpu))
+    diagnostic, link, gpu = (
+        quote(model._meta.db_table) for model in (Diagnostic, DiagnosticGpu, DiagnosticGpu.gpu.field.related_model)
+    )  # the GPUs' table: the one our foreign key names
     return (
         f"SELECT d.id, d.level, g.uuid FROM {diagnostic} d "
         f"LEFT JOIN {link} dg ON dg.diagnostic_id = d.id LEFT JOIN {gpu} g ON g.id = dg.gpu_id "
@@ -372,7 +378,7 @@ class _BurnIn:
 
     def __call__(self) -> None:
         self.ran = True
-        gpus = list(Gpu.objects.filter(pk__in=self.gpu_ids, status__in=DIAGNOSABLE).order_by("index"))
+        gpus = list(fleet_selectors.gpus().filter(pk__in=self.gpu_ids, status__in=DIAGNOSABLE).order_by("index"))
         if not gpus:
             return
         try:
@@ -383,11 +389,11 @@ class _BurnIn:
         hooks.burn_in_requested.call(diagnostic=diagnostic)
 
 
-def gpu_registered(*, gpu: Gpu, source: str) -> None:
+def gpu_registered(*, gpu, source: str) -> None:
     """The fleet hook: a GPU its agent reported for the first time gets a burn-in diagnostic of
     BURN_IN_LEVEL, one per host for all the GPUs of the batch, once the batch commits."""
     level = settings.BURN_IN_LEVEL
-    if not level or source != GpuStatusChange.Source.AGENT:
+    if not level or source != StatusSource.AGENT:
         return
     # The transaction's own list of callbacks holds the host's pending burn-in: a batch that rolls
     # back takes its burn-in with it, and the host's next batch asks again.
@@ -415,19 +421,21 @@ def _counted_from(since: dt.datetime) -> Q:
     return Q(diagnostic__requested_at__gte=since) | Q(diagnostic__start_reported_at__gt=since)
 
 
-def return_to_service_since(gpu: Gpu) -> dt.datetime | None:
+def return_to_service_since(gpu) -> dt.datetime | None:
     """From when a passing diagnostic counts for the GPU: the later of when it last left service
     (its latest change to out_for_repair or retired, or its registration in one of them) and its
     latest repair record."""
     left = (
-        GpuStatusChange.objects.filter(gpu=gpu)
-        .exclude(to_status=Gpu.Status.IN_SERVICE)
+        fleet_selectors.status_changes()
+        .filter(gpu=gpu)
+        .exclude(to_status=GpuStatus.IN_SERVICE)
         .order_by("-changed_at")
         .values_list("changed_at", flat=True)
         .first()
     )
     repaired = (
-        MaintenanceRecord.objects.filter(gpu=gpu, kind=MaintenanceRecord.Kind.REPAIR)
+        fleet_selectors.records()
+        .filter(gpu=gpu, kind=Kind.REPAIR)
         .order_by("-performed_at")
         .values_list("performed_at", flat=True)
         .first()
@@ -436,10 +444,10 @@ def return_to_service_since(gpu: Gpu) -> dt.datetime | None:
     return max(moments, default=None)
 
 
-def passing_diagnostic_for_return(gpu: Gpu) -> DiagnosticGpu | None:
+def passing_diagnostic_for_return(gpu) -> DiagnosticGpu | None:
     """The newest result that lets the GPU return to service, or None."""
     since = return_to_service_since(gpu)
-    driver = Host.objects.filter(pk=gpu.host_id).values_list("driver_version", flat=True).first() or ""
+    driver = fleet_selectors.host_driver_version(host_id=gpu.host_id) or ""
     results = DiagnosticGpu.objects.filter(
         gpu=gpu, result__in=DiagnosticGpu.PASSING, diagnostic__level__gte=settings.RETURN_TO_SERVICE_LEVEL,
         diagnostic__state__in=(State.PASSED, State.WARNED), diagnostic__host_id=gpu.host_id,
@@ -450,7 +458,7 @@ def passing_diagnostic_for_return(gpu: Gpu) -> DiagnosticGpu | None:
     return results.select_related("diagnostic").order_by("-diagnostic__requested_at").first()
 
 
-def latest_for_return(gpu: Gpu) -> DiagnosticGpu | None:
+def latest_for_return(gpu) -> DiagnosticGpu | None:
     """The GPU's newest diagnostic of a level that counts for its return, requested after it left
     service and after its latest repair record (whatever its state), or None."""
     since = return_to_service_since(gpu)
@@ -460,14 +468,14 @@ def latest_for_return(gpu: Gpu) -> DiagnosticGpu | None:
     return rows.select_related("diagnostic").order_by("-diagnostic__requested_at").first()
 
 
-def return_to_service_guard(*, gpu: Gpu) -> str:
+def return_to_service_guard(*, gpu) -> str:
     """The fleet hook asked before a GPU goes back in service from any other status (API, forms,
     admin, the repair_return checklist's sign-off); returns the proof kept in its status history
     (the passing diagnostic's id)."""
     passed = passing_diagnostic_for_return(gpu)
     if passed is not None:
         return str(passed.diagnostic_id)
-    driver = Host.objects.filter(pk=gpu.host_id).values_list("driver_version", flat=True).first() or "unknown"
+    driver = fleet_selectors.host_driver_version(host_id=gpu.host_id) or "unknown"
     message = RETURN_REFUSED % {"level": settings.RETURN_TO_SERVICE_LEVEL, "driver": driver}
     raise Conflict(message, field_errors={"status": message})
 
@@ -485,14 +493,14 @@ def _gate_severity(severity: str) -> bool:
     return SEVERITY_RANK.get(severity, -1) >= SEVERITY_RANK[threshold]
 
 
-def ticket_gate_gpus(ticket: Ticket) -> list[Gpu]:
+def ticket_gate_gpus(ticket) -> list:
     """The GPUs a ticket's diagnostic covers: its GPU, or the host's GPUs for a host ticket."""
     if ticket.gpu_id is not None:
-        return list(Gpu.objects.filter(pk=ticket.gpu_id, status__in=DIAGNOSABLE))
-    return list(Gpu.objects.filter(host_id=ticket.host_id, status__in=DIAGNOSABLE).order_by("index"))
+        return list(fleet_selectors.gpus().filter(pk=ticket.gpu_id, status__in=DIAGNOSABLE))
+    return list(fleet_selectors.gpus().filter(host_id=ticket.host_id, status__in=DIAGNOSABLE).order_by("index"))
 
 
-def _passed_since(gpus: list[Gpu], since: dt.datetime) -> set[int]:
+def _passed_since(gpus: list, since: dt.datetime) -> set[int]:
     return set(
         DiagnosticGpu.objects.filter(
             gpu__in=gpus, result__in=DiagnosticGpu.PASSING, diagnostic__level__gte=GATE_LEVEL,
@@ -503,7 +511,7 @@ def _passed_since(gpus: list[Gpu], since: dt.datetime) -> set[int]:
     )  # fmt: skip
 
 
-def ticket_gate_passed(ticket: Ticket) -> bool:
+def ticket_gate_passed(ticket) -> bool:
     """Whether a diagnostic of level 1 or higher passed on each of the ticket's GPUs since it
     opened (a ticket below the gate's severity always has). A ticket left without a GPU to diagnose
     (its GPU retired, a host without GPUs in service or out for repair) never has: nothing proves
@@ -517,7 +525,7 @@ def ticket_gate_passed(ticket: Ticket) -> bool:
     return all(gpu.pk in passed for gpu in gpus)
 
 
-def ticket_changed(*, ticket: Ticket, event, change: str) -> None:
+def ticket_changed(*, ticket, event, change: str) -> None:
     """The maintenance hook: a draining ticket resolved without a diagnostic passed since it
     opened gets a level-1 diagnostic of its GPUs (unless one is already under way); the scheduler
     resumes the node when it passes, and a failure reopens the ticket."""
@@ -545,12 +553,12 @@ def ticket_changed(*, ticket: Ticket, event, change: str) -> None:
     ticket_history_add(ticket=ticket, note=note)
 
 
-def gate_tickets(diagnostic: Diagnostic, gpu_ids: Iterable[int]) -> list[Ticket]:
+def gate_tickets(diagnostic: Diagnostic, gpu_ids: Iterable[int]) -> list:
     """Resolved draining tickets of the diagnostic's host, recent, opened before it was requested,
     about some of `gpu_ids` (or the host), still waiting for a passed diagnostic."""
     gpu_ids = set(gpu_ids)
-    candidates = Ticket.objects.filter(
-        host_id=diagnostic.host_id, state=Ticket.State.RESOLVED, resolved_at__gte=timezone.now() - GATE_WINDOW,
+    candidates = maintenance_selectors.tickets().filter(
+        host_id=diagnostic.host_id, state=TicketState.RESOLVED, resolved_at__gte=timezone.now() - GATE_WINDOW,
         first_seen__lte=diagnostic.requested_at,
     ).select_related("host", "gpu")  # fmt: skip
     return [
@@ -572,7 +580,7 @@ def gate_diagnostic_finished(*, diagnostic: Diagnostic) -> None:
         for ticket in gate_tickets(diagnostic, [row.gpu_id for row in failing]):
             note = messages.FAILED(id=str(diagnostic.pk), tests=(", ".join(names) or "no test passed")[:900])
             try:
-                ticket_transition(ticket=ticket, to_state=Ticket.State.OPEN, note=note)
+                ticket_transition(ticket=ticket, to_state=TicketState.OPEN, note=note)
             except (InvalidInput, Conflict):  # another ticket of the same rule and subject is open
                 ticket_history_add(ticket=ticket, note=note)
     elif diagnostic.state == State.EXPIRED:

@@ -9,7 +9,7 @@ from django.views import View
 
 from portal.core.errors import ApplicationError
 from portal.diagnostics import limits
-from portal.fleet.models import Gpu, Host
+from portal.fleet import selectors as fleet_selectors
 
 
 class DiagnosticRequestView(PermissionRequiredMixin, View):
@@ -17,11 +17,11 @@ class DiagnosticRequestView(PermissionRequiredMixin, View):
     raise_exception = True
 
     def post(self, request, hostname):
-        host = get_object_or_404(Host, hostname=hostname)
+        host = get_object_or_404(fleet_selectors.hosts(), hostname=hostname)
         back = host.get_absolute_url()
         uuids = request.POST.getlist("gpus") or None
         if uuids and len(uuids) == 1 and request.POST.get("from") == "gpu":
-            gpu = Gpu.objects.filter(uuid=uuids[0], host=host).first()
+            gpu = fleet_selectors.gpus().filter(uuid=uuids[0], host=host).first()
             back = gpu.get_absolute_url() if gpu else back
         raw = request.POST.get("level", "")
         level = int(raw) if raw.isdigit() else -1

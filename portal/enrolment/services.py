@@ -10,9 +10,9 @@ from django.utils import timezone
 from portal.core.errors import Conflict, InvalidInput, TooManyRequests
 from portal.core.tokens import secret_hash, secret_new, secret_prefix
 from portal.enrolment.models import EnrolmentAttempt, EnrolmentCode
+from portal.fleet import selectors as fleet
 from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
-from portal.fleet.models import Host
-from portal.telemetry.models import HostToken
+from portal.telemetry import selectors as telemetry
 from portal.telemetry.services import host_token_issue, host_token_revoke
 
 CODE_PREFIX = "gfe_"  # GPU fleet enrolment
@@ -121,19 +121,19 @@ def _exchange(found: EnrolmentCode | None, *, hostname: str) -> Enrolled:
             "host name reserved for another enrolment code",
             problems=[("hostname", f"{hostname} is bound to another enrolment code: use that one")],
         )
-    host = Host.objects.filter(hostname=hostname).first()
+    host = fleet.hosts().filter(hostname=hostname).first()
     if host is not None and found.hostname != hostname:
         # A code for "any host" enrols new host names only: taking over an existing host (even one
         # whose token was revoked) would hand its record, its tickets and its Slurm node to whoever
         # holds the code. Only a code an admin made for that host name replaces its token.
-        live = HostToken.objects.filter(host=host, revoked_at__isnull=True).exists()
+        live = telemetry.tokens_live().filter(host=host).exists()
         raise Conflict(
             f"host {hostname} already exists"
             + (" and has an active token" if live else "")
             + ": an admin makes a code for this host name to enrol it again",
             problems=[("hostname", "already taken by an existing host")],
         )
-    live = list(HostToken.objects.filter(host=host, revoked_at__isnull=True)) if host else []
+    live = list(telemetry.tokens_live().filter(host=host)) if host else []
     for token in live:  # a code made for this host replaces its token
         host_token_revoke(token=token)
     # Conditional, so two exchanges of the last use cannot both pass.

@@ -16,6 +16,7 @@ from portal.fleet.record_input import record_create_from_fields
 from portal.fleet.record_kinds import ALL_KIND_FIELDS
 from portal.fleet.selectors import gpu_status_history, gpus_with_latest, hosts_with_derived_dates
 from portal.fleet.services import gpu_update
+from portal.telemetry import metrics
 
 router = Router(tags=["fleet"])
 
@@ -163,21 +164,23 @@ def records_create(request, payload: RecordIn):
     return Status(201, MaintenanceRecord.objects.select_related("host", "gpu").get(pk=record.pk))
 
 
-class GpuLatestOut(Schema):
-    """The GPU's newest reading; null before its agent's first."""
+_LATEST_TYPES = {metrics.INT: int, metrics.FLOAT: float, metrics.BOOL: bool, metrics.REASONS: list[str]}
 
-    ts: dt.datetime
-    temperature_c: int | None
-    fan_speed_pct: int | None
-    power_w: float | None
-    power_limit_w: float | None
-    utilization_gpu_pct: int | None
-    memory_used_mib: int | None
-    throttle_reasons: list[str] | None
-
-    @staticmethod
-    def resolve_throttle_reasons(latest):
-        return latest.throttle_reason_names
+# The GPU's newest reading (telemetry's GpuLatest): its time and the metrics the registry keeps
+# there (`latest=True`), in table order; the throttle reasons as their names.
+GpuLatestOut = type(Schema)(
+    "GpuLatestOut",
+    (Schema,),
+    {
+        "__module__": __name__,
+        "__doc__": "The GPU's newest reading; null before its agent's first.",
+        "__annotations__": {
+            "ts": dt.datetime,
+            **{metric.name: _LATEST_TYPES[metric.type] | None for metric in metrics.METRICS if metric.latest},
+        },
+        f"resolve_{metrics.THROTTLE_REASONS.name}": staticmethod(lambda latest: latest.throttle_reason_names),
+    },
+)
 
 
 def _deprecated(same_as: str) -> dict:

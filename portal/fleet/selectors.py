@@ -18,6 +18,8 @@ from portal.core.db import EpochMs
 from portal.core.selectors import UUID_INFIX_MIN, search_by_id_or_text
 from portal.fleet import care, hooks
 from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord
+from portal.fleet.models import status_reason_shown as status_reason_shown  # for the apps above
+from portal.telemetry import metrics
 
 Kind = MaintenanceRecord.Kind
 
@@ -249,7 +251,7 @@ def _gpu_counts(gpus: QuerySet[Gpu], limits: care.CareLimits, host_ids, now: dt.
     def hot_at(limit):
         parts = [
             (Q(temp_slowdown_c__isnull=True) if slowdown is None else Q(temp_slowdown_c=slowdown))
-            & Q(latest__temperature_c__gte=hot_c)
+            & Q(**{f"latest__{metrics.TEMPERATURE.name}__gte": hot_c})
             for slowdown, hot_c in zip(slowdowns, limit, strict=True)
             if hot_c is not None
         ]
@@ -353,7 +355,8 @@ def gpu_is_silent(*, gpu: Gpu, now: dt.datetime, limits: care.CareLimits) -> boo
 
 def host_gpu_rows(*, host: Host, now: dt.datetime, limits: care.CareLimits) -> list[Gpu]:
     """A host's GPUs (retired last) with their latest reading and, as attributes, `hot`, `silent`,
-    `age_s` and `ages` (cleaning and driver update by the schedules in force): one query."""
+    `age_s`, `ages` (cleaning and driver update by the schedules in force) and the newest reading's
+    `latest_temperature` and `latest_utilization` (None before the first): one query."""
     gpus = list(gpus_with_derived_dates(host.gpus.select_related("latest")).order_by("index", "created_at"))
     # retired last: a card swapped into a slot has the index of the one it replaced
     gpus.sort(key=lambda gpu: gpu.status == Gpu.Status.RETIRED)
@@ -362,7 +365,9 @@ def host_gpu_rows(*, host: Host, now: dt.datetime, limits: care.CareLimits) -> l
         gpu.age_s = None if latest is None else max(0, int((now - latest.ts).total_seconds()))
         gpu.silent = gpu_is_silent(gpu=gpu, now=now, limits=limits)
         hot_c = limits.hot_c(host_id=host.pk, slowdown_c=gpu.temp_slowdown_c)
-        temperature = None if latest is None else latest.temperature_c
+        temperature = None if latest is None else getattr(latest, metrics.TEMPERATURE.name)
+        gpu.latest_temperature = temperature
+        gpu.latest_utilization = None if latest is None else getattr(latest, metrics.UTILIZATION_GPU.name)
         gpu.hot = not gpu.silent and None not in (hot_c, temperature) and temperature >= hot_c
         gpu.ages = {
             "cleaning": age(limits=limits, host_id=host.pk, kind=Kind.CLEANING, moment=gpu.last_cleaning_at, now=now),
@@ -393,3 +398,40 @@ def agent_version_check(reported: str) -> str | None:
     """The version the portal serves at /agent/ when the host's agent is older, else None."""
     mine, theirs = _version_tuple(SERVED_AGENT_VERSION), _version_tuple(reported or "")
     return SERVED_AGENT_VERSION if mine and theirs and theirs < mine else None
+
+
+# --- what the apps above read of the fleet (issue #46: no app imports another's models;
+# .ci/own_models.py). The vocabularies they name, and querysets (not lists) so each caller keeps
+# its own filters, select_related and only(), and with them its pinned query count.
+
+GpuStatus = Gpu.Status
+HostStatus = Host.Status
+RepairOutcome = MaintenanceRecord.RepairOutcome
+StatusSource = GpuStatusChange.Source
+
+
+def gpus() -> QuerySet[Gpu]:
+    return Gpu.objects.all()
+
+
+def hosts() -> QuerySet[Host]:
+    return Host.objects.all()
+
+
+def records() -> QuerySet[MaintenanceRecord]:
+    return MaintenanceRecord.objects.all()
+
+
+def status_changes() -> QuerySet[GpuStatusChange]:
+    return GpuStatusChange.objects.all()
+
+
+def host_driver_version(*, host_id: int) -> str | None:
+    """The driver version the host's agent reports ("" before it says; None: no such host). One query."""
+    return hosts().filter(pk=host_id).values_list("driver_version", flat=True).first()
+
+
+def record_field_decimal_places(*, name: str) -> int | None:
+    """How many decimal places a maintenance record's field keeps (None: not a decimal field), for
+    the apps that fill records in (a checklist's number items)."""
+    return getattr(MaintenanceRecord._meta.get_field(name), "decimal_places", None)

@@ -573,3 +573,13 @@ def gpu_inventory_sync(*, host: Host, reported: dict, existing: Gpu | None, seen
             notes="Detected by the host agent.",
         )  # fmt: skip
     return gpu
+
+
+# --- for the older apps above (issue #46: they write the fleet's rows through its services) ------
+
+
+def hosts_lock(*, host_ids) -> None:
+    """Lock these hosts' rows until the transaction ends (in id order, so two callers never wait on
+    each other): per-host work of the apps above, such as a bounded diagnostic request, runs one at
+    a time. One query."""
+    list(Host.objects.select_for_update().filter(pk__in=list(host_ids)).order_by("pk").values_list("pk", flat=True))

@@ -3,7 +3,7 @@ settings in force for the fleet, and the checklist templates that record it."""
 
 from __future__ import annotations
 
-from portal.checklists.models import ChecklistTemplate
+from portal.checklists.selectors import templates_by_keys
 from portal.maintenance.rules import RULES
 from portal.maintenance.services.config import RuleParams
 
@@ -21,5 +21,5 @@ def practice_panels(*, practice: Practice) -> dict:
         enabled, settings = params.get(key, None)
         shown = sorted((name, value) for name, value in settings.items() if value is not None)
         rules.append({"key": key, "rule": rule, "enabled": enabled, "settings": shown})
-    templates = list(ChecklistTemplate.objects.filter(key__in=checklists_of(practice.slug)).order_by("name"))
+    templates = templates_by_keys(keys=checklists_of(practice.slug))
     return {"rules": rules, "checklist_templates": templates}

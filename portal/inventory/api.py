@@ -12,7 +12,7 @@ from pydantic import ConfigDict, StrictInt
 import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ErrorOut, Pagination, require_perm
 from portal.core.errors import InvalidInput
-from portal.fleet.models import MaintenanceRecord
+from portal.fleet import selectors as fleet
 from portal.inventory import selectors
 from portal.inventory.models import Part, RmaCase, StockMovement, Warranty
 from portal.inventory.services import rma, stock, warranties
@@ -99,7 +99,7 @@ def movement_create(request, part_id: int, payload: MovementIn):
     part = get_object_or_404(Part, pk=part_id)
     record = None
     if payload.record is not None:
-        record = MaintenanceRecord.objects.filter(pk=payload.record).first()
+        record = fleet.records().filter(pk=payload.record).first()
         if record is None:
             raise InvalidInput("invalid movement", field_errors={"record": f"No maintenance record #{payload.record}."})
     movement = stock.movement_record(

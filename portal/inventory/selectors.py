@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from typing import TYPE_CHECKING
 
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q
 from django.utils import timezone
 
-from portal.fleet.models import Gpu, Host
+from portal.fleet import selectors as fleet
 from portal.inventory.models import Part, RmaCase, StockMovement, Warranty
+
+if TYPE_CHECKING:
+    from portal.fleet.models import Gpu, Host
 
 
 def parts_list():
@@ -17,17 +21,19 @@ def parts_list():
 
 
 def part_movements(*, part: Part, limit: int = 50) -> list[StockMovement]:
-    return list(part.movements.select_related("record", "by").order_by("-at", "-id")[:limit])
+    return list(part.movements.select_related("record__host", "record__gpu", "by").order_by("-at", "-id")[:limit])
 
 
 def movements_recent(*, limit: int = 30) -> list[StockMovement]:
-    return list(StockMovement.objects.select_related("part", "record", "by").order_by("-at", "-id")[:limit])
+    # the record by its kind, host and GPU (never its id), in the same query
+    movements = StockMovement.objects.select_related("part", "record__host", "record__gpu", "by")
+    return list(movements.order_by("-at", "-id")[:limit])
 
 
 def warranties_list():
     return Warranty.objects.prefetch_related(
-        Prefetch("hosts", queryset=Host.objects.only("hostname").order_by("hostname")),
-        Prefetch("gpus", queryset=Gpu.objects.only("uuid", "serial", "index").order_by("uuid")),
+        Prefetch("hosts", queryset=fleet.hosts().only("hostname").order_by("hostname")),
+        Prefetch("gpus", queryset=fleet.gpus().only("uuid", "serial", "index").order_by("uuid")),
     ).order_by("ends_on", "vendor", "contract")
 
 
@@ -78,14 +84,14 @@ def host_coverage(*, host: Host, gpus: list[Gpu], on: dt.date | None = None) -> 
         .order_by("ends_on", "id")
     )
     if not contracts or any(warranty.whole_host for warranty in contracts):
-        uncovered = [] if contracts else [gpu for gpu in gpus if gpu.status != Gpu.Status.RETIRED]
+        uncovered = [] if contracts else [gpu for gpu in gpus if gpu.status != fleet.GpuStatus.RETIRED]
         return {"contracts": contracts, "uncovered": uncovered, "on": on}
     covered_ids = set(
         Warranty.gpus.through.objects.filter(warranty_id__in=[w.pk for w in contracts], gpu_id__in=gpu_ids).values_list(
             "gpu_id", flat=True
         )
     )
-    uncovered = [gpu for gpu in gpus if gpu.pk not in covered_ids and gpu.status != Gpu.Status.RETIRED]
+    uncovered = [gpu for gpu in gpus if gpu.pk not in covered_ids and gpu.status != fleet.GpuStatus.RETIRED]
     return {"contracts": contracts, "uncovered": uncovered, "on": on}
 
 

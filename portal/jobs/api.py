@@ -11,7 +11,7 @@ from ninja import Field, Query, Router, Schema
 
 from portal.core.api import ApiDateTime, ErrorOut, require_perm
 from portal.core.errors import InvalidInput
-from portal.fleet.models import Gpu
+from portal.fleet import selectors as fleet
 from portal.jobs import selectors
 from portal.jobs.figures import job_out, span_out
 
@@ -85,7 +85,7 @@ def gpu_jobs(request, uuid: str, query: Query[JobPeriod]):
     """The GPU's job spans overlapping [from, to], newest first."""
     require_perm(request, "fleet.view_gpu")
     _period_checked(query)
-    gpu = get_object_or_404(Gpu.objects.only("pk"), uuid=uuid)
+    gpu = get_object_or_404(fleet.gpus().only("pk"), uuid=uuid)
     return [span_out(span) for span in selectors.gpu_spans(gpu_id=gpu.pk, start=query.start, end=query.end)]
 
 

@@ -6,14 +6,18 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from portal.core.errors import NotFound
-from portal.fleet.models import Gpu
+from portal.fleet import selectors as fleet
 from portal.jobs.models import SPAN_GAP, Job, JobSpan
-from portal.maintenance.models import Ticket
-from portal.telemetry.models import GpuLatest
+from portal.maintenance import selectors as maintenance
+from portal.telemetry import selectors as telemetry
+
+if TYPE_CHECKING:
+    from portal.maintenance.models import Ticket
 
 # The hardware tickets a job counts (portal-api-v1.md: XID, ECC, PCIe, thermal, fell off the bus,
 # diagnostic), by rule.
@@ -42,7 +46,7 @@ def ran_at(span, at: dt.datetime) -> bool:
 
 def latest_times(gpu_ids) -> dict[int, dt.datetime]:
     """Each GPU's newest reading time: a span that reaches it is running."""
-    return dict(GpuLatest.objects.filter(gpu_id__in=set(gpu_ids)).values_list("gpu_id", "ts"))
+    return dict(telemetry.latest_readings().filter(gpu_id__in=set(gpu_ids)).values_list("gpu_id", "ts"))
 
 
 def spans_mark_running(spans: list[JobSpan]) -> list[JobSpan]:
@@ -149,7 +153,7 @@ def _tickets_on(spans: list[JobSpan], *, job_ids: list[int]) -> list[Ticket]:
     end = max(span.ended_at for span in spans) + RAN_SLACK
     gpus = JobSpan.objects.filter(job_id__in=job_ids).values("gpu_id")  # a subquery: no list of ids to send
     return list(
-        Ticket.objects.filter(
+        maintenance.tickets().filter(
             gpu_id__in=gpus, rule__in=HARDWARE_RULES, first_seen__gte=start, first_seen__lte=end,
         ).select_related("gpu").order_by("first_seen", "id")
     )  # fmt: skip
@@ -232,7 +236,7 @@ def flat_out_stretches(*, gpu_ids, start: dt.datetime | None = None, end: dt.dat
     if not by_gpu:
         return []
     params = RuleParams()
-    hosts = dict(Gpu.objects.filter(pk__in=list(by_gpu)).values_list("pk", "host_id"))
+    hosts = dict(fleet.gpus().filter(pk__in=list(by_gpu)).values_list("pk", "host_id"))
     out = []
     for gpu_id, spans in by_gpu.items():
         _, policy = params.get("no_rest", hosts.get(gpu_id))
@@ -279,3 +283,16 @@ def gpu_interrupted_jobs(*, gpu_id: int) -> list[dict]:
             "key", "user", "interrupted_by_id", "interrupted_by__first_seen", "gpu_hours_lost"
         )
     ]
+
+
+# --- what the older apps above read of jobs (issue #46: reports' usage report, no imports of
+# jobs' models). Querysets, so the caller keeps its own filters, annotations and query count;
+# SPAN_GAP is imported above.
+
+
+def jobs() -> QuerySet[Job]:
+    return Job.objects.all()
+
+
+def spans() -> QuerySet[JobSpan]:
+    return JobSpan.objects.all()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,10 +21,13 @@ from portal.jobs import messages
 from portal.jobs.models import SPAN_GAP, Job, JobSpan
 from portal.jobs.selectors import HARDWARE_RULES, INTERRUPT_WITHIN, ran_at
 from portal.jobs.spans import span_idle
-from portal.maintenance.models import Severity, Ticket
+from portal.maintenance import selectors as maintenance
 from portal.maintenance.services.tickets import ticket_fire
 from portal.scheduler.adapters import SchedulerUnavailable
 from portal.scheduler.services import scheduler_adapter, scheduler_enabled
+
+if TYPE_CHECKING:
+    from portal.maintenance.models import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +48,8 @@ def job_interruptions_assess(*, now: dt.datetime | None = None) -> int:
     the (earliest such) ticket. Idempotent; returns the jobs marked."""
     now = now or timezone.now()
     tickets = list(
-        Ticket.objects.filter(
-            rule__in=HARDWARE_RULES, severity=Severity.CRITICAL, gpu__isnull=False,
+        maintenance.tickets().filter(
+            rule__in=HARDWARE_RULES, severity=maintenance.Severity.CRITICAL, gpu__isnull=False,
             first_seen__gte=now - ASSESS_LOOKBACK, first_seen__lte=now - INTERRUPT_WITHIN - SPAN_GAP,
         ).order_by("first_seen", "id")
     )  # fmt: skip

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.contrib import auth
 
 from portal.accounts.directory.recheck import directory_account_recheck
-from portal.fleet.models import Gpu, Host
+from portal.fleet import selectors as fleet_selectors
 from portal.live import publish
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -157,7 +157,9 @@ class GpuConsumer(LiveConsumer):
 
     async def resolve_group(self):
         uuid = self.scope["url_route"]["kwargs"]["uuid"]
-        gpu_id = await database_sync_to_async(Gpu.objects.filter(uuid=uuid).values_list("pk", flat=True).first)()
+        gpu_id = await database_sync_to_async(
+            fleet_selectors.gpus().filter(uuid=uuid).values_list("pk", flat=True).first
+        )()
         return None if gpu_id is None else publish.gpu_group(gpu_id)
 
 
@@ -167,7 +169,7 @@ class HostConsumer(LiveConsumer):
     async def resolve_group(self):
         hostname = self.scope["url_route"]["kwargs"]["hostname"]
         host_id = await database_sync_to_async(
-            Host.objects.filter(hostname=hostname).values_list("pk", flat=True).first
+            fleet_selectors.hosts().filter(hostname=hostname).values_list("pk", flat=True).first
         )()
         return None if host_id is None else publish.host_group(host_id)
 

@@ -4,6 +4,7 @@ data a GPU page's charts start from."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from django.db.models.functions import Greatest
 from django.urls import reverse
@@ -12,14 +13,17 @@ from django.utils.translation import gettext
 
 from portal.core.converters import url_segment
 from portal.core.db import EpochMs
-from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.fleet import selectors as fleet_selectors
 from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.services.tickets import FEED_EVENT_KINDS, feed_change
 from portal.maintenance.xid_catalog import xid_entry
 from portal.telemetry import metrics, store
 from portal.telemetry import selectors as telemetry_selectors
 from portal.telemetry.columns import ReadingColumns
-from portal.telemetry.models import THROTTLE_BIT, IngestBatch
+from portal.telemetry.selectors import THROTTLE_BIT
+
+if TYPE_CHECKING:
+    from portal.fleet.models import Gpu
 
 # The compact point: one list per reading, its values in this order after its GPU and time (ms): the
 # registry's live metrics (portal/telemetry/metrics.py; the pages read the names from "fields").
@@ -46,7 +50,7 @@ def batch_points(*, batch_pk: int, gpu_ids: list[int]) -> list[list]:
     A reading of another batch in the same span (an agent's spool replay) may come along; the
     pages merge points by timestamp, so that costs nothing.
     """
-    span = IngestBatch.objects.filter(pk=batch_pk).values_list("first_ts", "last_ts").first()
+    span = telemetry_selectors.ingest_batches().filter(pk=batch_pk).values_list("first_ts", "last_ts").first()
     if span is None or span[0] is None:
         return []
     rows = store.readings_of(gpu_ids=gpu_ids, columns=POINT_FIELDS, start=span[0], end=span[1], end_closed=True)
@@ -65,12 +69,13 @@ def fleet_live_state() -> dict:
     GPUs, the rule configuration). Rows are lists in GPU_STATE_FIELDS order, times in epoch
     milliseconds from the database, to keep 5,000 GPUs small and quick."""
     gpus = list(
-        Gpu.objects.exclude(status=Gpu.Status.RETIRED)
+        fleet_selectors.gpus()
+        .exclude(status=fleet_selectors.GpuStatus.RETIRED)
         .order_by("host__hostname", "index")
         .values_list(
             "id", "uuid", "host__hostname", "host_id", "index", "temp_slowdown_c", EpochMs("latest__ts"),
-            EpochMs(Greatest("latest__ts", "latest__received_at")), "latest__temperature_c",
-            "latest__utilization_gpu_pct", "latest__throttle_reasons", "status", "host__status",
+            EpochMs(Greatest("latest__ts", "latest__received_at")),
+            *(f"latest__{metric.name}" for metric in FLEET_METRICS.values()), "status", "host__status",
         )
     )  # fmt: skip
     limits = maintenance_selectors.RuleCareLimits()
@@ -84,13 +89,14 @@ def fleet_live_state() -> dict:
         if host_id not in silent_limits:
             silent_limits[host_id] = limits.silent_after_s(host_id=host_id)
         hot_c = hot_limits[host_id, slowdown_c]
-        watched = status == Gpu.Status.IN_SERVICE and host_status == Host.Status.ACTIVE
+        watched = status == fleet_selectors.GpuStatus.IN_SERVICE and host_status == fleet_selectors.HostStatus.ACTIVE
         silent_s = silent_limits[host_id] if watched else None
         rows.append([
             gpu_id, uuid, hostname, index, hot_c, silent_s, ts, heard, temperature, utilization, throttle,
         ])  # fmt: skip
     return {
         "fields": GPU_STATE_FIELDS,
+        "metrics": {role: metric.name for role, metric in FLEET_METRICS.items()},
         "gpus": rows,
         "now": ts_ms(timezone.now()),
         "throttling_mask": THROTTLING_MASK,
@@ -99,9 +105,13 @@ def fleet_live_state() -> dict:
     }
 
 
+# The newest reading's metrics the fleet page shows, by what the page does with them (the heatmap's
+# temperature, the tiles' hot GPUs and throttling); the state serves which field is which ("metrics").
+FLEET_METRICS = {"temperature": metrics.TEMPERATURE, "utilization": metrics.UTILIZATION_GPU,
+                 "reasons": metrics.THROTTLE_REASONS}  # fmt: skip
 GPU_STATE_FIELDS = (
-    "id", "uuid", "host", "index", "hot_c", "silent_after_s", "ts", "heard", "temperature_c", "utilization_gpu_pct",
-    "throttle_reasons",
+    "id", "uuid", "host", "index", "hot_c", "silent_after_s", "ts", "heard",
+    *(metric.name for metric in FLEET_METRICS.values()),
 )  # fmt: skip
 
 
@@ -142,24 +152,25 @@ def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:
             "ts": ts_ms(record.performed_at),
             "group": "record",
             "kind": record.kind,
-            "label": str(MaintenanceRecord.Kind(record.kind).label),  # in the page's language
+            "label": str(fleet_selectors.Kind(record.kind).label),  # in the page's language
             "url": record.get_absolute_url(),
         }
         for record in records
     ]
     since = timezone.now() - MARKERS_SINCE
     for at, code in telemetry_selectors.xid_events_of(gpu=gpu, since=since):
-        description = xid_entry(code).description
-        markers.append(
-            {"ts": ts_ms(at), "group": "xid", "kind": "xid", "label": f"XID {code}: {description}", "url": ""}
-        )
+        description = xid_entry(code).description_shown  # in the page's language
+        label = gettext("XID %(code)s: %(description)s") % {"code": code, "description": description}
+        markers.append({"ts": ts_ms(at), "group": "xid", "kind": "xid", "label": label, "url": ""})
     for ticket in maintenance_selectors.tickets_of_gpu(gpu=gpu, since=since):
         markers.append({
             "ts": ts_ms(ticket.first_seen), "group": "ticket", "kind": ticket.severity,
             "label": gettext("Ticket #%(id)s: %(title)s") % {"id": ticket.pk, "title": ticket.title_shown},
             "url": ticket.get_absolute_url(),
         })  # fmt: skip
-    watched = gpu.status == Gpu.Status.IN_SERVICE and gpu.host.status == Host.Status.ACTIVE
+    watched = (
+        gpu.status == fleet_selectors.GpuStatus.IN_SERVICE and gpu.host.status == fleet_selectors.HostStatus.ACTIVE
+    )
     latest = gpu.latest_or_none
     return {
         "id": gpu.pk,
@@ -191,9 +202,10 @@ def gpu_live_config(*, gpu: Gpu, records, limits) -> dict:
                 "label": f"GPU {other.index}",
                 "readings_url": reverse("api:gpu_readings", kwargs={"uuid": other.uuid}),
             }
-            for other in Gpu.objects.filter(host_id=gpu.host_id)
+            for other in fleet_selectors.gpus()
+            .filter(host_id=gpu.host_id)
             .exclude(pk=gpu.pk)
-            .exclude(status=Gpu.Status.RETIRED)
+            .exclude(status=fleet_selectors.GpuStatus.RETIRED)
             .order_by("index")
         ],
         "throttling_mask": THROTTLING_MASK,

@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 from django.utils.translation import gettext, pgettext_lazy
 from django.utils.translation import gettext_lazy as _
 
-from portal.fleet.models import Gpu, Host
+from portal.fleet import selectors as fleet_selectors
 from portal.maintenance import chat
 from portal.maintenance.models import Severity, Subscription, Ticket
 from portal.maintenance.rules import RULES
@@ -25,8 +25,8 @@ class AssignForm(forms.Form):
 
 
 class SilenceForm(forms.Form):
-    host = forms.ModelChoiceField(queryset=Host.objects.all(), to_field_name="hostname", label=_("Host"))
-    gpu = forms.ModelChoiceField(queryset=Gpu.objects.all(), to_field_name="uuid", required=False, label=_("GPU"))
+    host = forms.ModelChoiceField(queryset=fleet_selectors.hosts(), to_field_name="hostname", label=_("Host"))
+    gpu = forms.ModelChoiceField(queryset=fleet_selectors.gpus(), to_field_name="uuid", required=False, label=_("GPU"))
     ends_at = forms.DateTimeField(label=_("Until"))
     comment = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), label=_("Why"))
 
@@ -42,7 +42,7 @@ class RuleConfigForm(forms.Form):
     params = forms.JSONField(label=_("Settings"), help_text=_('Only the settings to change, e.g. {"open_for_s": 180}'))
     enabled = forms.BooleanField(required=False, initial=True, label=_("Enabled"))
     host = forms.ModelChoiceField(
-        queryset=Host.objects.all(), to_field_name="hostname", required=False, label=_("Host")
+        queryset=fleet_selectors.hosts(), to_field_name="hostname", required=False, label=_("Host")
     )
 
 
@@ -60,7 +60,7 @@ class SubscriptionForm(forms.Form):
     min_severity = forms.ChoiceField(choices=Severity.choices, initial=Severity.WARNING, label=_("At least"))
     rules = forms.MultipleChoiceField(choices=lambda: [(key, key) for key in sorted(RULES)], required=False,
                                       label=_("Rules"), help_text=_("None selected: every rule."))  # fmt: skip
-    host = forms.ModelChoiceField(queryset=Host.objects.all(), to_field_name="hostname", required=False,
+    host = forms.ModelChoiceField(queryset=fleet_selectors.hosts(), to_field_name="hostname", required=False,
                                   label=_("Host"), help_text=_("Empty: every host."))  # fmt: skip
 
     def clean(self):

@@ -6,13 +6,16 @@ from __future__ import annotations
 import datetime as dt
 
 from django.db.models import Count, Q, QuerySet
-from django.utils.translation import gettext_lazy
+from django.utils import timezone
+from django.utils.translation import gettext
 
 from portal.core.selectors import filter_given, search_by_id_or_text
 from portal.fleet.care import DUE, NEVER, OK, OVERDUE, CareLimits
+from portal.maintenance.models import SEVERITY_RANK as SEVERITY_RANK  # for the apps above
 from portal.maintenance.models import Severity, Ticket, TicketEvent
 from portal.maintenance.rules import AGENT_SILENT, RULES, SCHEDULES
 from portal.maintenance.services.config import RuleParams
+from portal.telemetry import metrics
 
 OVERHEAT = RULES["overheat"]
 
@@ -64,17 +67,19 @@ def tickets_of_gpu(*, gpu, since, limit: int = 100) -> list[Ticket]:
     return list(Ticket.objects.filter(gpu=gpu, first_seen__gte=since).order_by("-first_seen")[:limit])
 
 
-# The rules' metrics as the evidence chart names them.
-METRIC_LABELS = {
-    "temperature_c": gettext_lazy("Temperature (°C)"),
-    "fan_speed_pct": gettext_lazy("Fan speed (%)"),
-    "power_limit_w": gettext_lazy("Power limit (W)"),
-    "sm_clock_mhz": gettext_lazy("SM clock (MHz)"),
-    "utilization_gpu_pct": gettext_lazy("GPU utilisation (%)"),
-    "pcie_link_width": gettext_lazy("PCIe link width (lanes)"),
-    "ecc_corrected_volatile": gettext_lazy("ECC corrected errors"),
-    "ecc_uncorrected_volatile": gettext_lazy("ECC uncorrected errors"),
-}
+def metric_title(name: str) -> str:
+    """A metric as the evidence chart names it: the registry's label, translated, and its unit."""
+    metric = metrics.BY_NAME.get(name)
+    if metric is None:
+        return name
+    label = gettext(metric.label)
+    return gettext("%(label)s (%(unit)s)") % {"label": label, "unit": metric.unit} if metric.unit else label
+
+
+def wall(at: dt.datetime) -> str:
+    """A moment's wall clock in the active time zone, as plotly.js draws it whatever its offset:
+    the ticket chart's times in the zone its evidence table is in, not UTC's."""
+    return timezone.localtime(at).replace(tzinfo=None).isoformat()
 
 
 def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=30), limit: int = 2000) -> str | None:
@@ -92,9 +97,9 @@ def ticket_chart(*, ticket: Ticket, margin: dt.timedelta = dt.timedelta(minutes=
         gpu_ids=[ticket.gpu_id], columns=("ts", metric), start=ticket.first_seen - margin, end=end, end_closed=True,
         limit=limit,
     )  # fmt: skip
-    label = str(METRIC_LABELS.get(metric, metric))
-    fig = go.Figure(go.Scatter(x=[r[0] for r in rows], y=[r[1] for r in rows], mode="lines", name=label))
-    fig.add_vline(x=ticket.first_seen.timestamp() * 1000, line_dash="dash", line_color="#cf222e")
+    label = metric_title(metric)
+    fig = go.Figure(go.Scatter(x=[wall(r[0]) for r in rows], y=[r[1] for r in rows], mode="lines", name=label))
+    fig.add_vline(x=wall(ticket.first_seen), line_dash="dash", line_color="#cf222e")
     fig.update_layout(margin={"l": 40, "r": 10, "t": 10, "b": 30}, height=280, yaxis_title=label,
                       xaxis_type="date", template="plotly_white")  # fmt: skip
     return fig.to_json()
@@ -173,3 +178,15 @@ def ticket_events_latest(*, kinds, limit: int) -> list[TicketEvent]:
 
 def ticket_event_last_pk() -> int:
     return TicketEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+
+
+# --- what the apps above read of tickets (issue #46: no app imports another's models;
+# .ci/own_models.py). A queryset, so each caller keeps its own filters, select_related and only(),
+# and its query count; `Severity` and `SEVERITY_RANK` are imported above.
+
+TicketState = Ticket.State
+OPEN_STATES = Ticket.OPEN_STATES
+
+
+def tickets() -> QuerySet[Ticket]:
+    return Ticket.objects.all()

@@ -12,9 +12,10 @@ from prometheus_client.utils import floatToGoString
 
 from portal.checklists.selectors import checklist_work_due_count
 from portal.fleet import care
-from portal.fleet.models import MaintenanceRecord
-from portal.maintenance.models import Severity, Ticket
-from portal.telemetry.models import GpuLatest
+from portal.fleet import selectors as fleet
+from portal.maintenance import selectors as maintenance
+from portal.telemetry import selectors as telemetry
+from portal.telemetry.metrics import POWER, TEMPERATURE, UTILIZATION_GPU
 from portal.telemetry.pipeline import pipeline_status
 from portal.wear.selectors import wear_lifetime_all
 
@@ -47,9 +48,9 @@ class PortalCollector:
             "gpufleet_gpu_last_reading_timestamp_seconds", "Time of the GPU's latest reading (its ts).",
             labels=GPU_LABELS,
         )  # fmt: skip
-        rows = GpuLatest.objects.values_list(
-            "gpu__uuid", "gpu__host__hostname", "gpu__index", "gpu__model_name", "ts", "temperature_c", "power_w",
-            "utilization_gpu_pct",
+        rows = telemetry.latest_readings().values_list(
+            "gpu__uuid", "gpu__host__hostname", "gpu__index", "gpu__model_name", "ts", TEMPERATURE.name, POWER.name,
+            UTILIZATION_GPU.name,
         ).order_by("gpu__host__hostname", "gpu__index")  # fmt: skip
         for uuid, hostname, index, model, ts, temp, watts, util in rows:
             labels = [uuid, hostname, str(index), model]
@@ -69,14 +70,13 @@ class PortalCollector:
             labels=["uuid", "hostname", "kind"],
         )
         per_gpu = (
-            MaintenanceRecord.objects.filter(gpu__isnull=False)
+            fleet.records()
+            .filter(gpu__isnull=False)
             .values_list("gpu__uuid", "host__hostname", "kind")
             .annotate(last=Max("performed_at"))
         )
         per_host = (
-            MaintenanceRecord.objects.filter(gpu__isnull=True)
-            .values_list("host_id", "kind")
-            .annotate(last=Max("performed_at"))
+            fleet.records().filter(gpu__isnull=True).values_list("host_id", "kind").annotate(last=Max("performed_at"))
         )
         latest: dict[tuple[str, str, str], float] = {}
         for uuid, hostname, kind, moment in per_gpu:
@@ -85,10 +85,8 @@ class PortalCollector:
         for host_id, kind, moment in per_host:
             host_records.setdefault(host_id, []).append((kind, moment.timestamp()))
         if host_records:
-            from portal.fleet.models import Gpu
-
-            for uuid, hostname, host_id in Gpu.objects.filter(host_id__in=list(host_records)).values_list(
-                "uuid", "host__hostname", "host_id"
+            for uuid, hostname, host_id in (
+                fleet.gpus().filter(host_id__in=list(host_records)).values_list("uuid", "host__hostname", "host_id")
             ):
                 for kind, moment in host_records[host_id]:
                     key = (uuid, hostname, kind)
@@ -107,20 +105,25 @@ class PortalCollector:
         cycles = CounterMetricFamily("gpufleet_gpu_thermal_cycles", "Lifetime thermal cycles (30 C swings).",
                                      labels=labels)  # fmt: skip
         energy = CounterMetricFamily("gpufleet_gpu_energy_joules", "Lifetime energy.", labels=labels)
-        for uuid, hostname, hot_s, busy_s, cycles_total, energy_mj in wear_lifetime_all():
+        for uuid, hostname, hot_s, busy_s, cycles_total, millijoules in wear_lifetime_all():
             hot.add_metric([uuid, hostname], hot_s)
             busy.add_metric([uuid, hostname], busy_s)
             cycles.add_metric([uuid, hostname], cycles_total)
-            energy.add_metric([uuid, hostname], energy_mj / 1000.0)
+            energy.add_metric([uuid, hostname], millijoules / 1000.0)
         return [hot, busy, cycles, energy]
 
     def _open_tickets(self):
         family = GaugeMetricFamily(
             "gpufleet_open_tickets", "Open maintenance tickets by severity.", labels=["severity"]
         )
-        counts = dict.fromkeys(Severity.values, 0)
+        counts = dict.fromkeys(maintenance.Severity.values, 0)
         counts.update(
-            dict(Ticket.objects.filter(state__in=Ticket.OPEN_STATES).values_list("severity").annotate(n=Count("id")))
+            dict(
+                maintenance.tickets()
+                .filter(state__in=maintenance.OPEN_STATES)
+                .values_list("severity")
+                .annotate(n=Count("id"))
+            )
         )
         for severity, n in counts.items():
             family.add_metric([severity], n)

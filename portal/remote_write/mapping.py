@@ -18,7 +18,7 @@ from portal.telemetry.schemas import JOB_KEY_PATTERN, MAX_JOBS_PER_READING, Read
 
 # Series → the field its samples are stored as. Most are ingest-v1.md's reading fields as they
 # are; XID_RAW and REMAPPED_RAW are counters whose change over the previous reading gives the
-# field (xid_events, remapped_rows_pending), worked out when the reading is handed on.
+# field (xid_events, the registry's REMAPPED_ROWS_PENDING), worked out when the reading is handed on.
 XID_RAW, REMAPPED_RAW = "xid_raw", "remapped_raw"
 SERIES_FIELDS = {
     **{series: metric.name for metric in metrics.METRICS for series in metric.dcgm},  # the registry's

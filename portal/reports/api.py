@@ -15,7 +15,7 @@ import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ApiDateTime, ErrorOut, require_perm
 from portal.core.errors import NotFound
 from portal.core.exports import attachment
-from portal.fleet.models import Gpu
+from portal.fleet import selectors as fleet_selectors
 from portal.reports.exports import report_csv, report_pdf, usage_csv
 from portal.reports.rma import rma_evidence
 from portal.reports.selectors import ReportQuery, host_problem, reliability_report
@@ -198,7 +198,7 @@ def rma_pack(request, uuid: str):
     """The GPU's RMA evidence pack as JSON: the same content as its PDF (serial, driver history, XID
     timeline, ECC and PCIe trends, repairs, diagnostics, status history, checklists, RMA cases)."""
     require_perm(request, REPORT_PERMISSION)
-    gpu = Gpu.objects.select_related("host").filter(uuid=uuid).first()
+    gpu = fleet_selectors.gpus().select_related("host").filter(uuid=uuid).first()
     if gpu is None:
         raise NotFound(f"no GPU {uuid}", field_errors={"uuid": "No GPU with this uuid."})
     return JsonResponse(rma_evidence(gpu=gpu, now=timezone.now()))

@@ -24,7 +24,8 @@ from reportlab.lib.units import mm
 from reportlab.platypus import Flowable, SimpleDocTemplate, Spacer, Table, TableStyle
 
 from portal.core.exports import csv_cell, needs_cjk_font, pdf_cell, pdf_markup, pdf_paragraph
-from portal.fleet.models import MaintenanceRecord
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import Kind
 from portal.reports.baselines import CATEGORY_LABELS, STUDIES
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
 from portal.reports.usage import UsageReport
@@ -103,13 +104,13 @@ def pdf_table(header, rows, widths=None, align_left=1):
     return table
 
 
-def _repairs_by_gpu(report: Report) -> dict[int, list[MaintenanceRecord]]:
+def _repairs_by_gpu(report: Report) -> dict[int, list]:
     """Every listed GPU's repairs in the period (one query)."""
     ids = [row["_id"] for row in report.gpus]
     by_gpu: dict[int, list] = defaultdict(list)
     records = (
-        MaintenanceRecord.objects.filter(
-            kind=MaintenanceRecord.Kind.REPAIR,
+        fleet_selectors.records().filter(
+            kind=Kind.REPAIR,
             gpu_id__in=ids,
             performed_at__gte=report.query.start,
             performed_at__lt=report.query.end,

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext, gettext_noop
 
-from portal.fleet.models import MaintenanceRecord
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import Kind
+from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.failures import FAILURE_RULES, evidence_codes, ticket_category
-from portal.maintenance.models import Ticket
 from portal.reports.baselines import ALL, CATEGORIES, CATEGORY_LABELS, HOURS_PER_YEAR, OTHER, published_rates
 
 # A repair with no failure ticket on its GPU this long before it is a failure a person found.
@@ -77,7 +78,7 @@ def is_hardware_failure(rule: str, evidence) -> bool:
 
 def failures_of(*, gpu_ids: list[int], start: dt.datetime, end: dt.datetime) -> list[Failure]:
     """Every failure of these GPUs in [start, end), in time order (two queries)."""
-    tickets = Ticket.objects.filter(
+    tickets = maintenance_selectors.tickets().filter(
         rule__in=list(FAILURE_RULES), gpu_id__in=gpu_ids, first_seen__gte=start - UNEXPLAINED_REPAIR_LOOKBACK,
         first_seen__lt=end,
     ).values_list("gpu_id", "first_seen", "rule", "evidence")  # fmt: skip
@@ -90,9 +91,11 @@ def failures_of(*, gpu_ids: list[int], start: dt.datetime, end: dt.datetime) -> 
         ticketed[gpu_id].append(first_seen)
         if first_seen >= start:
             failures.append(Failure(gpu_id, first_seen, category))
-    repairs = MaintenanceRecord.objects.filter(
-        kind=MaintenanceRecord.Kind.REPAIR, gpu_id__in=gpu_ids, performed_at__gte=start, performed_at__lt=end
-    ).values_list("gpu_id", "performed_at")
+    repairs = (
+        fleet_selectors.records()
+        .filter(kind=Kind.REPAIR, gpu_id__in=gpu_ids, performed_at__gte=start, performed_at__lt=end)
+        .values_list("gpu_id", "performed_at")
+    )
     for gpu_id, performed_at in repairs:
         explained = any(performed_at - UNEXPLAINED_REPAIR_LOOKBACK <= t <= performed_at for t in ticketed[gpu_id])
         if not explained:
@@ -161,11 +164,9 @@ def _repairs_before(*, gpu_ids: list[int], host_ids: list[int], end: dt.datetime
     whole host)."""
     by_gpu: dict[int, list[dt.datetime]] = defaultdict(list)
     by_host: dict[int, list[dt.datetime]] = defaultdict(list)
-    records = MaintenanceRecord.objects.filter(kind=MaintenanceRecord.Kind.REPAIR, performed_at__lt=end).filter(
+    records = fleet_selectors.records().filter(kind=Kind.REPAIR, performed_at__lt=end).filter(
         gpu_id__in=gpu_ids
-    ) | MaintenanceRecord.objects.filter(
-        kind=MaintenanceRecord.Kind.REPAIR, performed_at__lt=end, gpu__isnull=True, host_id__in=host_ids
-    )
+    ) | fleet_selectors.records().filter(kind=Kind.REPAIR, performed_at__lt=end, gpu__isnull=True, host_id__in=host_ids)
     for gpu_id, host_id, performed_at in records.values_list("gpu_id", "host_id", "performed_at"):
         (by_gpu[gpu_id] if gpu_id is not None else by_host[host_id]).append(performed_at)
     return by_gpu, by_host

@@ -6,7 +6,7 @@ history (the GPU's readings sampled once a day over the last 30 days: one indexe
 before" lookup per day, never a scan), thermal history around the failure (hourly rollups 48 h
 either side of the latest hardware failure), repairs, the diagnostics that proved them or not (this
 GPU's result and every test that did not pass), status history, and the checklists done
-when the checklists app is installed.
+(the checklists app's selector).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import io
 
-from django.apps import apps
-from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Q
 from django.utils.formats import date_format, number_format
 from django.utils.translation import gettext as _
@@ -25,13 +23,15 @@ from reportlab.lib.styles import getSampleStyleSheet
 from reportlab.lib.units import mm
 from reportlab.platypus import SimpleDocTemplate, Spacer
 
+from portal.checklists import selectors as checklists_selectors
 from portal.core.exports import pdf_paragraph
 from portal.core.messages import shown
-from portal.diagnostics.models import Diagnostic, DiagnosticGpu
-from portal.diagnostics.selectors import gpu_diagnostics
-from portal.fleet.models import Gpu, MaintenanceRecord, status_reason_shown
+from portal.diagnostics.selectors import Purpose, Result, State, gpu_diagnostics
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import GpuStatus, RepairOutcome, status_reason_shown
 from portal.fleet.swaps import gpu_swaps
 from portal.jobs import selectors as jobs_selectors
+from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.failures import (
     FAILURE_RULES,
     category_label,
@@ -39,18 +39,29 @@ from portal.maintenance.failures import (
     ticket_category,
     xid_code_category,
 )
-from portal.maintenance.models import Ticket
+from portal.maintenance.selectors import TicketState
 from portal.maintenance.xid_catalog import SOURCE_URL, xid_entry
 from portal.reports import hooks
 from portal.reports.exports import pdf_table
 from portal.reports.selectors import gpu_repeat_offender, status_intervals
-from portal.telemetry import store
-from portal.telemetry.models import XidEvent
+from portal.telemetry import metrics, store
+from portal.telemetry.selectors import xid_events_of
 
+Kind = fleet_selectors.Kind
 TREND_DAYS = 30
 THERMAL_WINDOW = dt.timedelta(hours=48)
 XID_LIMIT = 500
 DIAGNOSTIC_LIMIT = 50
+# The readings the pack shows, named by the metric registry; its JSON's keys are their names (the
+# thermal history's are the hourly rollup columns, `<metric>_<stat>`).
+ECC_METRICS = (metrics.ECC_CORRECTED_VOLATILE, metrics.ECC_UNCORRECTED_VOLATILE, metrics.ECC_UNCORRECTED_AGGREGATE,
+               metrics.RETIRED_PAGES_PENDING, metrics.REMAPPED_ROWS_PENDING, metrics.REMAPPED_ROWS_FAILURE)  # fmt: skip
+PCIE_METRICS = (metrics.PCIE_LINK_GEN, metrics.PCIE_LINK_WIDTH, metrics.PCIE_REPLAY_COUNT)
+THERMAL_COLUMNS = (
+    *(f"{metric.name}_{stat}" for metric, stat in ((metrics.TEMPERATURE, "mean"), (metrics.TEMPERATURE, "max"),
+      (metrics.POWER, "mean"), (metrics.FAN, "mean"), (metrics.UTILIZATION_GPU, "mean"))),
+    "thermal_throttle_count",
+)  # fmt: skip
 
 
 def _iso(value):
@@ -61,7 +72,7 @@ def _num(value):
     return float(value) if value is not None else None
 
 
-def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[dict]:
+def _daily_samples(gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[dict]:
     """The latest reading before each of the last TREND_DAYS midnights (UTC) and now, on `fields`."""
     today = dt.datetime.combine(now.date(), dt.time.min, tzinfo=dt.UTC)
     points = [today - dt.timedelta(days=d) for d in range(TREND_DAYS - 1, -1, -1)] + [now]
@@ -78,10 +89,10 @@ def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[
     return samples
 
 
-def _xid_timeline(gpu: Gpu) -> tuple[list, list[dict]]:
+def _xid_timeline(gpu) -> tuple[list, list[dict]]:
     """The GPU's last XIDs as (ts, code) and as the pack's timeline, each code with NVIDIA's catalogue
     entry and the failure category it counts under (portal.maintenance.failures; None: not a failure)."""
-    xids = list(XidEvent.objects.filter(gpu=gpu).order_by("-ts").values_list("ts", "code")[:XID_LIMIT])[::-1]
+    xids = xid_events_of(gpu=gpu, limit=XID_LIMIT)[::-1]
     timeline = []
     for ts, code in xids:
         entry = xid_entry(code)
@@ -91,21 +102,20 @@ def _xid_timeline(gpu: Gpu) -> tuple[list, list[dict]]:
     return xids, timeline
 
 
-def rma_evidence(*, gpu: Gpu, now: dt.datetime, translated: bool = False) -> dict:
+def rma_evidence(*, gpu, now: dt.datetime, translated: bool = False) -> dict:
     """The pack; `translated`: the reasons it is a repeat offender in the active language (for the PDF),
     else in English (the JSON pack, like every API answer)."""
     host = gpu.host
     records = list(
-        MaintenanceRecord.objects.filter(host=host)
+        fleet_selectors.records().filter(host=host)
         .filter(Q(gpu=gpu) | Q(gpu__isnull=True))
-        .filter(kind__in=[MaintenanceRecord.Kind.DRIVER_UPDATE, MaintenanceRecord.Kind.FIRMWARE_UPDATE,
-                          MaintenanceRecord.Kind.REPAIR])
+        .filter(kind__in=[Kind.DRIVER_UPDATE, Kind.FIRMWARE_UPDATE, Kind.REPAIR])
         .order_by("performed_at", "id")
     )  # fmt: skip
     driver_history = [
         {"at": _iso(r.performed_at), "kind": r.kind, "from": r.from_version, "to": r.to_version, "by": r.performed_by}
         for r in records
-        if r.kind in (MaintenanceRecord.Kind.DRIVER_UPDATE, MaintenanceRecord.Kind.FIRMWARE_UPDATE)
+        if r.kind in (Kind.DRIVER_UPDATE, Kind.FIRMWARE_UPDATE)
     ]
     swaps = gpu_swaps(gpu=gpu)
     replaced_by, replaced = swaps["replaced_by"], swaps["replaced"]
@@ -115,11 +125,12 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime, translated: bool = False) -> dic
          "notes": r.notes,
          "replacement": _swapped_gpu(replaced_by.new_gpu, replaced_by)
          if replaced_by is not None and replaced_by.repair_id == r.pk else None}
-        for r in records if r.kind == MaintenanceRecord.Kind.REPAIR and r.gpu_id == gpu.pk
+        for r in records if r.kind == Kind.REPAIR and r.gpu_id == gpu.pk
     ]  # fmt: skip
     xids, xid_timeline = _xid_timeline(gpu)
     tickets = list(
-        Ticket.objects.filter(gpu=gpu, rule__in=FAILURE_RULES)
+        maintenance_selectors.tickets()
+        .filter(gpu=gpu, rule__in=FAILURE_RULES)
         .order_by("first_seen")
         .values("id", "rule", "title", "title_msg", "first_seen", "last_seen", "state", "occurrences", "evidence")
     )
@@ -128,17 +139,14 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime, translated: bool = False) -> dic
     failure_at = tickets[-1]["first_seen"] if tickets else (xids[-1][0] if xids else None)
     thermal = []
     if failure_at is not None:
-        fields = ("temperature_c_mean", "temperature_c_max", "power_w_mean", "fan_speed_pct_mean",
-                  "utilization_gpu_pct_mean", "thermal_throttle_count")  # fmt: skip
+        fields = THERMAL_COLUMNS
         thermal = [
             {"hour": _iso(row[0]), **dict(zip(fields, row[1:], strict=True))}
             for row in store.rollups_of(gpu_ids=[gpu.pk], resolution="1h", columns=("bucket", *fields),
                                   start=failure_at - THERMAL_WINDOW, end=failure_at + THERMAL_WINDOW)
         ]  # fmt: skip
-    ecc_fields = ("ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
-                  "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure")  # fmt: skip
-    ecc = _daily_samples(gpu, now, ecc_fields)
-    pcie = _daily_samples(gpu, now, ("pcie_link_gen", "pcie_link_width", "pcie_replay_count"))
+    ecc = _daily_samples(gpu, now, tuple(metric.name for metric in ECC_METRICS))
+    pcie = _daily_samples(gpu, now, tuple(metric.name for metric in PCIE_METRICS))
     intervals = status_intervals(gpu=gpu, now=now)
     return {
         "generated_at": _iso(now),
@@ -172,7 +180,7 @@ def rma_evidence(*, gpu: Gpu, now: dt.datetime, translated: bool = False) -> dic
     }  # fmt: skip
 
 
-def _sections_of_higher_apps(gpu: Gpu, now: dt.datetime) -> dict:
+def _sections_of_higher_apps(gpu, now: dt.datetime) -> dict:
     """What the apps above add to the pack (hooks.rma_pack_sections: inventory's RMA cases)."""
     added: dict = {}
     for entry in hooks.rma_pack_sections:
@@ -190,12 +198,12 @@ def _added_sections(evidence: dict, section, text) -> None:
             section(*shown)
 
 
-def _interrupted_jobs(gpu: Gpu) -> list[dict]:
+def _interrupted_jobs(gpu) -> list[dict]:
     """The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs")."""
     return [{**job, "at": _iso(job["at"])} for job in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)]
 
 
-def _diagnostics_of(gpu: Gpu) -> list[dict]:
+def _diagnostics_of(gpu) -> list[dict]:
     """The GPU's diagnostics, oldest first: what proved (or failed to prove) each repair, with this
     GPU's result and the tests that did not pass, as the agent reported them."""
     found = []
@@ -208,49 +216,24 @@ def _diagnostics_of(gpu: Gpu) -> list[dict]:
             "tool_version": diagnostic.tool_version, "driver_version": diagnostic.driver_version,
             "result": row.result,
             "tests_not_passed": [{"name": t.name, "result": t.result, "info": t.info}
-                                 for t in row.tests.all() if t.result != DiagnosticGpu.Result.PASS],
+                                 for t in row.tests.all() if t.result != Result.PASS],
         })  # fmt: skip
     return found
 
 
-def _swapped_gpu(other: Gpu, swap) -> dict:
+def _swapped_gpu(other, swap) -> dict:
     return {"uuid": other.uuid, "serial": other.serial, "model": other.model_name, "pci_bus_id": swap.pci_bus_id,
             "swapped_at": _iso(swap.swapped_at)}  # fmt: skip
 
 
-def _checklists_done(gpu: Gpu):
-    """Completed checklist runs covering the GPU, when the checklists app is installed (None if not)."""
-    if not apps.is_installed("portal.checklists"):
-        return None
-    try:
-        Run = apps.get_model("checklists", "ChecklistRun")
-    except LookupError:
-        return None
-    runs = Run.objects.filter(host=gpu.host_id).order_by("-id")[:50]
-    result = []
-    for run in runs:
-        covered = getattr(run, "gpus", None)
-        if (
-            covered is not None
-            and hasattr(covered, "filter")
-            and covered.exists()
-            and not covered.filter(pk=gpu.pk).exists()
-        ):
-            continue
-        result.append({"id": run.pk, "template": str(getattr(run, "template", "")), "state": getattr(run, "state", ""),
-                       "completed_at": _iso(getattr(run, "completed_at", None))})  # fmt: skip
-    return result
+def _checklists_done(gpu) -> list[dict]:
+    """The checklist runs covering the GPU (checklists' selector: its host's newest, whole-host runs included)."""
+    runs = checklists_selectors.runs_covering_gpu(gpu_id=gpu.pk, host_id=gpu.host_id)
+    return [{**run, "completed_at": _iso(run["completed_at"])} for run in runs]
 
 
 def _labels(choices) -> dict:
     return {value: str(label) for value, label in choices}
-
-
-def _checklist_states() -> dict:
-    try:
-        return _labels(apps.get_model("checklists", "ChecklistRun")._meta.get_field("state").flatchoices)
-    except (LookupError, AttributeError, FieldDoesNotExist):
-        return {}
 
 
 def _when(value: str | None, length: int = 16) -> str:
@@ -298,7 +281,7 @@ def rows_by_day(samples: list[dict]) -> list[dict]:
 def _rma_head(evidence: dict, styles, small, columns, text) -> list:
     """The pack's title, who generated it, and the GPU's and host's particulars."""
     g, h = evidence["gpu"], evidence["host"]
-    statuses = _labels(Gpu.Status.choices)
+    statuses = _labels(GpuStatus.choices)
     return [
         pdf_paragraph(_("RMA evidence pack — GPU %(gpu)s") % {"gpu": g["serial"] or g["uuid"]}, styles["Title"]),
         pdf_paragraph(_("Generated %(at)s UTC by %(by)s; XID categories and actions after %(source)s") % {
@@ -322,7 +305,7 @@ def _rma_head(evidence: dict, styles, small, columns, text) -> list:
 
 def _incident_sections(evidence: dict, section, text) -> None:
     """Driver and firmware changes, XIDs, hardware tickets, ECC and PCIe trends, through `section`."""
-    kinds, ticket_states = _labels(MaintenanceRecord.Kind.choices), _labels(Ticket.State.choices)
+    kinds, ticket_states = _labels(Kind.choices), _labels(TicketState.choices)
     section(
         _("Driver and firmware history"),
         [_("When"), _("Kind"), pgettext("version", "From"), pgettext("version", "To"), _("By")],
@@ -366,15 +349,7 @@ def _incident_sections(evidence: dict, section, text) -> None:
         [_("Day"), _("ECC corr."), _("ECC uncorr."), _("Uncorr. aggr."), _("Pages pending"), _("Remap pending"),
          _("Remap failed")],
         [
-            [
-                _when(e["reading_ts"], 10),
-                flag_shown(e["ecc_corrected_volatile"]),
-                flag_shown(e["ecc_uncorrected_volatile"]),
-                flag_shown(e["ecc_uncorrected_aggregate"]),
-                flag_shown(e["retired_pages_pending"]),
-                flag_shown(e["remapped_rows_pending"]),
-                flag_shown(e["remapped_rows_failure"]),
-            ]
+            [_when(e["reading_ts"], 10), *(flag_shown(e[metric.name]) for metric in ECC_METRICS)]
             for e in rows_by_day(evidence["ecc_row_remap_trend"])
         ],
         (24, 27, 27, 27, 27, 27, 27),
@@ -383,12 +358,7 @@ def _incident_sections(evidence: dict, section, text) -> None:
         _("PCIe link history (daily)"),
         [_("Day"), _("Gen"), _("Width"), _("Replays")],
         [
-            [
-                _when(p["reading_ts"], 10),
-                flag_shown(p["pcie_link_gen"]),
-                flag_shown(p["pcie_link_width"]),
-                flag_shown(p["pcie_replay_count"]),
-            ]
+            [_when(p["reading_ts"], 10), *(flag_shown(p[metric.name]) for metric in PCIE_METRICS)]
             for p in rows_by_day(evidence["pcie_link_history"])
         ],
         (30, 30, 30, 96),
@@ -397,21 +367,13 @@ def _incident_sections(evidence: dict, section, text) -> None:
 
 def _service_sections(evidence: dict, section, text) -> None:
     """Thermal history around the failure, repairs, status history and checklists, through `section`."""
-    outcomes, statuses = _labels(MaintenanceRecord.RepairOutcome.choices), _labels(Gpu.Status.choices)
+    outcomes, statuses = _labels(RepairOutcome.choices), _labels(GpuStatus.choices)
     failure = _when(evidence["failure_at"]) if evidence["failure_at"] else _("no failure")
     section(
         _("Thermal history around the failure (%(failure)s, hourly)") % {"failure": failure},
         [_("Hour"), _("Temp mean"), _("Temp max"), _("Power mean"), _("Fan mean"), _("Util mean"), _("Throttled")],
         [
-            [
-                _when(t["hour"], 13),
-                _fmt(t["temperature_c_mean"]),
-                _fmt(t["temperature_c_max"]),
-                _fmt(t["power_w_mean"]),
-                _fmt(t["fan_speed_pct_mean"]),
-                _fmt(t["utilization_gpu_pct_mean"]),
-                t["thermal_throttle_count"],
-            ]
+            [_when(t["hour"], 13), *(_fmt(t[column]) for column in THERMAL_COLUMNS[:-1]), t[THERMAL_COLUMNS[-1]]]
             for t in evidence["thermal_around_failure"]
         ],
         (24, 27, 27, 27, 27, 27, 27),
@@ -445,17 +407,16 @@ def _service_sections(evidence: dict, section, text) -> None:
         (26, 26, 24, 30, 80),
     )  # fmt: skip
     _diagnostic_section(evidence, section, text)
-    if evidence["checklists"] is not None:
-        states = _checklist_states()
-        section(
-            _("Checklists done"),
-            [_("Run"), _("Template"), _("State"), _("Completed")],
-            [
-                [c["id"], text(c["template"]), text(states.get(c["state"], c["state"])), _when(c["completed_at"])]
-                for c in evidence["checklists"]
-            ],
-            (16, 110, 30, 30),
-        )
+    states = checklists_selectors.run_state_labels()
+    section(
+        _("Checklists done"),
+        [_("Run"), _("Template"), _("State"), _("Completed")],
+        [
+            [c["id"], text(c["template"]), text(states.get(c["state"], c["state"])), _when(c["completed_at"])]
+            for c in evidence["checklists"]
+        ],
+        (16, 110, 30, 30),
+    )
 
 
 def _status_said(interval: dict, statuses: dict) -> str:
@@ -469,8 +430,8 @@ def _status_said(interval: dict, statuses: dict) -> str:
 
 
 def _diagnostic_section(evidence: dict, section, text) -> None:
-    purposes, results = _labels(Diagnostic.Purpose.choices), _labels(DiagnosticGpu.Result.choices)
-    states = _labels(Diagnostic.State.choices)
+    purposes, results = _labels(Purpose.choices), _labels(Result.choices)
+    states = _labels(State.choices)
     section(
         _("Diagnostics"),
         [_("Requested"), _("Level"), _("Purpose"), _("Tool"), _("Driver"), _("Result"), _("Tests not passed")],

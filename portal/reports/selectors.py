@@ -33,11 +33,12 @@ from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_noop
 
 from portal.core.errors import InvalidInput
+from portal.fleet import selectors as fleet_selectors
 from portal.fleet.identifiers import HOSTNAME_RE, HOSTNAME_RULE
-from portal.fleet.models import Gpu, GpuStatusChange, MaintenanceRecord
+from portal.fleet.selectors import GpuStatus, Kind
 from portal.jobs import selectors as jobs_selectors
+from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.failures import FAILURE_RULES, RULE_CATEGORY
-from portal.maintenance.models import Ticket
 from portal.reports import hooks
 from portal.reports.baselines import OTHER, studies_as_json
 from portal.reports.failures import Reason, failure_rates, failures_of, is_hardware_failure, lemons
@@ -155,7 +156,7 @@ def _formulas(row: dict) -> dict:
     return row
 
 
-def gpu_start(gpu: Gpu) -> dt.datetime:
+def gpu_start(gpu) -> dt.datetime:
     if gpu.install_date is not None:
         return dt.datetime.combine(gpu.install_date, dt.time.min, tzinfo=dt.UTC)
     return gpu.created_at
@@ -166,7 +167,7 @@ def listed_gpus(query: ReportQuery):
     start (`gpu_start`) is before `to`."""
     # install_date at 00:00 UTC < end  <=>  install_date <= the UTC date of the instant just before end
     last_install_day = (query.end.astimezone(dt.UTC) - dt.timedelta(microseconds=1)).date()
-    gpus = Gpu.objects.filter(
+    gpus = fleet_selectors.gpus().filter(
         Q(install_date__isnull=False, install_date__lte=last_install_day)
         | Q(install_date__isnull=True, created_at__lt=query.end)
     )
@@ -181,7 +182,8 @@ def status_changes_of(gpu_ids_query, end: dt.datetime) -> dict[int, list[tuple[d
     """Each GPU's status changes before `end`, in order (one query)."""
     rows: dict[int, list[tuple[dt.datetime, str]]] = defaultdict(list)
     changes = (
-        GpuStatusChange.objects.filter(gpu__in=gpu_ids_query, changed_at__lt=end)
+        fleet_selectors.status_changes()
+        .filter(gpu__in=gpu_ids_query, changed_at__lt=end)
         .order_by("gpu_id", "changed_at", "id")
         .values_list("gpu_id", "changed_at", "to_status")
     )
@@ -193,17 +195,16 @@ def status_changes_of(gpu_ids_query, end: dt.datetime) -> dict[int, list[tuple[d
 def retired_times_of(gpu_ids_query) -> dict[int, dt.datetime]:
     """When each GPU whose status is `retired` was retired: its last change to it (one query)."""
     return dict(
-        GpuStatusChange.objects.filter(
-            gpu__in=gpu_ids_query, gpu__status=Gpu.Status.RETIRED, to_status=Gpu.Status.RETIRED
-        )
+        fleet_selectors.status_changes()
+        .filter(gpu__in=gpu_ids_query, gpu__status=GpuStatus.RETIRED, to_status=GpuStatus.RETIRED)
         .values("gpu_id")
         .annotate(at=Max("changed_at"))
         .values_list("gpu_id", "at")
     )
 
 
-def retired_at_of(gpu: Gpu, retired_times: dict[int, dt.datetime]) -> dt.datetime | None:
-    if gpu.status != Gpu.Status.RETIRED:
+def retired_at_of(gpu, retired_times: dict[int, dt.datetime]) -> dt.datetime | None:
+    if gpu.status != GpuStatus.RETIRED:
         return None
     return retired_times.get(gpu.pk, gpu.created_at)  # no row: retired before its history began
 
@@ -211,7 +212,7 @@ def retired_at_of(gpu: Gpu, retired_times: dict[int, dt.datetime]) -> dt.datetim
 def _out_for_repair_seconds(changes, low: dt.datetime, high: dt.datetime) -> float:
     total = 0.0
     for i, (changed_at, to_status) in enumerate(changes):
-        if to_status != Gpu.Status.OUT_FOR_REPAIR:
+        if to_status != GpuStatus.OUT_FOR_REPAIR:
             continue
         until = changes[i + 1][0] if i + 1 < len(changes) else high
         a, b = max(changed_at, low), min(until, high)
@@ -220,7 +221,7 @@ def _out_for_repair_seconds(changes, low: dt.datetime, high: dt.datetime) -> flo
     return total
 
 
-def gpu_service_hours(gpu: Gpu, changes, retired_at: dt.datetime | None, start: dt.datetime, end: dt.datetime) -> float:
+def gpu_service_hours(gpu, changes, retired_at: dt.datetime | None, start: dt.datetime, end: dt.datetime) -> float:
     low = max(start, gpu_start(gpu))
     high = min(end, retired_at) if retired_at is not None else end
     if high <= low:
@@ -236,9 +237,8 @@ def _repair_totals(ids, start: dt.datetime, end: dt.datetime) -> dict[int, dict]
     """Per GPU id: the repairs in the period, their downtime hours and their cost."""
     return {
         row["gpu_id"]: row
-        for row in MaintenanceRecord.objects.filter(
-            kind=MaintenanceRecord.Kind.REPAIR, gpu__in=ids, performed_at__gte=start, performed_at__lt=end
-        )
+        for row in fleet_selectors.records()
+        .filter(kind=Kind.REPAIR, gpu__in=ids, performed_at__gte=start, performed_at__lt=end)
         .values("gpu_id")
         .annotate(
             n=Count("id"),
@@ -263,9 +263,11 @@ def _gpu_rows(query: ReportQuery) -> list[dict]:
     repairs = _repair_totals(ids, start, end)
     # Failure tickets only, as the failure rates count them (an XID ticket of codes that do not count is none).
     tickets: dict[int, int] = defaultdict(int)
-    for gpu_id, rule, evidence in Ticket.objects.filter(
-        _hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end
-    ).values_list("gpu_id", "rule", "evidence"):
+    for gpu_id, rule, evidence in (
+        maintenance_selectors.tickets()
+        .filter(_hardware_ticket_filter(), gpu__in=ids, first_seen__gte=start, first_seen__lt=end)
+        .values_list("gpu_id", "rule", "evidence")
+    ):
         if is_hardware_failure(rule, evidence):
             tickets[gpu_id] += 1
 
@@ -379,14 +381,18 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
     """GPUs with >= 2 hardware failures within 90 days (at least one in the period), or a hardware
     XID seen again after a repair (the later one in the period). {gpu id: [reasons]}."""
     failures: dict[int, list[tuple[dt.datetime, str]]] = defaultdict(list)
-    recent = Ticket.objects.filter(
-        _hardware_ticket_filter(), gpu_id__in=gpu_ids, first_seen__gte=start - REPEAT_WINDOW, first_seen__lt=end
-    ).values_list("gpu_id", "first_seen", "rule", "evidence")
+    recent = (
+        maintenance_selectors.tickets()
+        .filter(
+            _hardware_ticket_filter(), gpu_id__in=gpu_ids, first_seen__gte=start - REPEAT_WINDOW, first_seen__lt=end
+        )
+        .values_list("gpu_id", "first_seen", "rule", "evidence")
+    )
     rows = list(recent)
     # For "a hardware XID again after a repair": the earlier XID tickets of GPUs with one in the period.
     xid_gpus = {gpu_id for gpu_id, first_seen, rule, _ in rows if rule.startswith("xid_") and first_seen >= start}
     if xid_gpus:
-        rows += Ticket.objects.filter(
+        rows += maintenance_selectors.tickets().filter(
             gpu_id__in=xid_gpus, rule__in=[r for r in FAILURE_RULES if r.startswith("xid_")],
             first_seen__lt=start - REPEAT_WINDOW,
         ).values_list("gpu_id", "first_seen", "rule", "evidence")  # fmt: skip
@@ -397,7 +403,8 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
         return {}
     repairs: dict[int, list[dt.datetime]] = defaultdict(list)
     for gpu_id, performed_at in (
-        MaintenanceRecord.objects.filter(kind=MaintenanceRecord.Kind.REPAIR, gpu_id__in=list(failures))
+        fleet_selectors.records()
+        .filter(kind=Kind.REPAIR, gpu_id__in=list(failures))
         .filter(performed_at__lt=end)
         .values_list("gpu_id", "performed_at")
     ):
@@ -427,7 +434,7 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
     return result
 
 
-def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[Reason]:
+def gpu_repeat_offender(*, gpu, now: dt.datetime) -> list[Reason]:
     """The GPU page's flag: the reasons it is a repeat offender over the last 90 days (or [])."""
     return repeat_offenders(gpu_ids=[gpu.pk], start=now - REPEAT_WINDOW, end=now + dt.timedelta(seconds=1)).get(
         gpu.pk, []
@@ -437,17 +444,17 @@ def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[Reason]:
 # --- one GPU's repair history ---------------------------------------------------------------
 
 
-def return_unproven(change: GpuStatusChange) -> bool:
+def return_unproven(change) -> bool:
     """A return to service (into in_service from another status) that neither a passed diagnostic
     proved nor an admin forced: the report flags it for the auditor."""
-    returned = change.to_status == Gpu.Status.IN_SERVICE and change.from_status not in ("", Gpu.Status.IN_SERVICE)
+    returned = change.to_status == GpuStatus.IN_SERVICE and change.from_status not in ("", GpuStatus.IN_SERVICE)
     return returned and not change.override and not change.proof
 
 
-def status_intervals(*, gpu: Gpu, now: dt.datetime) -> list[dict]:
+def status_intervals(*, gpu, now: dt.datetime) -> list[dict]:
     """The GPU's status history as intervals (from, to or None while current, status, who, why,
     and for a return to service what proved it, or that nothing did)."""
-    changes = list(GpuStatusChange.objects.filter(gpu=gpu).select_related("changed_by").order_by("changed_at", "id"))
+    changes = list(fleet_selectors.gpu_status_history(gpu=gpu))
     intervals = []
     for i, change in enumerate(changes):
         until = changes[i + 1].changed_at if i + 1 < len(changes) else None

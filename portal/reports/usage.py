@@ -42,8 +42,8 @@ from django.db.models.functions import NullIf
 from django.utils.translation import gettext
 
 from portal.core import engine
-from portal.fleet.models import Gpu
-from portal.jobs.models import SPAN_GAP, Job, JobSpan
+from portal.fleet.selectors import GpuStatus
+from portal.jobs import selectors as jobs_selectors
 from portal.jobs.selectors import flat_out_stretches
 from portal.jobs.spans import IDLE_HOURS, IDLE_UTILIZATION_PCT
 from portal.maintenance.services.config import RuleParams
@@ -85,7 +85,7 @@ class RestPolicy:
 
 
 def _spans_query(gpu_ids, start: dt.datetime, end: dt.datetime):
-    return JobSpan.objects.filter(gpu_id__in=gpu_ids, ended_at__gte=start, started_at__lt=end).order_by()
+    return jobs_selectors.spans().filter(gpu_id__in=gpu_ids, ended_at__gte=start, started_at__lt=end).order_by()
 
 
 def usage_spans(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> list[tuple]:
@@ -106,14 +106,14 @@ def usage_spans(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> list[tuple]
 
 def usage_people(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, tuple[str | None, str | None]]:
     """Whom each job of those spans ran for: {job id: (user, account)} (one query)."""
-    jobs = Job.objects.filter(id__in=_spans_query(gpu_ids, start, end).values("job_id")).order_by()
+    jobs = jobs_selectors.jobs().filter(id__in=_spans_query(gpu_ids, start, end).values("job_id")).order_by()
     return {pk: (user or None, account or None) for pk, user, account in jobs.values_list("id", "user", "account")}
 
 
 def interruptions_between(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[int, float]:
     """The jobs that a ticket opened in [start, end) on one of these GPUs interrupted: {job id:
     GPU-hours lost} (the jobs' own verdicts, portal.jobs; one query)."""
-    rows = Job.objects.filter(
+    rows = jobs_selectors.jobs().filter(
         interrupted=True, interrupted_by__gpu_id__in=gpu_ids, interrupted_by__first_seen__gte=start,
         interrupted_by__first_seen__lt=end,
     ).values_list("id", "gpu_hours_lost")  # fmt: skip
@@ -123,7 +123,7 @@ def interruptions_between(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> d
 def rest_policy() -> RestPolicy:
     _enabled, params = RuleParams().get(NO_REST_RULE, None)
     return RestPolicy(hours=params["open_for_s"] / HOUR, busy_pct=float(params["busy_util_pct"]),
-                      gap_s=SPAN_GAP.total_seconds())  # fmt: skip
+                      gap_s=jobs_selectors.SPAN_GAP.total_seconds())  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ def _out_intervals(changes, low: dt.datetime, high: dt.datetime) -> list[tuple[d
     subtracts them: an out_for_repair row lasts until the next status change)."""
     out = []
     for i, (changed_at, to_status) in enumerate(changes):
-        if to_status != Gpu.Status.OUT_FOR_REPAIR:
+        if to_status != GpuStatus.OUT_FOR_REPAIR:
             continue
         until = changes[i + 1][0] if i + 1 < len(changes) else high
         a, b = max(changed_at, low), min(until, high)
@@ -433,7 +433,9 @@ def _flat_out(query: UsageQuery, totals: _Totals, gpus: dict[int, dict], rest: R
     if not candidates:
         return []
     stretches = flat_out_stretches(gpu_ids=candidates, start=query.start, end=query.end)
-    users = dict(Job.objects.filter(key__in={key for s in stretches for key in s.jobs}).values_list("key", "user"))
+    users = dict(
+        jobs_selectors.jobs().filter(key__in={key for s in stretches for key in s.jobs}).values_list("key", "user")
+    )
     out = []
     for stretch in stretches:
         gpu = gpus[stretch.gpu_id]
@@ -455,6 +457,7 @@ def usage_charts(report: UsageReport) -> dict:
             "busy": gettext("Busy share (%)"), "gpu_hours": gettext("GPU-hours"),
             "idle": gettext("Idle GPU-hours"), "busy_part": gettext("Busy GPU-hours, not idle"),
             "energy": gettext("kWh per GPU-hour"), "failures": gettext("Failures per GPU-year"),
+            "no_jobs": gettext("No job ran in the period."), "no_data": gettext("No data in the period."),
         },
         "days": {"x": [row["day"].isoformat() for row in report.days],
                  "y": [None if row["busy_pct"] is None else round(row["busy_pct"], 2) for row in report.days]},

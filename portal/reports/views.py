@@ -18,9 +18,10 @@ from portal.core.api import api_datetime_parse
 from portal.core.errors import InvalidInput
 from portal.core.exports import attachment
 from portal.core.panels import page_panels
-from portal.fleet.models import Gpu, GpuStatusChange, Host, MaintenanceRecord, status_reason_shown
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import GpuStatus, Kind, StatusSource, status_reason_shown
+from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.failures import FAILURE_RULES, ticket_xid_guidance
-from portal.maintenance.models import Ticket
 from portal.reports.api import REPORT_PERMISSION
 from portal.reports.baselines import studies_as_json
 from portal.reports.failures import LEMON_RATE_FACTOR, LEMON_WINDOW
@@ -85,8 +86,8 @@ class ReliabilityView(Permission, View):
         api_params.update({k: raw[k] for k in ("host", "model") if raw[k]})
         context = {
             "raw": raw, "errors": errors, "report": report, "sort": sort,
-            "hosts": Host.objects.order_by("hostname").values_list("hostname", flat=True),
-            "model_names": Gpu.objects.exclude(model_name="").order_by("model_name").values_list(
+            "hosts": fleet_selectors.hosts().order_by("hostname").values_list("hostname", flat=True),
+            "model_names": fleet_selectors.gpus().exclude(model_name="").order_by("model_name").values_list(
                 "model_name", flat=True).distinct(),
             "query_string": urlencode(api_params), "page_params": urlencode({k: v for k, v in raw.items() if v}),
             "few_failures": FEW_FAILURES, "confidence": MTBF_CONFIDENCE, "sortable": SORTABLE,
@@ -101,7 +102,7 @@ def _audit_by_record(records) -> dict[int, list[LogEntry]]:
     entries: dict[int, list[LogEntry]] = {}
     if not records:
         return entries
-    logged = LogEntry.objects.get_for_objects(MaintenanceRecord.objects.filter(pk__in=[r.pk for r in records]))
+    logged = LogEntry.objects.get_for_objects(fleet_selectors.records().filter(pk__in=[r.pk for r in records]))
     for entry in logged.select_related("actor").order_by("timestamp"):
         entries.setdefault(int(entry.object_pk), []).append(entry)
     return entries
@@ -112,23 +113,26 @@ class GpuRepairHistoryView(Permission, View):
     intervals and its hardware tickets with NVIDIA's recommended actions."""
 
     def get(self, request, uuid):
-        gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=uuid)
+        gpu = get_object_or_404(fleet_selectors.gpus().select_related("host"), uuid=uuid)
         now = timezone.now()
         repairs = list(
-            MaintenanceRecord.objects.filter(gpu=gpu, kind=MaintenanceRecord.Kind.REPAIR)
+            fleet_selectors.records()
+            .filter(gpu=gpu, kind=Kind.REPAIR)
             .select_related("recorded_by")
             .order_by("-performed_at", "-id")
         )
         audit = _audit_by_record(repairs)
         for record in repairs:
             record.audit = audit.get(record.pk, [])
-        tickets = list(Ticket.objects.filter(gpu=gpu, rule__in=FAILURE_RULES).order_by("-first_seen")[:100])
+        tickets = list(
+            maintenance_selectors.tickets().filter(gpu=gpu, rule__in=FAILURE_RULES).order_by("-first_seen")[:100]
+        )
         for ticket in tickets:
             ticket.xid_guidance = ticket_xid_guidance(ticket)
         intervals = status_intervals(gpu=gpu, now=now)
-        out_hours = sum(i["hours"] for i in intervals if i["status"] == Gpu.Status.OUT_FOR_REPAIR)
+        out_hours = sum(i["hours"] for i in intervals if i["status"] == GpuStatus.OUT_FOR_REPAIR)
         # The page names statuses and sources in the reader's language (the RMA JSON keeps the values).
-        statuses, sources = dict(Gpu.Status.choices), dict(GpuStatusChange.Source.choices)
+        statuses, sources = dict(GpuStatus.choices), dict(StatusSource.choices)
         rows = [
             {
                 **i,
@@ -146,7 +150,7 @@ class GpuRepairHistoryView(Permission, View):
 
 class RmaJsonView(Permission, View):
     def get(self, request, uuid):
-        gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=uuid)
+        gpu = get_object_or_404(fleet_selectors.gpus().select_related("host"), uuid=uuid)
         evidence = rma_evidence(gpu=gpu, now=timezone.now())
         response = JsonResponse(evidence, json_dumps_params={"indent": 1})
         response["Content-Disposition"] = content_disposition_header(True, f"rma-{gpu.serial or gpu.uuid}.json")
@@ -155,7 +159,7 @@ class RmaJsonView(Permission, View):
 
 class RmaPdfView(Permission, View):
     def get(self, request, uuid):
-        gpu = get_object_or_404(Gpu.objects.select_related("host"), uuid=uuid)
+        gpu = get_object_or_404(fleet_selectors.gpus().select_related("host"), uuid=uuid)
         evidence = rma_evidence(gpu=gpu, now=timezone.now(), translated=True)
         evidence["generated_by"] = request.user.get_username()
         return attachment(
@@ -189,8 +193,8 @@ class UsageView(Permission, View):
         api_params.update({k: raw[k] for k in ("host", "model") if raw[k]})
         context = {
             "raw": raw, "errors": errors, "report": report, "query_string": urlencode(api_params),
-            "hosts": Host.objects.order_by("hostname").values_list("hostname", flat=True),
-            "model_names": Gpu.objects.exclude(model_name="").order_by("model_name").values_list(
+            "hosts": fleet_selectors.hosts().order_by("hostname").values_list("hostname", flat=True),
+            "model_names": fleet_selectors.gpus().exclude(model_name="").order_by("model_name").values_list(
                 "model_name", flat=True).distinct(),
             "charts": usage_charts(report) if report is not None else None,
         }  # fmt: skip

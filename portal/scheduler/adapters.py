@@ -394,8 +394,10 @@ class SlurmCli:
             raise
 
 
-# squeue's %e for a job without a time limit (TimeLimit=UNLIMITED): its start plus 365 days.
-UNLIMITED_END = dt.timedelta(days=365)
+# squeue's %e for a job without a time limit (TimeLimit=UNLIMITED): its start plus 365 days. A
+# pending job's start is an estimate squeue takes a moment apart from its end, so the two can
+# differ by a second less than the year: a day's margin (no lab sets a limit of 364 days).
+UNLIMITED_END = dt.timedelta(days=364)
 
 
 def _utc(text: str) -> dt.datetime | None:

@@ -4,7 +4,7 @@ migrating and starting workers through manage.py)."""
 from django.conf import settings
 from django.core.checks import Error, register
 
-from portal.maintenance.models import SEVERITY_RANK
+from portal.maintenance.selectors import SEVERITY_RANK
 from portal.scheduler.adapters import rest_url_problem
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from django.core.cache import cache
 
 from portal.core.errors import NotFound
-from portal.fleet.models import Host
+from portal.fleet import selectors as fleet_selectors
 from portal.scheduler.adapters import SchedulerAdapter
 from portal.scheduler.models import SchedulerAction
 from portal.scheduler.services import (
@@ -18,12 +19,15 @@ from portal.scheduler.services import (
     scheduler_enabled,
 )
 
+if TYPE_CHECKING:
+    from portal.fleet.models import Host
+
 
 def scheduler_host_get(*, hostname: str) -> Host:
     """The host whose node the scheduler endpoints talk about; NotFound when Slurm is off."""
     if not scheduler_enabled():
         raise NotFound("Slurm is not enabled on this portal (SLURM_MODE)")
-    host = Host.objects.filter(hostname=hostname).first()
+    host = fleet_selectors.hosts().filter(hostname=hostname).first()
     if host is None:
         raise NotFound(f"no host {hostname!r}", problems=[("hostname", f"no host {hostname!r}")])
     return host

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import logging
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.cache import cache
@@ -24,8 +25,8 @@ from portal.core.messages import Said, shown, text_and_stored
 from portal.diagnostics import selectors as diagnostics_selectors
 from portal.diagnostics import services as diagnostics
 from portal.fleet import hooks as fleet_hooks
-from portal.fleet.models import Gpu, Host
-from portal.maintenance.models import SEVERITY_RANK, Ticket
+from portal.fleet import selectors as fleet_selectors
+from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.services.tickets import ticket_history_add
 from portal.scheduler import hooks, messages
 from portal.scheduler.adapters import (
@@ -43,9 +44,16 @@ from portal.scheduler.adapters import (
 )
 from portal.scheduler.models import SchedulerAction
 
+if TYPE_CHECKING:
+    from portal.fleet.models import Gpu, Host
+    from portal.maintenance.models import Ticket
+
 log = logging.getLogger(__name__)
 
 Action = SchedulerAction
+GpuStatus = fleet_selectors.GpuStatus
+SEVERITY_RANK = maintenance_selectors.SEVERITY_RANK
+TicketState = maintenance_selectors.TicketState
 CLAIM_FOR = dt.timedelta(seconds=90)
 REST_HOURS_MAX = 168
 
@@ -102,7 +110,9 @@ def _drains(severity: str) -> bool:
 
 def _draining_tickets(host_id: int):
     severities = [s for s in SEVERITY_RANK if _drains(s)]
-    return Ticket.objects.filter(host_id=host_id, state__in=Ticket.OPEN_STATES, severity__in=severities)
+    return maintenance_selectors.tickets().filter(
+        host_id=host_id, state__in=maintenance_selectors.OPEN_STATES, severity__in=severities
+    )
 
 
 _BLOCKER_LOCS = {
@@ -229,9 +239,8 @@ def _gate_pending_tickets(host_id: int) -> list[int]:
         host_id=host_id, kind=Action.Kind.RESUME, state=Action.State.DONE, done_at__gte=OuterRef("drained_at")
     )
     tickets = (
-        Ticket.objects.filter(
-            host_id=host_id, state__in=[Ticket.State.RESOLVED, Ticket.State.CLOSED], severity__in=severities
-        )
+        maintenance_selectors.tickets()
+        .filter(host_id=host_id, state__in=[TicketState.RESOLVED, TicketState.CLOSED], severity__in=severities)
         .annotate(drained_at=Subquery(latest_drain[:1]))
         .filter(drained_at__isnull=False)
         .exclude(Exists(resumed_since))
@@ -309,9 +318,11 @@ def scheduler_diagnostic_finished(*, diagnostic) -> bool:
     recent = timezone.now() - diagnostics.GATE_WINDOW
     waiting = [
         ticket
-        for ticket in Ticket.objects.filter(
-            host_id=diagnostic.host_id, state__in=[Ticket.State.RESOLVED, Ticket.State.CLOSED], resolved_at__gte=recent
-        ).order_by("-resolved_at")
+        for ticket in maintenance_selectors.tickets()
+        .filter(
+            host_id=diagnostic.host_id, state__in=[TicketState.RESOLVED, TicketState.CLOSED], resolved_at__gte=recent
+        )
+        .order_by("-resolved_at")
         if _drains(ticket.severity)
         and Action.objects.filter(ticket=ticket, kind=Action.Kind.DRAIN).exists()
         and not Action.objects.filter(ticket=ticket, kind=Action.Kind.RESUME, source=Action.Source.TICKET).exists()
@@ -608,7 +619,9 @@ def _resume_by_hand(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
             not_before__gt=timezone.now(),
         ):  # fmt: skip
             _finish(rest, Action.State.SKIPPED, messages.REST_CUT_SHORT(node=node))
-        tickets = Ticket.objects.filter(pk__in=[b.params["ticket"] for b in blockers if b.code in ("ticket", "gate")])
+        tickets = maintenance_selectors.tickets().filter(
+            pk__in=[b.params["ticket"] for b in blockers if b.code in ("ticket", "gate")]
+        )
         gate = {b.params["ticket"] for b in blockers if b.code == "gate"}
         for ticket in tickets:
             if ticket.pk in gate:
@@ -699,7 +712,7 @@ def _repair_blockers(host_id: int) -> list[ResumeBlocker]:
     `return_to_service_gate`: no passed diagnostic since they left service): a maintenance window's
     end leaves their node drained, so that no job lands on a card taken out during the window."""
     waiting = []
-    for gpu in Gpu.objects.filter(host_id=host_id, status=Gpu.Status.OUT_FOR_REPAIR).order_by("index"):
+    for gpu in fleet_selectors.gpus().filter(host_id=host_id, status=GpuStatus.OUT_FOR_REPAIR).order_by("index"):
         try:
             fleet_hooks.return_to_service_gate.ask(gpu=gpu)
         except Conflict:

@@ -9,8 +9,8 @@ from django.utils.translation import gettext
 from django.views import View
 
 from portal.core.errors import ApplicationError, Forbidden
-from portal.fleet.models import Host
-from portal.maintenance.models import Ticket
+from portal.fleet import selectors as fleet_selectors
+from portal.maintenance import selectors as maintenance_selectors
 from portal.scheduler import enqueue, services
 
 
@@ -37,7 +37,7 @@ class HostActionView(PermissionRequiredMixin, View):
     raise_exception = True
 
     def post(self, request, hostname, kind):
-        host = get_object_or_404(Host, hostname=hostname)
+        host = get_object_or_404(fleet_selectors.hosts(), hostname=hostname)
         force = kind == "resume" and request.POST.get("force", "") in ("1", "on", "true")
         try:
             action = services.scheduler_manual_action(
@@ -57,7 +57,7 @@ class TicketRestView(PermissionRequiredMixin, View):
     raise_exception = True
 
     def post(self, request, pk):
-        ticket = get_object_or_404(Ticket, pk=pk)
+        ticket = get_object_or_404(maintenance_selectors.tickets(), pk=pk)
         try:
             hours = int(request.POST.get("hours", ""))
         except ValueError:

@@ -8,7 +8,7 @@ from ninja.security import HttpBearer
 import portal.core.converters  # noqa: F401 - registers {segment:…}
 from portal.core.api import ApiDateTime, require_perm
 from portal.core.errors import Forbidden, InvalidInput
-from portal.fleet.models import Gpu
+from portal.fleet import selectors as fleet_selectors
 from portal.telemetry.ingest_view import PLAIN_HTTP_REFUSED, plain_http_refused
 from portal.telemetry.pipeline import pipeline_status
 from portal.telemetry.selectors import DEFAULT_METRICS, gpu_series
@@ -46,7 +46,7 @@ def gpu_readings(request, uuid: str, query: Query[SeriesQuery]):
     over a long span) is a 400 naming `from` and `resolution`, with the latest `from` that fits
     and a coarser resolution to ask for instead. Nothing is cut off silently."""
     require_perm(request, "telemetry.view_reading")
-    gpu = get_object_or_404(Gpu, uuid=uuid)
+    gpu = get_object_or_404(fleet_selectors.gpus(), uuid=uuid)
     end = query.end or timezone.now()
     start = query.start or end - dt.timedelta(hours=1)
     if end - start > MAX_SPAN:

@@ -44,7 +44,13 @@ _FINITE = sys.float_info.max  # an upper bound refuses inf (pydantic's allow_inf
 
 GpuUuid = Annotated[str, _GPU_UUID]
 Instant = Annotated[dt.datetime, msgspec.Meta(tz=True)]
-JobKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128, pattern=JOB_KEY_PATTERN.removesuffix("$") + r"\Z")]
+# A job key's length is checked while decoding, its pattern once per distinct list of keys
+# (_jobs_ok): a busy GPU names the same few jobs in every reading, and the pattern checked per key
+# in the decoder cost 4 µs a reading with 4 keys (as much as the rest of the reading's decoding).
+JobKey = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+_JOB_KEY = re.compile(JOB_KEY_PATTERN.removesuffix("$") + r"\Z")
+_jobs_seen: set[tuple[str, ...]] = set()  # lists of keys that passed, kept per process
+JOBS_SEEN_MAX = 4096  # a hostile agent may name many: forgotten when full
 
 
 class XidEvent(msgspec.Struct, frozen=True, gc=False):
@@ -74,7 +80,7 @@ Reading = msgspec.defstruct(
         ("ts", Instant),
         *((metric.name, _metric_type(metric)) for metric in metrics.METRICS),
         ("xid_events", Annotated[tuple[XidEvent, ...], msgspec.Meta(max_length=1000)], ()),
-        ("jobs", Annotated[list[JobKey], msgspec.Meta(max_length=MAX_JOBS_PER_READING)] | None, None),
+        ("jobs", Annotated[tuple[JobKey, ...], msgspec.Meta(max_length=MAX_JOBS_PER_READING)] | None, None),
     ],
     module=__name__,
     frozen=True,
@@ -122,6 +128,15 @@ def _plain_bytes(body: bytes) -> bool:
     return True
 
 
+def _jobs_ok(jobs: tuple[str, ...]) -> bool:
+    if not all(_JOB_KEY.match(key) for key in jobs):
+        return False
+    if len(_jobs_seen) >= JOBS_SEEN_MAX:
+        _jobs_seen.clear()
+    _jobs_seen.add(jobs)
+    return True
+
+
 def _fast(body: bytes) -> BatchIn | None:
     if not _plain_bytes(body):
         return None
@@ -133,6 +148,8 @@ def _fast(body: bytes) -> BatchIn | None:
         return None
     for reading in batch.readings:
         if not _instant_ok(reading.ts):
+            return None
+        if reading.jobs and reading.jobs not in _jobs_seen and not _jobs_ok(reading.jobs):
             return None
         for event in reading.xid_events:
             if not _instant_ok(event.ts):

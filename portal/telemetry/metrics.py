@@ -67,54 +67,82 @@ def _m(name, unit, type_, ge, le, codec, label, **extra) -> Metric:
 _COUNT_MAX = 2**62
 _MIB_MAX = 2**31 - 1
 
+# fmt: off
+# Each built-in metric by a name of its own: code whose logic concerns one metric (a rule, a wear
+# meter, a checklist's check, the RMA pack) says `metrics.TEMPERATURE.name`, never the field's name,
+# so that renaming a field is this file (and its migration). tests/telemetry/test_metric_names.py keeps it so.
+TEMPERATURE = _m("temperature_c", "°C", INT, -60, 200, SMALL, gettext_noop("Temperature"),
+    rollup=MIN_MAX_MEAN, group="temperature", live=True, latest=True,
+    dcgm=("DCGM_FI_DEV_GPU_TEMP",))
+FAN = _m("fan_speed_pct", "%", INT, 0, 100, SMALL, gettext_noop("Fan"),
+    rollup=MIN_MAX_MEAN, group="fan", live=True, latest=True,
+    dcgm=("DCGM_FI_DEV_FAN_SPEED",))
+POWER = _m("power_w", "W", FLOAT, 0, 10_000, REAL, gettext_noop("Power"),
+    rollup=MIN_MAX_MEAN, group="power", live=True, latest=True,
+    dcgm=("DCGM_FI_DEV_POWER_USAGE",))
+POWER_LIMIT = _m("power_limit_w", "W", FLOAT, 0, 10_000, REAL, gettext_noop("Power limit"),
+    group="power", live=True, latest=True)
+ENERGY = _m("energy_mj", "mJ", FLOAT, 0, None, DOUBLE, gettext_noop("Energy"), rollup=MAX,
+    dcgm=("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",))
+UTILIZATION_GPU = _m("utilization_gpu_pct", "%", INT, 0, 100, SMALL, gettext_noop("GPU utilisation"),
+    rollup=MIN_MAX_MEAN, group="utilization", live=True, latest=True,
+    dcgm=("DCGM_FI_DEV_GPU_UTIL",))
+UTILIZATION_MEMORY = _m("utilization_memory_pct", "%", INT, 0, 100, SMALL, gettext_noop("Memory utilisation"),
+    rollup=MIN_MAX_MEAN, group="utilization", live=True,
+    dcgm=("DCGM_FI_DEV_MEM_COPY_UTIL",))
+MEMORY_USED = _m("memory_used_mib", "MiB", INT, 0, _MIB_MAX, INTEGER, gettext_noop("Memory used"),
+    rollup=MIN_MAX_MEAN, group="memory", live=True, latest=True,
+    dcgm=("DCGM_FI_DEV_FB_USED",))
+SM_CLOCK = _m("sm_clock_mhz", "MHz", INT, 0, 100_000, INTEGER, gettext_noop("SM clock"),
+    rollup=MIN_MAX_MEAN, group="clocks", live=True,
+    dcgm=("DCGM_FI_DEV_SM_CLOCK",))
+MEM_CLOCK = _m("mem_clock_mhz", "MHz", INT, 0, 100_000, INTEGER, gettext_noop("Memory clock"),
+    rollup=MIN_MAX_MEAN, group="clocks", live=True,
+    dcgm=("DCGM_FI_DEV_MEM_CLOCK",))
+PSTATE = _m("pstate", "", INT, 0, 32, SMALL, gettext_noop("Performance state"))
+THROTTLE_REASONS = _m("throttle_reasons", "", REASONS, None, None, SMALL, gettext_noop("Clock event reasons"),
+    group="temperature", live=True, latest=True, max_items=16,
+    dcgm=("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"))
+ECC_CORRECTED_VOLATILE = _m("ecc_corrected_volatile", "", INT, 0, _COUNT_MAX, COUNTER,
+    gettext_noop("ECC corrected (volatile)"), dcgm=("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",))
+ECC_UNCORRECTED_VOLATILE = _m("ecc_uncorrected_volatile", "", INT, 0, _COUNT_MAX, COUNTER,
+    gettext_noop("ECC uncorrected (volatile)"), dcgm=("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",))
+ECC_UNCORRECTED_AGGREGATE = _m("ecc_uncorrected_aggregate", "", INT, 0, _COUNT_MAX, COUNTER,
+    gettext_noop("ECC uncorrected (aggregate)"))
+RETIRED_PAGES_PENDING = _m("retired_pages_pending", "", BOOL, None, None, FLAG, gettext_noop("Retired pages pending"))
+REMAPPED_ROWS_PENDING = _m("remapped_rows_pending", "", BOOL, None, None, FLAG, gettext_noop("Remapped rows pending"))
+REMAPPED_ROWS_FAILURE = _m("remapped_rows_failure", "", BOOL, None, None, FLAG, gettext_noop("Row remapping failed"),
+    dcgm=("DCGM_FI_DEV_ROW_REMAP_FAILURE",))
+PCIE_LINK_GEN = _m("pcie_link_gen", "", INT, 1, 10, SMALL, gettext_noop("PCIe generation"))
+PCIE_LINK_WIDTH = _m("pcie_link_width", "", INT, 1, 64, SMALL, gettext_noop("PCIe width"))
+PCIE_REPLAY_COUNT = _m("pcie_replay_count", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("PCIe replays"),
+    dcgm=("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",))
+# fmt: on
+
 # In the readings table's order (never reorder: the chunk format and COPY follow it).
 BUILT_IN: tuple[Metric, ...] = (
-    _m("temperature_c", "°C", INT, -60, 200, SMALL, gettext_noop("Temperature"),
-       rollup=MIN_MAX_MEAN, group="temperature", live=True, latest=True,
-       dcgm=("DCGM_FI_DEV_GPU_TEMP",)),
-    _m("fan_speed_pct", "%", INT, 0, 100, SMALL, gettext_noop("Fan"),
-       rollup=MIN_MAX_MEAN, group="fan", live=True, latest=True,
-       dcgm=("DCGM_FI_DEV_FAN_SPEED",)),
-    _m("power_w", "W", FLOAT, 0, 10_000, REAL, gettext_noop("Power"),
-       rollup=MIN_MAX_MEAN, group="power", live=True, latest=True,
-       dcgm=("DCGM_FI_DEV_POWER_USAGE",)),
-    _m("power_limit_w", "W", FLOAT, 0, 10_000, REAL, gettext_noop("Power limit"),
-       group="power", live=True, latest=True),
-    _m("energy_mj", "mJ", FLOAT, 0, None, DOUBLE, gettext_noop("Energy"), rollup=MAX,
-       dcgm=("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",)),
-    _m("utilization_gpu_pct", "%", INT, 0, 100, SMALL, gettext_noop("GPU utilisation"),
-       rollup=MIN_MAX_MEAN, group="utilization", live=True, latest=True,
-       dcgm=("DCGM_FI_DEV_GPU_UTIL",)),
-    _m("utilization_memory_pct", "%", INT, 0, 100, SMALL, gettext_noop("Memory utilisation"),
-       rollup=MIN_MAX_MEAN, group="utilization", live=True,
-       dcgm=("DCGM_FI_DEV_MEM_COPY_UTIL",)),
-    _m("memory_used_mib", "MiB", INT, 0, _MIB_MAX, INTEGER, gettext_noop("Memory used"),
-       rollup=MIN_MAX_MEAN, group="memory", live=True, latest=True,
-       dcgm=("DCGM_FI_DEV_FB_USED",)),
-    _m("sm_clock_mhz", "MHz", INT, 0, 100_000, INTEGER, gettext_noop("SM clock"),
-       rollup=MIN_MAX_MEAN, group="clocks", live=True,
-       dcgm=("DCGM_FI_DEV_SM_CLOCK",)),
-    _m("mem_clock_mhz", "MHz", INT, 0, 100_000, INTEGER, gettext_noop("Memory clock"),
-       rollup=MIN_MAX_MEAN, group="clocks", live=True,
-       dcgm=("DCGM_FI_DEV_MEM_CLOCK",)),
-    _m("pstate", "", INT, 0, 32, SMALL, gettext_noop("Performance state")),
-    _m("throttle_reasons", "", REASONS, None, None, SMALL, gettext_noop("Clock event reasons"),
-       group="temperature", live=True, latest=True, max_items=16,
-       dcgm=("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")),
-    _m("ecc_corrected_volatile", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("ECC corrected (volatile)"),
-       dcgm=("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",)),
-    _m("ecc_uncorrected_volatile", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("ECC uncorrected (volatile)"),
-       dcgm=("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",)),
-    _m("ecc_uncorrected_aggregate", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("ECC uncorrected (aggregate)")),
-    _m("retired_pages_pending", "", BOOL, None, None, FLAG, gettext_noop("Retired pages pending")),
-    _m("remapped_rows_pending", "", BOOL, None, None, FLAG, gettext_noop("Remapped rows pending")),
-    _m("remapped_rows_failure", "", BOOL, None, None, FLAG, gettext_noop("Row remapping failed"),
-       dcgm=("DCGM_FI_DEV_ROW_REMAP_FAILURE",)),
-    _m("pcie_link_gen", "", INT, 1, 10, SMALL, gettext_noop("PCIe generation")),
-    _m("pcie_link_width", "", INT, 1, 64, SMALL, gettext_noop("PCIe width")),
-    _m("pcie_replay_count", "", INT, 0, _COUNT_MAX, COUNTER, gettext_noop("PCIe replays"),
-       dcgm=("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",)),
-)  # fmt: skip
+    TEMPERATURE,
+    FAN,
+    POWER,
+    POWER_LIMIT,
+    ENERGY,
+    UTILIZATION_GPU,
+    UTILIZATION_MEMORY,
+    MEMORY_USED,
+    SM_CLOCK,
+    MEM_CLOCK,
+    PSTATE,
+    THROTTLE_REASONS,
+    ECC_CORRECTED_VOLATILE,
+    ECC_UNCORRECTED_VOLATILE,
+    ECC_UNCORRECTED_AGGREGATE,
+    RETIRED_PAGES_PENDING,
+    REMAPPED_ROWS_PENDING,
+    REMAPPED_ROWS_FAILURE,
+    PCIE_LINK_GEN,
+    PCIE_LINK_WIDTH,
+    PCIE_REPLAY_COUNT,
+)
 
 
 def _extra() -> tuple[Metric, ...]:
@@ -150,9 +178,10 @@ def rolled_up() -> tuple[str, ...]:
 
 
 def as_json() -> list[dict]:
-    """The registry as the pages read it (json_script): name, unit, label (untranslated: the page's
-    view translates it), chart group, whether live points carry it and its rollup, in table order."""
+    """The registry as the pages read it (json_script): name, unit, wire type, label (untranslated:
+    the page's view translates it), chart group, whether live points carry it and its rollup, in
+    table order."""
     return [{key: value for key, value in asdict(metric).items() if key in _SERVED} for metric in METRICS]
 
 
-_SERVED = ("name", "unit", "label", "group", "live", "rollup")
+_SERVED = ("name", "unit", "type", "label", "group", "live", "rollup")

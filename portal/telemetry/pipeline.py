@@ -33,7 +33,7 @@ from django.db.models import Count, Max, Min
 from django.utils import timezone
 
 from portal.core.locks import pass_lock
-from portal.fleet.models import Gpu
+from portal.fleet import selectors as fleet_selectors
 from portal.telemetry import hooks, ledger, store
 from portal.telemetry.columns import READING_ROW_COLUMNS, ReadingColumns, tuple_picker
 from portal.telemetry.models import IngestBatch, PipelineCursor, StageDone, XidEvent
@@ -198,7 +198,8 @@ def block_read(batches: list[StoredBatch]) -> Block:
     """The readings and XID events of these batches: one query for the readings (per 100 host
     spans: SQLite limits an expression's depth), one for the events, one for their hosts' GPUs."""
     spans = _host_spans(batches)
-    gpu_hosts = dict(Gpu.objects.filter(host_id__in=list(spans)).values_list("id", "host_id")) if spans else {}
+    gpus = fleet_selectors.gpus().filter(host_id__in=list(spans))
+    gpu_hosts = dict(gpus.values_list("id", "host_id")) if spans else {}
     gpus_by_host: dict[int, list[int]] = defaultdict(list)
     for gpu_id, host_id in gpu_hosts.items():
         gpus_by_host[host_id].append(gpu_id)

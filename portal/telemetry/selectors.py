@@ -4,20 +4,27 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import connection
+from django.db.models import QuerySet
 
 from portal.core.errors import InvalidInput
-from portal.fleet.models import Gpu
 from portal.telemetry import store
+from portal.telemetry.metrics import FAN, POWER, TEMPERATURE, THROTTLE_REASONS, UTILIZATION_GPU
 from portal.telemetry.models import (
     READING_METRICS,
     ROLLUP_METRICS,
+    GpuLatest,
     HostToken,
+    IngestBatch,
     throttle_names,
 )
+from portal.telemetry.models import THERMAL_THROTTLE_MASK as THERMAL_THROTTLE_MASK  # for the apps above
+from portal.telemetry.models import THROTTLE_BIT as THROTTLE_BIT  # for the askers below
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
-DEFAULT_METRICS = ("temperature_c", "power_w", "utilization_gpu_pct", "fan_speed_pct")
+# The series a GPU's readings answer when none are named (GET /api/v1/gpus/{uuid}/readings).
+DEFAULT_METRICS = tuple(metric.name for metric in (TEMPERATURE, POWER, UTILIZATION_GPU, FAN))
 _STEP = {"1m": dt.timedelta(minutes=1), "1h": dt.timedelta(hours=1)}
 
 
@@ -54,7 +61,7 @@ class Series:
     maximum: dict[str, list] | None = None
 
 
-def resolution_for(*, gpu: Gpu, start: dt.datetime, end: dt.datetime) -> str:
+def resolution_for(*, gpu, start: dt.datetime, end: dt.datetime) -> str:
     """The finest resolution that keeps the answer under MAX_POINTS points."""
     if store.reading_count(gpu_id=gpu.pk, start=start, end=end, at_most=MAX_POINTS) <= MAX_POINTS:
         return "raw"
@@ -64,7 +71,7 @@ def resolution_for(*, gpu: Gpu, start: dt.datetime, end: dt.datetime) -> str:
 
 
 def gpu_series(
-    *, gpu: Gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
+    *, gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
 ) -> Series:
     if end <= start:
         raise _refused("from", "must be before 'to'")
@@ -82,8 +89,8 @@ def gpu_series(
         if len(rows) > limit:
             raise _too_many_points(resolution, end)
         values = {metric: [row[position + 1] for row in rows] for position, metric in enumerate(metrics)}
-        if "throttle_reasons" in values:
-            values["throttle_reasons"] = [throttle_names(mask) for mask in values["throttle_reasons"]]
+        if THROTTLE_REASONS.name in values:  # a bit mask stored, its names answered
+            values[THROTTLE_REASONS.name] = [throttle_names(mask) for mask in values[THROTTLE_REASONS.name]]
         return Series(resolution, start, end, [row[0] for row in rows], values)
     if (end - start) / _STEP[resolution] + 1 > limit:  # buckets from the one holding 'from' on
         raise _too_many_points(resolution, end)
@@ -108,8 +115,47 @@ def host_tokens(*, host) -> list[HostToken]:
     return list(HostToken.objects.filter(host=host).select_related("created_by", "replaces"))
 
 
-def xid_events_of(*, gpu: Gpu, since: dt.datetime, limit: int = 200) -> list[tuple[dt.datetime, int]]:
-    """The GPU's XID events since `since`, newest first, as (time, code): the charts' markers."""
+def xid_events_of(*, gpu, since: dt.datetime | None = None, limit: int = 200) -> list[tuple[dt.datetime, int]]:
+    """The GPU's XID events since `since` (None: all), newest first, as (time, code): the charts'
+    markers, the RMA pack's timeline."""
     from portal.telemetry.models import XidEvent
 
-    return list(XidEvent.objects.filter(gpu=gpu, ts__gte=since).order_by("-ts").values_list("ts", "code")[:limit])
+    events = XidEvent.objects.filter(gpu=gpu)
+    if since is not None:
+        events = events.filter(ts__gte=since)
+    return list(events.order_by("-ts").values_list("ts", "code")[:limit])
+
+
+# --- what the apps above read of telemetry (issue #46: no app imports another's models;
+# .ci/own_models.py) ---
+
+
+def latest_readings() -> QuerySet[GpuLatest]:
+    """Each GPU's newest reading (one row per GPU that reported), as a queryset: the caller keeps
+    its own filters and query count."""
+    return GpuLatest.objects.all()
+
+
+# Querysets, so the asking app keeps its own select_related/only and its pinned query counts; and
+# the vocabulary its answers are read with (`throttle_names`, and THROTTLE_BIT: a clock event
+# reason's bit in a reading's stored mask, both imported above).
+
+
+def tokens_live() -> QuerySet[HostToken]:
+    """The host tokens not revoked (a host's fresh one during a rotation makes two)."""
+    return HostToken.objects.filter(revoked_at__isnull=True)
+
+
+def token_live_sql(*, host_id: str) -> str:
+    """`tokens_live` as an SQL condition for a hand-written query (remote write's host lookup, where
+    compiling a queryset costs a write more CPU than the query): true when the host whose id is
+    the SQL expression `host_id` has a live token."""
+    table = connection.ops.quote_name(HostToken._meta.db_table)
+    return (
+        f"EXISTS (SELECT 1 FROM {table} live_token"
+        f" WHERE live_token.host_id = {host_id} AND live_token.revoked_at IS NULL)"
+    )
+
+
+def ingest_batches() -> QuerySet[IngestBatch]:
+    return IngestBatch.objects.all()

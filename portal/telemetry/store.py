@@ -97,7 +97,7 @@ def readings_of(
 ) -> list[tuple]:
     """The readings of these GPUs from start (included unless start_open) to end (excluded unless
     end_closed), raw or compressed alike, as tuples of `columns` (reading column names, e.g.
-    "ts", "temperature_c"), in (gpu_id, ts) order, or reversed with `descending`; at most `limit`.
+    "ts" and the registry's metric names), in (gpu_id, ts) order, or reversed with `descending`; at most `limit`.
     A raw reading at the instant of a compressed one (a late duplicate) is left out, as a second
     reading of a GPU at one instant always is. `epoch`: ts as seconds since the epoch (a float; on
     PostgreSQL the database computes it, cheaper than parsing thousands of timestamps in Python).

@@ -9,7 +9,7 @@ from django.utils.translation import gettext_lazy
 from django.views import View
 from django.views.decorators.cache import never_cache
 
-from portal.fleet.models import Host
+from portal.fleet import selectors as fleet_selectors
 from portal.telemetry.models import HostToken
 from portal.telemetry.services import host_token_issue, host_token_revoke
 
@@ -31,7 +31,7 @@ class HostTokenCreateView(PermissionRequiredMixin, View):
     raise_exception = True
 
     def post(self, request, hostname):
-        host = get_object_or_404(Host, hostname=hostname)
+        host = get_object_or_404(fleet_selectors.hosts(), hostname=hostname)
         form = TokenForm(request.POST)
         if not form.is_valid():
             messages.error(request, "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))

@@ -7,7 +7,7 @@ from ninja import Field, Query, Router, Schema
 
 from portal.core.api import ApiDateTime, ErrorOut, require_perm
 from portal.core.errors import InvalidInput
-from portal.fleet.models import Gpu
+from portal.fleet import selectors as fleet_selectors
 from portal.wear.selectors import wear_for_period
 
 router = Router(tags=["wear"])
@@ -48,6 +48,6 @@ def gpu_wear(request, uuid: str, query: Query[WearQuery]):
     require_perm(request, "fleet.view_gpu")
     if query.start and query.end and query.start > query.end:
         raise InvalidInput("'from' is later than 'to'", problems=[("from", "later than 'to'")])
-    gpu = get_object_or_404(Gpu.objects.only("pk", "uuid", "temp_slowdown_c"), uuid=uuid)
+    gpu = get_object_or_404(fleet_selectors.gpus().only("pk", "uuid", "temp_slowdown_c"), uuid=uuid)
     figures = wear_for_period(gpu=gpu, start=query.start, end=query.end)
     return {"uuid": gpu.uuid, "from": query.start, "to": query.end, **figures.as_dict()}

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from portal.fleet import care
+from portal.telemetry import metrics
 from portal.telemetry.columns import ReadingColumns
 
 MAX_GAP_S = 120.0
@@ -31,10 +32,10 @@ CYCLE_C = 30.0
 LOAD_REF_C = 25.0  # thermal resistance: (T - 25 °C) / P over busy readings
 MJ_PER_KWH = 3.6e9
 
-# A reading as the meters read it: (ts epoch s, temperature_c, fan_speed_pct, power_w, energy_mj, utilization_gpu_pct)
-READING_FIELDS = ReadingColumns(
-    "ts", "temperature_c", "fan_speed_pct", "power_w", "energy_mj", "utilization_gpu_pct"
-).names  # fmt: skip
+# A reading as the meters read it: (ts epoch s, temperature, fan speed, power, energy, GPU utilisation)
+READING_FIELDS = ReadingColumns("ts", *(metric.name for metric in (
+    metrics.TEMPERATURE, metrics.FAN, metrics.POWER, metrics.ENERGY, metrics.UTILIZATION_GPU,
+))).names  # fmt: skip
 TS, TEMP, FAN, POWER, ENERGY, UTIL = range(len(READING_FIELDS))
 
 

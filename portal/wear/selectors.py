@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from portal.fleet import care
-from portal.fleet.models import Gpu, MaintenanceRecord
+from portal.fleet import selectors as fleet_selectors
 from portal.telemetry import store
 from portal.wear import hours, meters
 from portal.wear.meters import Bucket, Hysteresis, Streak
@@ -57,7 +57,7 @@ def _epoch_dt(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
 
 
-def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucket, list[float]]:
+def _edge(gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucket, list[float]]:
     """Meters and temperatures of readings with start <= ts < end, all inside `hour`."""
     # raw or compressed alike: a period's edge hour may be older than the day readings stay raw
     readings = store.readings_of(
@@ -83,7 +83,7 @@ def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[
 DAY_S = 86400
 
 
-def _days(gpu: Gpu, lo: float, hi: float):
+def _days(gpu, lo: float, hi: float):
     """Day rows with lo <= day < hi in time order, as MIDDLE_COLUMNS, and how to get their turning
     points by id (no query for an empty range)."""
     if lo >= hi:
@@ -96,7 +96,7 @@ def _days(gpu: Gpu, lo: float, hi: float):
     return hours.day_turns, list(queryset.order_by("day").values_list(*MIDDLE_COLUMNS))
 
 
-def _hours(gpu: Gpu, lo: float, hi: float):
+def _hours(gpu, lo: float, hi: float):
     """Hour rows with lo <= hour < hi (raw or packed, hours.py) as _days gives day rows, their
     position standing for the id."""
     if lo >= hi:
@@ -106,7 +106,7 @@ def _hours(gpu: Gpu, lo: float, hi: float):
     return (lambda ids: {position: found[position].turns for position in ids}), rows
 
 
-def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datetime | None = None) -> WearFigures:
+def wear_for_period(*, gpu, start: dt.datetime | None = None, end: dt.datetime | None = None) -> WearFigures:
     hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
     lo = start.timestamp() if start else -math.inf
     hi = end.timestamp() if end else math.inf
@@ -211,7 +211,7 @@ def _middle_cycles(turns_of, rows: list[tuple], cycles: Hysteresis) -> None:
 # --- pages -----------------------------------------------------------------------------------
 
 
-def wear_lifetime(*, gpu: Gpu) -> dict:
+def wear_lifetime(*, gpu) -> dict:
     state = WearState.objects.filter(gpu=gpu).first()
     if state is None:
         return {"powered_hours": 0.0, "busy_hours": 0.0, "hot_hours": 0.0, "fan_high_hours": 0.0,
@@ -227,7 +227,7 @@ def wear_lifetime(*, gpu: Gpu) -> dict:
     }
 
 
-def wear_monthly(*, gpu: Gpu) -> list[dict]:
+def wear_monthly(*, gpu) -> list[dict]:
     """Per calendar month (UTC): hours powered, busy, hot, fan-high, and energy. Cycles per month
     are the lifetime count's growth over the month. Summed here in day order: a database's SUM of
     floats adds in whatever order the rows lie, which moves as rows are rewritten."""
@@ -252,7 +252,7 @@ def wear_monthly(*, gpu: Gpu) -> list[dict]:
     return out
 
 
-def thermal_resistance_daily(*, gpu: Gpu) -> list[dict]:
+def thermal_resistance_daily(*, gpu) -> list[dict]:
     """(mean temperature − 25 °C) / mean power over busy readings, per day: dust raises it."""
     rows = (
         WearDay.objects.filter(gpu=gpu, load_n__gt=0)
@@ -285,7 +285,7 @@ INSPECT_FACTOR = 1.5
 INSPECT_MAX = 5
 
 
-def _age_days(gpu: Gpu, state_first: dt.datetime | None, now: dt.datetime) -> float:
+def _age_days(gpu, state_first: dt.datetime | None, now: dt.datetime) -> float:
     started = None
     if gpu.install_date:
         started = dt.datetime.combine(gpu.install_date, dt.time(), tzinfo=dt.UTC)
@@ -307,10 +307,14 @@ def fleet_wear_ranking(*, now: dt.datetime | None = None) -> dict:
     queries whatever the fleet size."""
     now = now or timezone.now()
     gpus = list(
-        Gpu.objects.exclude(status="retired").select_related("host", "wear").order_by("host__hostname", "index")
+        fleet_selectors.gpus()
+        .exclude(status="retired")
+        .select_related("host", "wear")
+        .order_by("host__hostname", "index")
     )
     last_cleaning = dict(
-        MaintenanceRecord.objects.filter(kind="cleaning")
+        fleet_selectors.records()
+        .filter(kind="cleaning")
         .values("host_id")
         .annotate(last=Max("performed_at"))
         .values_list("host_id", "last")
@@ -355,7 +359,7 @@ def _meters_spans(host_ids: list[int], since: dict[int, dt.datetime]) -> tuple[d
     """Per GPU of the hosts: the hours of the day `since` falls in from its hour on (a partial day,
     read hour by hour), the first whole day after it (read from the day rows), and its host."""
     partial, whole, host_of = {}, {}, {}
-    for gpu_id, host_id in Gpu.objects.filter(host_id__in=host_ids).values_list("pk", "host_id"):
+    for gpu_id, host_id in fleet_selectors.gpus().filter(host_id__in=host_ids).values_list("pk", "host_id"):
         host_of[gpu_id] = host_id
         moment = since.get(host_id)
         lo = -math.inf if moment is None else meters.hour_of(moment.timestamp())
@@ -408,11 +412,12 @@ def meters_since(*, host_ids: list[int], since: dict[int, dt.datetime]) -> dict[
     return out
 
 
-def gpu_wear_panel(*, gpu: Gpu) -> dict:
+def gpu_wear_panel(*, gpu) -> dict:
     """The GPU page's Wear panel: lifetime totals, monthly figures, thermal resistance per day and
     the cleanings (its own and its host's) to mark on that chart. Four queries."""
     cleanings = (
-        MaintenanceRecord.objects.filter(kind="cleaning", host_id=gpu.host_id)
+        fleet_selectors.records()
+        .filter(kind="cleaning", host_id=gpu.host_id)
         .filter(Q(gpu__isnull=True) | Q(gpu_id=gpu.pk))
         .order_by("performed_at")
         .values_list("performed_at", flat=True)

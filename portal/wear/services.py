@@ -23,7 +23,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from portal.core.db import EpochMs
-from portal.fleet.models import Gpu
+from portal.fleet import selectors as fleet_selectors
 from portal.telemetry import store
 from portal.telemetry.pipeline import Prepared
 from portal.wear import hours, meters
@@ -281,7 +281,7 @@ def _continued(states: dict[int, WearState], gpu_ids) -> tuple[dict[int, int], d
 
 
 def _count_new(
-    gpus: dict[int, Gpu], states: dict[int, WearState], by_gpu: dict[int, list[tuple]], continued_rows=None
+    gpus: dict, states: dict[int, WearState], by_gpu: dict[int, list[tuple]], continued_rows=None
 ) -> _Counted:
     """Count new readings ({gpu_id: meters tuples in ts order, all newer than the GPU's newest
     counted one}) onward from each GPU's state: one query for the hour rows they continue (unless
@@ -337,7 +337,7 @@ def _count_new(
     return counted
 
 
-def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: list[int]) -> None:
+def _extend_many(gpus: dict, states: dict[int, WearState], gpu_ids: list[int]) -> None:
     """Count the readings newer than the newest counted one of every GPU in `gpu_ids` (ascending),
     read from the database in chunks of CHUNK, each chunk's rows written in a transaction of their
     own (or the caller's)."""
@@ -356,7 +356,7 @@ def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: li
         pending = [gpu_id for gpu_id in pending if gpu_id >= rows[-1][0]]
 
 
-def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to: float) -> None:
+def _rebuild(gpu, state: WearState, hot_c: float, late_from: float, late_to: float) -> None:
     """Recompute the hours a late stretch [late_from, late_to] touches, from raw readings."""
     last = state.last_ts.timestamp()
     h0 = meters.hour_of(late_from)
@@ -445,7 +445,7 @@ def wear_prepare(block) -> Prepared:
     that no GPU's meters moved meanwhile. A block reaching back to counted readings (a late batch)
     is counted in the transaction from the stored readings (_update_many)."""
     ranges = {gpu_id: (rows[0][1].timestamp(), rows[-1][1].timestamp()) for gpu_id, rows in block.readings.items()}
-    gpus = Gpu.objects.only("pk", "temp_slowdown_c").in_bulk(list(ranges))
+    gpus = fleet_selectors.gpus().only("pk", "temp_slowdown_c").in_bulk(list(ranges))
     states = {state.gpu_id: state for state in WearState.objects.filter(gpu_id__in=list(gpus))}
     seen = {gpu_id: state.last_ts for gpu_id, state in states.items()}
     if any(gpu_id in states and ranges[gpu_id][0] <= seen[gpu_id].timestamp() for gpu_id in gpus):
@@ -473,7 +473,7 @@ def wear_prepare(block) -> Prepared:
     return Prepared(apply=counted.save, current=unchanged)
 
 
-def _update_many(ranges: dict, gpus: dict[int, Gpu]) -> None:
+def _update_many(ranges: dict, gpus: dict) -> None:
     """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)} epoch s: the span
     of their readings in the block, which may reach back to counted ones) up to date, in the pass's
     transaction: late stretches GPU by GPU (rare: batches that arrive out of order), then the new

@@ -5,7 +5,8 @@ import re
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from portal.checklists.models import ChecklistTemplate
+from portal.checklists import selectors as checklists
+from portal.checklists.shipped import shipped_text
 
 
 class WindowForm(forms.Form):
@@ -24,8 +25,9 @@ class WindowForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        templates = ChecklistTemplate.objects.filter(active=True).order_by("name").values_list("key", "name")
-        self.fields["checklist"].choices = [("", _("None")), *templates]
+        templates = checklists.templates().filter(active=True).order_by("name").values_list("key", "name")
+        # a shipped checklist's name in the reader's language; one an admin wrote, as written
+        self.fields["checklist"].choices = [("", _("None")), *((key, shipped_text(name)) for key, name in templates)]
 
     def clean_hosts(self) -> list[str]:
         return [name for name in re.split(r"[\s,]+", self.cleaned_data["hosts"]) if name]

@@ -14,21 +14,25 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from portal.checklists import selectors as checklists_selectors
 from portal.checklists import services as checklists
-from portal.checklists.models import ChecklistRun, ChecklistTemplate
 from portal.core.errors import ApplicationError, Conflict, InvalidInput
-from portal.fleet.models import Host
+from portal.fleet import selectors as fleet_selectors
 from portal.maintenance.services.silences import silence_create, silence_end_set
 from portal.scheduler import services as scheduler
 from portal.scheduler.adapters import RESERVATION_PREFIX, NodeUnknown, SchedulerAdapter, SchedulerUnavailable
-from portal.scheduler.models import SchedulerAction
 from portal.windows.models import MaintenanceWindow, WindowHost
+
+if TYPE_CHECKING:
+    from portal.checklists.models import ChecklistRun, ChecklistTemplate
+    from portal.fleet.models import Host
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +76,9 @@ def _check_hosts(hostnames) -> tuple[list[Host], list[tuple[str, str]]]:
         return [], [("hosts", gettext("Name at least one host."))]
     if len(hostnames) > HOSTS_MAX:
         return [], [("hosts", gettext("At most %(n)s hosts in one window.") % {"n": HOSTS_MAX})]
-    known = {h.hostname: h for h in Host.objects.filter(hostname__in=[n for n in hostnames if isinstance(n, str)])}
+    known = {
+        h.hostname: h for h in fleet_selectors.hosts().filter(hostname__in=[n for n in hostnames if isinstance(n, str)])
+    }
     hosts, problems = [], []
     for n, name in enumerate(hostnames):
         host = known.get(name) if isinstance(name, str) else None
@@ -86,7 +92,7 @@ def _check_hosts(hostnames) -> tuple[list[Host], list[tuple[str, str]]]:
 def _check_checklist(key) -> tuple[ChecklistTemplate | None, list[tuple[str, str]]]:
     if key in (None, ""):
         return None, []
-    template = ChecklistTemplate.objects.filter(key=key).first() if isinstance(key, str) else None
+    template = checklists_selectors.templates().filter(key=key).first() if isinstance(key, str) else None
     if template is None:
         return None, [("checklist", gettext("No checklist template %(key)r.") % {"key": key})]
     if not template.active:
@@ -127,7 +133,7 @@ def window_create(
         raise InvalidInput("invalid maintenance window", problems=problems)
     with transaction.atomic():
         # Two windows asked at once for one host: the host rows are locked, so one sees the other.
-        list(Host.objects.select_for_update().filter(pk__in=[h.pk for h in hosts]).order_by("pk"))
+        list(fleet_selectors.hosts().select_for_update().filter(pk__in=[h.pk for h in hosts]).order_by("pk"))
         clashes = list(window_overlaps(hosts=hosts, starts_at=starts_at, ends_at=ends_at).prefetch_related("hosts"))
         if clashes:
             raise Conflict(
@@ -185,7 +191,7 @@ def window_start(*, window_id: int, now: dt.datetime | None = None) -> Started |
             row.run = _run_start(window, row.host)
         reason = scheduler.window_drain_reason(window_id=window.pk, title=window.title)
         drains = scheduler.scheduler_window_actions(
-            hosts=[row.host for row in rows], kind=SchedulerAction.Kind.DRAIN, reason=reason, user=window.created_by
+            hosts=[row.host for row in rows], kind=scheduler.Action.Kind.DRAIN, reason=reason, user=window.created_by
         )
         for row, action in zip(rows, drains, strict=False):
             row.drain = action
@@ -241,12 +247,12 @@ def _window_end(*, window: MaintenanceWindow, state: str, user, now: dt.datetime
                 silence_end_set(silence=row.silence, ends_at=now)
         if state == Window.State.CANCELLED:
             for row in rows:
-                if row.run is not None and row.run.state == ChecklistRun.State.IN_PROGRESS:
+                if row.run is not None and row.run.state == checklists_selectors.RunState.IN_PROGRESS:
                     checklists.run_abandon(run=row.run, reason=f"maintenance window #{window.pk} cancelled", user=user)
         resumed = []
         if was_active:
             resumed = scheduler.scheduler_window_actions(
-                hosts=[row.host for row in rows], kind=SchedulerAction.Kind.RESUME, user=user
+                hosts=[row.host for row in rows], kind=scheduler.Action.Kind.RESUME, user=user
             )
             for row, action in zip(rows, resumed, strict=False):
                 row.resume = action
@@ -272,7 +278,7 @@ def window_run_completed(*, run: ChecklistRun) -> tuple[MaintenanceWindow, list[
     row = WindowHost.objects.filter(run=run, window__state=Window.State.ACTIVE).select_related("window").first()
     if row is None:
         return None
-    still = WindowHost.objects.filter(window_id=row.window_id, run__state=ChecklistRun.State.IN_PROGRESS)
+    still = WindowHost.objects.filter(window_id=row.window_id, run__state=checklists_selectors.RunState.IN_PROGRESS)
     if still.exists():
         return None
     try:

@@ -35,6 +35,9 @@
 
   function start(fleet) {
   fleet.gpus = gpuObjects(fleet);
+  // Which of the state's fields (and of a live point's) is the temperature, the GPU utilisation
+  // and the clock event reasons: the metric registry's names, served in the state's "metrics".
+  const TEMP = fleet.metrics.temperature, UTIL = fleet.metrics.utilization, REASONS = fleet.metrics.reasons;
   // Server and browser clocks may differ; judge "silent" on the server's clock.
   const skew = Date.now() - fleet.now;
   const byId = new Map(fleet.gpus.map(function (gpu) { return [gpu.id, gpu]; }));
@@ -65,8 +68,8 @@
     fleet.gpus.forEach(function (gpu) {
       const row = hostRow.get(gpu.host);
       const silent = isSilent(gpu);
-      z[row][gpu.index] = silent ? null : gpu.temperature_c;
-      const full = gpu.ts == null ? gettext("no data") : silent ? gettext("silent") : (gpu.temperature_c == null ? "?" : gpu.temperature_c + "°");
+      z[row][gpu.index] = silent ? null : gpu[TEMP];
+      const full = gpu.ts == null ? gettext("no data") : silent ? gettext("silent") : (gpu[TEMP] == null ? "?" : gpu[TEMP] + "°");
       text[row][gpu.index] = narrow && (gpu.ts == null || silent) ? "–" : full;
       custom[row][gpu.index] = [gpu.url, full];
     });
@@ -120,7 +123,7 @@
       const link = document.createElement("a");
       link.href = gpu.url;
       link.textContent = gpu.host + " #" + gpu.index + (name === "silent" ? " · " + lastSeen(gpu)
-        : gpu.temperature_c != null ? " · " + gpu.temperature_c + " °C" : "");
+        : gpu[TEMP] != null ? " · " + gpu[TEMP] + " °C" : "");
       item.appendChild(link);
       list.appendChild(item);
     });
@@ -134,9 +137,9 @@
 
   function renderTiles() {
     const live = fleet.gpus.filter(function (gpu) { return !isSilent(gpu); });
-    tile("hot", live.filter(function (gpu) { return gpu.temperature_c != null && gpu.hot_c != null && gpu.temperature_c >= gpu.hot_c; })
-      .sort(function (a, b) { return b.temperature_c - a.temperature_c; }), "is-bad");
-    tile("throttling", live.filter(function (gpu) { return gpu.throttle_reasons != null && (gpu.throttle_reasons & fleet.throttling_mask) !== 0; }), "is-warn");
+    tile("hot", live.filter(function (gpu) { return gpu[TEMP] != null && gpu.hot_c != null && gpu[TEMP] >= gpu.hot_c; })
+      .sort(function (a, b) { return b[TEMP] - a[TEMP]; }), "is-bad");
+    tile("throttling", live.filter(function (gpu) { return gpu[REASONS] != null && (gpu[REASONS] & fleet.throttling_mask) !== 0; }), "is-warn");
     tile("silent", fleet.gpus.filter(isSilent), "is-warn");
   }
 
@@ -154,9 +157,7 @@
       if (!gpu || (gpu.ts != null && point.ts < gpu.ts)) return;
       gpu.ts = point.ts;
       gpu.heard = Math.max(point.ts, arrived);
-      gpu.temperature_c = point.temperature_c;
-      gpu.utilization_gpu_pct = point.utilization_gpu_pct;
-      gpu.throttle_reasons = point.throttle_reasons;
+      [TEMP, UTIL, REASONS].forEach(function (name) { gpu[name] = point[name]; });
     });
     scheduleRender();
   }
@@ -184,7 +185,7 @@
             if (fresh.ts == null) return;
             if (gpu.ts == null || fresh.ts > gpu.ts) {
               gpu.ts = fresh.ts;
-              gpu.temperature_c = fresh.temperature_c;
+              gpu[TEMP] = fresh[TEMP];
             }
             if (gpu.heard == null || fresh.heard > gpu.heard) gpu.heard = fresh.heard;
           });

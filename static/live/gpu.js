@@ -22,10 +22,29 @@
   const RAW_METRICS = REGISTRY.filter(function (metric) { return metric.live; }).map(function (metric) { return metric.name; });
   const ROLLUP_METRICS = REGISTRY.filter(function (metric) { return metric.rollup === "min_max_mean"; })
     .map(function (metric) { return metric.name; });
+  // The clock event reasons (a bit mask in live points, names in the readings API): a row's
+  // `throttled`, drawn as markers on its chart's first line.
+  const REASONS = (REGISTRY.find(function (metric) { return metric.type === "reasons"; }) || {}).name;
+  // A setting rather than a measurement (live, never rolled up: a power limit): a dashed step line,
+  // drawn only while readings carry it. Rows that carry one come from raw readings, not rollups.
+  function isSetting(metric) { return metric.rollup == null && metric.type !== "reasons"; }
+  const SETTINGS = REGISTRY.filter(function (metric) { return metric.live && isSetting(metric); })
+    .map(function (metric) { return metric.name; });
+  // The charts: one per registry group, in the page's chart-<group> box; each line is a metric of
+  // the group (table order), named by its label and unit. Here only what a chart adds of its own.
+  const GROUPS = {};
+  REGISTRY.forEach(function (metric) {
+    if (!metric.group || !metric.live) return;
+    const group = GROUPS[metric.group] || (GROUPS[metric.group] = { lines: [], reasons: false });
+    if (metric.type === "reasons") group.reasons = true;
+    else group.lines.push(metric);
+  });
   const RESOLUTION_NAMES = { raw: gettext("raw"), "1m": gettext("1m"), "1h": gettext("1h") };
   const THROTTLE_NAMES = ["hw_thermal", "sw_thermal", "hw_slowdown", "hw_power_brake"];
-  const COLORS = { temp: "#d1495b", power: "#1f6feb", limit: "#9a6700", util: "#1a7f37", mem: "#8250df",
-    fan: "#0a7ea4", sm: "#bf3989", memclk: "#6e7781" };
+  // Each chart's lines' colours, in the order of its lines.
+  const COLORS = { temperature: ["#d1495b"], power: ["#1f6feb", "#9a6700"], utilization: ["#1a7f37", "#8250df"],
+    fan: ["#0a7ea4"], clocks: ["#bf3989", "#6e7781"], memory: ["#8250df"] };
+  const OTHER_COLORS = ["#57606a", "#953800", "#1b7c83", "#6e40c9"];
   const MARKER_COLORS = { cleaning: "#1a7f37", thermal_paste: "#1a7f37", fan_replacement: "#0a7ea4",
     repair: "#cf222e" };
 
@@ -42,7 +61,8 @@
 
   function noteLatest(rows, arrived) {
     const last = rows.length ? rows[rows.length - 1] : null;
-    if (last && last.power_limit_w !== undefined && (!state.latest || last.t >= state.latest.t)) state.latest = last;
+    const raw = last && SETTINGS.every(function (name) { return last[name] !== undefined; });
+    if (raw && (!state.latest || last.t >= state.latest.t)) state.latest = last;
     if (last) state.heard = Math.max(state.heard || 0, last.t, arrived || 0);
   }
   if (cfg.latest) {
@@ -54,8 +74,8 @@
 
   function rowFromPoint(point) {
     const row = { t: point.ts };
-    RAW_METRICS.forEach(function (name) { if (name !== "throttle_reasons") row[name] = point[name]; });
-    row.throttled = point.throttle_reasons != null && (point.throttle_reasons & cfg.throttling_mask) !== 0;
+    RAW_METRICS.forEach(function (name) { if (name !== REASONS) row[name] = point[name]; });
+    row.throttled = point[REASONS] != null && (point[REASONS] & cfg.throttling_mask) !== 0;
     return row;
   }
 
@@ -103,8 +123,8 @@
           const row = { t: Date.parse(ts) };
           for (const metric of metrics) {
             if (!(metric in body.values)) continue;
-            if (metric === "throttle_reasons") {
-              const names = body.values.throttle_reasons[i] || [];
+            if (metric === REASONS) {
+              const names = body.values[REASONS][i] || [];
               row.throttled = names.some(function (name) { return THROTTLE_NAMES.indexOf(name) >= 0; });
             } else {
               row[metric] = body.values[metric][i];
@@ -369,46 +389,63 @@
     try { draw(); } finally { state.rendering = false; }
   }
 
+  // What a chart adds to its lines: a title, its value axis, the GPU's limits as level lines.
+  const CHARTS = {
+    temperature: { title: gettext("Temperature"), labels: true, levels: function (shapes, annotations, values) {
+      hline(cfg.slowdown_c, "#d29922", interpolate(gettext("slowdown %s °C"), [cfg.slowdown_c]), shapes, annotations, true);
+      hline(cfg.shutdown_c, "#cf222e", interpolate(gettext("shutdown %s °C"), [cfg.shutdown_c]), shapes, annotations);
+      const top = Math.max(cfg.shutdown_c || 0, values.length ? Math.max.apply(null, values) : 0) + 5;
+      return { range: [20, Math.max(top, 60)] };
+    } },
+    power: { title: gettext("Power vs limit"), levels: function (shapes, annotations, values, settingShown) {
+      if (!settingShown) hline(cfg.power_limit_default_w, COLORS.power[1], gettext("default limit"), shapes, annotations);
+    } },
+    utilization: { title: gettext("Utilization") },
+    fan: { title: gettext("Fan") },
+    clocks: { title: gettext("Clocks") },
+    memory: { title: gettext("Memory"), levels: function (shapes, annotations) {
+      hline(cfg.memory_total_mib, "#6e7781", gettext("total"), shapes, annotations);
+    } },
+  };
+
+  function withUnit(text, unit) { return unit ? text + " " + unit : text; }
+
+  /* One group's chart: its measured lines, the compared GPUs' lines of its first, its settings
+     (while readings carry them), and the throttled readings as markers on its first line. */
+  function drawGroup(name, group, rows) {
+    const chart = CHARTS[name] || { title: group.lines.length ? group.lines[0].label : name };
+    const first = group.lines[0];
+    if (!first) return;
+    const colors = COLORS[name] || OTHER_COLORS;
+    const shapes = [], annotations = [];
+    const measured = [], settings = [];
+    group.lines.forEach(function (metric, i) {
+      const color = colors[i % colors.length];
+      if (!isSetting(metric)) {
+        measured.push(line(withUnit(metric.label, metric.unit), metric.name, color));
+      } else if (rows.some(function (row) { return row[metric.name] != null; })) {
+        settings.push(line(withUnit(metric.label, metric.unit), metric.name, color,
+          { line: { color: color, dash: "dash", shape: "hv", width: 1.2 } }));
+      }
+    });
+    const traces = measured.concat(overlayLines(first.name), settings);
+    if (group.reasons) {
+      const throttled = rows.filter(function (row) { return row.throttled; });
+      traces.push({ type: "scatter", mode: "markers", name: gettext("Throttled"), marker: { color: "#cf222e", size: 4, opacity: 0.6 },
+        x: throttled.map(function (row) { return Live.localMs(row.t); }),
+        y: throttled.map(function (row) { return row[first.name]; }), visible: throttled.length ? true : "legendonly" });
+    }
+    const values = rows.map(function (row) { return row[first.name]; }).filter(function (v) { return v != null; });
+    const axis = first.unit === "%" ? { range: [0, 105] } : { rangemode: "tozero" };
+    Object.assign(axis, { ticksuffix: first.unit ? " " + first.unit : "" },
+      chart.levels ? chart.levels(shapes, annotations, values, settings.length > 0) : {});
+    plot("chart-" + name, traces, layout(chart.title, axis, shapes, annotations, chart.labels));
+  }
+
   function draw() {
     const rows = state.rows;
     state.drawn = gapped(rows, state.resolution);
-    let shapes = [], annotations = [];
-    hline(cfg.slowdown_c, "#d29922", interpolate(gettext("slowdown %s °C"), [cfg.slowdown_c]), shapes, annotations, true);
-    hline(cfg.shutdown_c, "#cf222e", interpolate(gettext("shutdown %s °C"), [cfg.shutdown_c]), shapes, annotations);
-    const throttled = rows.filter(function (row) { return row.throttled; });
-    const temps = rows.map(function (row) { return row.temperature_c; }).filter(function (v) { return v != null; });
-    const top = Math.max(cfg.shutdown_c || 0, temps.length ? Math.max.apply(null, temps) : 0) + 5;
-    plot("chart-temperature", [
-      line(gettext("Temperature °C"), "temperature_c", COLORS.temp),
-    ].concat(overlayLines("temperature_c"), [
-      { type: "scatter", mode: "markers", name: gettext("Throttled"), marker: { color: "#cf222e", size: 4, opacity: 0.6 },
-        x: throttled.map(function (row) { return Live.localMs(row.t); }),
-        y: throttled.map(function (row) { return row.temperature_c; }), visible: throttled.length ? true : "legendonly" },
-    ]), layout(gettext("Temperature"), { range: [20, Math.max(top, 60)], ticksuffix: " °C" }, shapes, annotations, true));
-
-    shapes = []; annotations = [];
-    const hasLimit = rows.some(function (row) { return row.power_limit_w != null; });
-    if (!hasLimit) hline(cfg.power_limit_default_w, COLORS.limit, gettext("default limit"), shapes, annotations);
-    const powerTraces = [line(gettext("Power W"), "power_w", COLORS.power)].concat(overlayLines("power_w"));
-    if (hasLimit) powerTraces.push(line(gettext("Limit W"), "power_limit_w", COLORS.limit, { line: { color: COLORS.limit, dash: "dash", shape: "hv", width: 1.2 } }));
-    plot("chart-power", powerTraces, layout(gettext("Power vs limit"), { rangemode: "tozero", ticksuffix: " W" }, shapes, annotations));
-
-    plot("chart-utilization", [
-      line(gettext("GPU %"), "utilization_gpu_pct", COLORS.util),
-      line(gettext("Memory %"), "utilization_memory_pct", COLORS.mem),
-    ].concat(overlayLines("utilization_gpu_pct")), layout(gettext("Utilization"), { range: [0, 105], ticksuffix: " %" }));
-
-    plot("chart-fan", [line(gettext("Fan %"), "fan_speed_pct", COLORS.fan)].concat(overlayLines("fan_speed_pct")), layout(gettext("Fan"), { range: [0, 105], ticksuffix: " %" }));
-
-    plot("chart-clocks", [
-      line(gettext("SM MHz"), "sm_clock_mhz", COLORS.sm),
-      line(gettext("Memory MHz"), "mem_clock_mhz", COLORS.memclk),
-    ].concat(overlayLines("sm_clock_mhz")), layout(gettext("Clocks"), { rangemode: "tozero", ticksuffix: " MHz" }));
-
-    shapes = []; annotations = [];
-    hline(cfg.memory_total_mib, "#6e7781", gettext("total"), shapes, annotations);
-    plot("chart-memory", [line(gettext("Used MiB"), "memory_used_mib", COLORS.mem)].concat(overlayLines("memory_used_mib")),
-      layout(gettext("Memory"), { rangemode: "tozero", ticksuffix: " MiB" }, shapes, annotations));
+    Object.keys(GROUPS).forEach(function (name) { drawGroup(name, GROUPS[name], rows); });
     renderNow();
   }
 
@@ -419,7 +456,7 @@
       if (el) el.textContent = text;
     };
     const fmt = function (value, unit, digits) {
-      return value == null ? "—" : Number(value).toFixed(digits || 0) + unit;
+      return value == null ? "—" : withUnit(Number(value).toFixed(digits || 0), unit);
     };
     if (!last) {
       set("age", gettext("no readings yet"));
@@ -434,11 +471,13 @@
       statusBadge.hidden = silent;
       silentBadge.hidden = !silent;
     }
-    set("temperature", fmt(last.temperature_c, " °C"));
-    set("power", fmt(last.power_w, " W") + (last.power_limit_w ? " / " + fmt(last.power_limit_w, " W") : ""));
-    set("util", fmt(last.utilization_gpu_pct, " %"));
-    set("fan", fmt(last.fan_speed_pct, " %"));
-    set("sm", fmt(last.sm_clock_mhz, " MHz"));
+    // Each chart's first line now (and its setting, a power limit, beside it): data-now="<group>".
+    Object.keys(GROUPS).forEach(function (name) {
+      const first = GROUPS[name].lines[0];
+      const setting = GROUPS[name].lines.find(function (metric) { return isSetting(metric) && last[metric.name]; });
+      if (!first) return;
+      set(name, fmt(last[first.name], first.unit) + (setting ? " / " + fmt(last[setting.name], setting.unit) : ""));
+    });
     set("throttle", last.throttled ? gettext("throttling") : gettext("no"));
     const age = Math.max(0, Math.round((serverNow() - last.t) / 1000));
     const ago = age < 90 ? interpolate(gettext("%s s ago"), [age])

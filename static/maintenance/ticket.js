@@ -6,8 +6,4 @@
   if (!holder || !data || !window.Plotly) return;
   var figure = JSON.parse(JSON.parse(data.textContent));
   window.Plotly.newPlot(holder, figure.data, figure.layout, {responsive: true, displaylogo: false});
-  document.querySelectorAll(".evidence-ts").forEach(function (cell) {
-    var seconds = parseFloat(cell.dataset.ts);
-    if (!isNaN(seconds)) cell.textContent = new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19);
-  });
 })();

@@ -76,6 +76,13 @@ def test_the_copy_button_copies_the_install_line(browser, portal_server, login, 
     # The test portal, like the demo, runs without PORTAL_URL on 127.0.0.1.
     expect(page.locator("#portal-url-unset")).to_contain_text("look for the portal on the GPU host itself")
     expect(page.locator("#prerequisites")).to_contain_text("systemd")
+    # its form, and the ingest sources' one, laid out as every other form of the portal: each label
+    # above its box, a required mark (they were Django's bare "Hostname: [box]" paragraphs)
+    for url, field in (("/ingest-sources/", "#id_name"), ("/add-hosts/", "#id_hostname")):
+        page.goto(url)
+        label, box = page.locator(f"label[for={field[1:]}]"), page.locator(field)
+        assert label.bounding_box()["y"] + label.bounding_box()["height"] <= box.bounding_box()["y"] + 1, url
+        expect(page.locator(f".fields .field:has({field})")).to_be_visible()
     page.fill("#id_hostname", f"dgx-copy-{width}")
     page.click("main form button[type=submit] >> text=Make a code")
     line = page.locator("#install-command").inner_text()

@@ -144,6 +144,19 @@ def test_the_charts_break_at_gaps_and_name_xids_tickets_and_records(browser, fir
     page.context.close()
 
 
+def test_the_xid_marker_speaks_the_page_language(browser, first_hour, login):
+    page = _page(browser, first_hour, login, 1400)
+    page.context.add_cookies([{"name": "django_language", "value": "zh-hans", "url": first_hour.base_url}])
+    page.goto(f"/gpus/{GAP_GPU}/")
+    _charts_drawn(page)
+    texts = page.evaluate(
+        "() => document.getElementById('chart-temperature').data.filter(t => t.yaxis === 'y2').flatMap(t => t.text)"
+    )
+    assert "XID 79：GPU 已从总线上掉线" in texts, texts
+    assert not any("fallen off the bus" in text for text in texts), texts
+    page.context.close()
+
+
 def test_a_drag_zooms_every_chart_and_the_address_keeps_it(browser, first_hour, login):
     page = _page(browser, first_hour, login, 1400)
     page.goto(f"/gpus/{GAP_GPU}/")

@@ -38,12 +38,25 @@ def test_the_job_list_and_a_job_page(browser, jobs_portal, login, screenshot):
     expect(first).to_be_visible(timeout=60_000)
     first.click()
     expect(page.locator("#job-chart .main-svg").first).to_be_attached(timeout=20_000)
+    # each GPU's mean utilisation with its unit, as the Figures panel writes it (the table wrote "82.9")
+    rows = page.locator("main table tbody tr").filter(has_text="dgx-01 GPU")
+    cells = rows.locator("td:nth-child(6)").all_inner_texts()
+    assert len(cells) == 2 and all(re.fullmatch(r"\d+\.\d %", cell) for cell in cells), cells
     for width in (1400, 390):
         page.set_viewport_size({"width": width, "height": 900})
         page.wait_for_timeout(600)  # plotly's responsive redraw follows the resize
         box = page.locator("#job-chart .main-svg").first.bounding_box()
         assert box["width"] <= width, (width, box)
         screenshot(page, f"job-page-{width}.png")
+    # opened on a phone: the legend under the chart, which keeps a plot area to read (plotly had
+    # squeezed it to ~150 x 115 px beside a scrolling legend, its time labels on end)
+    page.reload()
+    expect(page.locator("#job-chart .main-svg").first).to_be_attached(timeout=20_000)
+    plot = page.locator("#job-chart .nsewdrag").first.bounding_box()
+    legend = page.locator("#job-chart .legend").first.bounding_box()
+    assert plot["width"] >= 220 and plot["height"] >= 150, plot
+    assert legend["y"] >= plot["y"] + plot["height"], (legend, plot)
+    screenshot(page, "job-page-390-loaded.png")
     page.goto("/jobs/")
     screenshot(page, "job-list-390.png")
     context.close()

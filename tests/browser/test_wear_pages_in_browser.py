@@ -77,6 +77,12 @@ def test_fleet_wear_page_ranks_the_hard_worked_gpu_first(page, portal_server, lo
     expect(page.locator("ol.inspect-first")).not_to_contain_text(f"{seed.HOST} #1")
     expect(first).to_have_class(re.compile("attention"))
     screenshot(page, "wear-fleet.png")
+    # on a phone each GPU's name stays on one line ("sim-" / "rack-a" / "#0" was three); the table scrolls
+    page.set_viewport_size({"width": 390, "height": 900})
+    link = first.locator("td a")
+    line = float(link.evaluate("el => parseFloat(getComputedStyle(el).lineHeight) || 24"))
+    assert link.bounding_box()["height"] < 1.5 * line, link.bounding_box()
+    page.set_viewport_size({"width": 1280, "height": 900})
     first.locator("td a").click()
     expect(page).to_have_url(re.compile(r"#wear$"))
     expect(page.locator("#wear h2")).to_have_text("Wear")

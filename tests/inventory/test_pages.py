@@ -185,3 +185,39 @@ def test_the_pages_in_chinese(client_for, admin):
     assert "备件" in page and "登记收货或出入库" in page and "风扇" in page and "不足" in page
     assert "登记合同" in client.get("/inventory/warranties/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "开启 RMA 案例" in client.get("/inventory/rma/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+
+
+def test_a_movement_names_its_record_by_kind_host_and_gpu_not_by_id(
+    client_for, viewer, gpu, django_assert_max_num_queries
+):
+    from tests.factories import RecordFactory
+
+    record = RecordFactory(gpu=gpu, kind="repair")
+    part = Part.objects.create(name="PCIe riser", kind="riser", on_hand=2)
+    stock.movement_record(part=part, delta=-1, reason="used", record=record)
+    stock.movement_record(part=part, delta=-1, reason="used", record=RecordFactory(gpu=gpu, kind="repair"))
+    client = client_for(viewer)
+    client.get("/inventory/stock/")
+    with django_assert_max_num_queries(12) as queries:
+        page = client.get("/inventory/stock/").content.decode()
+    assert not [q for q in queries.captured_queries if 'FROM "fleet_host"' in q["sql"]], "a query per record"
+    assert f'href="{record.get_absolute_url()}">Repair · <span translate="no">node-a</span> GPU 0</a>' in page
+    assert f">#{record.pk}<" not in page
+
+
+def test_time_columns_name_the_zone_their_times_are_in(client_for, viewer, gpu):
+    """The movements' times are shown in the portal's time zone, which their header names (it said
+    "When (UTC)" whatever the zone); no page's time column is labelled with a fixed "(UTC)"."""
+    from pathlib import Path
+
+    from django.test import override_settings
+
+    part = Part.objects.create(name="Fan", kind="fan", on_hand=0)
+    stock.movement_record(part=part, delta=2, reason="received", at=dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC))
+    with override_settings(TIME_ZONE="Asia/Shanghai"):
+        page = client_for(viewer).get("/inventory/stock/").content.decode()
+    assert "<th>When (Asia/Shanghai)</th>" in page and "2026-03-01 20:00" in page
+    repo = Path(__file__).resolve().parents[2]
+    templates = [*repo.glob("templates/**/*.html"), *repo.glob("portal/*/templates/**/*.html")]
+    fixed = [str(path.relative_to(repo)) for path in templates if '(UTC)" %}</th>' in path.read_text()]
+    assert fixed == [], fixed

@@ -1,9 +1,11 @@
 """The job list and job pages, the GPU page's jobs panel and the jobs a ticket names (API and page)."""
 
 import datetime as dt
+import json
 from urllib.parse import quote
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from portal.maintenance.models import Ticket
@@ -109,3 +111,15 @@ def test_search_finds_jobs_by_key_id_and_user_and_escapes_them(lab, client_for, 
     assert 'id="search-jobs"' in html and 'href="/jobs/user:bo/"' in html
     assert "user:&lt;b&gt;x?y#z&lt;/b&gt;" in html and "<b>x?y" not in html
     assert 'id="search-jobs"' not in client.get("/search/", {"q": "nothing-like-it"}).content.decode()
+
+
+def test_the_timeline_draws_times_in_the_zone_the_tables_show(lab, client_for, viewer):
+    """plotly.js draws a time's wall clock whatever its offset: the chart's times are the portal's
+    time zone's wall clock, as the page's tables print them (they were UTC's)."""
+    with override_settings(TIME_ZONE="Asia/Shanghai"):
+        page = client_for(viewer).get("/jobs/" + quote("slurm:77", safe="") + "/")
+        figure = json.loads(page.context["chart"])
+        shown = timezone.localtime(START).strftime("%Y-%m-%dT%H:%M")
+    assert figure["data"][0]["x"][0].startswith(shown), (figure["data"][0]["x"][0], shown)
+    assert "+" not in figure["data"][0]["x"][0] and "+" not in figure["layout"]["xaxis"]["range"][0]
+    assert shown in page.content.decode().replace(" ", "T")  # the table's "from", the same wall clock

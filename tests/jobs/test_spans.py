@@ -5,10 +5,13 @@ import datetime as dt
 import random
 
 import pytest
+from django.db import connection
+from django.db.models.signals import post_init
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from portal.jobs.models import Job, JobSpan
-from portal.jobs.spans import SPAN_FIELDS
+from portal.jobs.spans import JOB_FIGURES, SPAN_FIELDS, job_figures_refresh
 from portal.telemetry.services.retention import telemetry_prune
 from tests.jobs.helpers import STEP, host_for, reading, run, spans, store
 from tests.telemetry.batches import gpu_uuid
@@ -139,3 +142,106 @@ def test_a_late_reading_into_a_compressed_day_gives_the_spans_of_in_order_delive
         list(JobSpan.objects.filter(job__key=key).values_list(*SPAN_FIELDS)) for key in ("slurm:11", "slurm:12")
     )
     assert cold == warm and len(cold) == 1
+
+
+def _job_figures() -> dict[str, tuple]:
+    return {key: tuple(figures) for key, *figures in Job.objects.values_list("key", *JOB_FIGURES)}
+
+
+def _approx(figures: dict[str, tuple]) -> dict:
+    return {key: tuple(pytest.approx(v, rel=1e-9) if isinstance(v, float) else v for v in row)
+            for key, row in figures.items()}  # fmt: skip
+
+
+def test_job_figures_folded_pass_by_pass_are_those_counted_over_all_spans():
+    host = host_for("dgx-fold")
+    uuid = gpu_uuid(100 * host.pk)
+    shuffled = _scenario(uuid)
+    random.Random(7).shuffle(shuffled)  # late readings: spans built again, bridged, split
+    _in_batches(host, shuffled, 9)
+    folded = _job_figures()
+    job_figures_refresh(job_ids=set(Job.objects.values_list("pk", flat=True)))
+    assert folded == _approx(_job_figures()) and len(folded) == 2
+
+
+def test_a_span_no_longer_idle_clears_the_jobs_idle_flag():
+    host = host_for("dgx-idle")
+    uuid = gpu_uuid(100 * host.pk)
+    idle = [reading(uuid, START + n * STEP, ["slurm:13"], n, utilization_gpu_pct=1) for n in range(130)]
+    _in_batches(host, idle, 65)
+    assert Job.objects.get(key="slurm:13").idle  # 64.5 minutes under 5 %
+    busy = [reading(uuid, START + n * STEP, ["slurm:13"], n, utilization_gpu_pct=100) for n in range(130, 140)]
+    store(host, busy, now=NOW)
+    run()
+    assert not Job.objects.get(key="slurm:13").idle  # mean 8 %: the span is no longer idle
+
+
+def _pass_cost(host, uuid: str, n: int) -> tuple[int, int, int]:
+    """One pass over one more batch of the job: its queries, the span rows it read into models, and
+    the job rows its queries wrote, counted by the database driver."""
+    spans_loaded = []
+
+    def count(sender, instance, **kwargs):
+        spans_loaded.append(instance)
+
+    touched = []
+
+    def rows(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        cursor = context["cursor"]
+        if "jobs_" in sql:  # the rollups' rows follow where the minutes fall, not the job
+            touched.append(max(cursor.rowcount, 0))
+        return result
+
+    store(host, [reading(uuid, LONG_START + (n + k) * STEP, ["slurm:21"], n + k) for k in range(4)], now=NOW)
+    post_init.connect(count, sender=JobSpan)
+    try:
+        with CaptureQueriesContext(connection) as queries, connection.execute_wrapper(rows):
+            run()
+    finally:
+        post_init.disconnect(count, sender=JobSpan)
+    return len(queries), len(spans_loaded), sum(touched)
+
+
+LONG_START = NOW - dt.timedelta(hours=6)
+
+
+def test_a_long_jobs_pass_costs_the_same_whatever_its_history():
+    """The job's figures are moved by the pass's spans alone: a job with 3 spans behind it and one
+    with 30 cost a pass the same queries, span rows read and rows touched."""
+    costs = {}
+    for history in (3, 30):
+        JobSpan.objects.all().delete()
+        Job.objects.all().delete()
+        host = host_for(f"dgx-long-{history}")
+        uuid = gpu_uuid(100 * host.pk)
+        # 4 readings every 15 (6 minutes from the last of one to the first of the next): a span each
+        steps = [15 * s + k for s in range(history) for k in range(4)]
+        store(host, [reading(uuid, LONG_START + n * STEP, ["slurm:21"], n) for n in steps], now=NOW)
+        run()
+        assert JobSpan.objects.count() == history
+        costs[history] = _pass_cost(host, uuid, steps[-1] + 1)  # continues the last span
+        assert JobSpan.objects.count() == history
+        job = Job.objects.get(key="slurm:21")
+        assert job.gpu_hours == pytest.approx(((history - 1) * 3 + 7) * 30 / 3600)
+    assert costs[3] == costs[30], costs
+
+
+def test_one_run_taken_column_by_column_is_the_fold_reading_by_reading():
+    from portal.jobs.spans import Fold, _one_run
+
+    rng = random.Random(3)
+    for _ in range(200):
+        rows, ts = [], START
+        for _ in range(rng.randrange(1, 40)):
+            ts += dt.timedelta(seconds=rng.choice([1, 10, 30, 299]))
+            pick = lambda value: None if rng.random() < 0.2 else value  # noqa: E731
+            rows.append((ts, 3, pick(rng.randrange(101)), pick(rng.randrange(80000)), pick(rng.randrange(20, 95)),
+                         pick(rng.choice([0, 1, 8, 64, 256])), pick(rng.uniform(0, 1e9))))  # fmt: skip
+        expected = Fold(started_at=rows[0][0], ended_at=rows[0][0])
+        for row in rows:
+            expected.add(row)
+        assert _one_run(rows) == (3, expected)
+    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START, 3, 1, 1, 1, 0, 1.0)]) is None  # one instant twice
+    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START + dt.timedelta(minutes=6), 3, 1, 1, 1, 0, 1.0)]) is None
+    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START + STEP, 4, 1, 1, 1, 0, 1.0)]) is None

@@ -4,10 +4,12 @@ agent-silent peak, and rule descriptions whose `code` spans show as code, never 
 
 import datetime as dt
 import importlib
+import json
 from pathlib import Path
 
 import pytest
 from django.apps import apps as django_apps
+from django.test import override_settings
 from django.urls import reverse
 from django.utils import translation
 
@@ -85,3 +87,22 @@ def test_rule_descriptions_show_code_not_backticks(silent_ticket, client_for, vi
 def test_code_spans_escape_before_marking_code():
     assert code_spans("set `a<b>` & <i>x</i>") == "set <code>a&lt;b&gt;</code> &amp; &lt;i&gt;x&lt;/i&gt;"
     assert code_spans("no spans") == "no spans"
+
+
+@pytest.mark.parametrize("zone, wall", [("UTC", "2026-03-01 12:00:00"), ("Asia/Shanghai", "2026-03-01 20:00:00")])
+def test_the_evidence_names_the_time_zone_its_times_are_in(client_for, viewer, zone, wall):
+    """The readings that fired a ticket, and its evidence chart, in the portal's time zone, which the
+    table's header names (it said "UTC" whatever the zone)."""
+    gpu = GpuFactory()
+    GpuLatest.objects.create(gpu=gpu, ts=T0, received_at=T0)
+    ticket = Ticket.objects.create(
+        fingerprint="overheat:z", rule="overheat", host=gpu.host, gpu=gpu, title="Hot", severity="warning",
+        first_seen=T0, last_seen=T0, evidence={"readings": [[T0.timestamp(), 91]]},
+    )  # fmt: skip
+    with override_settings(TIME_ZONE=zone):
+        response = client_for(viewer).get(ticket.get_absolute_url())
+    page = response.content.decode()
+    assert f"<th>Time ({zone})</th>" in page
+    assert f'<td class="evidence-ts nowrap">{wall}</td>' in page
+    figure = json.loads(response.context["chart"])
+    assert figure["layout"]["shapes"][0]["x0"] == wall.replace(" ", "T")

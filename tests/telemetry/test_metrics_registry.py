@@ -61,7 +61,7 @@ def test_every_metric_is_fully_described():
 def test_the_json_the_pages_read_names_each_metric_once():
     served = metrics.as_json()
     assert [entry["name"] for entry in served] == list(READING_METRICS)
-    assert {"name", "unit", "label", "group", "live", "rollup"} == set(served[0])
+    assert {"name", "unit", "type", "label", "group", "live", "rollup"} == set(served[0])
     json.dumps(served)  # plain JSON
 
 
@@ -122,3 +122,11 @@ def test_remote_writes_series_are_the_registrys():
     }  # fmt: skip
     assert ({"power_w", "energy_mj"}, {"remapped_rows_failure"}) == (mapping.FLOAT_FIELDS, mapping.BOOL_FIELDS)
     assert {"throttle_reasons"} == mapping.MASK_FIELDS
+
+
+def test_every_chart_group_has_its_box_on_the_gpu_page():
+    # static/live/gpu.js draws one chart per group, in the page's chart-<group> box.
+    page = (Path(__file__).parents[2] / "templates" / "live" / "_gpu_charts.html").read_text()
+    groups = {metric.group for metric in metrics.BUILT_IN if metric.group}
+    assert groups == {"temperature", "fan", "power", "utilization", "memory", "clocks"}
+    assert [group for group in sorted(groups) if f'id="chart-{group}"' not in page] == []

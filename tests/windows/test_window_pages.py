@@ -147,3 +147,14 @@ def test_the_calendar_feed_takes_a_personal_token_and_refuses_others(client_for,
     assert answer.status_code == 200 and b"BEGIN:VCALENDAR" in answer.content
     assert client_for(outsider).get("/maintenance-windows.ics").status_code == 403
     assert anonymous.post(f"/maintenance-windows.ics?token={token}").status_code == 405
+
+
+def test_a_shipped_checklist_is_named_in_the_readers_language(client_for, technician, hosts):
+    client = client_for(technician)
+    assert client.post("/maintenance-windows/", _form()).status_code == 302
+    window = MaintenanceWindow.objects.get()
+    client.cookies["django_language"] = "zh-hans"
+    for url in ("/maintenance-windows/", f"/maintenance-windows/{window.pk}/"):
+        page = client.get(url).content.decode()
+        assert "散热与清灰除尘" in page, url  # "Cooling and dust cleaning": the list, the form's choice, the window
+        assert "Cooling and dust cleaning" not in page, url

@@ -2,8 +2,10 @@ import datetime as dt
 import re
 
 from django import template
+from django.utils import timezone
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext
 
 from portal.core.audit_display import changes_shown
 
@@ -22,6 +24,13 @@ def audit_changes(entry):
     its id: a template tag runs no queries)."""
     prepared = getattr(entry, "changes_shown", None)
     return prepared if prepared is not None else changes_shown(entry)
+
+
+@register.simple_tag
+def zoned(label: str) -> str:
+    """A time column's header naming the zone its times are shown in (the active one: `date` shows
+    them there), "When (Asia/Shanghai)", never a fixed "(UTC)" that is wrong elsewhere."""
+    return gettext("%(label)s (%(zone)s)") % {"label": label, "zone": timezone.get_current_timezone_name()}
 
 
 @register.filter

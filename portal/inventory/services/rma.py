@@ -6,6 +6,7 @@ the case's `replacement_serial` links the new GPU (fleet.hooks.gpu_swapped)."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from auditlog.models import LogEntry
 from django.db import IntegrityError, transaction
@@ -13,10 +14,13 @@ from django.utils import timezone
 
 from portal.core.audit import audit_line
 from portal.core.errors import Conflict, InvalidInput
-from portal.fleet.models import Gpu, GpuSwap
+from portal.fleet import selectors as fleet
 from portal.inventory import selectors
 from portal.inventory.models import RmaCase
-from portal.maintenance.models import Ticket
+from portal.maintenance import selectors as maintenance
+
+if TYPE_CHECKING:
+    from portal.fleet.models import GpuSwap
 
 State = RmaCase.State
 FORWARD = {
@@ -41,7 +45,7 @@ def rma_case_create(
     """Open a case. 400 naming the field: an unknown GPU or ticket, a ticket about another GPU,
     vendor or case number missing; 409 naming `case_number` when the vendor's case is recorded."""
     problems: list[tuple[str, str]] = []
-    gpu_row = Gpu.objects.select_related("host").filter(uuid=gpu or "").first()
+    gpu_row = fleet.gpus().select_related("host").filter(uuid=gpu or "").first()
     if gpu_row is None:
         problems.append(("gpu", f"No GPU with uuid {gpu!r}."))
     vendor, case_number = (vendor or "").strip(), (case_number or "").strip()
@@ -54,7 +58,7 @@ def rma_case_create(
         problems.append(("notes", "At most 20000 characters."))
     ticket_row = None
     if ticket is not None:
-        ticket_row = Ticket.objects.filter(pk=ticket).first()
+        ticket_row = maintenance.tickets().filter(pk=ticket).first()
         if ticket_row is None:
             problems.append(("ticket", f"No ticket #{ticket}."))
         elif gpu_row is not None and ticket_row.gpu_id not in (None, gpu_row.pk):
@@ -104,7 +108,7 @@ def rma_case_transition(
         serial = replacement_serial.strip()
         changes["replacement_serial"] = serial
         changes["replacement_gpu"] = (
-            Gpu.objects.filter(serial=serial).exclude(pk=case.gpu_id).first() if serial else None
+            fleet.gpus().filter(serial=serial).exclude(pk=case.gpu_id).first() if serial else None
         )
     with transaction.atomic():
         if not RmaCase.objects.filter(pk=case.pk, state=case.state).update(**changes):

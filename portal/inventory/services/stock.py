@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput, NotFound
-from portal.fleet.models import Host, MaintenanceRecord
+from portal.fleet import selectors as fleet
 from portal.inventory import messages as msg
 from portal.inventory.models import Part, StockMovement
 from portal.maintenance.services.tickets import ticket_open_keyed, ticket_resolve_keyed
+
+if TYPE_CHECKING:
+    from portal.fleet.models import MaintenanceRecord
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +112,7 @@ def _ticket_host_id(movement: StockMovement) -> int | None:
     """Every ticket names a host: the one the movement's record is about, else the fleet's first."""
     if movement.record_id is not None:
         return movement.record.host_id
-    return Host.objects.order_by("hostname").values_list("pk", flat=True).first()
+    return fleet.hosts().order_by("hostname").values_list("pk", flat=True).first()
 
 
 def _stock_ticket(*, part: Part, movement: StockMovement) -> None:

@@ -6,16 +6,20 @@ UPDATE of `ending_noticed_at`, so two beats (or a beat and the create) open it o
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from portal.core.errors import InvalidInput
-from portal.fleet.models import Gpu, Host
+from portal.fleet import selectors as fleet
 from portal.inventory import messages as msg
 from portal.inventory.models import Warranty
 from portal.maintenance.services.tickets import ticket_open_keyed
+
+if TYPE_CHECKING:
+    from portal.fleet.models import Gpu
 
 RULE = "warranty_ending"
 ENDING_DAYS = 60
@@ -40,8 +44,8 @@ def warranty_create(
     if starts_on and ends_on and ends_on < starts_on:
         problems.append(("ends_on", "Before starts_on."))
     hostnames, uuids = list(dict.fromkeys(hosts or ())), list(dict.fromkeys(gpus or ()))
-    host_rows = {h.hostname: h for h in Host.objects.filter(hostname__in=hostnames)}
-    gpu_rows = {g.uuid: g for g in Gpu.objects.filter(uuid__in=uuids)}
+    host_rows = {h.hostname: h for h in fleet.hosts().filter(hostname__in=hostnames)}
+    gpu_rows = {g.uuid: g for g in fleet.gpus().filter(uuid__in=uuids)}
     problems += [
         (f"hosts.{i}", f"No host named {name!r}.") for i, name in enumerate(hostnames) if name not in host_rows
     ]
@@ -71,8 +75,9 @@ def warranty_create(
 def covered_gpus(warranty: Warranty) -> list[Gpu]:
     """The GPUs a contract covers: its own and those of its hosts, not retired."""
     return list(
-        Gpu.objects.filter(Q(warranties=warranty) | Q(host__warranties=warranty))
-        .exclude(status=Gpu.Status.RETIRED)
+        fleet.gpus()
+        .filter(Q(warranties=warranty) | Q(host__warranties=warranty))
+        .exclude(status=fleet.GpuStatus.RETIRED)
         .select_related("host")
         .distinct()
         .order_by("host__hostname", "index")

@@ -16,17 +16,18 @@ from django.utils.translation import gettext
 
 from portal.core.messages import Said
 from portal.maintenance.messages import severity_word
+from portal.telemetry import metrics
 from portal.telemetry.columns import ReadingColumns
 
 OK, PENDING, FIRING, CLEARING = "ok", "pending", "firing", "clearing"
 
 # Columns the engine reads for each reading, in this order (the tuples rules index into).
-READING_COLUMNS = ReadingColumns(
-    "ts", "temperature_c", "fan_speed_pct", "power_w", "power_limit_w", "utilization_gpu_pct", "sm_clock_mhz",
-    "throttle_reasons", "ecc_corrected_volatile", "ecc_uncorrected_volatile", "ecc_uncorrected_aggregate",
-    "retired_pages_pending", "remapped_rows_pending", "remapped_rows_failure", "pcie_link_gen", "pcie_link_width",
-    "pcie_replay_count",
-).names  # fmt: skip
+READING_COLUMNS = ReadingColumns("ts", *(metric.name for metric in (
+    metrics.TEMPERATURE, metrics.FAN, metrics.POWER, metrics.POWER_LIMIT, metrics.UTILIZATION_GPU, metrics.SM_CLOCK,
+    metrics.THROTTLE_REASONS, metrics.ECC_CORRECTED_VOLATILE, metrics.ECC_UNCORRECTED_VOLATILE,
+    metrics.ECC_UNCORRECTED_AGGREGATE, metrics.RETIRED_PAGES_PENDING, metrics.REMAPPED_ROWS_PENDING,
+    metrics.REMAPPED_ROWS_FAILURE, metrics.PCIE_LINK_GEN, metrics.PCIE_LINK_WIDTH, metrics.PCIE_REPLAY_COUNT,
+))).names  # fmt: skip
 (TS, TEMP, FAN, POWER, POWER_LIMIT, UTIL, SM_CLOCK, THROTTLE, ECC_CORR, ECC_UNCORR, ECC_UNCORR_AGG, RETIRED_PENDING,
  REMAP_PENDING, REMAP_FAILURE, PCIE_GEN, PCIE_WIDTH, PCIE_REPLAY) = range(len(READING_COLUMNS))  # fmt: skip
 

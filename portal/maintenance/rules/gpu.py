@@ -11,7 +11,8 @@ from django.utils.translation import gettext_noop
 
 from portal.fleet import care
 from portal.maintenance import messages
-from portal.telemetry.models import THERMAL_THROTTLE_MASK
+from portal.telemetry import metrics
+from portal.telemetry.selectors import THERMAL_THROTTLE_MASK
 
 from .base import (
     ECC_CORR,
@@ -56,7 +57,7 @@ class Overheat(Rule):
     key = "overheat"
     title = gettext_noop("GPU overheating")
     watches = gettext_noop("temperature")
-    metric = "temperature_c"
+    metric = metrics.TEMPERATURE.name
     unit = "°C"
     action = gettext_noop(
         "Check the airflow around the server: blocked intakes, failed rack or room cooling, a missing blanking panel. "
@@ -103,7 +104,7 @@ class ThermalThrottle(Rule):
     value_text = gettext_noop("%(value)s %% of the readings throttled")
     title = gettext_noop("Thermal throttling")
     watches = gettext_noop("clock event reasons (hw_thermal, sw_thermal, hw_slowdown)")
-    metric = "sm_clock_mhz"
+    metric = metrics.SM_CLOCK.name
     unit = "%"
     action = gettext_noop(
         "The GPU slows itself down to survive the heat. Improve cooling first (clean dust, check fans and airflow), "
@@ -141,7 +142,7 @@ class FanWear(Rule):
     value_text = gettext_noop("fan at %(value)s %%")
     title = gettext_noop("Fan wear")
     watches = gettext_noop("fan duty, temperature, power")
-    metric = "fan_speed_pct"
+    metric = metrics.FAN.name
     unit = "%"
     action = gettext_noop(
         "Inspect the fan: listen for bearing noise, check it spins freely, clear dust from the blades and the "
@@ -223,7 +224,7 @@ class CoolingDegradation(Rule):
     value_text = gettext_noop("thermal resistance +%(value)s %%")
     title = gettext_noop("Cooling degraded: cleaning due")
     watches = gettext_noop("thermal resistance (temperature over idle, per watt)")
-    metric = "temperature_c"
+    metric = metrics.TEMPERATURE.name
     unit = "%"
     action = gettext_noop(
         "Clean the GPU and the server: blow dust out of heatsink fins, fans and filters, check that the airflow path "
@@ -280,7 +281,7 @@ class EccUncorrected(Rule):
     title = gettext_noop("Uncorrected ECC error")
     severity = "critical"
     watches = gettext_noop("ECC uncorrected (volatile, aggregate)")
-    metric = "ecc_uncorrected_volatile"
+    metric = metrics.ECC_UNCORRECTED_VOLATILE.name
     action = gettext_noop(
         "Memory returned data it could not correct: results of the running job may be wrong. Back up checkpoints, "
         "drain the GPU, reset it (nvidia-smi -r or reboot) and check retired pages / remapped rows. If errors come "
@@ -316,7 +317,7 @@ class EccCorrectedRate(Rule):
     value_text = gettext_noop("%(value)s corrected errors a day")
     title = gettext_noop("Corrected ECC errors rising")
     watches = gettext_noop("ECC corrected (volatile) per day")
-    metric = "ecc_corrected_volatile"
+    metric = metrics.ECC_CORRECTED_VOLATILE.name
     unit = "/day"
     action = gettext_noop(
         "The memory is wearing: plan a maintenance window, back up checkpoints, reset the GPU and check for retired "
@@ -350,7 +351,7 @@ class MemoryPending(Rule):
     value_text = ""  # a flag
     title = gettext_noop("Memory repair pending: drain and reset")
     watches = gettext_noop("retired pages pending, remapped rows pending")
-    metric = "ecc_uncorrected_volatile"
+    metric = metrics.ECC_UNCORRECTED_VOLATILE.name
     action = gettext_noop(
         "Drain the jobs from this GPU and reset it (nvidia-smi -r, or reboot the host) so the pending page "
         "retirement / row remapping takes effect. Back up checkpoints first."
@@ -410,7 +411,7 @@ class Pcie(Rule):
     value_text = gettext_noop("link width x%(value)s")
     title = gettext_noop("PCIe link degraded")
     watches = gettext_noop("PCIe link generation and width, replay counter")
-    metric = "pcie_link_width"
+    metric = metrics.PCIE_LINK_WIDTH.name
     action = gettext_noop(
         "Check the seating of the GPU in its slot, the risers and the cables (power and PCIe); reseat and clean the "
         "contacts during a maintenance window, then log a connection check."
@@ -453,7 +454,7 @@ class Overclock(Rule):
     value_text = gettext_noop("power limit %(value)s W")
     title = gettext_noop("Running above default limits")
     watches = gettext_noop("enforced power limit, SM clock")
-    metric = "power_limit_w"
+    metric = metrics.POWER_LIMIT.name
     unit = "W"
     action = gettext_noop(
         "Overclock only with care: more power and clock means more heat and faster wear. Put the power limit back "
@@ -492,7 +493,7 @@ class NoRest(Rule):
     title = gettext_noop("No rest for 72 h")
     severity = "info"
     watches = gettext_noop("utilisation and temperature over days")
-    metric = "utilization_gpu_pct"
+    metric = metrics.UTILIZATION_GPU.name
     unit = "%"
     action = gettext_noop(
         "This GPU has run hot and flat out for days. Schedule training in segments with idle windows (for example "

@@ -11,7 +11,8 @@ from django.db import transaction
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 
-from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import GpuStatus, HostStatus
 from portal.maintenance import messages
 from portal.maintenance.models import Ticket
 from portal.maintenance.rules import AGENT_SILENT, SCHEDULES, XID_RULES
@@ -20,8 +21,8 @@ from portal.maintenance.rules.host import METERS
 from portal.maintenance.services import tickets as ticket_services
 from portal.maintenance.services.config import RuleParams
 from portal.maintenance.services.evaluate import SilenceLookup, Tracks, events_apply, gpu_infos
-from portal.telemetry import store
-from portal.telemetry.models import GpuLatest
+from portal.telemetry import metrics, store
+from portal.telemetry import selectors as telemetry_selectors
 from portal.wear.selectors import meters_since
 
 
@@ -45,9 +46,9 @@ def _latest_in_service() -> list[tuple[int, int, dt.datetime, dt.datetime]]:
     """(GPU id, host id, newest reading time, when it arrived) for every in-service GPU of an
     active host."""
     return list(
-        GpuLatest.objects.filter(gpu__status=Gpu.Status.IN_SERVICE, gpu__host__status=Host.Status.ACTIVE).values_list(
-            "gpu_id", "gpu__host_id", "ts", "received_at"
-        )
+        telemetry_selectors.latest_readings()
+        .filter(gpu__status=GpuStatus.IN_SERVICE, gpu__host__status=HostStatus.ACTIVE)
+        .values_list("gpu_id", "gpu__host_id", "ts", "received_at")
     )
 
 
@@ -150,16 +151,18 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
     at high load per GPU since the last cleaning. Configurable per fleet and per host."""
     now = now or timezone.now()
     params = RuleParams()
-    in_service = Count("gpus", filter=Q(gpus__status=Gpu.Status.IN_SERVICE))
+    in_service = Count("gpus", filter=Q(gpus__status=GpuStatus.IN_SERVICE))
     hosts = list(
-        Host.objects.filter(status=Host.Status.ACTIVE)
+        fleet_selectors.hosts()
+        .filter(status=HostStatus.ACTIVE)
         .annotate(gpu_count=in_service)
         .values("id", "created_at", "gpu_count")
     )
     kinds = [schedule.record_kind for schedule in SCHEDULES]
     last = {
         (row["host_id"], row["kind"]): row["last"]
-        for row in MaintenanceRecord.objects.filter(kind__in=kinds)
+        for row in fleet_selectors.records()
+        .filter(kind__in=kinds)
         .values("host_id", "kind")
         .annotate(last=Max("performed_at"))
     }
@@ -192,9 +195,9 @@ def schedules_check(*, now: dt.datetime | None = None) -> list:
                 level, note = 2, _meter_note(meter_past, kind=schedule.record_kind, since=since)
             if schedule.key == "schedule_cleaning" and level < 2 and host["gpu_count"] and p.get("gpu_hours_high_load"):
                 high = p["high_load_util_pct"]
-                gpu_ids = list(Gpu.objects.filter(host_id=host["id"]).values_list("pk", flat=True))
+                gpu_ids = list(fleet_selectors.gpus().filter(host_id=host["id"]).values_list("pk", flat=True))
                 means = store.rollups_of(
-                    gpu_ids=gpu_ids, resolution="1h", columns=("utilization_gpu_pct_mean",), start=since
+                    gpu_ids=gpu_ids, resolution="1h", columns=(f"{metrics.UTILIZATION_GPU.name}_mean",), start=since
                 )
                 hours = sum(1 for (mean,) in means if mean is not None and mean >= high)
                 if hours / host["gpu_count"] >= p["gpu_hours_high_load"]:

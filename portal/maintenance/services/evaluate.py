@@ -25,7 +25,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from portal.core import engine
-from portal.fleet.models import Gpu
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import GpuStatus
 from portal.maintenance.models import RuleState, Silence
 from portal.maintenance.rules import AGENT_SILENT, GPU_RULE_LIST, XID_RULES
 from portal.maintenance.rules.base import (
@@ -177,7 +178,10 @@ def _states_upsert_arrays(tracks: list[Track], now: dt.datetime) -> None:
 
 
 def gpu_infos(gpu_ids) -> dict[int, GpuInfo]:
-    return {row["id"]: GpuInfo(**row) for row in Gpu.objects.filter(pk__in=list(gpu_ids)).values(*GPU_INFO_FIELDS)}
+    return {
+        row["id"]: GpuInfo(**row)
+        for row in fleet_selectors.gpus().filter(pk__in=list(gpu_ids)).values(*GPU_INFO_FIELDS)
+    }
 
 
 class SilenceLookup:
@@ -191,7 +195,7 @@ class SilenceLookup:
 
     def __call__(self, host_id: int, gpu_id: int | None, at: dt.datetime) -> bool:
         gpu = self.gpus.get(gpu_id) if gpu_id is not None else None
-        if gpu is not None and gpu.status == Gpu.Status.OUT_FOR_REPAIR:
+        if gpu is not None and gpu.status == GpuStatus.OUT_FOR_REPAIR:
             return True
         return any(
             h == host_id and (g is None or g == gpu_id) and start <= at < end for h, g, start, end in self.windows

@@ -7,13 +7,10 @@ import datetime as dt
 from django.utils import timezone
 
 from portal.core.errors import InvalidInput
-from portal.fleet.models import Gpu, Host
 from portal.maintenance.models import Silence
 
 
-def silence_create(
-    *, host: Host, ends_at: dt.datetime, comment: str, user=None, gpu: Gpu | None = None, starts_at=None
-) -> Silence:
+def silence_create(*, host, ends_at: dt.datetime, comment: str, user=None, gpu=None, starts_at=None) -> Silence:
     starts_at = starts_at or timezone.now()
     errors = {}
     if ends_at <= starts_at:

@@ -6,7 +6,6 @@ from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator, URLValidator
 
 from portal.core.errors import InvalidInput
-from portal.fleet.models import Host
 from portal.maintenance import chat, transports
 from portal.maintenance.models import Severity, Subscription
 from portal.maintenance.rules import RULES
@@ -19,7 +18,7 @@ def subscription_create(
     target: str,
     min_severity: str,
     rules: list[str] | None = None,
-    host: Host | None = None,
+    host=None,
     secret: str = "",
 ) -> Subscription:
     """Subscribe `user` to tickets at or above `min_severity` (of `rules`, empty: all; on `host`,

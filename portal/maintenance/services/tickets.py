@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from portal.core.errors import Conflict, InvalidInput
 from portal.core.messages import Said, text_and_stored
-from portal.fleet.models import Gpu, Host, MaintenanceRecord
+from portal.fleet import selectors as fleet_selectors
+from portal.fleet.selectors import GpuStatus
 from portal.maintenance import hooks
 from portal.maintenance import messages as msg
 from portal.maintenance.models import (
@@ -72,7 +73,7 @@ def _title(rule_key: str, host, gpu) -> Said:
 
 def subject_silenced(*, host_id: int, gpu_id: int | None, at: dt.datetime) -> bool:
     """A maintenance window on the host or the GPU covers `at`, or the GPU is out for repair."""
-    if gpu_id is not None and Gpu.objects.filter(pk=gpu_id, status=Gpu.Status.OUT_FOR_REPAIR).exists():
+    if gpu_id is not None and fleet_selectors.gpus().filter(pk=gpu_id, status=GpuStatus.OUT_FOR_REPAIR).exists():
         return True
     windows = Silence.objects.filter(host_id=host_id, starts_at__lte=at, ends_at__gt=at)
     return windows.filter(gpu__isnull=True).exists() or (gpu_id is not None and windows.filter(gpu_id=gpu_id).exists())
@@ -165,11 +166,11 @@ def _reopen_recent(firing: _Firing) -> Ticket | None:
     return recent
 
 
-def _subject(host_id: int, gpu_id: int | None) -> tuple[Host, Gpu | None]:
+def _subject(host_id: int, gpu_id: int | None) -> tuple:
     """The host and GPU (None for a host ticket) a new ticket is about."""
     if gpu_id is None:
-        return Host.objects.get(pk=host_id), None
-    gpu = Gpu.objects.select_related("host").get(pk=gpu_id)
+        return fleet_selectors.hosts().get(pk=host_id), None
+    gpu = fleet_selectors.gpus().select_related("host").get(pk=gpu_id)
     return gpu.host, gpu
 
 
@@ -280,7 +281,7 @@ def tickets_group(*, rule: str, host_id: int, at: dt.datetime, fraction: float =
     at least two), one host ticket holds their tickets; the GPU tickets link to it and send no
     notifications of their own. Returns the host ticket when one applies, and "opened"/"reopened"
     when it was (re)opened just now."""
-    total = Gpu.objects.filter(host_id=host_id, status=Gpu.Status.IN_SERVICE).count()
+    total = fleet_selectors.gpus().filter(host_id=host_id, status=GpuStatus.IN_SERVICE).count()
     firing = RuleState.objects.filter(rule=rule, host_id=host_id, gpu__isnull=False, state__in=["firing", "clearing"])
     count = firing.count()
     if count < 2 or total == 0 or count / total <= fraction:
@@ -378,13 +379,13 @@ def ticket_comment_add(*, ticket: Ticket, author, body: str) -> TicketComment:
 
 RECORD_SLACK = dt.timedelta(hours=24)
 BASELINE_RESETS = {
-    MaintenanceRecord.Kind.CLEANING: ("cooling_degradation",),
-    MaintenanceRecord.Kind.THERMAL_PASTE: ("cooling_degradation",),
-    MaintenanceRecord.Kind.FAN_REPLACEMENT: ("fan_wear",),
+    fleet_selectors.Kind.CLEANING: ("cooling_degradation",),
+    fleet_selectors.Kind.THERMAL_PASTE: ("cooling_degradation",),
+    fleet_selectors.Kind.FAN_REPLACEMENT: ("fan_wear",),
 }
 
 
-def tickets_resolve_by_record(*, record: MaintenanceRecord) -> list[Ticket]:
+def tickets_resolve_by_record(*, record) -> list[Ticket]:
     """Logging the record a ticket asks for (a cleaning for "cleaning due", a connection check
     for a degraded PCIe link, …) resolves it and links both ways (ticket.resolved_by_record,
     record.resolved_tickets). A record on a whole host counts for each of its GPUs. Records
@@ -507,3 +508,16 @@ def ticket_resolve_keyed(*, rule: str, key: str, at: dt.datetime, note: str | Sa
         at = max(at, ticket.last_seen)
         resolved = _resolve(ticket, at=at, kind=Kind.AUTO_RESOLVED, auto=True, note=note or msg.CLEARED())
         return ticket if resolved else None
+
+
+# --- for the older apps above (issue #46: they write tickets through maintenance's services) -----
+
+
+def ticket_evidence_add(*, ticket: Ticket, key: str, value) -> Ticket:
+    """Keep what another app found under `key` of the ticket's evidence, beside the rule's own
+    (diagnostics: the tests that failed). One query."""
+    evidence = dict(ticket.evidence or {})
+    evidence[key] = value
+    Ticket.objects.filter(pk=ticket.pk).update(evidence=evidence)
+    ticket.evidence = evidence
+    return ticket

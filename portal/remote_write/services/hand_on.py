@@ -14,12 +14,15 @@ readings completed by waiting) settle a host's GPUs the same way (`_settle`), wi
 locked (PostgreSQL) or the write lock held (SQLite), so that a reading goes on exactly once.
 """
 
+from __future__ import annotations
+
 import datetime as dt
 import functools
 import logging
 import uuid as uuid_module
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 from django.conf import settings
@@ -31,13 +34,16 @@ from pydantic import ValidationError
 
 from portal.core.errors import ApplicationError, Forbidden
 from portal.core.locks import pass_lock
-from portal.fleet.models import Host
 from portal.remote_write import mapping
 from portal.remote_write.models import FedHost, IngestSource, PendingReading, SourceGpu
 from portal.telemetry.ingest_fast import batch_from_values
-from portal.telemetry.models import throttle_names
+from portal.telemetry.metrics import REMAPPED_ROWS_PENDING
 from portal.telemetry.schemas import ReadingIn
+from portal.telemetry.selectors import throttle_names
 from portal.telemetry.services.ingest import reading_batch_ingest
+
+if TYPE_CHECKING:
+    from portal.fleet.models import Host
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +78,7 @@ class HandOnResult:
     skipped: int = 0  # samples
     dropped: int = 0  # samples
 
-    def add(self, other: "HandOnResult") -> None:
+    def add(self, other: HandOnResult) -> None:
         self.readings += other.readings
         self.skipped += other.skipped
         self.dropped += other.dropped
@@ -182,7 +188,7 @@ def _reading(gpu: SourceGpu, pending: Pending) -> dict:
                 reading["xid_events"].append({"ts": pending.ts, "code": int(value)})
             gpu.xid_last = value
         elif name == mapping.REMAPPED_RAW:
-            reading["remapped_rows_pending"] = gpu.remapped_last is not None and value > gpu.remapped_last
+            reading[REMAPPED_ROWS_PENDING.name] = gpu.remapped_last is not None and value > gpu.remapped_last
             gpu.remapped_last = value
         elif kind == _INT:
             reading[name] = round(value)

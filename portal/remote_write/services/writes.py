@@ -5,6 +5,8 @@ the parts earlier requests stored, a field already stored never changed, so a re
 stores nothing new. The readings a request completes are handed on in its own transaction, as
 an agent's batch is stored by its request; the rest wait for a later request or for the pass."""
 
+from __future__ import annotations
+
 import datetime as dt
 import fnmatch
 import functools
@@ -16,14 +18,18 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from portal.core.db import hot_cursor, row_to_models, select_columns
+from portal.fleet import selectors as fleet_selectors
 from portal.fleet import services as fleet_services
-from portal.fleet.models import Gpu, Host
 from portal.remote_write import mapping
 from portal.remote_write.models import FedHost, IngestSource, SourceGpu
 from portal.remote_write.services import hand_on
 from portal.remote_write.wire import Series
-from portal.telemetry.models import HostToken
+from portal.telemetry import selectors as telemetry_selectors
 from portal.telemetry.services.ingest import MAX_FUTURE
+
+# The hosts' model as our own foreign key names it (not imported: fleet owns it): the hosts lookup
+# reads its columns in a hand-written query, as the agents' token lookup does.
+Host = FedHost.host.field.related_model
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -104,13 +110,14 @@ def _usable_samples(series: list[Series], now: dt.datetime, result: WriteResult)
 @functools.cache
 def _sql() -> dict[str, str]:
     quote = connection.ops.quote_name
-    host, token, fed, gpu, source_gpu, source = (
-        quote(model._meta.db_table) for model in (Host, HostToken, FedHost, Gpu, SourceGpu, IngestSource)
+    # The GPUs' model as fleet's selector answers it, and a live token as telemetry words it (they own them).
+    host, fed, gpu, source_gpu, source = (
+        quote(model._meta.db_table) for model in (Host, FedHost, fleet_selectors.gpus().model, SourceGpu, IngestSource)
     )  # fmt: skip
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     return {
-        "hosts": f"SELECT {select_columns(Host, 'h')}, EXISTS (SELECT 1 FROM {token} t WHERE t.host_id = h.id"
-        f" AND t.revoked_at IS NULL), f.id, f.source_id, f.driver_version"
+        "hosts": f"SELECT {select_columns(Host, 'h')}, {telemetry_selectors.token_live_sql(host_id='h.id')},"
+        " f.id, f.source_id, f.driver_version"
         f" FROM {host} h LEFT JOIN {fed} f ON f.host_id = h.id WHERE h.hostname IN ({{}})",
         "gpu_hosts": f"SELECT g.uuid, h.hostname FROM {gpu} g JOIN {host} h ON h.id = g.host_id WHERE g.uuid IN ({{}})",
         # In id order, so that two writes never wait on each other's GPUs in a loop.

@@ -6,7 +6,7 @@ from django.utils.formats import number_format
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from portal.fleet.models import Gpu
+from portal.fleet.selectors import GpuStatus
 from portal.reports.baselines import CATEGORY_LABELS
 
 register = template.Library()
@@ -59,7 +59,7 @@ def column(key):
 @register.filter
 def gpu_status(value):
     """A GPU status value (an API enum value) as its label in the active language."""
-    return Gpu.Status(value).label if value in Gpu.Status.values else value
+    return GpuStatus(value).label if value in GpuStatus.values else value
 
 
 @register.filter

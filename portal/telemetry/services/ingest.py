@@ -24,9 +24,10 @@ from django.utils import timezone
 from portal.core import engine
 from portal.core.db import hot_cursor
 from portal.core.errors import Forbidden, InvalidInput
+from portal.fleet import selectors as fleet_selectors
 from portal.fleet import services as fleet_services
 from portal.fleet import swaps
-from portal.fleet.models import Gpu, Host
+from portal.fleet.selectors import GpuStatus
 from portal.telemetry import hooks, metrics
 from portal.telemetry.models import (
     READING_METRICS,
@@ -100,12 +101,12 @@ HOST_GPUS_MAX_AGE_S = 300.0
 _host_gpus: dict[int, tuple[int, float, dict[str, dict]]] = {}
 
 
-def _host_gpu_rows(host: Host) -> dict[str, dict]:
+def _host_gpu_rows(host) -> dict[str, dict]:
     cached = _host_gpus.get(host.pk)
     now = time.monotonic()
     if cached is not None and cached[0] == host.inventory_version and now - cached[1] < HOST_GPUS_MAX_AGE_S:
         return cached[2]
-    rows = {row["uuid"]: row for row in Gpu.objects.filter(host_id=host.pk).values(*_GPU_LOOKUP_FIELDS)}
+    rows = {row["uuid"]: row for row in fleet_selectors.gpus().filter(host_id=host.pk).values(*_GPU_LOOKUP_FIELDS)}
     _host_gpus[host.pk] = (host.inventory_version, now, rows)
     return rows
 
@@ -118,7 +119,7 @@ def host_gpus_forget(host_id: int | None = None) -> None:
         _host_gpus.pop(host_id, None)
 
 
-def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
+def _resolve_gpus(host, batch: BatchIn) -> dict[str, dict]:
     """The batch's GPUs already registered, by uuid. Rejects other hosts' GPUs and readings for
     GPUs that are neither registered nor in the batch's inventory."""
     inventory_uuids = [gpu.uuid for gpu in batch.gpus]
@@ -130,7 +131,9 @@ def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
     known = {uuid: own[uuid] for uuid in wanted if uuid in own}
     missing = wanted - known.keys()
     if missing:  # new GPUs, or another host's: ask the database
-        known.update({row["uuid"]: row for row in Gpu.objects.filter(uuid__in=missing).values(*_GPU_LOOKUP_FIELDS)})
+        known.update(
+            {row["uuid"]: row for row in fleet_selectors.gpus().filter(uuid__in=missing).values(*_GPU_LOOKUP_FIELDS)}
+        )
     foreign = sorted(uuid for uuid, row in known.items() if row["host_id"] != host.pk)
     if foreign:
         raise Forbidden(f"GPU {foreign[0]} is registered to another host; an admin must move it")
@@ -146,7 +149,7 @@ def _resolve_gpus(host: Host, batch: BatchIn) -> dict[str, dict]:
     return known
 
 
-def _check_gpu_bound(host: Host, batch: BatchIn, known: dict[str, dict], own: dict[str, dict]) -> None:
+def _check_gpu_bound(host, batch: BatchIn, known: dict[str, dict], own: dict[str, dict]) -> None:
     """A host registers at most MAX_GPUS_PER_HOST GPUs: a 403 naming the first GPU past the bound
     (nothing of the batch stored), so that a broken or hostile agent cannot create GPUs, and
     audit-log entries, without end. An admin raises the setting or retires/moves GPUs."""
@@ -171,14 +174,14 @@ def _gpu_row_matches(row: dict | None, reported: dict) -> bool:
     return row["agent_warnings"] == warnings and all(row[column] == value for column, value in values.items())
 
 
-def _inventory_unchanged(host: Host, batch: BatchIn, known: dict[str, dict]) -> bool:
+def _inventory_unchanged(host, batch: BatchIn, known: dict[str, dict]) -> bool:
     """The usual batch: the host and every GPU it lists are as we hold them."""
     if fleet_services.host_agent_info_changes(host=host, reported=batch.host.model_dump()):
         return False
     return all(_gpu_row_matches(known.get(reported.uuid), reported.model_dump()) for reported in batch.gpus)
 
 
-def _sync_inventory(host: Host, batch: BatchIn, known: dict[str, dict], seen_at: dt.datetime) -> dict[str, int]:
+def _sync_inventory(host, batch: BatchIn, known: dict[str, dict], seen_at: dt.datetime) -> dict[str, int]:
     gpu_ids = {uuid: row["id"] for uuid, row in known.items()}
     fleet_services.host_agent_info_update(host=host, reported=batch.host.model_dump(), seen_at=seen_at)
     for position, reported in enumerate(batch.gpus):
@@ -186,7 +189,7 @@ def _sync_inventory(host: Host, batch: BatchIn, known: dict[str, dict], seen_at:
         values = reported.model_dump()
         if _gpu_row_matches(row, values):
             continue  # the usual case: nothing changed, no query
-        existing = Gpu.objects.get(pk=row["id"]) if row else None
+        existing = fleet_selectors.gpus().get(pk=row["id"]) if row else None
         try:
             gpu = fleet_services.gpu_inventory_sync(host=host, reported=values, existing=existing, seen_at=seen_at)
         except InvalidInput as error:
@@ -199,7 +202,7 @@ def _sync_inventory(host: Host, batch: BatchIn, known: dict[str, dict], seen_at:
     return gpu_ids
 
 
-def _swap_check(*, host: Host, new_gpu: Gpu, batch: BatchIn, seen_at: dt.datetime) -> None:
+def _swap_check(*, host, new_gpu, batch: BatchIn, seen_at: dt.datetime) -> None:
     """A new GPU at the PCI bus id of one that left its slot for repair is its replacement: the
     old one is retired and linked to it (fleet.swaps). It left when it is out for repair, or when
     it has a repair record and no reading since; a GPU the agent still lists, or one reporting
@@ -213,7 +216,7 @@ def _swap_check(*, host: Host, new_gpu: Gpu, batch: BatchIn, seen_at: dt.datetim
     for old_gpu, repair in candidates:
         last = last_read.get(old_gpu.pk)
         silent_since_repair = repair is not None and (last is None or last < repair.performed_at)
-        if old_gpu.status == Gpu.Status.OUT_FOR_REPAIR or silent_since_repair:
+        if old_gpu.status == GpuStatus.OUT_FOR_REPAIR or silent_since_repair:
             swaps.gpu_swap_record(old_gpu=old_gpu, new_gpu=new_gpu, repair=repair, at=seen_at)
             return
 
@@ -401,7 +404,7 @@ def _upsert_latest(rows: list[tuple], received_at: dt.datetime) -> None:
         cursor.execute(sql, params)
 
 
-def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None = None) -> IngestResult:
+def reading_batch_ingest(*, host, batch: BatchIn, now: dt.datetime | None = None) -> IngestResult:
     now = now or timezone.now()
     if batch.host.hostname != host.hostname:
         raise Forbidden(f"this token belongs to host {host.hostname!r}, not {batch.host.hostname!r}")
@@ -446,7 +449,7 @@ def reading_batch_ingest(*, host: Host, batch: BatchIn, now: dt.datetime | None 
     return result
 
 
-def _hand_on(*, host: Host, batch_pk: int, gpu_ids: dict[str, int], rows: list[tuple]) -> IngestResult:
+def _hand_on(*, host, batch_pk: int, gpu_ids: dict[str, int], rows: list[tuple]) -> IngestResult:
     """Once the batch commits, hand it to the consumers (hooks.batch_stored); what ingest answers."""
     touched = sorted({row[0] for row in rows} | set(gpu_ids.values()))
     transaction.on_commit(
@@ -535,7 +538,7 @@ def _unique_violation(error: IntegrityError) -> bool:
 
 
 def _ingest_in_one_statement(
-    *, host: Host, batch: BatchIn, known: dict[str, dict], now: dt.datetime, timestamps: list[dt.datetime]
+    *, host, batch: BatchIn, known: dict[str, dict], now: dt.datetime, timestamps: list[dt.datetime]
 ) -> IngestResult:
     gpu_ids = {uuid: row["id"] for uuid, row in known.items()}
     rows = reading_rows(batch, gpu_ids)

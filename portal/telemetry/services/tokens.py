@@ -8,9 +8,13 @@ from django.utils import timezone
 
 from portal.core.db import hot_cursor, row_to_models, select_columns
 from portal.core.tokens import secret_hash, secret_new, secret_prefix, token_touch
+from portal.fleet import selectors as fleet_selectors
 from portal.fleet import services as fleet_services
-from portal.fleet.models import Host
 from portal.telemetry.models import HostToken
+
+# The hosts' model as our own foreign key names it (not imported: fleet owns it): the token lookup
+# reads its columns in the same hand-written query, and an unknown hostname is its DoesNotExist.
+Host = HostToken.host.field.related_model
 
 TOKEN_PREFIX = "gfh_"  # GPU fleet host; lets secret scanners and people recognise it
 
@@ -23,7 +27,7 @@ class IssuedToken:
 
 @transaction.atomic
 def host_token_issue(*, hostname: str, label: str = "", created_by=None, create_host: bool = False) -> IssuedToken:
-    host = Host.objects.filter(hostname=hostname).first()
+    host = fleet_selectors.hosts().filter(hostname=hostname).first()
     if host is None:
         if not create_host:
             raise Host.DoesNotExist(f"No host named {hostname!r}")

@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from portal.core import engine
+from portal.core.staticfiles import static_collect
 from portal.ops.management.commands.serve import refuse_without_portal_url
 from portal.ops.startup import start_prepare
 from portal.ops.supervise import Child, ChildFailed, Stop, Supervisor, wait_until_answers
@@ -142,15 +143,16 @@ def supervised(command: BaseCommand) -> Iterator[Supervisor]:
 
 def prepare(*, migrate: bool = True) -> None:
     """Before any process starts: the settings a start needs, the migrations, the static files
-    (DEBUG off) and what portal.ops.startup prepares under VAR_DIR (catalogues, the agent's
-    distribution), so the worker and the web server find them at once."""
+    (compressed: DEBUG off, or the demo; collected only when their sources changed) and what
+    portal.ops.startup prepares under VAR_DIR (catalogues, the agent's distribution), so the
+    worker and the web server find them at once."""
     if settings.CELERY_TASK_ALWAYS_EAGER:
         raise CommandError("CELERY_TASK_ALWAYS_EAGER is on: tasks would run in the web server, not the worker")
     refuse_without_portal_url()
     if migrate:
         call_command("migrate", interactive=False, verbosity=0)
-    if not settings.DEBUG:
-        call_command("collectstatic", interactive=False, verbosity=0)
+    if settings.STATIC_COMPRESSED:
+        static_collect()
     start_prepare()
 
 
