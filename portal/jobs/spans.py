@@ -117,7 +117,7 @@ class Fold:
 
 def runs_of(rows: list[tuple]) -> list[tuple[int | None, Fold]]:
     """A GPU's readings (time order) as runs: (job set, the run's figures)."""
-    one = _one_run(rows)
+    one = one_run(rows)
     if one is not None:
         return [one]
     runs: list[tuple[int | None, Fold]] = []
@@ -130,7 +130,7 @@ def runs_of(rows: list[tuple]) -> list[tuple[int | None, Fold]]:
     return runs
 
 
-def _one_run(rows: list[tuple]) -> tuple[int | None, Fold] | None:
+def one_run(rows: list[tuple]) -> tuple[int | None, Fold] | None:
     """The usual case, a block's readings of a GPU all naming one job set, each after the one
     before by no more than SPAN_GAP: one run, its figures taken column by column with the builtins
     (the same arithmetic in the same order as Fold.add, at a fraction of its cost per reading).
@@ -201,7 +201,7 @@ def _by_gpu_and_job(block: Block, keys_of: dict[int, tuple[str, ...]]) -> dict[t
     for gpu_id, rows in block.columns(COLUMNS).items():
         if not any(keys_of.get(job_set) for job_set in {row[1] for row in rows}):
             continue
-        one = _one_run(rows)
+        one = one_run(rows)
         for job_set, run in [one] if one else runs_of(_once_per_instant(rows)):
             for key in keys_of.get(job_set, ()):
                 out[(gpu_id, key)].append(run)

@@ -228,7 +228,7 @@ def test_a_long_jobs_pass_costs_the_same_whatever_its_history():
 
 
 def test_one_run_taken_column_by_column_is_the_fold_reading_by_reading():
-    from portal.jobs.spans import Fold, _one_run
+    from portal.jobs.spans import Fold, one_run
 
     rng = random.Random(3)
     for _ in range(200):
@@ -241,7 +241,7 @@ def test_one_run_taken_column_by_column_is_the_fold_reading_by_reading():
         expected = Fold(started_at=rows[0][0], ended_at=rows[0][0])
         for row in rows:
             expected.add(row)
-        assert _one_run(rows) == (3, expected)
-    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START, 3, 1, 1, 1, 0, 1.0)]) is None  # one instant twice
-    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START + dt.timedelta(minutes=6), 3, 1, 1, 1, 0, 1.0)]) is None
-    assert _one_run([(START, 3, 1, 1, 1, 0, 1.0), (START + STEP, 4, 1, 1, 1, 0, 1.0)]) is None
+        assert one_run(rows) == (3, expected)
+    assert one_run([(START, 3, 1, 1, 1, 0, 1.0), (START, 3, 1, 1, 1, 0, 1.0)]) is None  # one instant twice
+    assert one_run([(START, 3, 1, 1, 1, 0, 1.0), (START + dt.timedelta(minutes=6), 3, 1, 1, 1, 0, 1.0)]) is None
+    assert one_run([(START, 3, 1, 1, 1, 0, 1.0), (START + STEP, 4, 1, 1, 1, 0, 1.0)]) is None
