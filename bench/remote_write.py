@@ -4,7 +4,9 @@ beside the agents' path in the same run, with the portal's web server, worker an
 
 Run with `make bench-remote-write` or `python bench/remote_write.py`; BENCH_SECONDS (default 60)
 is each phase's posting time (600 for the 10-minute run of the issue), BENCH_CLIENTS (default 4)
-the clients posting as fast as answered.
+the clients posting as fast as answered; BENCH_AGENT=0 runs the remote write phase alone,
+BENCH_AGENT_SECONDS sets the agent phase's own length (the 10-minute memory run: a minute of the
+agents, then ten of remote write, whose requests are made as they are posted).
 
 - agent phase: 100-reading gzip batches (10 GPUs × 10 readings) of 20 hosts; readings/s from the
   first post until the last reading is stored; × 15 (a reading's values, the dcgm-exporter
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import http.client
+import itertools
 import os
 import subprocess
 import sys
@@ -36,6 +39,8 @@ sys.path.insert(0, str(ROOT))
 from bench.harness import CpuMeter, host_bodies, ingest_post, machine_load, portal_served  # noqa: E402
 
 SECONDS = float(os.environ.get("BENCH_SECONDS", "60"))
+AGENT = os.environ.get("BENCH_AGENT", "1") != "0"  # 0: the remote write phase alone
+AGENT_SECONDS = float(os.environ.get("BENCH_AGENT_SECONDS", SECONDS))  # the agent phase's own length
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
 HOSTS, GPUS, STEPS = 20, 10, 10
 SERIES = {
@@ -48,12 +53,13 @@ SERIES = {
 VALUES_PER_READING = len(SERIES)
 
 
-def remote_bodies(hostname: str, start_ms: int, count: int) -> list[bytes]:
-    """count WriteRequests of one host, each 10 timestamps (1 s apart) of its GPUs' 15 series."""
+def remote_bodies(hostname: str, start_ms: int, count: int, first: int = 0) -> list[bytes]:
+    """count WriteRequests of one host from its first-th on, each 10 timestamps (1 s apart) of
+    its GPUs' 15 series."""
     from portal.remote_write.wire import snappy_compress, write_request_encode
 
     bodies = []
-    for number in range(count):
+    for number in range(first, first + count):
         series = []
         stamps = [start_ms + 1000 * (number * STEPS + step) for step in range(STEPS)]
         for gpu in range(GPUS):
@@ -99,6 +105,14 @@ class Client(threading.Thread):
                 self.errors[status] = self.errors.get(status, 0) + 1
 
 
+def remote_work_of(token: str, hostnames: list[str], start_ms: int):
+    """A client's requests, made as they are posted (a 10-minute run would hold gigabytes made
+    up front): its hosts in turn, each host's in time order."""
+    for number in itertools.count():
+        for hostname in hostnames:
+            yield token, remote_bodies(hostname, start_ms, 1, first=number)[0]
+
+
 def web_rss_mib() -> float:
     """The resident memory of the portal's web server (Daphne under `manage.py run`), MiB."""
     total = 0.0
@@ -130,11 +144,11 @@ def readings_stored(prefix: str) -> int:
         return cursor.fetchone()[0]
 
 
-def phase(port: int, path: str, work: list[list[tuple[str, bytes]]], *, prefix: str, per_post: int, rss: list):
+def phase(port: int, path: str, work, *, prefix: str, per_post: int, rss: list, seconds: float = SECONDS):
     meter = CpuMeter()
     meter.start()
     started = time.monotonic()
-    clients = [Client(port, items, path, started + SECONDS) for items in work]
+    clients = [Client(port, items, path, started + seconds) for items in work]
     for client in clients:
         client.start()
     stop_sampling = threading.Event()
@@ -172,39 +186,54 @@ def main() -> None:
     source_token = ingest_source_issue(name="bench", hosts="rw-*").token
     agent_hosts = [f"ag-{n:02d}" for n in range(HOSTS)]
     tokens = {h: host_token_issue(hostname=h, label="bench", create_host=True).token for h in agent_hosts}
-    posts_per_host = int(SECONDS * 40 / HOSTS) + 5  # more than the clients can post in the time
+    posts_per_host = int(AGENT_SECONDS * 40 / HOSTS) + 5 if AGENT else 0  # more than the clients can post in the time
     start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)
-    print(f"preparing {posts_per_host * HOSTS} requests of each kind…")
+    print(f"preparing {posts_per_host * HOSTS} agent requests…")
     agent_work: list[list] = [[] for _ in range(CLIENTS)]
-    remote_work: list[list] = [[] for _ in range(CLIENTS)]
     for number, hostname in enumerate(agent_hosts):
         bodies = host_bodies(hostname, posts_per_host, start, every=dt.timedelta(seconds=1), gpus=GPUS, per_gpu=STEPS)
         agent_work[number % CLIENTS].extend((tokens[hostname], body) for body in bodies)
-        remote = remote_bodies(f"rw-{number:02d}", int(start.timestamp() * 1000), posts_per_host)
-        remote_work[number % CLIENTS].extend((source_token, body) for body in remote)
+    # Remote write's times as far back as the agents' (10 s a request): a longer run starts further
+    # back, so that its newest times stay in the past.
+    back = dt.timedelta(hours=2) + dt.timedelta(seconds=SECONDS * 12)
+    remote_start = int((dt.datetime.now(dt.UTC) - back).timestamp() * 1000)
+    remote_hosts = [f"rw-{number:02d}" for number in range(HOSTS)]
+    remote_work = [remote_work_of(source_token, remote_hosts[n::CLIENTS], remote_start) for n in range(CLIENTS)]
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(DEBUG="false", ALLOWED_HOSTS="127.0.0.1,localhost", PLAIN_HTTP="true", LOG_LEVEL="WARNING",
                REMOTE_WRITE_RATE_PER_S="1000000", REMOTE_WRITE_RATE_BURST="1000000")  # fmt: skip
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "check", "-v", "0"], env=env, check=True)
     load_before = machine_load()
     rss: list[float] = []
-    with portal_served(env, log=var_dir / "portal.log", timeout_s=300, whole=True) as port:
+    with portal_served(env, log=var_dir / "portal.log", timeout_s=900, whole=True) as port:
         time.sleep(2)
         per_batch = GPUS * STEPS
-        agent = phase(port, "agent", agent_work, prefix="ag-", per_post=per_batch, rss=[])
+        agent = (
+            phase(port, "agent", agent_work, prefix="ag-", per_post=per_batch, rss=[], seconds=AGENT_SECONDS)
+            if AGENT
+            else None
+        )
         remote = phase(port, "remote write", remote_work, prefix="rw-", per_post=per_batch, rss=rss)
     report(agent, remote, rss, load_before)
 
 
+def _per_item(meter, items: int) -> str:
+    kinds = ("web", "worker", "beat")
+    return ", ".join(f"{kind} {meter.seconds.get(kind, 0) / max(1, items) * 1e6:.1f}" for kind in kinds)
+
+
 def report(agent, remote, rss, load_before) -> None:
-    posted, stored, elapsed, meter, errors = agent
-    agent_values = stored * VALUES_PER_READING / elapsed
-    print(
-        f"agent path: {stored:,} of {posted:,} readings stored in {elapsed:.1f} s: {stored / elapsed:,.0f} readings/s"
-        f" = {agent_values:,.0f} values/s (×{VALUES_PER_READING}); errors {errors or 'none'}"
-    )
-    agent_cpu = sum(meter.seconds.get(kind, 0) for kind in ("web", "worker", "beat"))
-    print(f"  CPU {agent_cpu / max(1, stored * VALUES_PER_READING) * 1e6:.1f} µs per value; {meter.line()}")
+    agent_values = 0.0
+    if agent is not None:
+        posted, stored, elapsed, meter, errors = agent
+        agent_values = stored * VALUES_PER_READING / elapsed
+        print(
+            f"agent path: {stored:,} of {posted:,} readings stored in {elapsed:.1f} s: {stored / elapsed:,.0f} "
+            f"readings/s = {agent_values:,.0f} values/s (×{VALUES_PER_READING}); errors {errors or 'none'}"
+        )
+        values = stored * VALUES_PER_READING
+        agent_cpu = sum(meter.seconds.get(kind, 0) for kind in ("web", "worker", "beat"))
+        print(f"  CPU {agent_cpu / max(1, values) * 1e6:.1f} µs per value ({_per_item(meter, values)}); {meter.line()}")
     posted, stored, elapsed, meter, errors = remote
     samples = stored * VALUES_PER_READING
     ratio = samples / elapsed / agent_values if agent_values else 0.0
@@ -214,11 +243,11 @@ def report(agent, remote, rss, load_before) -> None:
         f"(target ≥ 80 %: {'✔' if ratio >= 0.8 else '✘'}); errors {errors or 'none'}"
     )
     remote_cpu = sum(meter.seconds.get(kind, 0) for kind in ("web", "worker", "beat"))
-    print(f"  CPU {remote_cpu / max(1, samples) * 1e6:.1f} µs per sample; {meter.line()}")
+    print(f"  CPU {remote_cpu / max(1, samples) * 1e6:.1f} µs per sample ({_per_item(meter, samples)}); {meter.line()}")
     if rss:
         print(
-            f"  web server RSS over the phase: first {rss[0]:.0f} MiB, last {rss[-1]:.0f} MiB, "
-            f"max {max(rss):.0f} MiB ({len(rss)} samples)"
+            f"  web server RSS over the phase: first {rss[0]:.0f} MiB, middle {rss[len(rss) // 2]:.0f} MiB, "
+            f"last {rss[-1]:.0f} MiB, max {max(rss):.0f} MiB ({len(rss)} samples, one a second)"
         )
     print(f"{load_before} before; {machine_load()} after")
 

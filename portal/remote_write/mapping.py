@@ -8,6 +8,7 @@ import struct
 from dataclasses import dataclass
 from functools import cache
 
+import orjson
 import pydantic
 
 from portal.fleet.identifiers import GPU_UUID_RE, HOSTNAME_RE
@@ -51,6 +52,7 @@ class SeriesIdentity:
     pci_bus_id: str
     driver_version: str
     jobs: tuple[str, ...] | None  # None: the series carries no job labels
+    jobs_json: str | None  # the same as stored with a pending reading (a JSON list)
 
 
 # Why a series is skipped (its samples counted as skipped).
@@ -105,6 +107,7 @@ def series_identity(labels: dict[str, str]) -> SeriesIdentity | str:
         field=field, uuid=uuid, hostname=hostname, index=int(index) if index else None,
         name=labels.get("modelName", "")[:128], pci_bus_id=labels.get("pci_bus_id", "")[:32],
         driver_version=labels.get("DCGM_FI_DRIVER_VERSION", "")[:64], jobs=jobs,
+        jobs_json=None if jobs is None else orjson.dumps(jobs).decode(),
     )  # fmt: skip
 
 

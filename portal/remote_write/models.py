@@ -62,19 +62,20 @@ class SourceGpu(models.Model):
         return self.uuid
 
 
-class PendingSample(models.Model):
-    """One sample stored as it arrived, until its reading is handed on. Unique by GPU, time and
-    field: a sample sent again stores nothing, a field already stored is never changed."""
+class PendingReading(models.Model):
+    """One GPU's samples at one timestamp as they arrived, until its reading is handed on: one row
+    however many samples (their values one JSON object by field), so that a write and a hand-on
+    cost a row per reading, not per sample. Unique by GPU and time: a part of the reading that
+    arrives in another request is merged into it, a field already stored is never changed."""
 
     gpu = models.ForeignKey(SourceGpu, on_delete=models.CASCADE, related_name="+")
     ts = models.DateTimeField()
-    field = models.CharField(max_length=40)
-    value = models.FloatField()
+    samples = models.TextField()  # JSON object: reading field (or mapping.XID_RAW, REMAPPED_RAW) → value
     jobs = models.TextField(null=True)  # JSON list of job keys from the series' labels; null: no job labels
-    received_at = models.DateTimeField()
+    received_at = models.DateTimeField()  # when its first sample arrived
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["gpu", "ts", "field"], name="pending_sample_once")]
+        constraints = [models.UniqueConstraint(fields=["gpu", "ts"], name="pending_reading_once")]
 
     def __str__(self):
-        return f"{self.gpu_id} {self.ts} {self.field}"
+        return f"{self.gpu_id} {self.ts}"

@@ -15,6 +15,7 @@ Wire format (protobuf encoding, proto3):
     Sample        1: double value   2: int64 timestamp (ms)
 """
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -106,10 +107,71 @@ def _sample(buffer: bytes, position: int, end: int) -> tuple[int, float]:
     return timestamp, value
 
 
+# Samples as Prometheus encodes them (gogo protobuf: fields in order, a value of 0 left out) with
+# a timestamp of 6 varint bytes (2^35 to 2^42 ms: 1971 to 2109): a run of them is read by one
+# regular expression in C instead of field by field in Python, which was most of a write's CPU.
+# Anything else (another layout, other fields) is read by the general reader below.
+_SAMPLE_PARTS = re.compile(rb"\x12(?:\x10\x09(.{8})|\x07)\x10([\x80-\xff]{5}[\x00-\x7f])", re.S)
+_SAMPLES_RUN = re.compile(rb"(?:\x12(?:\x10\x09.{8}|\x07)\x10[\x80-\xff]{5}[\x00-\x7f])+", re.S)
+# 6 varint bytes → ms: a request's series share their scrapes' times. Small: times only repeat
+# within a request or two, and at 100,000 kept the 10-minute bench's web server grew by 7 MiB.
+_timestamps: dict[bytes, int] = {}
+MAX_KEPT_TIMESTAMPS = 4096
+
+
+def _timestamp6(raw: bytes) -> int:
+    timestamp = _timestamps.get(raw)
+    if timestamp is None:
+        timestamp = 0
+        for shift, byte in enumerate(raw):
+            timestamp |= (byte & 0x7F) << (7 * shift)
+        if len(_timestamps) >= MAX_KEPT_TIMESTAMPS:
+            _timestamps.clear()
+        _timestamps[raw] = timestamp
+    return timestamp
+
+
+_ZERO = bytes(8)
+
+
+def _samples_run(buffer: bytes, position: int, end: int, samples: list[tuple[int, float]]) -> int:
+    """Reads the run of usual samples at position into samples; where the run ends. Per run,
+    not per sample: the values unpacked at once, the times looked up by their bytes."""
+    run = _SAMPLES_RUN.match(buffer, position, end)
+    if run is None:
+        return position
+    raw_values, raw_stamps = zip(*_SAMPLE_PARTS.findall(buffer, position, run.end()), strict=True)
+    stamps = list(map(_timestamps.get, raw_stamps))
+    if None in stamps:
+        stamps = list(map(_timestamp6, raw_stamps))
+    if b"" in raw_values:  # a value of 0, left out
+        raw_values = [raw or _ZERO for raw in raw_values]
+    values = struct.unpack(f"<{len(raw_values)}d", b"".join(raw_values))
+    samples.extend(zip(stamps, values, strict=True))
+    return run.end()
+
+
+def _labels_run(buffer: bytes, position: int, end: int) -> int:
+    """Where the run of labels (field 1) shorter than 128 bytes each at position ends: the usual
+    labels, stepped over without decoding them."""
+    while position + 1 < end and buffer[position] == 0x0A and buffer[position + 1] < 0x80:
+        position += 2 + buffer[position + 1]
+    if position > end:
+        raise WireError("field runs past its message")
+    return position
+
+
 def _series(buffer: bytes, position: int, end: int) -> Series:
-    labels_start = labels_end = None
+    labels_start, labels_end = position, _labels_run(buffer, position, end)
+    if labels_end == labels_start:
+        labels_start = labels_end = None
+    position = labels_end or position
     samples: list[tuple[int, float]] = []
     while position < end:
+        if buffer[position] == 0x12:
+            position = _samples_run(buffer, position, end, samples)
+            if position >= end:
+                break
         start = position
         key, position = _varint(buffer, position, end)
         field, wire_type = key >> 3, key & 7

@@ -175,3 +175,25 @@ def batch_parse(body: bytes) -> BatchIn:
 def decode_only(body: bytes):
     """The JSON alone, into plain values (bench/ingest_cpu.py's reference for decoding)."""
     return msgspec.json.decode(body)
+
+
+_readings = msgspec.convert  # (a name the bench's profiles can tell apart)
+
+
+def batch_from_values(values: dict) -> BatchIn:
+    """A batch given as Python values (what its JSON would decode to, times as aware datetimes)
+    rather than JSON bytes, checked as batch_parse checks them: the readings by msgspec's Reading,
+    the host and inventory by pydantic; what msgspec refuses is handed to BatchIn, which raises
+    the exact ValidationError. For a producer of readings inside the portal (remote write), which
+    would otherwise write JSON only for batch_parse to read it back."""
+    try:
+        readings = _readings(values["readings"], list[Reading])
+        if len(readings) > MAX_READINGS_PER_BATCH or not all(_instant_ok(reading.ts) for reading in readings):
+            raise msgspec.ValidationError("handed to BatchIn")
+        return BatchIn.model_construct(
+            batch_id=uuid.UUID(str(values["batch_id"])), sent_at=values["sent_at"],
+            host=HostIn.model_validate(values["host"]), gpus=_gpus.validate_python(values.get("gpus") or ()),
+            readings=readings,
+        )  # fmt: skip
+    except (msgspec.ValidationError, pydantic_core.ValidationError):
+        return BatchIn.model_validate(values)

@@ -2,9 +2,11 @@
 
 import datetime as dt
 
+import orjson
 from django.test import Client
 from django.utils import timezone
 
+from portal.remote_write.models import PendingReading
 from portal.remote_write.wire import snappy_compress, write_request_encode
 
 HOSTNAME = "prom-node-1"
@@ -57,3 +59,8 @@ FULL = {
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 1,
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": 4, "DCGM_FI_DEV_XID_ERRORS": 0,
 }  # fmt: skip
+
+
+def pending_samples() -> dict[tuple[str, dt.datetime], dict[str, float]]:
+    """The stored pending readings: (GPU uuid, time) → their samples by field."""
+    return {(row.gpu.uuid, row.ts): orjson.loads(row.samples) for row in PendingReading.objects.select_related("gpu")}

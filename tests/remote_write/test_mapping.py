@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from portal.fleet.models import Gpu, Host
 from portal.remote_write.mapping import BAD_LABELS, series_identity
-from portal.remote_write.models import FedHost, IngestSource, PendingSample
+from portal.remote_write.models import FedHost, IngestSource, PendingReading
 from portal.remote_write.services.hand_on import remote_readings_hand_on
 from portal.remote_write.services.sources import ingest_source_issue
 from portal.telemetry.models import Reading, XidEvent
@@ -49,7 +49,7 @@ def test_every_series_gives_its_field(source):
     assert reading.throttle_reasons == 4  # sw_power_cap, stored as ingest stores names
     # Fields without a series are null.
     assert reading.power_limit_w is None and reading.pstate is None and reading.pcie_link_gen is None
-    assert not PendingSample.objects.exists()
+    assert not PendingReading.objects.exists()
 
 
 def test_inventory_from_the_labels(source):
@@ -150,7 +150,7 @@ def test_hosts_outside_the_pattern_are_dropped_and_counted(source):
 def test_a_host_an_agent_reports_is_never_fed(source):
     host_token_issue(hostname=HOSTNAME, create_host=True)
     write(source, sample_series(FULL, now_ms(-60)))
-    assert not PendingSample.objects.exists() and not FedHost.objects.exists()
+    assert not PendingReading.objects.exists() and not FedHost.objects.exists()
     assert IngestSource.objects.get().samples_dropped == len(FULL)
 
 
@@ -190,7 +190,7 @@ def test_a_late_field_for_a_reading_handed_on_is_skipped(source):
     write(source, sample_series({"DCGM_FI_DEV_GPU_TEMP": 70}, ts))
     hand_on_all()
     write(source, sample_series({"DCGM_FI_DEV_GPU_TEMP": 70, "DCGM_FI_DEV_POWER_USAGE": 300}, ts))  # sent again
-    assert not PendingSample.objects.exists()
+    assert not PendingReading.objects.exists()
     record = IngestSource.objects.get()
     assert (record.samples_stored, record.samples_skipped) == (1, 2)
     assert len(stored()) == 1
@@ -203,7 +203,7 @@ def test_a_reading_ingest_refuses_is_counted_never_a_500(source, settings):
     result = hand_on_all()
     assert result.readings == 1 and result.dropped == len(FULL)
     assert IngestSource.objects.get().samples_dropped == len(FULL)
-    assert not PendingSample.objects.exists()
+    assert not PendingReading.objects.exists()
 
 
 def test_a_throttling_series_opens_the_ticket_an_agent_reading_would(source, django_capture_on_commit_callbacks):

@@ -55,3 +55,36 @@ def test_snappy_declared_length_is_checked_before_decompressing():
     assert wire.snappy_decompress(compressed, limit=100_000) == b"\0" * 100_000
     with pytest.raises(wire.WireError):
         wire.snappy_decompress(b"\x05ab", limit=100)
+
+
+def _gogo_sample(value: float, timestamp: int) -> bytes:
+    # As Prometheus (gogo protobuf) writes one: a value or time of 0 left out.
+    inner = (bytes([1 << 3 | 1]) + wire._DOUBLE.pack(value) if value else b"") + (
+        bytes([2 << 3]) + wire._varint_encode(timestamp) if timestamp else b""
+    )
+    return field(2, inner)
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [
+        [(1_700_000_000_000 + step, float(step % 3)) for step in range(20)],  # zeros left out among values
+        [(1_700_000_000_000, 0.0), (5, 1.5), (1_700_000_000_001, 2.5)],  # a time of another length between
+        [(0, 3.0), (1_700_000_000_000, 0.0)],  # a time of 0 left out
+        [(2**62, 1.0), (-1, 2.0)],  # 9 and 10 varint bytes
+    ],
+)
+def test_samples_as_prometheus_writes_them(samples):
+    labels = field(1, field(1, b"__name__") + field(2, b"DCGM_FI_DEV_GPU_TEMP"))
+    series = labels + b"".join(_gogo_sample(value, timestamp) for timestamp, value in samples)
+    (decoded,) = wire.write_request_decode(field(1, series))
+    assert decoded.samples == samples
+
+
+def test_a_label_of_128_bytes_or_more_and_samples_between_labels():
+    long_label = field(1, field(1, b"a") + field(2, b"x" * 200))
+    short = field(1, field(1, b"b") + field(2, b"y"))
+    (decoded,) = wire.write_request_decode(field(1, short + long_label + _gogo_sample(1.0, 1_700_000_000_000)))
+    assert wire.labels_decode(decoded.labels) == {"a": "x" * 200, "b": "y"}
+    with pytest.raises(wire.WireError):
+        wire.write_request_decode(field(1, short + _gogo_sample(1.0, 1_700_000_000_000) + long_label))

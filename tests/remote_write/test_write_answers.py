@@ -2,10 +2,10 @@
 
 import pytest
 
-from portal.remote_write.models import IngestSource, PendingSample
+from portal.remote_write.models import IngestSource, PendingReading
 from portal.remote_write.services.sources import ingest_source_revoke
 from portal.remote_write.wire import snappy_compress
-from tests.remote_write.helpers import FULL, body, now_ms, post, sample_series
+from tests.remote_write.helpers import FULL, body, now_ms, pending_samples, post, sample_series
 
 pytestmark = pytest.mark.django_db
 
@@ -13,7 +13,8 @@ pytestmark = pytest.mark.django_db
 def test_stored_answers_204_and_keeps_every_sample(source):
     answer = post(source.client, source.token, body(sample_series(FULL, now_ms())))
     assert answer.status_code == 204 and answer.content == b""
-    assert PendingSample.objects.count() == len(FULL)
+    ((_, samples),) = pending_samples().items()  # one row for the GPU's reading, every sample in it
+    assert len(samples) == len(FULL)
     record = IngestSource.objects.get()
     assert record.samples_stored == len(FULL) and record.last_write_at is not None
 
@@ -22,7 +23,8 @@ def test_a_request_sent_again_stores_nothing_new(source):
     data = body(sample_series(FULL, now_ms()))
     assert post(source.client, source.token, data).status_code == 204
     assert post(source.client, source.token, data).status_code == 204
-    assert PendingSample.objects.count() == len(FULL)
+    ((_, samples),) = pending_samples().items()
+    assert len(samples) == len(FULL)
     assert IngestSource.objects.get().samples_stored == len(FULL)
 
 
@@ -30,7 +32,7 @@ def test_a_field_already_stored_is_never_changed(source):
     ts = now_ms()
     post(source.client, source.token, body(sample_series({"DCGM_FI_DEV_GPU_TEMP": 60}, ts)))
     post(source.client, source.token, body(sample_series({"DCGM_FI_DEV_GPU_TEMP": 99, "DCGM_FI_DEV_GPU_UTIL": 5}, ts)))
-    assert dict(PendingSample.objects.values_list("field", "value")) == {"temperature_c": 60, "utilization_gpu_pct": 5}
+    assert list(pending_samples().values()) == [{"temperature_c": 60, "utilization_gpu_pct": 5}]
 
 
 @pytest.mark.parametrize(
@@ -46,7 +48,7 @@ def test_a_field_already_stored_is_never_changed(source):
 def test_not_snappy_or_not_a_write_request_is_400(source, data, encoding):
     answer = post(source.client, source.token, data, **{"Content-Encoding": encoding})
     assert answer.status_code == 400 and answer.json()["error"]
-    assert not PendingSample.objects.exists()
+    assert not PendingReading.objects.exists()
 
 
 @pytest.mark.parametrize("header", [None, "Bearer gfs_nope", "Basic abc", "Bearer "])
@@ -54,7 +56,7 @@ def test_missing_or_wrong_token_is_401(source, header):
     headers = {} if header is None else {"Authorization": header}
     answer = post(source.client, None, body(sample_series(FULL, now_ms())), **headers)
     assert answer.status_code == 401 and answer.json() == {"error": "missing, unknown or revoked source token"}
-    assert not PendingSample.objects.exists()
+    assert not PendingReading.objects.exists()
 
 
 def test_revoked_token_is_401(source):
@@ -66,7 +68,7 @@ def test_body_too_large_is_413(source, settings):
     settings.REMOTE_WRITE_MAX_BODY_BYTES = 200
     answer = post(source.client, source.token, body(sample_series(FULL, now_ms())))
     assert answer.status_code == 413
-    assert not PendingSample.objects.exists()
+    assert not PendingReading.objects.exists()
 
 
 def test_rate_limited_is_429_with_retry_after(source, settings):

@@ -1,17 +1,28 @@
-"""Hand complete readings on to ingest: the samples of one GPU at one timestamp become one
-ingest-v1 reading, validated and stored by the agent's own path (batch_parse and
-reading_batch_ingest), so the rules, tickets, rollups, wear and live pages see it as they see an
-agent's. A reading is complete when a later reading of its GPU has arrived holding every field
-the GPU's readings have, or two scrape intervals after its first sample arrived; readings of a
-GPU go on in time order, so no rule ever judges half a reading.
+"""Pending readings and their hand-on to ingest (prometheus-v1.md).
+
+What a write stores is one pending row per GPU and timestamp (its samples' values one JSON object
+by field), not one per sample: a part that arrives in a later request is merged into the row, a
+field already stored is never changed, and a request sent again stores nothing new. A reading is
+complete when a later reading of its GPU has arrived holding every field the GPU's readings have,
+or two scrape intervals after its first part arrived; readings of a GPU go on in time order, so no
+rule ever judges half a reading. Complete readings are handed on in bulk, one batch per host, as
+an ingest-v1 batch validated and stored by the agents' own path (batch_parse and
+reading_batch_ingest: the same bulk insert, the same pipeline after it).
+
+Both the write (for the readings its samples complete, in its own transaction) and the pass (for
+readings completed by waiting) settle a host's GPUs the same way (`_settle`), with the GPUs' rows
+locked (PostgreSQL) or the write lock held (SQLite), so that a reading goes on exactly once.
 """
+
+from __future__ import annotations
 
 import datetime as dt
 import functools
 import logging
 import uuid as uuid_module
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import orjson
 from django.conf import settings
@@ -23,43 +34,67 @@ from pydantic import ValidationError
 
 from portal.core.errors import ApplicationError, Forbidden
 from portal.core.locks import pass_lock
-from portal.fleet import selectors as fleet_selectors
 from portal.remote_write import mapping
-from portal.remote_write.models import IngestSource, PendingSample, SourceGpu
-from portal.telemetry.ingest_fast import batch_parse
+from portal.remote_write.models import FedHost, IngestSource, PendingReading, SourceGpu
+from portal.telemetry.ingest_fast import batch_from_values
 from portal.telemetry.metrics import REMAPPED_ROWS_PENDING
 from portal.telemetry.schemas import ReadingIn
 from portal.telemetry.selectors import throttle_names
 from portal.telemetry.services.ingest import reading_batch_ingest
 
+if TYPE_CHECKING:
+    from portal.fleet.models import Host
+
 log = logging.getLogger(__name__)
 
 _NAMESPACE = uuid_module.UUID("6d1c0c4e-5a0f-4b7e-9a55-7265d0746577")
 _METRICS = [name for name in ReadingIn.model_fields if name not in {"gpu_uuid", "ts", "xid_events", "jobs"}]
-MAX_PENDING_ROWS = 500_000  # a pass reads at most this many samples; the next pass takes the rest
+# Prometheus's queue sends a shard's batch up to batch_send_deadline (5 s by default) after its
+# first sample, and shards send independently: the parts of one scrape may arrive that far apart
+# however short the scrape interval. A reading no later one completes waits at least this long.
+MIN_WAIT_S = 10.0
+MAX_PENDING_ROWS = 100_000  # a pass reads at most this many pending readings; the next pass takes the rest
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
-    """One GPU's samples at one timestamp, as stored."""
+    """One GPU's samples at one timestamp: as stored (row_id), and what this transaction added."""
 
     ts: dt.datetime
     values: dict[str, float]
-    jobs: str | None
+    jobs: str | None  # JSON list of job keys from the series' labels; None: no job labels
     first_received: dt.datetime
-    row_ids: list[int]
+    row_id: int | None = None
+    changed: bool = False
 
 
-@functools.cache
-def _pending_sql() -> str:
-    table = connection.ops.quote_name(PendingSample._meta.db_table)
-    return f"SELECT id, gpu_id, ts, field, value, jobs, received_at FROM {table} ORDER BY gpu_id, ts LIMIT %s"
+# A GPU's pending readings by timestamp.
+GpuPending = dict[dt.datetime, Pending]
+
+
+@dataclass
+class HandOnResult:
+    readings: int = 0
+    skipped: int = 0  # samples
+    dropped: int = 0  # samples
+
+    def add(self, other: HandOnResult) -> None:
+        self.readings += other.readings
+        self.skipped += other.skipped
+        self.dropped += other.dropped
+
+
+@dataclass
+class GpuWork:
+    gpu: SourceGpu
+    pending: GpuPending
+    late: list[Pending] = field(default_factory=list)
+    complete: list[Pending] = field(default_factory=list)
 
 
 def _instant_reader():
-    """Stored times to aware datetimes, each distinct one once: a pass reads every sample's time, and
-    the driver hands back a datetime (psycopg) or Django's text (sqlite3, whose parsing through the
-    ORM was most of a pass's CPU)."""
+    """Stored times to aware datetimes, each distinct one once (psycopg gives datetimes, sqlite3
+    Django's text, whose parsing through the ORM was most of a pass's CPU)."""
     seen: dict = {}
 
     def instant(value) -> dt.datetime:
@@ -74,42 +109,69 @@ def _instant_reader():
     return instant
 
 
-def _pending_by_gpu() -> dict[int, list[Pending]]:
+@functools.cache
+def _table() -> str:
+    return connection.ops.quote_name(PendingReading._meta.db_table)
+
+
+def pending_read(gpu_ids=None, *, limit: int = MAX_PENDING_ROWS) -> dict[int, GpuPending]:
+    """The stored pending readings of these GPUs (None: of every GPU, up to limit), by GPU."""
+    sql = f"SELECT id, gpu_id, ts, samples, jobs, received_at FROM {_table()}"
+    params: list = []
+    if gpu_ids is not None:
+        gpu_ids = list(gpu_ids)
+        if not gpu_ids:
+            return {}
+        sql += f" WHERE gpu_id IN ({', '.join(['%s'] * len(gpu_ids))})"
+        params.extend(gpu_ids)
+    sql += " ORDER BY gpu_id, ts LIMIT %s"
+    params.append(limit)
     with connection.cursor() as cursor:
-        cursor.execute(_pending_sql(), [MAX_PENDING_ROWS])
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     instant = _instant_reader()
-    by_gpu: dict[int, dict[dt.datetime, Pending]] = defaultdict(dict)
-    for row_id, gpu_id, raw_ts, name, value, jobs, raw_received in rows:
-        ts, received_at = instant(raw_ts), instant(raw_received)
-        pending = by_gpu[gpu_id].get(ts)
-        if pending is None:
-            pending = by_gpu[gpu_id][ts] = Pending(ts, {}, jobs, received_at, [])
-        pending.values[name] = value
-        pending.row_ids.append(row_id)
-        pending.first_received = min(pending.first_received, received_at)
-        if pending.jobs is None:
-            pending.jobs = jobs
-    return {gpu_id: sorted(readings.values(), key=lambda p: p.ts) for gpu_id, readings in by_gpu.items()}
+    by_gpu: dict[int, GpuPending] = defaultdict(dict)
+    for row_id, gpu_id, raw_ts, values, jobs, received in rows:
+        ts = instant(raw_ts)
+        by_gpu[gpu_id][ts] = Pending(ts, orjson.loads(values), jobs, instant(received), row_id)
+    return by_gpu
 
 
-def _complete(gpu: SourceGpu, readings: list[Pending], now: dt.datetime) -> tuple[list[Pending], list[Pending]]:
-    """(late, complete): samples for a reading handed on already, and the readings to hand on now,
-    oldest first, up to the first one still waiting."""
-    late = [p for p in readings if gpu.handed_until is not None and p.ts <= gpu.handed_until]
-    waiting = [p for p in readings if gpu.handed_until is None or p.ts > gpu.handed_until]
+def _scrape_interval(gpu: SourceGpu, waiting: list[Pending]) -> float:
+    """Seconds between the GPU's scrapes: between its last two readings handed on, else the
+    smallest gap between those waiting (its first readings), else the setting."""
+    if gpu.interval_s:
+        return gpu.interval_s
+    gaps = [(b.ts - a.ts).total_seconds() for a, b in zip(waiting, waiting[1:], strict=False)]
+    return min((gap for gap in gaps if gap > 0), default=settings.REMOTE_WRITE_SCRAPE_INTERVAL_S)
+
+
+def _complete(gpu: SourceGpu, pending: GpuPending, now: dt.datetime) -> tuple[list[Pending], list[Pending]]:
+    """(late, complete): readings at or before the newest one handed on, and the readings to hand
+    on now, oldest first, up to the first one still waiting."""
+    readings = sorted(pending.values(), key=lambda p: p.ts)
+    handed = gpu.handed_until
+    late = [p for p in readings if handed is not None and p.ts <= handed]
+    waiting = readings[len(late) :] if handed is not None else readings
     expected = set(gpu.fields.split(",")) if gpu.fields else None
-    wait = dt.timedelta(seconds=2 * (gpu.interval_s or settings.REMOTE_WRITE_SCRAPE_INTERVAL_S))
+    wait = dt.timedelta(seconds=max(2 * _scrape_interval(gpu, waiting), MIN_WAIT_S))
     complete = []
-    for position, pending in enumerate(waiting):
+    for position, one in enumerate(waiting):
         later = position < len(waiting) - 1
-        if now - pending.first_received >= wait or (
-            later and expected is not None and expected <= pending.values.keys()
-        ):
-            complete.append(pending)
+        if now - one.first_received >= wait or (later and expected is not None and expected <= one.values.keys()):
+            complete.append(one)
         else:
             break
     return late, complete
+
+
+# How a stored value becomes its reading field (the XID and remapped-rows counters apart).
+_BOOL, _MASK, _FLOAT, _INT = range(4)
+_KINDS = {
+    **dict.fromkeys(mapping.BOOL_FIELDS, _BOOL), **dict.fromkeys(mapping.MASK_FIELDS, _MASK),
+    **dict.fromkeys(mapping.FLOAT_FIELDS, _FLOAT),
+}  # fmt: skip
+_names = functools.lru_cache(maxsize=4096)(throttle_names)  # a GPU's masks repeat
 
 
 def _reading(gpu: SourceGpu, pending: Pending) -> dict:
@@ -118,54 +180,182 @@ def _reading(gpu: SourceGpu, pending: Pending) -> dict:
     reading = dict.fromkeys(_METRICS)
     reading["gpu_uuid"], reading["ts"], reading["xid_events"] = gpu.uuid, pending.ts, []
     for name, value in pending.values.items():
-        if name == mapping.XID_RAW:
+        kind = _KINDS.get(name, _INT)
+        if kind == _FLOAT:
+            reading[name] = value
+        elif name == mapping.XID_RAW:
             if gpu.xid_last is not None and value != gpu.xid_last and value != 0:
                 reading["xid_events"].append({"ts": pending.ts, "code": int(value)})
             gpu.xid_last = value
         elif name == mapping.REMAPPED_RAW:
             reading[REMAPPED_ROWS_PENDING.name] = gpu.remapped_last is not None and value > gpu.remapped_last
             gpu.remapped_last = value
-        elif name in mapping.BOOL_FIELDS:
-            reading[name] = value != 0
-        elif name in mapping.MASK_FIELDS:
-            reading[name] = throttle_names(int(value))
-        elif name in mapping.FLOAT_FIELDS:
-            reading[name] = value
-        else:
+        elif kind == _INT:
             reading[name] = round(value)
+        elif kind == _BOOL:
+            reading[name] = value != 0
+        else:
+            reading[name] = list(_names(int(value)))
     if pending.jobs is not None:
         reading["jobs"] = orjson.loads(pending.jobs)
     return reading
 
 
-def _batch_body(fed_host, gpus: list[SourceGpu], readings: list[dict], now: dt.datetime) -> bytes:
+def _batch(fed_host: FedHost, gpus: list[SourceGpu], readings: list[dict], now: dt.datetime):
+    """The readings as an ingest-v1 batch, checked as an agent's is (ingest_fast.batch_from_values:
+    the values themselves, not JSON written only to be read back)."""
     key = ",".join(f"{reading['gpu_uuid']}@{reading['ts'].isoformat()}" for reading in readings)
     inventory = [
         {"uuid": gpu.uuid, "index": gpu.index, "name": gpu.name or None, "pci_bus_id": gpu.pci_bus_id or None}
         for gpu in gpus
         if gpu.index is not None
     ]
-    return orjson.dumps(
+    return batch_from_values(
         {
-            "batch_id": str(uuid_module.uuid5(_NAMESPACE, f"{fed_host.host_id}|{key}")),
+            "batch_id": uuid_module.uuid5(_NAMESPACE, f"{fed_host.host_id}|{key}"),
             "sent_at": now,
             "host": {"hostname": fed_host.host.hostname, "driver_version": fed_host.driver_version or None},
             "gpus": inventory,
             "readings": readings,
-        },
-        option=orjson.OPT_UTC_Z,
+        }
     )
 
 
-@dataclass
-class HandOnResult:
-    readings: int = 0
-    skipped: int = 0  # samples
-    dropped: int = 0  # samples
+_STATE = ("handed_until", "xid_last", "remapped_last", "fields", "interval_s")
+
+
+def _ingest(fed_host: FedHost, host: Host, work: list[GpuWork], now: dt.datetime) -> int:
+    """Hand the complete readings of these GPUs on as one batch, in a savepoint; moves each GPU's
+    state on. ApplicationError or ValidationError when ingest refuses them: nothing stored, the
+    GPUs' state as it was."""
+    stored_state = [(one.gpu, [getattr(one.gpu, name) for name in _STATE]) for one in work]
+    readings = []
+    try:
+        for one in work:
+            gpu, complete = one.gpu, one.complete
+            if not complete:
+                continue
+            readings.extend(_reading(gpu, pending) for pending in complete)
+            newest, previous = complete[-1].ts, complete[-2].ts if len(complete) > 1 else gpu.handed_until
+            if previous is not None and newest > previous:
+                gpu.interval_s = (newest - previous).total_seconds()
+            gpu.handed_until = newest
+            gpu.fields = ",".join(sorted(complete[-1].values))
+        if readings:
+            batch = _batch(fed_host, [one.gpu for one in work], readings, now)
+            with transaction.atomic():
+                reading_batch_ingest(host=host, batch=batch, now=now)
+    except (ApplicationError, ValidationError):
+        for gpu, values in stored_state:  # forming the readings moved the baselines on: back as stored
+            for name, value in zip(_STATE, values, strict=True):
+                setattr(gpu, name, value)
+        raise
+    return len(readings)
+
+
+@functools.cache
+def _sql() -> dict[str, str]:
+    gpu_table = connection.ops.quote_name(SourceGpu._meta.db_table)
+    return {
+        "insert": f"INSERT INTO {_table()} (gpu_id, ts, samples, jobs, received_at) VALUES (%s, %s, %s, %s, %s)",
+        "update": f"UPDATE {_table()} SET samples = %s, jobs = %s WHERE id = %s",
+        "delete": f"DELETE FROM {_table()} WHERE id = %s",
+        "state": f"UPDATE {gpu_table} SET {', '.join(f'{name} = %s' for name in _STATE)} WHERE id = %s",
+    }
+
+
+def _pending_write(work: list[GpuWork], handed: bool) -> None:
+    """Store what changed: the readings handed on (and late ones) deleted, new ones inserted,
+    merged ones updated; the GPUs' state. Prepared statements run by executemany: the ORM's
+    per-object work was most of a write's CPU."""
+    adapt = connection.ops.adapt_datetimefield_value
+    inserts, updates, deletes, states = [], [], [], []
+    for one in work:
+        gone = {id(p) for p in one.late} | ({id(p) for p in one.complete} if handed else set())
+        for pending in one.pending.values():
+            if id(pending) in gone:
+                if pending.row_id is not None:
+                    deletes.append((pending.row_id,))
+            elif pending.row_id is None:
+                values = orjson.dumps(pending.values).decode()
+                inserts.append((one.gpu.pk, adapt(pending.ts), values, pending.jobs, adapt(pending.first_received)))
+            elif pending.changed:
+                updates.append((orjson.dumps(pending.values).decode(), pending.jobs, pending.row_id))
+        if handed and one.complete:
+            states.append((*(adapt(value) if isinstance(value, dt.datetime) else value
+                             for value in (getattr(one.gpu, name) for name in _STATE)), one.gpu.pk))  # fmt: skip
+    sql = _sql()
+    with connection.cursor() as cursor:
+        for statement, rows in (("delete", deletes), ("update", updates), ("insert", inserts), ("state", states)):
+            if rows:
+                cursor.executemany(sql[statement], rows)
+
+
+def _samples(pendings: list[Pending]) -> int:
+    return sum(len(pending.values) for pending in pendings)
+
+
+def settle(fed_host: FedHost, host: Host, work: list[GpuWork], now: dt.datetime, *, refuse: bool) -> HandOnResult:
+    """Hand on the complete readings of one host's GPUs (locked by the caller) and store what
+    stays pending. When ingest refuses the host's batch: with `refuse` (the pass) each GPU's on its
+    own, a refused GPU's samples counted and never tried again; without (the write) everything
+    stays pending for the pass."""
+    for one in work:
+        one.late, one.complete = _complete(one.gpu, one.pending, now)
+    result = HandOnResult(skipped=sum(_samples(one.late) for one in work))
+    try:
+        result.readings = _ingest(fed_host, host, work, now)
+        _pending_write(work, handed=True)
+    except (ApplicationError, ValidationError) as error:
+        if not refuse:
+            log.info("remote write: readings of host %s left for the pass: %s", fed_host.host_id, error)
+            for one in work:
+                one.complete = []
+            _pending_write(work, handed=False)
+        else:
+            for one in work:
+                result.add(_settle_one(fed_host, host, one, now))
+    _count(fed_host.source_id, skipped=result.skipped, dropped=result.dropped)
+    return result
+
+
+def _settle_one(fed_host: FedHost, host: Host, one: GpuWork, now: dt.datetime) -> HandOnResult:
+    # Read again: ingest keeps a host's GPU rows per process while its inventory_version holds,
+    # and the GPU before this one may have registered itself.
+    host.refresh_from_db(fields=["inventory_version"])
+    try:
+        readings = _ingest(fed_host, host, [one], now)
+        _pending_write([one], handed=True)
+        return HandOnResult(readings=readings)
+    except (ApplicationError, ValidationError) as error:
+        log.warning("remote write: readings of GPU %s refused by ingest: %s", one.gpu.uuid, error)
+        forbidden = isinstance(error, Forbidden)
+    # Refused: its complete readings' samples counted (dropped for a GPU of another host, skipped
+    # otherwise) and deleted; the GPU's baselines move past them.
+    samples = _samples(one.complete)
+    if one.complete:
+        one.gpu.handed_until = one.complete[-1].ts
+    _pending_write([one], handed=True)
+    return HandOnResult(dropped=samples) if forbidden else HandOnResult(skipped=samples)
+
+
+def _count(source_id: int, *, skipped: int = 0, dropped: int = 0) -> None:
+    if skipped or dropped:
+        IngestSource.objects.filter(pk=source_id).update(
+            samples_skipped=F("samples_skipped") + skipped, samples_dropped=F("samples_dropped") + dropped
+        )
+
+
+def gpus_lock(gpu_ids) -> dict[int, SourceGpu]:
+    """The GPUs' rows, locked until the transaction ends (PostgreSQL; SQLite's write lock is the
+    whole database's), in id order so that two transactions never wait on each other in a loop."""
+    gpus = SourceGpu.objects.select_related("fed_host__host").select_for_update(of=("self",))
+    return {gpu.pk: gpu for gpu in gpus.filter(pk__in=list(gpu_ids)).order_by("pk")}
 
 
 def remote_readings_hand_on(*, now: dt.datetime | None = None) -> HandOnResult:
-    """One pass over the stored samples (one pass at a time in the cluster)."""
+    """One pass over the pending readings (one pass at a time in the cluster): the readings
+    completed by waiting, and any a write left."""
     with pass_lock("remote-write-hand-on") as held:
         if not held:
             return HandOnResult()
@@ -174,103 +364,22 @@ def remote_readings_hand_on(*, now: dt.datetime | None = None) -> HandOnResult:
 
 def _pass(now: dt.datetime) -> HandOnResult:
     result = HandOnResult()
-    pending = _pending_by_gpu()
+    pending = pending_read()
     if not pending:
         return result
-    gpus = SourceGpu.objects.select_related("fed_host__host").in_bulk(pending.keys())
-    by_host: dict[int, list[tuple[SourceGpu, list[Pending], list[Pending]]]] = defaultdict(list)
+    gpus = SourceGpu.objects.in_bulk(pending.keys())
+    hosts: dict[int, list[int]] = defaultdict(list)  # fed host → its GPUs with readings to hand on
     for gpu_id, readings in pending.items():
-        gpu = gpus[gpu_id]
-        late, complete = _complete(gpu, readings, now)
+        late, complete = _complete(gpus[gpu_id], readings, now)
         if late or complete:
-            by_host[gpu.fed_host_id].append((gpu, late, complete))
-    for work in by_host.values():
-        outcome = _hand_on_host(work, now)
-        result.readings += outcome.readings
-        result.skipped += outcome.skipped
-        result.dropped += outcome.dropped
+            hosts[gpus[gpu_id].fed_host_id].append(gpu_id)
+    for gpu_ids in hosts.values():
+        with transaction.atomic():  # read again, locked: a write may have handed some on meanwhile
+            locked = gpus_lock(gpu_ids)
+            if not locked:
+                continue
+            fed_host = next(iter(locked.values())).fed_host
+            again = pending_read(locked.keys())
+            work = [GpuWork(gpu, again.get(gpu.pk, {})) for gpu in locked.values()]
+            result.add(settle(fed_host, fed_host.host, work, now, refuse=True))
     return result
-
-
-_STATE = ("handed_until", "xid_last", "remapped_last", "fields", "interval_s")
-
-
-def _hand_on_host(work, now: dt.datetime) -> HandOnResult:
-    """One host's complete readings as one batch; when ingest refuses it, each GPU's on its own
-    (a refused GPU's samples are counted, and never tried again)."""
-    stored_state = {gpu.pk: [getattr(gpu, name) for name in _STATE] for gpu, _, _ in work}
-
-    def attempt(part) -> HandOnResult:
-        try:
-            return _ingest(part, now)
-        except (ApplicationError, ValidationError) as error:
-            for gpu, _, _ in part:  # forming the readings moved the baselines on: back as stored
-                for name, value in zip(_STATE, stored_state[gpu.pk], strict=True):
-                    setattr(gpu, name, value)
-            if len(part) > 1:
-                raise
-            log.warning("remote write: readings of GPU %s refused by ingest: %s", part[0][0].uuid, error)
-            return _refused(part, forbidden=isinstance(error, Forbidden))
-
-    try:
-        return attempt(work)
-    except (ApplicationError, ValidationError):
-        pass
-    result = HandOnResult()
-    for one in work:
-        outcome = attempt([one])
-        result.readings += outcome.readings
-        result.skipped += outcome.skipped
-        result.dropped += outcome.dropped
-    return result
-
-
-def _ingest(work, now: dt.datetime) -> HandOnResult:
-    fed_host = work[0][0].fed_host
-    readings, row_ids, late_samples = [], [], 0
-    for gpu, late, complete in work:
-        previous_ts = gpu.handed_until
-        for pending in late:
-            row_ids.extend(pending.row_ids)
-            late_samples += len(pending.row_ids)
-        for pending in complete:
-            readings.append(_reading(gpu, pending))
-            row_ids.extend(pending.row_ids)
-        if complete:
-            newest = complete[-1]
-            if previous_ts is not None and newest.ts > previous_ts:
-                gpu.interval_s = (newest.ts - (complete[-2].ts if len(complete) > 1 else previous_ts)).total_seconds()
-            gpu.handed_until = newest.ts
-            gpu.fields = ",".join(sorted(newest.values))
-    with transaction.atomic():
-        if readings:
-            batch = batch_parse(_batch_body(fed_host, [gpu for gpu, _, _ in work], readings, now))
-            # The host read again: ingest keeps its GPU rows per process while its inventory_version holds.
-            reading_batch_ingest(host=fleet_selectors.hosts().get(pk=fed_host.host_id), batch=batch, now=now)
-        PendingSample.objects.filter(pk__in=row_ids).delete()
-        for gpu, _, _ in work:
-            SourceGpu.objects.filter(pk=gpu.pk).update(
-                handed_until=gpu.handed_until, xid_last=gpu.xid_last, remapped_last=gpu.remapped_last,
-                fields=gpu.fields, interval_s=gpu.interval_s,
-            )  # fmt: skip
-        if late_samples:
-            IngestSource.objects.filter(pk=fed_host.source_id).update(
-                samples_skipped=F("samples_skipped") + late_samples
-            )
-    return HandOnResult(readings=len(readings), skipped=late_samples)
-
-
-def _refused(work, *, forbidden: bool = False) -> HandOnResult:
-    """Ingest refuses these GPUs' readings: their samples are counted (dropped for a GPU of another
-    host, skipped otherwise) and deleted; the GPUs' baselines move past them."""
-    samples = 0
-    with transaction.atomic():
-        for gpu, late, complete in work:
-            ids = [row for pending in (*late, *complete) for row in pending.row_ids]
-            samples += len(ids)
-            PendingSample.objects.filter(pk__in=ids).delete()
-            if complete:
-                SourceGpu.objects.filter(pk=gpu.pk).update(handed_until=complete[-1].ts)
-        counter = "samples_dropped" if forbidden else "samples_skipped"
-        IngestSource.objects.filter(pk=work[0][0].fed_host.source_id).update(**{counter: F(counter) + samples})
-    return HandOnResult(dropped=samples) if forbidden else HandOnResult(skipped=samples)

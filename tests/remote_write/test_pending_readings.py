@@ -1,0 +1,105 @@
+"""Pending readings: one row per GPU and timestamp, merged across requests; the readings a write
+completes handed on by the write itself; migration 0002 carries waiting samples over."""
+
+import datetime as dt
+
+import orjson
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+
+from portal.remote_write.models import IngestSource
+from portal.remote_write.services.hand_on import remote_readings_hand_on
+from portal.telemetry.models import Reading
+from tests.remote_write.helpers import FULL, UUID_A, body, labels, now_ms, pending_samples, post, sample_series
+
+BOTH = {"DCGM_FI_DEV_GPU_TEMP": 70, "DCGM_FI_DEV_POWER_USAGE": 300}
+
+
+def write(source, series):
+    answer = post(source.client, source.token, body(series))
+    assert answer.status_code == 204, answer.content
+
+
+def stored():
+    return [(r.temperature_c, r.power_w) for r in Reading.objects.filter(gpu__uuid=UUID_A).order_by("ts")]
+
+
+@pytest.mark.django_db
+def test_a_request_of_many_timestamps_is_a_row_each_and_the_write_hands_on_what_it_completes(source):
+    first = now_ms(-120)
+    write(source, sample_series(BOTH, first))
+    remote_readings_hand_on(now=timezone.now() + dt.timedelta(minutes=5))  # the GPU's first reading
+    steps = [first + 15_000 * step for step in range(1, 5)]
+    write(
+        source,
+        [
+            (labels("DCGM_FI_DEV_GPU_TEMP"), [(ts, 71 + n) for n, ts in enumerate(steps)]),
+            (labels("DCGM_FI_DEV_POWER_USAGE"), [(ts, 301 + n) for n, ts in enumerate(steps)]),
+        ],
+    )
+    # No pass ran: the write itself handed on the three readings a later one completes.
+    assert stored() == [(70, 300), (71, 301), (72, 302), (73, 303)]
+    (key,) = pending_samples()  # the newest waits for a later reading, or two scrape intervals
+    assert key == (UUID_A, dt.datetime.fromtimestamp(steps[-1] / 1000, dt.UTC))
+    assert IngestSource.objects.get().samples_stored == 2 + 8
+
+
+@pytest.mark.django_db
+def test_a_gpus_first_readings_wait_two_of_its_own_scrape_intervals(source):
+    start = now_ms(-300)
+    write(source, [(labels("DCGM_FI_DEV_GPU_TEMP"), [(start, 60), (start + 10_000, 61), (start + 20_000, 62)])])
+    assert remote_readings_hand_on(now=timezone.now() + dt.timedelta(seconds=19)).readings == 0
+    # 10 s apart: two intervals are 20 s (not the setting's 30 s scrape interval twice).
+    assert remote_readings_hand_on(now=timezone.now() + dt.timedelta(seconds=21)).readings == 3
+
+
+@pytest.mark.django_db
+def test_parts_of_one_reading_in_three_requests_are_one_row_then_one_reading(source):
+    ts = now_ms(-60)
+    for name, value in FULL.items():
+        write(source, sample_series({name: value}, ts))
+    (samples,) = pending_samples().values()
+    assert len(samples) == len(FULL)
+    assert remote_readings_hand_on(now=timezone.now() + dt.timedelta(minutes=5)).readings == 1
+    assert not pending_samples()
+
+
+BEFORE = [("remote_write", "0001_initial")]
+AFTER = [("remote_write", "0002_pending_readings")]
+
+
+def _migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_carries_waiting_samples_over_as_one_row_per_reading():
+    from tests.factories import HostFactory
+
+    try:
+        old = _migrate(BEFORE)
+        host = HostFactory(hostname="prom-mig-1")
+        source = old.get_model("remote_write", "IngestSource").objects.create(
+            name="mig", hosts="*", prefix="p", secret_hash="h"
+        )
+        fed = old.get_model("remote_write", "FedHost").objects.create(host_id=host.pk, source=source)
+        gpu = old.get_model("remote_write", "SourceGpu").objects.create(uuid=UUID_A, fed_host=fed)
+        now = timezone.now().replace(microsecond=0)
+        t1, t2 = now - dt.timedelta(seconds=30), now - dt.timedelta(seconds=15)
+        samples = old.get_model("remote_write", "PendingSample").objects
+        for ts, name, value, jobs in [
+            (t1, "temperature_c", 60, None), (t1, "power_w", 300.5, '["slurm:7"]'), (t2, "temperature_c", 61, None)
+        ]:  # fmt: skip
+            samples.create(gpu=gpu, ts=ts, field=name, value=value, jobs=jobs, received_at=now)
+        new = _migrate(AFTER)
+        rows = {row.ts: row for row in new.get_model("remote_write", "PendingReading").objects.all()}
+        assert orjson.loads(rows[t1].samples) == {"temperature_c": 60, "power_w": 300.5}
+        assert rows[t1].jobs == '["slurm:7"]' and rows[t2].jobs is None
+        assert orjson.loads(rows[t2].samples) == {"temperature_c": 61}
+    finally:
+        _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
