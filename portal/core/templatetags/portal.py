@@ -5,6 +5,7 @@ from django import template
 from django.utils import timezone
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
+from django.utils.timesince import timesince
 from django.utils.translation import gettext
 
 from portal.core.audit_display import changes_shown
@@ -31,6 +32,18 @@ def zoned(label: str) -> str:
     """A time column's header naming the zone its times are shown in (the active one: `date` shows
     them there), "When (Asia/Shanghai)", never a fixed "(UTC)" that is wrong elsewhere."""
     return gettext("%(label)s (%(zone)s)") % {"label": label, "zone": timezone.get_current_timezone_name()}
+
+
+@register.filter
+def ago(moment, now=None):
+    """How long ago `moment` was, in words: "3 hours, 5 minutes ago", or "just now" under a minute
+    (Django's timesince says "0 minutes" there, which reads like a fault)."""
+    if moment is None:
+        return ""
+    now = now or timezone.now()
+    if (now - moment).total_seconds() < 60:
+        return gettext("just now")
+    return gettext("%(since)s ago") % {"since": timesince(moment, now)}
 
 
 @register.filter
