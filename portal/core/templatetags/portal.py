@@ -3,6 +3,7 @@ import re
 
 from django import template
 from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 from django.utils.timesince import timesince
@@ -53,6 +54,25 @@ def from_epoch(seconds):
         return dt.datetime.fromtimestamp(float(seconds), dt.UTC)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+_RFC3339 = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
+
+
+def _shown_time(match: re.Match) -> str:
+    try:
+        moment = dt.datetime.fromisoformat(match.group(0).replace("Z", "+00:00"))
+    except ValueError:
+        return match.group(0)
+    return date_format(timezone.localtime(moment), "Y-m-d H:i:s")
+
+
+@register.filter
+def local_times(text):
+    """A tool's output with its RFC 3339 times ("2026-12-02T10:00:05.120Z", as the agent writes
+    them, agents/collector.py) in the portal's format and the reader's zone: only the times change,
+    the rest is the tool's own words (and is escaped by the template as usual)."""
+    return _RFC3339.sub(_shown_time, text) if text else text
 
 
 @register.filter
