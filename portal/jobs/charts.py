@@ -54,7 +54,7 @@ def gapped(series) -> tuple[list, dict[str, list]]:
     return times, values
 
 
-def _temperature_axis(temperatures: list) -> dict:
+def temperature_axis(temperatures: list) -> dict:
     """Whole tens at the ends and ticks every 5 or 10 °C: plotly's own choice for a few degrees of
     swing gave ticks such as 62.5 and 67.5."""
     shown = [value for value in temperatures if value is not None]
@@ -100,7 +100,7 @@ def job_timeline(detail: JobDetail) -> dict | None:
         "height": 320, "margin": {"l": 50, "r": 50, "t": 10, "b": 40}, "shapes": shapes,
         "xaxis": {"type": "date", "range": [wall(start), wall(end)]},
         "yaxis": {"title": {"text": util}, "range": [0, 105]},
-        "yaxis2": {"title": {"text": temp}, "overlaying": "y", "side": "right", **_temperature_axis(temperatures)},
+        "yaxis2": {"title": {"text": temp}, "overlaying": "y", "side": "right", **temperature_axis(temperatures)},
         "legend": {"orientation": "h", "y": -0.2},
     }  # fmt: skip
     return {"data": data, "layout": layout}

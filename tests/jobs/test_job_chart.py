@@ -3,7 +3,7 @@ its temperature axis ticks in whole tens or fives."""
 
 import datetime as dt
 
-from portal.jobs.charts import _temperature_axis, gapped
+from portal.jobs.charts import temperature_axis, gapped
 from portal.telemetry.selectors import Series
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -24,8 +24,8 @@ def test_a_gap_breaks_the_line_and_steady_data_does_not():
     assert values["utilization_gpu_pct"][4] is None and times[3] < times[4] < times[5]
 
 
-def test_temperature_axis_ticks_are_whole():
-    assert _temperature_axis([61.2, 67.9, None]) == {"range": [60, 70], "dtick": 5, "tickformat": "d"}
-    assert _temperature_axis([34, 82]) == {"range": [30, 90], "dtick": 10, "tickformat": "d"}
-    assert _temperature_axis([70, 70]) == {"range": [70, 80], "dtick": 5, "tickformat": "d"}
-    assert _temperature_axis([None]) == {}
+def testtemperature_axis_ticks_are_whole():
+    assert temperature_axis([61.2, 67.9, None]) == {"range": [60, 70], "dtick": 5, "tickformat": "d"}
+    assert temperature_axis([34, 82]) == {"range": [30, 90], "dtick": 10, "tickformat": "d"}
+    assert temperature_axis([70, 70]) == {"range": [70, 80], "dtick": 5, "tickformat": "d"}
+    assert temperature_axis([None]) == {}
