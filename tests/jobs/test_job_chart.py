@@ -3,7 +3,7 @@ its temperature axis ticks in whole tens or fives."""
 
 import datetime as dt
 
-from portal.jobs.charts import temperature_axis, gapped
+from portal.jobs.charts import gapped, temperature_axis
 from portal.telemetry.selectors import Series
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
