@@ -310,8 +310,8 @@ LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 # The catalogues a start compiles (portal.ops.startup: the .po files of locale/, under VAR_DIR since
 # the code may be read-only) come first; locale/ itself holds .mo files only where `make messages` ran.
 LOCALE_PATHS = [VAR_DIR / "locale", BASE_DIR / "locale"]
-# Per-language date formats the pages print with (SHORT_DATE_FORMAT, SHORT_DATETIME_FORMAT): English
-# keeps ISO order; other languages take Django's.
+# The date formats the pages print with (SHORT_DATE_FORMAT, SHORT_DATETIME_FORMAT): ISO order in
+# every language.
 FORMAT_MODULE_PATH = ["portal.core.formats"]
 if LANGUAGE_CODE not in dict(LANGUAGES):
     raise ImproperlyConfigured(f"LANGUAGE_CODE must be one of {', '.join(dict(LANGUAGES))}, not {LANGUAGE_CODE!r}")

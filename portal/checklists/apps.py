@@ -23,7 +23,8 @@ class ChecklistsConfig(AppConfig):
 
         # Every run in the audit trail: who started, answered, signed or abandoned it, and when.
         auditlog.register(ChecklistRun, include_fields=own_fields(ChecklistRun, exclude=["items"]))
-        auditlog.register(ChecklistAnswer, include_fields=own_fields(ChecklistAnswer))
+        # The answer's name says which item it is (its label, ChecklistAnswer.__str__): no key row.
+        auditlog.register(ChecklistAnswer, include_fields=own_fields(ChecklistAnswer, exclude=["item_key"]))
         auditlog.register(ChecklistPhoto, include_fields=own_fields(ChecklistPhoto, exclude=["file"]))
         auditlog.register(ChecklistTemplate, include_fields=own_fields(ChecklistTemplate))
         auditlog.register(TemplateItem, include_fields=own_fields(TemplateItem))

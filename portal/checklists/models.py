@@ -9,8 +9,11 @@ template never change a run under way or one already signed. Answers are rows, o
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils.translation import gettext, pgettext
 from django.utils.translation import gettext_lazy as _
 
+from portal.checklists.messages import outcome_word
+from portal.checklists.shipped import shipped_option, shipped_text
 from portal.fleet.models import Gpu, Host, MaintenanceRecord
 
 
@@ -158,7 +161,26 @@ class ChecklistAnswer(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "item_key"], name="checklist_answer_one_per_item")]
 
     def __str__(self):
-        return f"run {self.run_id} {self.item_key} = {self.value!r}"
+        """The item by its label and the answer in words, "Cooler after cleaning: fail" (the audit log
+        names an answer so, never by its key and stored JSON)."""
+        item = next((i for i in self.run.items if i.get("key") == self.item_key), {})
+        label = shipped_text(item.get("label") or "") or self.item_key
+        return f"{label}: {self.answer_words(item)}"
+
+    def answer_words(self, item: dict) -> str:
+        kind, value = item.get("kind"), self.value
+        if kind == ItemKind.AUTO:
+            return outcome_word(self.outcome) if self.outcome else "—"
+        if value is None or value == "":
+            return "—"
+        if kind == ItemKind.CHECK or isinstance(value, bool):
+            return gettext("yes") if value is True else gettext("no")
+        if kind == ItemKind.PASS_FAIL:
+            return pgettext("checklist outcome", str(value)) if value in ("pass", "fail") else str(value)
+        if kind == ItemKind.CHOICE:
+            return shipped_option(str(value))
+        unit = item.get("unit")
+        return f"{value} {unit}" if unit else str(value)
 
 
 def photo_path(instance, filename):

@@ -11,6 +11,7 @@ The related objects' names cost one query per related model for a whole page of 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -80,6 +81,22 @@ def value_shown(field, value, names: dict) -> str:
         return _moment(str(value))
     if isinstance(field, models.DateField):
         return _day(str(value))
+    if isinstance(field, models.JSONField):
+        return _json_shown(value)
+    return str(value)
+
+
+def _json_shown(value) -> str:
+    """A JSON value as a person reads it: a text without its quotes, a flag as yes/no (auditlog
+    stores the JSON, '"fail"'); lists and objects as stored."""
+    try:
+        decoded = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return str(value)
+    if isinstance(decoded, bool):
+        return gettext("yes") if decoded else gettext("no")
+    if isinstance(decoded, str | int | float):
+        return str(decoded)
     return str(value)
 
 

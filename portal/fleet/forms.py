@@ -51,7 +51,7 @@ RECORD_LABELS = {
     "dust_level": _("Dust level"), "airflow_ok": _("Airflow good"), "part_used": _("Part used"),
     "from_version": _("From version"), "to_version": _("To version"), "cables_ok": _("Cables good"),
     "risers_ok": _("Risers good"), "power_ok": _("Power connectors good"), "passed": _("Passed"),
-    "vendor": _("Vendor"), "rma_number": _("RMA number"), "parts": _("Parts"), "cost": _("Cost"),
+    "vendor": _("Vendor"), "rma_number": _("RMA number"), "parts": _("Parts"), "cost": _("Cost (record currency)"),
     "downtime_hours": _("Downtime hours"), "outcome": _("Outcome"), "backup_content": _("What was backed up"),
     "destination": _("Destination"), "size_gb": _("Size (GB)"), "verified": _("Verified"),
     "verified_at": _("Verified at"),

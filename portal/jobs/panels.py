@@ -25,8 +25,8 @@ def gpu_jobs(*, gpu, request=None, **page) -> dict | None:
 def ticket_jobs(*, ticket, request=None, **page) -> dict | None:
     if ticket.gpu_id is None or not _may_see(request):
         return None
-    keys = selectors.tickets_jobs(tickets=[ticket]).get(ticket.pk, [])
-    return {"jobs": keys} if keys else None
+    jobs = selectors.tickets_jobs_shown(tickets=[ticket]).get(ticket.pk, [])
+    return {"jobs": jobs} if jobs else None
 
 
 @panel("fleet.search", slot="results", name="jobs", template="jobs/_search_jobs.html", order=15)

@@ -161,23 +161,30 @@ def _tickets_on(spans: list[JobSpan], *, job_ids: list[int]) -> list[Ticket]:
 
 def tickets_jobs(*, tickets: list) -> dict[int, list[str]]:
     """The job keys on each ticket's GPU when it opened ({ticket id: keys}). One query."""
+    return {pk: [job["key"] for job in jobs] for pk, jobs in tickets_jobs_shown(tickets=tickets).items()}
+
+
+def tickets_jobs_shown(*, tickets: list) -> dict[int, list[dict]]:
+    """The jobs on each ticket's GPU when it opened, by key with their user and name ({ticket id:
+    [{key, user, name}, ...]}, by key). One query."""
     on_gpu = [ticket for ticket in tickets if ticket.gpu_id is not None]
     if not on_gpu:
         return {ticket.pk: [] for ticket in tickets}
-    spans = JobSpan.objects.filter(
-        gpu_id__in={ticket.gpu_id for ticket in on_gpu},
-        started_at__lte=max(ticket.first_seen for ticket in on_gpu),
-        ended_at__gte=min(ticket.first_seen for ticket in on_gpu) - RAN_SLACK,
-    ).values_list("gpu_id", "started_at", "ended_at", "job__key")
-    rows = list(spans)
+    rows = list(
+        JobSpan.objects.filter(
+            gpu_id__in={ticket.gpu_id for ticket in on_gpu},
+            started_at__lte=max(ticket.first_seen for ticket in on_gpu),
+            ended_at__gte=min(ticket.first_seen for ticket in on_gpu) - RAN_SLACK,
+        ).values_list("gpu_id", "started_at", "ended_at", "job__key", "job__user", "job__name")
+    )
     out = {}
     for ticket in tickets:
-        keys = {
-            key
-            for gpu_id, started, ended, key in rows
+        jobs = {
+            key: {"key": key, "user": user, "name": name}
+            for gpu_id, started, ended, key, user, name in rows
             if gpu_id == ticket.gpu_id and started <= ticket.first_seen <= ended + RAN_SLACK
         }
-        out[ticket.pk] = sorted(keys)
+        out[ticket.pk] = [jobs[key] for key in sorted(jobs)]
     return out
 
 

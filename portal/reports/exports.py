@@ -208,7 +208,7 @@ def _report_head(
 def _totals_story(report: Report, styles, *, confidence: str) -> list:
     """The fleet's and each model's totals in one table."""
     f = report.fleet
-    header = ["", _("GPUs"), _("Service h"), _("Repairs"), _("Downtime h"), _("Cost"), _("MTBF h"),
+    header = ["", _("GPUs"), _("Service h"), _("Repairs"), _("Downtime h"), _("Cost (record currency)"), _("MTBF h"),
               _("MTBF %(confidence)s CI") % {"confidence": confidence}, _("MTTR h"), _("Availability"),
               _("HW tickets")]  # fmt: skip
 
@@ -256,8 +256,9 @@ def _offenders_story(report: Report, styles, small) -> list:
 def _gpus_story(gpu_rows: list[dict], styles) -> list:
     """One row per GPU, by serial."""
     story = [Spacer(1, 3 * mm), pdf_paragraph(_("GPUs by serial"), styles["Heading2"])]
-    gpu_header = [_("Serial"), _("Host / GPU"), _("Model"), _("Service h"), _("Repairs"), _("Downtime h"), _("Cost"),
-                  _("MTBF h"), _("MTTR h"), _("Availability"), _("HW tickets")]  # fmt: skip
+    gpu_header = [_("Serial"), _("Host / GPU"), _("Model"), _("Service h"), _("Repairs"),
+                  _("Downtime h"), _("Cost (record currency)"), _("MTBF h"), _("MTTR h"), _("Availability"),
+                  _("HW tickets")]  # fmt: skip
     story.append(
         pdf_table(
             gpu_header,

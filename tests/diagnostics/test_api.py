@@ -274,3 +274,17 @@ def test_expiry_after_1h_or_4h_and_an_expired_one_is_no_longer_offered(agent, gp
 def test_expiry_task_is_on_the_beat_schedule(settings):
     entry = settings.CELERY_BEAT_SCHEDULE["diagnostics-expire"]
     assert entry["task"] == "portal.diagnostics.tasks.diagnostics_expire_task"
+
+
+def test_xid_output_prints_times_in_the_portals_format(agent, gpus, client_for, viewer):
+    # The agent writes RFC 3339 times (agents/diagnose.py); pages print them as every other time
+    # (issue 48), in the reader's zone, escaped as the rest of the output.
+    diagnostic = services.diagnostic_request(host=agent.host, level=1)
+    info = "1 XID error(s) since 2026-12-02T10:00:05.120Z: XID 79 at 2026-12-02T10:03:00.000Z <b>"
+    tests = {gpus[0].uuid: [{"name": "XID errors", "category": "Hardware", "result": "fail", "info": info}]}
+    agent.result(diagnostic.pk, result_body(gpus, {gpus[0].uuid: "fail"}, tests=tests))
+    (ticket,) = Ticket.objects.all()
+    for url in (ticket.get_absolute_url(), gpus[0].get_absolute_url()):
+        html = client_for(viewer).get(url).content.decode()
+        assert "since 2026-12-02 10:00:05: XID 79 at 2026-12-02 10:03:00 &lt;b&gt;" in html, url
+        assert "T10:03:00.000Z" not in html

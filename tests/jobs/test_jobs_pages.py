@@ -8,6 +8,8 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from portal.jobs.models import Job
+from portal.jobs.selectors import tickets_jobs_shown
 from portal.maintenance.models import Ticket
 from tests.jobs.helpers import STEP, host_for, reading, run, store
 from tests.telemetry.batches import gpu_uuid
@@ -123,3 +125,15 @@ def test_the_timeline_draws_times_in_the_zone_the_tables_show(lab, client_for, v
     assert figure["data"][0]["x"][0].startswith(shown), (figure["data"][0]["x"][0], shown)
     assert "+" not in figure["data"][0]["x"][0] and "+" not in figure["layout"]["xaxis"]["range"][0]
     assert shown in page.content.decode().replace(" ", "T")  # the table's "from", the same wall clock
+
+
+def test_a_tickets_jobs_show_their_user_and_name(lab, client_for, admin):
+    # By key only ("slurm:77") a ticket said little (issue 48): the user and the name where known,
+    # escaped (they come from the scheduler), in the same one query.
+    Job.objects.filter(key="slurm:77").update(user="ana", name="<train-llm>")
+    html = client_for(admin).get(lab["ticket"].get_absolute_url()).content.decode()
+    panel = html.split('id="ticket-jobs"', 1)[1].split("</section>", 1)[0]
+    assert 'translate="no">slurm:77</a> <span translate="no">ana · &lt;train-llm&gt;</span>' in panel
+    assert "<b>" not in panel  # every text escaped
+    assert tickets_jobs_shown(tickets=[lab["ticket"]])[lab["ticket"].pk][0] == {
+        "key": "slurm:77", "user": "ana", "name": "<train-llm>"}  # fmt: skip

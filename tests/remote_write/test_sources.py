@@ -73,6 +73,8 @@ def test_list_shows_last_write_and_counts(admin, client_for, source):
     (listed,) = client_for(admin).get("/api/v1/ingest-sources").json()
     assert (listed["samples_stored"], listed["samples_dropped"]) == (len(FULL), len(FULL))
     assert listed["last_write_at"] is not None and "token" not in listed
+    page = client_for(admin).get("/ingest-sources/").content.decode()
+    assert "(just now)" in page and "0\xa0minutes" not in page  # written seconds ago
 
 
 def test_issue_source_token_command_prints_the_token_once():

@@ -83,3 +83,16 @@ def test_repeat_offender_reasons_in_the_readers_language(client_for, viewer):
     assert body["repeat_offenders"][0]["reasons"][0].startswith("2 hardware failures within 90 days")
     repairs = client.get(f"/reports/gpus/{gpu.uuid}/repairs", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "已登记。" in repairs and "Registered." not in repairs
+
+
+@pytest.mark.django_db
+def test_the_cost_column_says_what_the_amounts_are(client_for, viewer):
+    # The records store amounts without a currency (fleet's record form asks for a number): the
+    # column says so instead of printing a bare "Cost" (issue 48), in both languages and the PDF (the
+    # CSV keeps its machine names: `cost`).
+    _gpu(timezone.now())
+    client = client_for(viewer)
+    assert "Cost (record currency)" in client.get("/reports/reliability").content.decode()
+    assert "费用（记录所用币种）" in client.get("/reports/reliability", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    period = {"from": "2025-12-08T00:00:00+00:00", "to": "2026-12-08T00:00:00+00:00", "format": "pdf"}
+    assert "Cost (record currency)" in _text(client.get("/api/v1/reports/reliability", period).content)

@@ -90,3 +90,7 @@ def test_the_host_page_shows_each_tokens_age_last_use_and_a_pending_rotation(cli
     assert "3\xa0days ago" in rows[old.record.prefix]  # its last use, and when that was
     assert "2\xa0days" in rows[unused.record.prefix] and "never" in rows[unused.record.prefix]
     assert f"rotated: {old.record.prefix}… is revoked when the first batch arrives" in rows[rotated["prefix"]]
+    HostToken.objects.filter(pk=unused.record.pk).update(last_used_at=now)  # used seconds ago
+    page = client_for(admin).get("/hosts/dgx-07/").content.decode()
+    row = page.split(f"<code>{unused.record.prefix}…</code>", 1)[1].split("</tr>", 1)[0]
+    assert "(just now)" in row and "0\xa0minutes" not in row

@@ -103,3 +103,11 @@ def test_old_gpus_without_readings_are_never_inspect_first_and_scores_read_alike
     assert "no readings" in page
     scores = re.findall(r'<td class="num"><strong>([^<]+)</strong></td>', page)
     assert scores and all(re.fullmatch(r"\d+\.\d", score) for score in scores), scores
+
+
+def test_counted_since_reads_in_the_portals_format_in_chinese(demo_fleet, client_for, viewer):
+    # One date format in both languages (issue 48): ISO order, never Django's zh_Hans "2026年10月6日".
+    gpu = demo_fleet[("sim-rack-b", 0)]
+    page = client_for(viewer).get(gpu.get_absolute_url(), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    since = page.split('id="wear"', 1)[1].split("</dl>", 1)[0].rsplit("<dd>", 1)[1].strip().removesuffix("</dd>")
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", since), since
