@@ -123,7 +123,8 @@ def _reference_reading_rows(batch, gpu_ids: dict[str, int]) -> list[tuple]:
         reasons = metrics[throttle_position]
         if reasons is not None:
             metrics[throttle_position] = sum(THROTTLE_BIT[name] for name in set(reasons))
-        rows.append((gpu_ids[reading.gpu_uuid], reading.ts, *metrics, len(reading.xid_events)))
+        # job_set last: the bench's batches name no jobs (the previous path had no such column)
+        rows.append((gpu_ids[reading.gpu_uuid], reading.ts, *metrics, len(reading.xid_events), None))
     return rows
 
 
