@@ -105,7 +105,7 @@ def burn_in_waiting(*, host_id: int | None = None) -> QuerySet:
     )
 
 
-# The vocabularies the apps above name (issue #46: no imports of diagnostics' models).
+# The vocabularies the apps above name (no imports of diagnostics' models).
 Purpose = Diagnostic.Purpose
 State = Diagnostic.State
 Result = DiagnosticGpu.Result

@@ -400,7 +400,7 @@ def agent_version_check(reported: str) -> str | None:
     return SERVED_AGENT_VERSION if mine and theirs and theirs < mine else None
 
 
-# --- what the apps above read of the fleet (issue #46: no app imports another's models;
+# --- what the apps above read of the fleet (no app imports another's models;
 # .ci/own_models.py). The vocabularies they name, and querysets (not lists) so each caller keeps
 # its own filters, select_related and only(), and with them its pinned query count.
 

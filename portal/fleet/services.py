@@ -575,7 +575,7 @@ def gpu_inventory_sync(*, host: Host, reported: dict, existing: Gpu | None, seen
     return gpu
 
 
-# --- for the older apps above (issue #46: they write the fleet's rows through its services) ------
+# --- for the older apps above (they write the fleet's rows through its services) ------
 
 
 def hosts_lock(*, host_ids) -> None:

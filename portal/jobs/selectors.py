@@ -292,7 +292,7 @@ def gpu_interrupted_jobs(*, gpu_id: int) -> list[dict]:
     ]
 
 
-# --- what the older apps above read of jobs (issue #46: reports' usage report, no imports of
+# --- what the older apps above read of jobs (reports' usage report, no imports of
 # jobs' models). Querysets, so the caller keeps its own filters, annotations and query count;
 # SPAN_GAP is imported above.
 

@@ -180,7 +180,7 @@ def ticket_event_last_pk() -> int:
     return TicketEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
 
 
-# --- what the apps above read of tickets (issue #46: no app imports another's models;
+# --- what the apps above read of tickets (no app imports another's models;
 # .ci/own_models.py). A queryset, so each caller keeps its own filters, select_related and only(),
 # and its query count; `Severity` and `SEVERITY_RANK` are imported above.
 

@@ -126,7 +126,7 @@ def xid_events_of(*, gpu, since: dt.datetime | None = None, limit: int = 200) ->
     return list(events.order_by("-ts").values_list("ts", "code")[:limit])
 
 
-# --- what the apps above read of telemetry (issue #46: no app imports another's models;
+# --- what the apps above read of telemetry (no app imports another's models;
 # .ci/own_models.py) ---
 
 

@@ -85,6 +85,9 @@ def tree_copy(tmp_path_factory) -> Path:
         else:
             shutil.copy2(source, copy / name)
     (copy / "locale").mkdir()
+    # The portal imports the agent's package (the version /agent/ serves); a link, which
+    # makemessages does not follow, so the agent's strings are not the catalogue's.
+    (copy / "agents").symlink_to(REPO / "agents")
     return copy
 
 

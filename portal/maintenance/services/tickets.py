@@ -510,7 +510,7 @@ def ticket_resolve_keyed(*, rule: str, key: str, at: dt.datetime, note: str | Sa
         return ticket if resolved else None
 
 
-# --- for the older apps above (issue #46: they write tickets through maintenance's services) -----
+# --- for the older apps above (they write tickets through maintenance's services) -----
 
 
 def ticket_evidence_add(*, ticket: Ticket, key: str, value) -> Ticket:

@@ -1,8 +1,9 @@
 """Pending samples stored one row per GPU and timestamp (PendingReading) instead of one per sample
 (PendingSample): the samples waiting at the upgrade are carried over, merged by GPU and time."""
 
+import json
+
 import django.db.models.deletion
-import orjson
 from django.db import migrations, models
 
 
@@ -21,7 +22,7 @@ def samples_to_readings(apps, schema_editor):
             reading["jobs"] = sample.jobs
     PendingReading.objects.bulk_create(
         [
-            PendingReading(gpu_id=gpu_id, ts=ts, samples=orjson.dumps(reading["samples"]).decode(),
+            PendingReading(gpu_id=gpu_id, ts=ts, samples=json.dumps(reading["samples"], separators=(",", ":")),
                            jobs=reading["jobs"], received_at=reading["received_at"])  # fmt: skip
             for (gpu_id, ts), reading in readings.items()
         ],
