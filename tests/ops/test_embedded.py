@@ -111,7 +111,9 @@ def portal_run(var_dir: Path, **overrides: str):
     env = embedded_env(var_dir, **overrides)
     port = free_port()
     log = var_dir / "run.log"
-    with manage_until_stopped(["run", "--port", str(port)], env, log, up_within_s=60) as process:
+    # A fresh VAR_DIR: every migration, the catalogues and the agent's distribution first; alone
+    # that is ~20 s, beside the suite's three other workers on 2 cores it passed 60 s once.
+    with manage_until_stopped(["run", "--port", str(port)], env, log, up_within_s=120) as process:
         yield process, f"http://127.0.0.1:{port}", env, log
 
 
