@@ -213,6 +213,8 @@ def _job_end(job: dict) -> dt.datetime | None:
         limit = None if not limit.get("set", True) or limit.get("infinite") else limit.get("number")
     if start is None or limit in (None, "") or int(limit) in _INFINITE:
         return None
+    if dt.timedelta(minutes=int(limit)) >= UNLIMITED_END:
+        return None  # Slurm's "no limit" written as a year, as squeue's %e writes it
     return start + dt.timedelta(minutes=int(limit))
 
 
