@@ -15,6 +15,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import orjson
 from django.conf import settings
@@ -42,6 +43,9 @@ from portal.telemetry.models import (
 from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services import partitions
 from portal.telemetry.services.batches import batch_seen
+
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Host
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +105,7 @@ HOST_GPUS_MAX_AGE_S = 300.0
 _host_gpus: dict[int, tuple[int, float, dict[str, dict]]] = {}
 
 
-def _host_gpu_rows(host) -> dict[str, dict]:
+def _host_gpu_rows(host: "Host") -> dict[str, dict]:
     cached = _host_gpus.get(host.pk)
     now = time.monotonic()
     if cached is not None and cached[0] == host.inventory_version and now - cached[1] < HOST_GPUS_MAX_AGE_S:
@@ -119,7 +123,7 @@ def host_gpus_forget(host_id: int | None = None) -> None:
         _host_gpus.pop(host_id, None)
 
 
-def _resolve_gpus(host, batch: BatchIn) -> dict[str, dict]:
+def _resolve_gpus(host: "Host", batch: BatchIn) -> dict[str, dict]:
     """The batch's GPUs already registered, by uuid. Rejects other hosts' GPUs and readings for
     GPUs that are neither registered nor in the batch's inventory."""
     inventory_uuids = [gpu.uuid for gpu in batch.gpus]
@@ -149,7 +153,7 @@ def _resolve_gpus(host, batch: BatchIn) -> dict[str, dict]:
     return known
 
 
-def _check_gpu_bound(host, batch: BatchIn, known: dict[str, dict], own: dict[str, dict]) -> None:
+def _check_gpu_bound(host: "Host", batch: BatchIn, known: dict[str, dict], own: dict[str, dict]) -> None:
     """A host registers at most MAX_GPUS_PER_HOST GPUs: a 403 naming the first GPU past the bound
     (nothing of the batch stored), so that a broken or hostile agent cannot create GPUs, and
     audit-log entries, without end. An admin raises the setting or retires/moves GPUs."""
@@ -174,14 +178,14 @@ def _gpu_row_matches(row: dict | None, reported: dict) -> bool:
     return row["agent_warnings"] == warnings and all(row[column] == value for column, value in values.items())
 
 
-def _inventory_unchanged(host, batch: BatchIn, known: dict[str, dict]) -> bool:
+def _inventory_unchanged(host: "Host", batch: BatchIn, known: dict[str, dict]) -> bool:
     """The usual batch: the host and every GPU it lists are as we hold them."""
     if fleet_services.host_agent_info_changes(host=host, reported=batch.host.model_dump()):
         return False
     return all(_gpu_row_matches(known.get(reported.uuid), reported.model_dump()) for reported in batch.gpus)
 
 
-def _sync_inventory(host, batch: BatchIn, known: dict[str, dict], seen_at: dt.datetime) -> dict[str, int]:
+def _sync_inventory(host: "Host", batch: BatchIn, known: dict[str, dict], seen_at: dt.datetime) -> dict[str, int]:
     gpu_ids = {uuid: row["id"] for uuid, row in known.items()}
     fleet_services.host_agent_info_update(host=host, reported=batch.host.model_dump(), seen_at=seen_at)
     for position, reported in enumerate(batch.gpus):
