@@ -7,6 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.readings import recent_minutes_post
 from tests.browser.site_walk import site_pages
 from tests.portal_process import REPO
 
@@ -161,6 +162,9 @@ def test_charts_hover_modebar_and_legend_work_under_the_policy(walk_page, walk_s
     a click on a legend entry hides its trace, with no CSP violation on the way."""
     page = walk_page
     page.context.add_init_script(LISTEN)
+    # The session's walk_server posted its readings when it started, perhaps more than the
+    # agent_silent rule's 5 minutes ago in a long run: the heatmap would grey every cell (nothing to hover).
+    recent_minutes_post(walk_server, minutes=1)
     login(page, "admin", walk_server.credentials["admin"])
     hovered, modebars, legends = set(), 0, 0
     for url in chart_pages(walk_server):
