@@ -12,7 +12,7 @@ LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 # again, and pytest rewrote every test module's asserts again in each worker.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pipeline-jobs bench-remote-write bench-pages bench-reports bench-usage bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pipeline-jobs bench-pipeline-against bench-remote-write bench-pages bench-reports bench-usage bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-ldap.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -223,6 +223,12 @@ bench-pages: $(STAMP) browser
 # (SQLite, broker in files) and production (PostgreSQL scratch database bench_pipeline, Redis db 13).
 bench-pipeline: $(STAMP)
 	$(PY) bench/pipeline.py
+
+# The embedded pipeline on revision REV's code and on this tree's, alternating (ROUNDS each, 3 by
+# default), in one run: a refactor's before/after (bench/against.py).
+bench-pipeline-against: $(STAMP)
+	@test -n "$(REV)" || { echo "REV=<git revision> is needed"; exit 2; }
+	$(PY) bench/against.py $(REV) embedded $(or $(ROUNDS),3)
 
 # The pipeline with 4 jobs on every reading against none, in one run; then the span stage's cost per
 # reading and the jobs API and page with 100,000 spans stored (bench/jobs.py).
