@@ -155,7 +155,7 @@ def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def _watts(milliwatts: int) -> float:
+def watts(milliwatts: int) -> float:
     # NVML's milliwatts are whole numbers, whose quotient by 1000 is already the float nearest to
     # three decimals (round() would give it back unchanged, at a quarter of a microsecond a call).
     if type(milliwatts) is int:
@@ -254,7 +254,7 @@ class NvmlDeviceClient:
             "pci_bus_id": None if pci is None else _text(pci.busId),
             "vbios_version": vbios,
             "memory_total_mib": None if memory is None else memory.total // MIB,
-            "power_limit_default_w": None if power_default is None else _watts(power_default),
+            "power_limit_default_w": None if power_default is None else watts(power_default),
             "temp_slowdown_c": q(
                 "nvmlDeviceGetTemperatureThreshold", h, nvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN, detail="slowdown"
             ),
@@ -282,8 +282,8 @@ class NvmlDeviceClient:
             # Some boards report a fan target above 100 %; the protocol's range is 0-100 and an
             # out-of-range value would get the whole batch rejected.
             "fan_speed_pct": None if fan is None else min(fan, 100),
-            "power_w": None if power is None else _watts(power),
-            "power_limit_w": None if power_limit is None else _watts(power_limit),
+            "power_w": None if power is None else watts(power),
+            "power_limit_w": None if power_limit is None else watts(power_limit),
             "energy_mj": None if energy is None else float(energy),
             "utilization_gpu_pct": None if utilization is None else utilization.gpu,
             "utilization_memory_pct": None if utilization is None else utilization.memory,

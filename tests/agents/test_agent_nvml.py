@@ -421,10 +421,10 @@ def test_timestamps_are_written_as_datetime_writes_them():
 def test_watts_are_the_milliwatts_to_three_decimals():
     import random
 
-    from agents.device import _watts
+    from agents.device import watts
 
     rng = random.Random(3)
     for milliwatts in [0, 1, 999, 1001, 412_345, 2**32 - 1, *(rng.randrange(2**32) for _ in range(20_000))]:
-        assert _watts(milliwatts) == round(milliwatts / 1000.0, 3)
-        assert repr(_watts(milliwatts)) == repr(round(milliwatts / 1000.0, 3))
-    assert _watts(412_345.6) == 412.346  # a float (no NVML call gives one) still rounds
+        assert watts(milliwatts) == round(milliwatts / 1000.0, 3)
+        assert repr(watts(milliwatts)) == repr(round(milliwatts / 1000.0, 3))
+    assert watts(412_345.6) == 412.346  # a float (no NVML call gives one) still rounds
