@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,9 +19,33 @@ log = logging.getLogger(__name__)
 MAX_PENDING_XID_PER_GPU = 100
 
 
-def rfc3339(ts: float) -> str:
-    """'2026-12-02T10:00:05.120Z': millisecond precision, UTC, as in the protocol's examples."""
+def _rfc3339_slow(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_second: tuple[float, str] = (-1.0, "")  # the last whole second formatted, and its text
+
+
+def rfc3339(ts: float) -> str:
+    """'2026-12-02T10:00:05.120Z': millisecond precision, UTC, as in the protocol's examples.
+
+    Every reading has one, so the date and time of day are formatted once per second; the
+    milliseconds are cut from the microseconds as `datetime.fromtimestamp` rounds them (half to
+    even, a fraction that rounds up to a whole second carried into it), so the text is the one
+    `_rfc3339_slow` writes for every timestamp."""
+    global _second
+    if not ts >= 0:  # before 1970 (or NaN): not a reading's, the plain way
+        return _rfc3339_slow(ts)
+    fraction, whole = math.modf(ts)
+    micro = round(fraction * 1e6)
+    if micro >= 1_000_000:
+        micro -= 1_000_000
+        whole += 1.0
+    cached_whole, text = _second
+    if whole != cached_whole:
+        text = datetime.fromtimestamp(whole, UTC).replace(tzinfo=None).isoformat()
+        _second = (whole, text)
+    return f"{text}.{micro // 1000:03d}Z"
 
 
 @dataclass(slots=True)

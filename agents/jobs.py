@@ -67,17 +67,20 @@ class JobNamer:
         # The last full answer: the pids it was for, its keys, and when /proc was last read.
         self._checked_at = float("-inf")
         self._last: dict[int, tuple[tuple[int, ...] | None, list[str] | None]] = {}
+        self._asked: dict[int, list[int] | None] = {}
+        self._answer: dict[int, list[str] | None] = {}
         self._mapping_seen = False
 
     def jobs(self, pids_by_gpu: dict[int, Iterable[int] | None]) -> dict[int, list[str] | None]:
         """GPU index -> its job keys (sorted, at most 16), None where NVML could not tell. The
         lists are shared with the next answers while the processes stay: read them, never change
         them."""
-        asked = {index: None if pids is None else tuple(pids) for index, pids in pids_by_gpu.items()}
         now = self._clock()
-        if now - self._checked_at < RECHECK_S and all(
-            index in self._last and self._last[index][0] == pids for index, pids in asked.items()
-        ):
+        fresh = now - self._checked_at < RECHECK_S
+        if fresh and pids_by_gpu == self._asked:  # every GPU as last time, pids in the same order
+            return dict(self._answer)
+        asked = {index: None if pids is None else tuple(pids) for index, pids in pids_by_gpu.items()}
+        if fresh and all(index in self._last and self._last[index][0] == pids for index, pids in asked.items()):
             return {index: self._last[index][1] for index in asked}
         self._checked_at = now
         self._mapping_seen = self._mapping_dir.is_dir()
@@ -89,7 +92,11 @@ class JobNamer:
         for gone in self._cache.keys() - seen:
             del self._cache[gone]
         self._last = {index: (asked[index], keys) for index, keys in answer.items()}
-        return answer
+        # The question, for the next one's quick comparison with what the device client asks (a
+        # dict of pid lists); a caller asking with tuples takes the per-GPU comparison above.
+        self._asked = {index: None if pids is None else list(pids) for index, pids in asked.items()}
+        self._answer = answer
+        return dict(answer)
 
     def _keys(self, index: int, pids: tuple[int, ...], seen: set[tuple[int, str]]) -> list[str]:
         keys = set(self._mapped_jobs(index)) if self._mapping_seen else set()

@@ -3,7 +3,8 @@
     .venv/bin/python bench/agent.py            # both parts
     .venv/bin/python bench/agent.py catch-up   # only the catch-up part
     .venv/bin/python bench/agent.py catch-up --portal   # the same against the real portal
-    .venv/bin/python bench/agent.py jobs       # only the cost of naming the GPUs' jobs
+    .venv/bin/python bench/agent.py jobs       # only the cost of naming the GPUs' jobs, beside
+                                               # the agent before jobs (git) and with no processes
 
 Cost: the agent runs against the stand-in pynvml (tests/agents/fakenvml), so its figures are
 the agent's own Python overhead; on a GPU host, NVML's driver calls come on top. The
@@ -126,6 +127,7 @@ def bench_agent() -> dict[str, float]:
 
 
 JOB_PROCESSES_PER_GPU = 4
+JOBS_ROUNDS, JOBS_BLOCKS = 6000, 20  # per case; the cases differ by a few µs, the machine is shared
 TARGET_JOBS_RATIO = 1.10
 
 
@@ -140,48 +142,110 @@ def _fake_proc(root: Path, pids: list[int]) -> None:
 
 
 class _NoJobs(NvmlDeviceClient):
-    """The device client as it was before readings named jobs: no process list, no /proc."""
+    """Today's device client without naming jobs: no process list, no /proc."""
 
     def running_jobs(self, indices):
         return {}
 
 
-def bench_jobs(rounds: int = ROUNDS) -> dict[str, float]:
-    """CPU per 8-GPU collection with 4 compute processes on every GPU: without naming jobs (the
-    agent before `jobs`) and naming them through a /proc tree. Alternating blocks, so that both
-    see the same machine."""
+# main just before readings named jobs (the merge of agentjobs had it as its first parent).
+PRE_JOBS_COMMIT = "fc0d3167d26861101f276d70299848a941db4aa7"
+
+
+def _agent_before_jobs(scratch: Path):
+    """The collector and NVML client as they were before readings named jobs, read from git at
+    PRE_JOBS_COMMIT into a package of their own (`agents_prejobs`), so that they run beside
+    today's in one process; None where this checkout has no such history (a source tarball)."""
+    package = scratch / "agents_prejobs"
+    package.mkdir()
+    for name in ("__init__", "device", "collector"):
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(REPO), "show", f"{PRE_JOBS_COMMIT}:agents/{name}.py"],  # noqa: S607
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+        except (OSError, subprocess.CalledProcessError):
+            return None
+        (package / f"{name}.py").write_text(done.stdout.replace("from agents.", "from agents_prejobs."))
+    sys.path.insert(0, str(scratch))
+    try:
+        import agents_prejobs.collector as collector
+        import agents_prejobs.device as device
+    finally:
+        sys.path.remove(str(scratch))
+    return collector.Collector, device.NvmlDeviceClient
+
+
+def bench_jobs(rounds: int = JOBS_ROUNDS, blocks: int = JOBS_BLOCKS) -> dict[str, float]:
+    """CPU per 8-GPU collection, side by side in one run (alternating blocks, so that every case
+    sees the same machine): the agent as it was before readings named jobs (from git), today's
+    agent with naming switched off, today's agent on GPUs with no compute process, and today's
+    agent with 4 compute processes on every GPU named through a /proc tree."""
     gpus = pynvml.fake_reset(count=GPUS)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch) / "proc"
         pids = {gpu.index: [1000 + gpu.index * 10 + k for k in range(JOB_PROCESSES_PER_GPU)] for gpu in gpus}
         _fake_proc(root, [pid for group in pids.values() for pid in group])
-        for gpu in gpus:
-            gpu.processes = pids[gpu.index]
         namer = JobNamer(proc_root=root, mapping_dir=Path(scratch) / "none")
-        clients = {"before": _NoJobs(), "jobs": NvmlDeviceClient(job_namer=namer)}
-        collectors = {case: Collector(client) for case, client in clients.items()}
-        spent = dict.fromkeys(clients, 0.0)
-        for _block in range(10):
+        idle_namer = JobNamer(proc_root=root, mapping_dir=Path(scratch) / "none")
+        before = _agent_before_jobs(Path(scratch))
+        collectors = {}
+        if before is not None:
+            old_collector, old_client = before
+            collectors["before"] = old_collector(old_client())
+        collectors["no_naming"] = Collector(_NoJobs())
+        collectors["no_processes"] = Collector(NvmlDeviceClient(job_namer=idle_namer))
+        collectors["jobs"] = Collector(NvmlDeviceClient(job_namer=namer))
+
+        def processes(case: str) -> None:
+            for gpu in gpus:
+                gpu.processes = [] if case == "no_processes" else pids[gpu.index]
+
+        spent = dict.fromkeys(collectors, 0.0)
+        for _block in range(blocks):
             for case, collector in collectors.items():
+                processes(case)
                 for _ in range(10):
                     collector.collect()
                 start = time.process_time()
-                for _ in range(rounds // 10):
+                for _ in range(rounds // blocks):
                     collector.collect()
                 spent[case] += time.process_time() - start
+        processes("jobs")
         jobs = collectors["jobs"].collect().readings[0]["jobs"]
-        for client in clients.values():
-            client.close()
-    before_ms, jobs_ms = (spent[case] / rounds * 1000 for case in ("before", "jobs"))
-    return {"before_cpu_ms": before_ms, "jobs_cpu_ms": jobs_ms, "ratio": jobs_ms / before_ms, "keys": len(jobs)}
+        processes("no_processes")
+        idle = collectors["no_processes"].collect().readings[0]["jobs"]
+        for collector in collectors.values():
+            collector._device.close()
+    figures = {f"{case}_cpu_ms": spent[case] / rounds * 1000 for case in collectors}
+    base = "before" if before is not None else "no_naming"
+    figures["baseline"] = base
+    figures["ratio"] = figures["jobs_cpu_ms"] / figures[f"{base}_cpu_ms"]
+    figures["ratio_no_naming"] = figures["jobs_cpu_ms"] / figures["no_naming_cpu_ms"]
+    figures["ratio_no_processes"] = figures["no_processes_cpu_ms"] / figures[f"{base}_cpu_ms"]
+    figures["keys"], figures["idle_keys"] = len(jobs), len(idle)
+    figures["rounds"], figures["blocks"] = rounds, blocks
+    return figures
 
 
 def print_jobs(figures: dict[str, float]) -> bool:
     ok = figures["ratio"] <= TARGET_JOBS_RATIO
-    print(f"\nNaming jobs: 8 GPUs x {JOB_PROCESSES_PER_GPU} compute processes, {ROUNDS} rounds each, alternating")
-    print(f"{'CPU per collection (ms)':28}{'no jobs':>12}{'jobs named':>14}{'ratio':>10}{'target':>10}")
-    print(f"{'':28}{figures['before_cpu_ms']:>12.3f}{figures['jobs_cpu_ms']:>14.3f}{figures['ratio']:>10.3f}"
-          f"{'<= 1.10':>10}")  # fmt: skip
+    rounds, block = figures["rounds"], figures["rounds"] // figures["blocks"]
+    print(f"\nNaming jobs: CPU per 8-GPU collection (ms), {rounds} rounds each, alternating blocks of {block}")
+    columns = [
+        ("before", "before jobs"), ("no_naming", "no naming"), ("no_processes", "0 processes"),
+        ("jobs", f"8x{JOB_PROCESSES_PER_GPU} named"),
+    ]  # fmt: skip
+    columns = [(case, label) for case, label in columns if f"{case}_cpu_ms" in figures]
+    print("".join(f"{label:>14}" for _, label in columns) + f"{'ratio':>10}{'target':>10}")
+    print("".join(f"{figures[f'{case}_cpu_ms']:>14.3f}" for case, _ in columns)
+          + f"{figures['ratio']:>10.3f}{'<= 1.10':>10}")  # fmt: skip
+    baseline = "the agent before jobs (git " + PRE_JOBS_COMMIT[:8] + ")"
+    if figures["baseline"] != "before":
+        baseline = "today's agent without naming (no git history here to run the agent before jobs)"
+    print(f"ratio: 8x{JOB_PROCESSES_PER_GPU} named / {baseline}; 0 processes / that: "
+          f"{figures['ratio_no_processes']:.3f}; 8x{JOB_PROCESSES_PER_GPU} named / no naming: "
+          f"{figures['ratio_no_naming']:.3f}")  # fmt: skip
     return ok
 
 

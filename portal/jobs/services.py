@@ -111,9 +111,11 @@ def jobs_idle_flag(*, now: dt.datetime | None = None) -> int:
 
 def jobs_slurm_lookup(*, now: dt.datetime | None = None, limit: int = LOOKUP_BATCH) -> int:
     """User, name and account of Slurm jobs not looked up yet, asked once per job (cached in the
-    job's row). A job Slurm no longer knows counts a try (given up after LOOKUP_TRIES), so it
-    never holds up the jobs queued behind it; Slurm silent (SchedulerUnavailable): the pass stops,
-    nothing changes, the next run asks again. Returns the jobs answered."""
+    job's row). A job Slurm no longer knows, or answers about with an error, counts a try (the
+    adapter's None; given up after LOOKUP_TRIES), so it never holds up the jobs queued behind it;
+    Slurm silent (SchedulerSilent) or the portal's setup refused (the rest adapter's token), any
+    SchedulerUnavailable: the pass stops, nothing changes, the next run asks again. Returns the
+    jobs answered."""
     if not scheduler_enabled():
         return 0
     now = now or timezone.now()

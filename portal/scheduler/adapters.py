@@ -11,7 +11,9 @@
   the parsers below read both shapes. The token goes only to an `https://` URL (or one on this
   machine's loopback) and never across a redirect: a 3xx answer is an error, not followed.
 
-Every failure to talk to Slurm is a `SchedulerUnavailable` (retry later) or `NodeUnknown`.
+Every failure to talk to Slurm is a `SchedulerUnavailable` (retry later) or `NodeUnknown`; of
+those, `SchedulerSilent` when Slurm did not answer at all, and (rest) `SchedulerRefused` when
+slurmrestd answered a request with an error.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import dataclasses
 import datetime as dt
 import ipaddress
 import json
+import logging
 import os
 import re
 import subprocess
@@ -29,6 +32,8 @@ import urllib.request
 from typing import Protocol
 
 from portal.core.errors import ApplicationError, NotFound
+
+log = logging.getLogger(__name__)
 
 REASON_PREFIX = "gpu-fleet #"
 BURN_IN_PREFIX = "gpu-fleet burn-in: "
@@ -47,6 +52,15 @@ class SchedulerUnavailable(ApplicationError):
 class SchedulerSilent(SchedulerUnavailable):
     """Slurm did not answer at all (its command missing, or no answer within the timeout), as
     opposed to answering with an error."""
+
+
+class SchedulerRefused(SchedulerUnavailable):
+    """slurmrestd answered, with an error about what was asked (`status`: the HTTP status), as
+    opposed to not answering (SchedulerSilent) or the portal's setup being wrong."""
+
+    def __init__(self, message: str, *, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 class NodeUnknown(NotFound):
@@ -513,18 +527,24 @@ class SlurmRest:
             try:
                 payload = json.loads(text)
             except ValueError:
-                raise SchedulerUnavailable(f"slurmrestd answered {error.code}: {text.strip()[:200]}") from error
+                payload = None
+            if not isinstance(payload, dict):
+                raise _answered(error.code, text.strip()[:200], silent=False) from error
             if error.code == 404 or _errors_say(
                 payload, "Invalid node name", "Unable to query node", *_NO_RESERVATION
             ):  # fmt: skip
                 return payload
-            raise SchedulerUnavailable(f"slurmrestd answered {error.code}: {_error_text(payload)}") from error
+            silent = error.code >= 500 and _errors_say(payload, *_NOT_ANSWERING)
+            raise _answered(error.code, _error_text(payload), silent=silent) from error
         except (OSError, TimeoutError) as error:
-            raise SchedulerUnavailable(f"slurmrestd could not be reached: {error}") from error
+            raise SchedulerSilent(f"slurmrestd could not be reached: {error}") from error
         try:
-            return json.loads(text)
+            payload = json.loads(text)
         except ValueError as error:
-            raise SchedulerUnavailable(f"slurmrestd answered something else than JSON: {text[:200]}") from error
+            raise SchedulerRefused(f"slurmrestd answered something else than JSON: {text[:200]}", status=200) from error
+        if not isinstance(payload, dict):
+            raise SchedulerRefused(f"slurmrestd answered something else than an object: {text[:200]}", status=200)
+        return payload
 
     def api(self) -> str:
         if self._api is None:
@@ -546,14 +566,23 @@ class SlurmRest:
 
     def job_info(self, job_id: int) -> JobInfo | None:
         """slurmrestd's job while Slurm holds it, else slurmdbd's (accounting); None when neither
-        knows the job."""
-        for path in (f"/slurm/{self.api()}/job/{int(job_id)}", f"/slurmdb/{self.api()}/job/{int(job_id)}"):
+        knows the job, as the cli adapter: an error answer about the job (404, "Invalid job id",
+        any other 4xx or 5xx, accounting off) is "not known here", so that beat counts a try and
+        no job holds up the ones behind it for ever. Raised: Slurm not answering (SchedulerSilent:
+        no connection or timeout, 502/503/504, slurmctld or slurmdbd unreachable behind
+        slurmrestd), and what is wrong with the portal's setup rather than the job (the token
+        refused: 401, 403, 511; a redirect; no known API), which would otherwise give up every job."""
+        api = self.api()  # its failures are slurmrestd's or the setup's, never this job's
+        for path in (f"/slurm/{api}/job/{int(job_id)}", f"/slurmdb/{api}/job/{int(job_id)}"):
             try:
                 payload = self._request("GET", path)
-            except SchedulerUnavailable as error:
-                if "404" in str(error) or "not found" in str(error).lower() or "Invalid job id" in str(error):
-                    continue
-                raise
+            except SchedulerRefused as error:
+                if error.status in _SETUP_REFUSED:
+                    raise
+                log.info("slurmrestd: job %s not known at %s (%s)", job_id, path, error)
+                continue
+            if _errors_say(payload, *_NOT_ANSWERING):  # an answer that carries silence (200 or 404)
+                raise SchedulerSilent(f"slurmrestd: {_error_text(payload)}")
             for job in payload.get("jobs") or []:
                 user = job.get("user_name") or job.get("user")
                 if user:
@@ -610,6 +639,30 @@ class SlurmRest:
         if self.reservation(name) is None:
             return
         _raise_errors(self._request("DELETE", f"/slurm/{api}/reservation/{_quote(name)}"))
+
+
+# slurmrestd's words for "slurmctld or slurmdbd did not answer it" (Slurm's error texts for the
+# communication errors, the socket timeout and ESLURM_DB_CONNECTION): newer versions answer them
+# with 502 or 504, older ones with 500.
+_NOT_ANSWERING = (
+    "Unable to contact slurm controller",
+    "Unable to connect to database",
+    "Socket timed out on send/recv operation",
+    "Communication connection failure",
+    "Message send failure",
+    "Message receive failure",
+    "Zero Bytes were transmitted or received",
+)
+_SILENT_STATUS = (502, 503, 504)  # slurmrestd's own for the above, or a proxy's before it
+_SETUP_REFUSED = (401, 403, 511)  # the token (or slurmrestd's own authentication to slurmctld)
+
+
+def _answered(status: int, detail: str, *, silent: bool) -> SchedulerUnavailable:
+    """The error for an HTTP error answer: silence (SchedulerSilent) or a refusal."""
+    message = f"slurmrestd answered {status}: {detail or 'no detail'}"
+    if silent or status in _SILENT_STATUS:
+        return SchedulerSilent(message)
+    return SchedulerRefused(message, status=status)
 
 
 def _number(value: int) -> dict:

@@ -114,6 +114,28 @@ def test_a_known_process_is_not_read_again_but_a_reused_pid_is(proc, tmp_path):
     assert jobs.jobs({0: [30, 31]}) == {0: ["slurm:77"]}, "within a minute, /proc is read again"
 
 
+def test_a_repeated_question_is_answered_alike_however_it_is_asked(proc, tmp_path):
+    """The quick answer to the device client's repeated question (the same dict of pid lists) is
+    the full answer's: a copy the caller may change, a changed order or a GPU more read again."""
+    clock = Clock()
+    jobs = namer(proc, tmp_path, clock=clock)
+    proc.add(30, cgroup=SLURM_V1)
+    proc.add(31, cgroup=SLURM_V2)
+    first = jobs.jobs({0: [30, 31], 1: []})
+    assert first == {0: ["slurm:4242", "slurm:77"], 1: []}
+    first[0] = ["changed"]
+    first[2] = None
+    quick = jobs.jobs({0: [30, 31], 1: []})
+    assert quick == {0: ["slurm:4242", "slurm:77"], 1: []}
+    quick[1] = ["changed"]
+    assert jobs.jobs({0: [30, 31], 1: []}) == {0: ["slurm:4242", "slurm:77"], 1: []}
+    assert jobs.jobs({0: (30, 31), 1: ()}) == {0: ["slurm:4242", "slurm:77"], 1: []}, "tuples: the same answer"
+    assert jobs.jobs({0: [30, 31]}) == {0: ["slurm:4242", "slurm:77"]}, "a GPU left out (lost this time)"
+    proc.add(31, cgroup=SLURM_V1, start=7000)  # reused pid: only a full read would see it
+    assert jobs.jobs({0: [31, 30], 1: []}) == {0: ["slurm:4242"], 1: []}, "another order is another question"
+    assert jobs.jobs({0: [31, 30], 1: [], 2: None}) == {0: ["slurm:4242"], 1: [], 2: None}
+
+
 def test_hpc_job_mapping_files_add_their_jobs_and_keys_are_capped(proc, tmp_path):
     mapping = tmp_path / "mapping"
     mapping.mkdir()
@@ -159,6 +181,26 @@ def test_an_older_driver_without_v3_falls_back_to_v2(fake_nvml, open_client, pro
     assert client._processes_call.__name__ == "nvmlDeviceGetComputeRunningProcesses_v2"
     gpus[0].errors["nvmlDeviceGetComputeRunningProcesses_v3"] = fake_nvml.NVML_ERROR_UNKNOWN
     assert Collector(client).collect().readings[0]["jobs"] == ["slurm:4242"]
+
+
+def test_a_process_list_that_fails_later_costs_that_gpus_jobs_once_logged(fake_nvml, open_client, proc, tmp_path,
+                                                                          caplog):  # fmt: skip
+    gpus = fake_nvml.fake_reset(count=2)
+    proc.add(701, cgroup=SLURM_V2)
+    gpus[0].processes = gpus[1].processes = [701]
+    collector = Collector(open_client(job_namer=namer(proc, tmp_path)))
+    assert [r["jobs"] for r in collector.collect().readings] == [["slurm:77"], ["slurm:77"]]
+    gpus[1].errors = {"nvmlDeviceGetComputeRunningProcesses_v3": fake_nvml.NVML_ERROR_UNKNOWN}
+    for _ in range(3):
+        readings = collector.collect().readings
+        assert readings[0]["jobs"] == ["slurm:77"] and "jobs" not in readings[1]
+    assert caplog.text.count("the readings carry no jobs") == 1
+    gpus[1].errors = {}
+    gpus[1].processes = []
+    assert [r["jobs"] for r in collector.collect().readings] == [["slurm:77"], []]
+    gpus[0].lost = True
+    readings = collector.collect().readings
+    assert [r["gpu_uuid"] for r in readings] == [gpus[1].uuid] and readings[0]["jobs"] == []
 
 
 def test_a_process_the_namer_chokes_on_costs_the_jobs_not_the_reading(fake_nvml, open_client, caplog):

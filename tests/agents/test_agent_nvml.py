@@ -393,3 +393,38 @@ def test_a_failing_call_is_logged_once_by_its_nvml_name(fake_nvml, open_client, 
         "nvmlDeviceGetTemperatureThreshold(shutdown)",
         "nvmlDeviceGetTemperatureThreshold(slowdown)",
     ]
+
+
+def test_timestamps_are_written_as_datetime_writes_them():
+    """The collector formats the date and time of day once per second and cuts the milliseconds
+    itself: the text is datetime's for any timestamp, a fraction rounding up into the next
+    second (or minute, day, year) included."""
+    import math
+    import random
+    from datetime import UTC, datetime
+
+    from agents.collector import rfc3339
+
+    def datetimes(ts: float) -> str:
+        return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    rng = random.Random(7)
+    edges = [0.0, 0.0005, 0.9995, 0.9999994, 0.9999995, 0.9999996, 1.0000005, 86399.9999996, 1798761599.9999997]
+    stamps = edges + [rng.uniform(0, 4e9) for _ in range(5000)]
+    stamps += [math.floor(ts) + rng.randrange(2_000_001) / 2e6 for ts in stamps[:3000]]
+    stamps += [1.7e9 + k * 0.0001 for k in range(30_000)]  # 3 s in steps, the same second asked in a row
+    assert [rfc3339(ts) for ts in stamps] == [datetimes(ts) for ts in stamps]
+    assert rfc3339(1798761599.9999997) == "2027-01-01T00:00:00.000Z"
+    assert rfc3339(-1.5) == datetimes(-1.5)
+
+
+def test_watts_are_the_milliwatts_to_three_decimals():
+    import random
+
+    from agents.device import watts
+
+    rng = random.Random(3)
+    for milliwatts in [0, 1, 999, 1001, 412_345, 2**32 - 1, *(rng.randrange(2**32) for _ in range(20_000))]:
+        assert watts(milliwatts) == round(milliwatts / 1000.0, 3)
+        assert repr(watts(milliwatts)) == repr(round(milliwatts / 1000.0, 3))
+    assert watts(412_345.6) == 412.346  # a float (no NVML call gives one) still rounds

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from portal.jobs import services
 from portal.jobs.models import Job
-from portal.scheduler.adapters import JobInfo, SlurmCli
+from portal.scheduler.adapters import JobInfo, SlurmCli, SlurmRest
 
 pytestmark = pytest.mark.django_db
 
@@ -59,3 +59,13 @@ def test_beat_names_a_real_job_and_gives_up_on_one_slurm_never_knew(cluster, set
         services.jobs_slurm_lookup()
     unknown.refresh_from_db()
     assert (unknown.lookup, unknown.lookup_tries, unknown.user) == ("gave_up", services.LOOKUP_TRIES, None)
+
+
+def test_the_rest_adapter_names_a_real_job_and_not_one_slurm_never_knew(cluster):
+    """22.05's slurmrestd: a running job from slurmctld; an unknown one is a 500 "Invalid job id
+    specified", and the slurmdb path a 404 (no slurmdbd plugin here): not known, not Slurm down."""
+    job_id = cluster.sbatch("--job-name=rest <eval>", "--account=vision", "--wrap=sleep 60")
+    cluster.wait_running(job_id)
+    rest = SlurmRest(url=cluster.rest_url, user=cluster.rest_user, token=cluster.rest_token)
+    assert rest.job_info(job_id) == JobInfo(user=getpass.getuser(), name="rest <eval>", account="vision")
+    assert rest.job_info(NEVER_SUBMITTED) is None
