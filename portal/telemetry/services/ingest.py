@@ -44,7 +44,7 @@ from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services import partitions
 from portal.telemetry.services.batches import batch_seen
 
-if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+if TYPE_CHECKING:  # types in annotations only: fleet's rows are reached through its selectors
     from portal.fleet.models import Gpu, Host
 
 log = logging.getLogger(__name__)
