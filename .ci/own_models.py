@@ -21,6 +21,9 @@ other.
 Why a check of its own beside import-linter: a `forbidden` contract per app (one per app,
 each naming every other app's models, each ignoring its own models module) would be twenty
 contracts saying one rule, and import-linter cannot see `apps.get_model`.
+
+The files, the imports (relative ones made absolute) and the report come from
+`.ci/python_imports.py`, which `.ci/readings_door.py` shares; what counts as an offence is decided here.
 """
 
 from __future__ import annotations
@@ -29,22 +32,12 @@ import ast
 import sys
 from pathlib import Path
 
+import python_imports
+from python_imports import get_model_words, imports, module_name
+
 EXEMPT_APPS = {"demo"}
-
-
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
+FAILED = "{count} reach(es) into another app's models: ask its selectors.py (reads) or services.py (writes)"
+PASSED = "Each app's models are reached through the app itself ({root})."
 
 
 def _models_of(name: str, package: str) -> str | None:
@@ -57,9 +50,7 @@ def _models_of(name: str, package: str) -> str | None:
 
 def _registry_label(node: ast.AST) -> str | None:
     """The app label of `apps.get_model("B", "X")` or `get_model("B.X")`, when written out."""
-    if not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "get_model"):
-        return None
-    words = [arg.value for arg in node.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
+    words = get_model_words(node)
     if not words:
         return None
     return words[0].partition(".")[0] if len(words) == 1 else words[0]
@@ -78,22 +69,17 @@ def _imported_models(tree: ast.AST, module: str, is_package: bool, package: str)
     """(line, models module, how) for each reach into a models module, any app's."""
     found = []
     typing_only = _for_type_checkers(tree)
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.ImportFrom):
-            source = _absolute(node, module, is_package)
+    for imported in imports(tree, module, is_package, skip=typing_only):
+        line, source = imported.node.lineno, imported.source
+        if imported.name is None:  # import portal.B.models
             if target := _models_of(source, package):
-                found.append((node.lineno, target, f"imports from {source}"))
-                continue
-            for alias in node.names:
-                if target := _models_of(f"{source}.{alias.name}", package):
-                    found.append((node.lineno, target, f"imports {source}.{alias.name}"))
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if target := _models_of(alias.name, package):
-                    found.append((node.lineno, target, f"imports {alias.name}"))
-        elif label := _registry_label(node):
+                found.append((line, target, f"imports {source}"))
+        elif target := _models_of(source, package):  # from portal.B.models import X
+            found.append((line, target, f"imports from {source}"))
+        elif target := _models_of(imported.full, package):  # from portal.B import models
+            found.append((line, target, f"imports {imported.full}"))
+    for node in ast.walk(tree):
+        if id(node) not in typing_only and (label := _registry_label(node)):
             target = f"{package}.{label}.models"
             found.append((node.lineno, target, f"asks the app registry for a model of {target}"))
     return found
@@ -114,27 +100,5 @@ def offences(path: Path, root: Path) -> list[str]:
     return [f"{path.relative_to(root.parent)}:{line}: {how}" for line, how in sorted(found)]
 
 
-def check(root: Path) -> list[str]:
-    """The offences under `root`."""
-    out: list[str] = []
-    for path in sorted(root.rglob("*.py")):
-        if "migrations" in path.relative_to(root).parts:
-            continue
-        out += offences(path, root)
-    return out
-
-
-def main(argv: list[str]) -> int:
-    root = Path(argv[1] if len(argv) > 1 else "portal").resolve()
-    found = check(root)
-    for line in found:
-        print(line)
-    if found:
-        print(f"{len(found)} reach(es) into another app's models: ask its selectors.py (reads) or services.py (writes)")
-        return 1
-    print(f"Each app's models are reached through the app itself ({root.name}).")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(python_imports.main(sys.argv, offences, failed=FAILED, passed=PASSED))

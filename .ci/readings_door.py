@@ -18,6 +18,9 @@ is a module of its own. Forbidden outside the door and the writers (ALLOWED):
   names written out in a string (`telemetry_reading`, `telemetry_chunk`).
 
 Migrations are history and are not checked.
+
+The files, the imports (relative ones made absolute) and the report come from
+`.ci/python_imports.py`, which `.ci/own_models.py` shares; what counts as an offence is decided here.
 """
 
 from __future__ import annotations
@@ -26,11 +29,16 @@ import ast
 import sys
 from pathlib import Path
 
+import python_imports
+from python_imports import get_model_words, imports, module_name
+
 MODELS = "portal.telemetry.models"
 NAMES = {"Reading", "ReadingChunk"}
 COMPRESSION = "portal.telemetry.services.compression"
 PARTITIONS = "portal.telemetry.services.partitions"
 TABLES = ("telemetry_reading", "telemetry_chunk")
+FAILED = "{count} way(s) around the readings' door (portal/telemetry/store.py): read through it instead"
+PASSED = "Readings reached through portal/telemetry/store.py only ({root})."
 # The door, and the writers that store, compress, prune and partition readings.
 ALLOWED = {
     "portal.telemetry.store",
@@ -44,19 +52,45 @@ ALLOWED = {
 }
 
 
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def _imports(tree: ast.AST, module: str, is_package: bool, aliases: dict[str, str]) -> list[tuple[int, str]]:
+    """The offending imports; fills `aliases` (local name -> the module it stands for: models, partitions)."""
+    found: list[tuple[int, str]] = []
+    for imported in imports(tree, module, is_package):
+        line, source, name, full = imported.node.lineno, imported.source, imported.name, imported.full
+        if name is None:  # import source [as asname]
+            if source == COMPRESSION or source.startswith(COMPRESSION + "."):
+                found.append((line, f"imports {COMPRESSION}"))
+            if source in (MODELS, PARTITIONS) and imported.asname:
+                aliases[imported.asname] = source
+            continue
+        if source == MODELS and name in NAMES | {"*"}:
+            found.append((line, f"imports {name} from {MODELS}"))
+        if source == COMPRESSION or full == COMPRESSION:
+            found.append((line, f"imports {COMPRESSION}"))
+        if source == PARTITIONS and name in {"TABLE", "*"}:
+            found.append((line, f"imports the raw table's name from {PARTITIONS}"))
+        if full in (MODELS, PARTITIONS):
+            aliases[imported.asname or name] = full
+    return found
 
 
-def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
+def _uses(node: ast.AST, aliases: dict[str, str]) -> list[tuple[int, str]]:
+    """The offences of one node other than an import: an attribute, a `get_model` call, a string."""
+    if isinstance(node, ast.Attribute):
+        owner = ast.unparse(node.value)
+        target = aliases.get(owner, owner)
+        if target == MODELS and node.attr in NAMES:
+            return [(node.lineno, f"uses {MODELS}.{node.attr}")]
+        if target == PARTITIONS and node.attr == "TABLE":
+            return [(node.lineno, "uses the raw table's name (partitions.TABLE)")]
+        if target == "portal.telemetry.services" and node.attr == "compression":
+            return [(node.lineno, f"uses {COMPRESSION}")]
+    elif (words := get_model_words(node)) is not None:
+        if any(word.rpartition(".")[2] in NAMES for word in words):
+            return [(node.lineno, "asks the app registry for a readings model")]
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [(node.lineno, f"names the table {table} in a string") for table in TABLES if table in node.value]
+    return []
 
 
 def offences(path: Path, root: Path) -> list[str]:
@@ -64,67 +98,12 @@ def offences(path: Path, root: Path) -> list[str]:
     if module in ALLOWED:
         return []
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    found: list[tuple[int, str]] = []
     aliases: dict[str, str] = {}  # local name -> module it stands for (models, partitions)
+    found = _imports(tree, module, path.name == "__init__.py", aliases)
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            source = _absolute(node, module, path.name == "__init__.py")
-            for alias in node.names:
-                full = f"{source}.{alias.name}"
-                if source == MODELS and alias.name in NAMES | {"*"}:
-                    found.append((node.lineno, f"imports {alias.name} from {MODELS}"))
-                if source == COMPRESSION or full == COMPRESSION:
-                    found.append((node.lineno, f"imports {COMPRESSION}"))
-                if source == PARTITIONS and alias.name in {"TABLE", "*"}:
-                    found.append((node.lineno, f"imports the raw table's name from {PARTITIONS}"))
-                if full in (MODELS, PARTITIONS):
-                    aliases[alias.asname or alias.name] = full
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name == COMPRESSION or alias.name.startswith(COMPRESSION + "."):
-                    found.append((node.lineno, f"imports {COMPRESSION}"))
-                if alias.name in (MODELS, PARTITIONS) and alias.asname:
-                    aliases[alias.asname] = alias.name
-        elif isinstance(node, ast.Attribute):
-            owner = ast.unparse(node.value)
-            target = aliases.get(owner, owner)
-            if target == MODELS and node.attr in NAMES:
-                found.append((node.lineno, f"uses {MODELS}.{node.attr}"))
-            elif target == PARTITIONS and node.attr == "TABLE":
-                found.append((node.lineno, "uses the raw table's name (partitions.TABLE)"))
-            elif target == "portal.telemetry.services" and node.attr == "compression":
-                found.append((node.lineno, f"uses {COMPRESSION}"))
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "get_model":
-            words = [arg.value for arg in node.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
-            if any(word.rpartition(".")[2] in NAMES for word in words):
-                found.append((node.lineno, "asks the app registry for a readings model"))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            for table in TABLES:
-                if table in node.value:
-                    found.append((node.lineno, f"names the table {table} in a string"))
+        found += _uses(node, aliases)
     return [f"{path}:{line}: {what}" for line, what in sorted(set(found))]
 
 
-def check(root: Path) -> list[str]:
-    out = []
-    for path in sorted(root.rglob("*.py")):
-        if "migrations" in path.relative_to(root).parts:
-            continue
-        out += offences(path, root)
-    return out
-
-
-def main(argv: list[str]) -> int:
-    root = Path(argv[1] if len(argv) > 1 else "portal").resolve()
-    found = check(root)
-    for line in found:
-        print(line)
-    if found:
-        print(f"{len(found)} way(s) around the readings' door (portal/telemetry/store.py): read through it instead")
-        return 1
-    print(f"Readings reached through portal/telemetry/store.py only ({root.name}).")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(python_imports.main(sys.argv, offences, failed=FAILED, passed=PASSED))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.db.models import Max, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
@@ -18,6 +19,10 @@ from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.rules import RULES, SCHEDULES
 from portal.maintenance.selectors import OPEN_STATES
 from portal.maintenance.services.config import RuleParams
+
+if TYPE_CHECKING:  # types in annotations only: fleet's and maintenance's rows are reached through their selectors
+    from portal.fleet.models import Host
+    from portal.maintenance.models import Ticket
 
 # "Schedules coming due" on My work: those whose period ends within this many days.
 MY_WORK_HORIZON_DAYS = 30
@@ -99,7 +104,7 @@ def run_items(run: ChecklistRun) -> list[dict]:
 
 @dataclass
 class DueSchedule:
-    host: object  # fleet's Host
+    host: Host
     rule_key: str
     title: str
     record_kind: str
@@ -119,7 +124,7 @@ def template_by_record_kind(templates) -> dict[str, ChecklistTemplate]:
     return chosen
 
 
-def ticket_template(ticket, by_kind: dict[str, ChecklistTemplate]) -> ChecklistTemplate | None:
+def ticket_template(ticket: Ticket, by_kind: dict[str, ChecklistTemplate]) -> ChecklistTemplate | None:
     rule = RULES.get(ticket.rule)
     for kind in getattr(rule, "resolved_by", ()) or ():
         if kind in by_kind:

@@ -14,7 +14,7 @@ import io
 import logging
 import math
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
@@ -38,6 +38,9 @@ from portal.fleet.record_kinds import HOST_ONLY_KINDS
 from portal.fleet.selectors import GpuStatus, Kind, StatusSource
 from portal.maintenance import selectors as maintenance_selectors
 from portal.maintenance.services.checklist_tickets import ticket_checklist_item_failed
+
+if TYPE_CHECKING:  # types in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu, MaintenanceRecord
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +120,7 @@ def run_start(
     host = fleet_selectors.hosts().filter(hostname=hostname).first()
     if host is None:
         problems.append(("host", f"No host named {hostname!r}."))
-    gpus: list = []
+    gpus: list[Gpu] = []
     if host is not None:
         by_uuid = {g.uuid: g for g in fleet_selectors.gpus().filter(host=host)}
         if gpu_uuids:
@@ -367,7 +370,7 @@ def _open_failure_tickets(run: ChecklistRun, items: list[dict], answers: dict[st
             )  # fmt: skip
 
 
-def _return_to_service(run: ChecklistRun, gpus, user) -> list:
+def _return_to_service(run: ChecklistRun, gpus, user) -> list[Gpu]:
     """A passed repair_return run puts its GPUs that are out for repair back in service (through the
     return-to-service gate, as every path; a retired GPU stays retired: only an admin revives one)."""
     back = []
@@ -422,7 +425,7 @@ def _auto_answers(run: ChecklistRun, gpus: list, answers: dict, now: dt.datetime
 
 def _records_write(
     run: ChecklistRun, subjects: list, *, user, now: dt.datetime, notes: str, fields: dict, field_items: dict
-) -> list:
+) -> list[MaintenanceRecord]:
     """One maintenance record per subject (a GPU, or None for the host). The record's own rules
     are reported against the item that feeds the field."""
     performer = (user.get_full_name() or user.get_username())[:150]

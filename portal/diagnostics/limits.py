@@ -12,6 +12,8 @@ person queued. A refusal is a 409 naming `level` and a line in the audit trail, 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -21,6 +23,9 @@ from portal.diagnostics import services
 from portal.diagnostics.models import Diagnostic
 from portal.fleet import services as fleet_services
 
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Host
+
 BOUNDED_LEVEL = 3
 
 
@@ -29,7 +34,7 @@ class _Pending(Exception):
         self.diagnostic = diagnostic
 
 
-def diagnostic_request_by_person(*, host, level, gpu_uuids, user, client: str | None = None) -> Diagnostic:
+def diagnostic_request_by_person(*, host: Host, level, gpu_uuids, user, client: str | None = None) -> Diagnostic:
     """services.diagnostic_request for a person, refused (Conflict naming `level`, audited) while
     the host has a level-3 diagnostic pending and this one is level 3 too."""
     try:
@@ -61,5 +66,5 @@ def diagnostic_request_by_person(*, host, level, gpu_uuids, user, client: str | 
         raise Conflict(message, field_errors={"level": message}) from None
 
 
-def _refusal_audit(*, host, user, client: str | None, note: str) -> None:
+def _refusal_audit(*, host: Host, user, client: str | None, note: str) -> None:
     audit_line(about=host, changes={"diagnostic refused": [None, note]}, actor=user, client=client)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db.models import Exists, OuterRef, Prefetch, QuerySet, Subquery
 
 from portal.core.errors import NotFound
 from portal.diagnostics.models import Diagnostic, DiagnosticGpu, DiagnosticTest
 from portal.fleet import selectors as fleet_selectors
 from portal.fleet.selectors import GpuStatus
+
+if TYPE_CHECKING:  # types in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu, Host
 
 
 def _with_results(queryset):
@@ -28,27 +33,27 @@ def diagnostic_get(*, diagnostic_id) -> Diagnostic:
     return diagnostic
 
 
-def host_get(*, hostname: str):
+def host_get(*, hostname: str) -> Host:
     host = fleet_selectors.hosts().filter(hostname=hostname).first()
     if host is None:
         raise NotFound(f"no host {hostname}", field_errors={"hostname": "No host with this name."})
     return host
 
 
-def gpu_get(*, uuid: str):
+def gpu_get(*, uuid: str) -> Gpu:
     gpu = fleet_selectors.gpus().select_related("host").filter(uuid=uuid).first()
     if gpu is None:
         raise NotFound(f"no GPU {uuid}", field_errors={"uuid": "No GPU with this uuid."})
     return gpu
 
 
-def gpu_diagnostics(*, gpu, limit: int | None = None) -> list[Diagnostic]:
+def gpu_diagnostics(*, gpu: Gpu, limit: int | None = None) -> list[Diagnostic]:
     """The GPU's diagnostics, newest first, each with its results (every GPU of the run)."""
     queryset = _with_results(Diagnostic.objects.filter(gpus__gpu=gpu).order_by("-requested_at"))
     return list(queryset[:limit] if limit else queryset)
 
 
-def host_diagnostics(*, host, limit: int = 20) -> list[Diagnostic]:
+def host_diagnostics(*, host: Host, limit: int = 20) -> list[Diagnostic]:
     return list(_with_results(Diagnostic.objects.filter(host=host).order_by("-requested_at"))[:limit])
 
 
@@ -80,7 +85,7 @@ def burn_in_word(row: DiagnosticGpu | None) -> str:
     return "passed" if row.result in DiagnosticGpu.PASSING else "failed"
 
 
-def burn_in_waiting(*, host_id: int | None = None) -> QuerySet:
+def burn_in_waiting(*, host_id: int | None = None) -> QuerySet[Gpu]:
     """GPUs in service or out for repair whose latest burn-in has not passed: no diagnostic of its
     level or higher, requested since it was, passed on them (one query; the whole fleet's when
     `host_id` is None). A burn-in that failed or expired still waits: the GPU has no proof yet."""

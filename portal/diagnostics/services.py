@@ -12,6 +12,7 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -34,6 +35,10 @@ from portal.maintenance.services.tickets import (
     ticket_history_add,
     ticket_transition,
 )
+
+if TYPE_CHECKING:  # types in annotations only: fleet's and maintenance's rows are reached through their selectors
+    from portal.fleet.models import Gpu, Host
+    from portal.maintenance.models import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +74,7 @@ def _level_checked(level) -> int:
     return level
 
 
-def _gpus_checked(host, uuids: Iterable[str] | None) -> list:
+def _gpus_checked(host: Host, uuids: Iterable[str] | None) -> list[Gpu]:
     if uuids is None:
         gpus = list(fleet_selectors.gpus().filter(host=host, status__in=DIAGNOSABLE).order_by("index"))
         if not gpus:
@@ -99,13 +104,13 @@ def _gpus_checked(host, uuids: Iterable[str] | None) -> list:
 @transaction.atomic
 def diagnostic_request(
     *,
-    host,
+    host: Host,
     level,
     gpu_uuids: Iterable[str] | None = None,
-    gpus: list | None = None,
+    gpus: list[Gpu] | None = None,
     user=None,
     purpose: str = Purpose.MANUAL,
-    ticket=None,
+    ticket: Ticket | None = None,
     now: dt.datetime | None = None,
 ) -> Diagnostic:
     """Ask the host's agent to run a diagnostic of `level` on some of its GPUs (all of them in
@@ -124,7 +129,7 @@ def diagnostic_request(
     return diagnostic
 
 
-def _own(diagnostic_id, host) -> Diagnostic:
+def _own(diagnostic_id, host: Host) -> Diagnostic:
     """The host's diagnostic, its row locked; another host's is a 404 (as if it did not exist)."""
     diagnostic = Diagnostic.objects.select_for_update().filter(pk=diagnostic_id, host=host).first()
     if diagnostic is None:
@@ -151,7 +156,7 @@ def _closed_refusals_audited(function):
     the refused transaction rolled back (a late result must be seen, not only answered)."""
 
     @functools.wraps(function)
-    def audited(*args, host, **kwargs):
+    def audited(*args, host: Host, **kwargs):
         try:
             return function(*args, host=host, **kwargs)
         except DiagnosticClosed as refused:
@@ -166,7 +171,9 @@ def _closed_refusals_audited(function):
 
 @_closed_refusals_audited
 @transaction.atomic
-def diagnostic_started(*, diagnostic_id, host, started_at: dt.datetime, now: dt.datetime | None = None) -> Diagnostic:
+def diagnostic_started(
+    *, diagnostic_id, host: Host, started_at: dt.datetime, now: dt.datetime | None = None
+) -> Diagnostic:
     """The agent took the diagnostic: it is `running` and no longer offered as a command."""
     now = now or timezone.now()
     diagnostic = _own(diagnostic_id, host)
@@ -226,7 +233,7 @@ def _state_of(results: list[str]) -> str:
 def diagnostic_result_record(
     *,
     diagnostic_id,
-    host,
+    host: Host,
     started_at: dt.datetime,
     finished_at: dt.datetime,
     tool: str,
@@ -389,7 +396,7 @@ class _BurnIn:
         hooks.burn_in_requested.call(diagnostic=diagnostic)
 
 
-def gpu_registered(*, gpu, source: str) -> None:
+def gpu_registered(*, gpu: Gpu, source: str) -> None:
     """The fleet hook: a GPU its agent reported for the first time gets a burn-in diagnostic of
     BURN_IN_LEVEL, one per host for all the GPUs of the batch, once the batch commits."""
     level = settings.BURN_IN_LEVEL
@@ -421,7 +428,7 @@ def _counted_from(since: dt.datetime) -> Q:
     return Q(diagnostic__requested_at__gte=since) | Q(diagnostic__start_reported_at__gt=since)
 
 
-def return_to_service_since(gpu) -> dt.datetime | None:
+def return_to_service_since(gpu: Gpu) -> dt.datetime | None:
     """From when a passing diagnostic counts for the GPU: the later of when it last left service
     (its latest change to out_for_repair or retired, or its registration in one of them) and its
     latest repair record."""
@@ -444,7 +451,7 @@ def return_to_service_since(gpu) -> dt.datetime | None:
     return max(moments, default=None)
 
 
-def passing_diagnostic_for_return(gpu) -> DiagnosticGpu | None:
+def passing_diagnostic_for_return(gpu: Gpu) -> DiagnosticGpu | None:
     """The newest result that lets the GPU return to service, or None."""
     since = return_to_service_since(gpu)
     driver = fleet_selectors.host_driver_version(host_id=gpu.host_id) or ""
@@ -458,7 +465,7 @@ def passing_diagnostic_for_return(gpu) -> DiagnosticGpu | None:
     return results.select_related("diagnostic").order_by("-diagnostic__requested_at").first()
 
 
-def latest_for_return(gpu) -> DiagnosticGpu | None:
+def latest_for_return(gpu: Gpu) -> DiagnosticGpu | None:
     """The GPU's newest diagnostic of a level that counts for its return, requested after it left
     service and after its latest repair record (whatever its state), or None."""
     since = return_to_service_since(gpu)
@@ -468,7 +475,7 @@ def latest_for_return(gpu) -> DiagnosticGpu | None:
     return rows.select_related("diagnostic").order_by("-diagnostic__requested_at").first()
 
 
-def return_to_service_guard(*, gpu) -> str:
+def return_to_service_guard(*, gpu: Gpu) -> str:
     """The fleet hook asked before a GPU goes back in service from any other status (API, forms,
     admin, the repair_return checklist's sign-off); returns the proof kept in its status history
     (the passing diagnostic's id)."""
@@ -493,14 +500,14 @@ def _gate_severity(severity: str) -> bool:
     return SEVERITY_RANK.get(severity, -1) >= SEVERITY_RANK[threshold]
 
 
-def ticket_gate_gpus(ticket) -> list:
+def ticket_gate_gpus(ticket: Ticket) -> list[Gpu]:
     """The GPUs a ticket's diagnostic covers: its GPU, or the host's GPUs for a host ticket."""
     if ticket.gpu_id is not None:
         return list(fleet_selectors.gpus().filter(pk=ticket.gpu_id, status__in=DIAGNOSABLE))
     return list(fleet_selectors.gpus().filter(host_id=ticket.host_id, status__in=DIAGNOSABLE).order_by("index"))
 
 
-def _passed_since(gpus: list, since: dt.datetime) -> set[int]:
+def _passed_since(gpus: list[Gpu], since: dt.datetime) -> set[int]:
     return set(
         DiagnosticGpu.objects.filter(
             gpu__in=gpus, result__in=DiagnosticGpu.PASSING, diagnostic__level__gte=GATE_LEVEL,
@@ -511,7 +518,7 @@ def _passed_since(gpus: list, since: dt.datetime) -> set[int]:
     )  # fmt: skip
 
 
-def ticket_gate_passed(ticket) -> bool:
+def ticket_gate_passed(ticket: Ticket) -> bool:
     """Whether a diagnostic of level 1 or higher passed on each of the ticket's GPUs since it
     opened (a ticket below the gate's severity always has). A ticket left without a GPU to diagnose
     (its GPU retired, a host without GPUs in service or out for repair) never has: nothing proves
@@ -525,7 +532,7 @@ def ticket_gate_passed(ticket) -> bool:
     return all(gpu.pk in passed for gpu in gpus)
 
 
-def ticket_changed(*, ticket, event, change: str) -> None:
+def ticket_changed(*, ticket: Ticket, event, change: str) -> None:
     """The maintenance hook: a draining ticket resolved without a diagnostic passed since it
     opened gets a level-1 diagnostic of its GPUs (unless one is already under way); the scheduler
     resumes the node when it passes, and a failure reopens the ticket."""
@@ -553,7 +560,7 @@ def ticket_changed(*, ticket, event, change: str) -> None:
     ticket_history_add(ticket=ticket, note=note)
 
 
-def gate_tickets(diagnostic: Diagnostic, gpu_ids: Iterable[int]) -> list:
+def gate_tickets(diagnostic: Diagnostic, gpu_ids: Iterable[int]) -> list[Ticket]:
     """Resolved draining tickets of the diagnostic's host, recent, opened before it was requested,
     about some of `gpu_ids` (or the host), still waiting for a passed diagnostic."""
     gpu_ids = set(gpu_ids)

@@ -13,6 +13,7 @@ import csv
 import datetime as dt
 import io
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from django.utils.formats import date_format, number_format
 from django.utils.translation import gettext as _
@@ -29,6 +30,9 @@ from portal.fleet.selectors import Kind
 from portal.reports.baselines import CATEGORY_LABELS, STUDIES
 from portal.reports.selectors import FEW_FAILURES, GPU_FIELDS, MTBF_CONFIDENCE, Report
 from portal.reports.usage import UsageReport
+
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import MaintenanceRecord
 
 # Binary (Flate-compressed) page streams without the ASCII85 wrapping: smaller files, and ~1 s less
 # on a 1,000-GPU report. Every PDF reader takes them; ReportLab's setting is process-wide.
@@ -104,7 +108,7 @@ def pdf_table(header, rows, widths=None, align_left=1):
     return table
 
 
-def _repairs_by_gpu(report: Report) -> dict[int, list]:
+def _repairs_by_gpu(report: Report) -> dict[int, list[MaintenanceRecord]]:
     """Every listed GPU's repairs in the period (one query)."""
     ids = [row["_id"] for row in report.gpus]
     by_gpu: dict[int, list] = defaultdict(list)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+from typing import TYPE_CHECKING
 
 from django.db.models import Q
 from django.utils.formats import date_format, number_format
@@ -47,6 +48,9 @@ from portal.reports.selectors import gpu_repeat_offender, status_intervals
 from portal.telemetry import metrics, store
 from portal.telemetry.selectors import xid_events_of
 
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu
+
 Kind = fleet_selectors.Kind
 TREND_DAYS = 30
 THERMAL_WINDOW = dt.timedelta(hours=48)
@@ -72,7 +76,7 @@ def _num(value):
     return float(value) if value is not None else None
 
 
-def _daily_samples(gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[dict]:
+def _daily_samples(gpu: Gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[dict]:
     """The latest reading before each of the last TREND_DAYS midnights (UTC) and now, on `fields`."""
     today = dt.datetime.combine(now.date(), dt.time.min, tzinfo=dt.UTC)
     points = [today - dt.timedelta(days=d) for d in range(TREND_DAYS - 1, -1, -1)] + [now]
@@ -89,7 +93,7 @@ def _daily_samples(gpu, now: dt.datetime, fields: tuple[str, ...]) -> list[dict]
     return samples
 
 
-def _xid_timeline(gpu) -> tuple[list, list[dict]]:
+def _xid_timeline(gpu: Gpu) -> tuple[list, list[dict]]:
     """The GPU's last XIDs as (ts, code) and as the pack's timeline, each code with NVIDIA's catalogue
     entry and the failure category it counts under (portal.maintenance.failures; None: not a failure)."""
     xids = xid_events_of(gpu=gpu, limit=XID_LIMIT)[::-1]
@@ -102,7 +106,7 @@ def _xid_timeline(gpu) -> tuple[list, list[dict]]:
     return xids, timeline
 
 
-def rma_evidence(*, gpu, now: dt.datetime, translated: bool = False) -> dict:
+def rma_evidence(*, gpu: Gpu, now: dt.datetime, translated: bool = False) -> dict:
     """The pack; `translated`: the reasons it is a repeat offender in the active language (for the PDF),
     else in English (the JSON pack, like every API answer)."""
     host = gpu.host
@@ -180,7 +184,7 @@ def rma_evidence(*, gpu, now: dt.datetime, translated: bool = False) -> dict:
     }  # fmt: skip
 
 
-def _sections_of_higher_apps(gpu, now: dt.datetime) -> dict:
+def _sections_of_higher_apps(gpu: Gpu, now: dt.datetime) -> dict:
     """What the apps above add to the pack (hooks.rma_pack_sections: inventory's RMA cases)."""
     added: dict = {}
     for entry in hooks.rma_pack_sections:
@@ -198,12 +202,12 @@ def _added_sections(evidence: dict, section, text) -> None:
             section(*shown)
 
 
-def _interrupted_jobs(gpu) -> list[dict]:
+def _interrupted_jobs(gpu: Gpu) -> list[dict]:
     """The jobs this GPU's faults interrupted (portal-api-v1.md, "Jobs on GPUs")."""
     return [{**job, "at": _iso(job["at"])} for job in jobs_selectors.gpu_interrupted_jobs(gpu_id=gpu.pk)]
 
 
-def _diagnostics_of(gpu) -> list[dict]:
+def _diagnostics_of(gpu: Gpu) -> list[dict]:
     """The GPU's diagnostics, oldest first: what proved (or failed to prove) each repair, with this
     GPU's result and the tests that did not pass, as the agent reported them."""
     found = []
@@ -221,12 +225,12 @@ def _diagnostics_of(gpu) -> list[dict]:
     return found
 
 
-def _swapped_gpu(other, swap) -> dict:
+def _swapped_gpu(other: Gpu, swap) -> dict:
     return {"uuid": other.uuid, "serial": other.serial, "model": other.model_name, "pci_bus_id": swap.pci_bus_id,
             "swapped_at": _iso(swap.swapped_at)}  # fmt: skip
 
 
-def _checklists_done(gpu) -> list[dict]:
+def _checklists_done(gpu: Gpu) -> list[dict]:
     """The checklist runs covering the GPU (checklists' selector: its host's newest, whole-host runs included)."""
     runs = checklists_selectors.runs_covering_gpu(gpu_id=gpu.pk, host_id=gpu.host_id)
     return [{**run, "completed_at": _iso(run["completed_at"])} for run in runs]

@@ -26,7 +26,7 @@ import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from django.db.models import Count, Max, Q, Sum
 from django.db.models.functions import Coalesce
@@ -43,6 +43,9 @@ from portal.reports import hooks
 from portal.reports.baselines import OTHER, studies_as_json
 from portal.reports.failures import Reason, failure_rates, failures_of, is_hardware_failure, lemons
 from portal.reports.stats import mtbf_interval
+
+if TYPE_CHECKING:  # types in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu, GpuStatusChange
 
 HOUR = 3600.0
 # Below this many failures a rate is mostly noise: the page and the PDF say so.
@@ -156,7 +159,7 @@ def _formulas(row: dict) -> dict:
     return row
 
 
-def gpu_start(gpu) -> dt.datetime:
+def gpu_start(gpu: Gpu) -> dt.datetime:
     if gpu.install_date is not None:
         return dt.datetime.combine(gpu.install_date, dt.time.min, tzinfo=dt.UTC)
     return gpu.created_at
@@ -203,7 +206,7 @@ def retired_times_of(gpu_ids_query) -> dict[int, dt.datetime]:
     )
 
 
-def retired_at_of(gpu, retired_times: dict[int, dt.datetime]) -> dt.datetime | None:
+def retired_at_of(gpu: Gpu, retired_times: dict[int, dt.datetime]) -> dt.datetime | None:
     if gpu.status != GpuStatus.RETIRED:
         return None
     return retired_times.get(gpu.pk, gpu.created_at)  # no row: retired before its history began
@@ -221,7 +224,7 @@ def _out_for_repair_seconds(changes, low: dt.datetime, high: dt.datetime) -> flo
     return total
 
 
-def gpu_service_hours(gpu, changes, retired_at: dt.datetime | None, start: dt.datetime, end: dt.datetime) -> float:
+def gpu_service_hours(gpu: Gpu, changes, retired_at: dt.datetime | None, start: dt.datetime, end: dt.datetime) -> float:
     low = max(start, gpu_start(gpu))
     high = min(end, retired_at) if retired_at is not None else end
     if high <= low:
@@ -434,7 +437,7 @@ def repeat_offenders(*, gpu_ids, start: dt.datetime, end: dt.datetime) -> dict[i
     return result
 
 
-def gpu_repeat_offender(*, gpu, now: dt.datetime) -> list[Reason]:
+def gpu_repeat_offender(*, gpu: Gpu, now: dt.datetime) -> list[Reason]:
     """The GPU page's flag: the reasons it is a repeat offender over the last 90 days (or [])."""
     return repeat_offenders(gpu_ids=[gpu.pk], start=now - REPEAT_WINDOW, end=now + dt.timedelta(seconds=1)).get(
         gpu.pk, []
@@ -444,14 +447,14 @@ def gpu_repeat_offender(*, gpu, now: dt.datetime) -> list[Reason]:
 # --- one GPU's repair history ---------------------------------------------------------------
 
 
-def return_unproven(change) -> bool:
+def return_unproven(change: GpuStatusChange) -> bool:
     """A return to service (into in_service from another status) that neither a passed diagnostic
     proved nor an admin forced: the report flags it for the auditor."""
     returned = change.to_status == GpuStatus.IN_SERVICE and change.from_status not in ("", GpuStatus.IN_SERVICE)
     return returned and not change.override and not change.proof
 
 
-def status_intervals(*, gpu, now: dt.datetime) -> list[dict]:
+def status_intervals(*, gpu: Gpu, now: dt.datetime) -> list[dict]:
     """The GPU's status history as intervals (from, to or None while current, status, who, why,
     and for a return to service what proved it, or that nothing did)."""
     changes = list(fleet_selectors.gpu_status_history(gpu=gpu))

@@ -2,6 +2,7 @@
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection
@@ -20,6 +21,9 @@ from portal.telemetry.models import (
 )
 from portal.telemetry.models import THERMAL_THROTTLE_MASK as THERMAL_THROTTLE_MASK  # for the apps above
 from portal.telemetry.models import THROTTLE_BIT as THROTTLE_BIT  # for the askers below
+
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu
 
 MAX_POINTS = 2000
 RESOLUTIONS = ("raw", "1m", "1h")
@@ -61,7 +65,7 @@ class Series:
     maximum: dict[str, list] | None = None
 
 
-def resolution_for(*, gpu, start: dt.datetime, end: dt.datetime) -> str:
+def resolution_for(*, gpu: "Gpu", start: dt.datetime, end: dt.datetime) -> str:
     """The finest resolution that keeps the answer under MAX_POINTS points."""
     if store.reading_count(gpu_id=gpu.pk, start=start, end=end, at_most=MAX_POINTS) <= MAX_POINTS:
         return "raw"
@@ -71,7 +75,7 @@ def resolution_for(*, gpu, start: dt.datetime, end: dt.datetime) -> str:
 
 
 def gpu_series(
-    *, gpu, start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
+    *, gpu: "Gpu", start: dt.datetime, end: dt.datetime, metrics: tuple[str, ...], resolution: str = "auto"
 ) -> Series:
     if end <= start:
         raise _refused("from", "must be before 'to'")
@@ -115,7 +119,7 @@ def host_tokens(*, host) -> list[HostToken]:
     return list(HostToken.objects.filter(host=host).select_related("created_by", "replaces"))
 
 
-def xid_events_of(*, gpu, since: dt.datetime | None = None, limit: int = 200) -> list[tuple[dt.datetime, int]]:
+def xid_events_of(*, gpu: "Gpu", since: dt.datetime | None = None, limit: int = 200) -> list[tuple[dt.datetime, int]]:
     """The GPU's XID events since `since` (None: all), newest first, as (time, code): the charts'
     markers, the RMA pack's timeline."""
     from portal.telemetry.models import XidEvent

@@ -18,6 +18,7 @@ import datetime as dt
 import math
 import statistics
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.db.models import Max, Min, Q, Sum
 from django.utils import timezone
@@ -29,6 +30,9 @@ from portal.telemetry import store
 from portal.wear import hours, meters
 from portal.wear.meters import Bucket, Hysteresis, Streak
 from portal.wear.models import WearDay, WearState
+
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu
 
 # no datetime column: parsing 8,760 timestamps costs more than everything else together
 MIDDLE_COLUMNS = ("id", "powered_s", "busy_s", "hot_s", "fan_high_s", "energy_mj", "busy_prefix_s",
@@ -57,7 +61,7 @@ def _epoch_dt(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
 
 
-def _edge(gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucket, list[float]]:
+def _edge(gpu: Gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucket, list[float]]:
     """Meters and temperatures of readings with start <= ts < end, all inside `hour`."""
     # raw or compressed alike: a period's edge hour may be older than the day readings stay raw
     readings = store.readings_of(
@@ -83,7 +87,7 @@ def _edge(gpu, hot_c: float, hour: int, start: float, end: float) -> tuple[Bucke
 DAY_S = 86400
 
 
-def _days(gpu, lo: float, hi: float):
+def _days(gpu: Gpu, lo: float, hi: float):
     """Day rows with lo <= day < hi in time order, as MIDDLE_COLUMNS, and how to get their turning
     points by id (no query for an empty range)."""
     if lo >= hi:
@@ -96,7 +100,7 @@ def _days(gpu, lo: float, hi: float):
     return hours.day_turns, list(queryset.order_by("day").values_list(*MIDDLE_COLUMNS))
 
 
-def _hours(gpu, lo: float, hi: float):
+def _hours(gpu: Gpu, lo: float, hi: float):
     """Hour rows with lo <= hour < hi (raw or packed, hours.py) as _days gives day rows, their
     position standing for the id."""
     if lo >= hi:
@@ -106,7 +110,7 @@ def _hours(gpu, lo: float, hi: float):
     return (lambda ids: {position: found[position].turns for position in ids}), rows
 
 
-def wear_for_period(*, gpu, start: dt.datetime | None = None, end: dt.datetime | None = None) -> WearFigures:
+def wear_for_period(*, gpu: Gpu, start: dt.datetime | None = None, end: dt.datetime | None = None) -> WearFigures:
     hot_c = meters.hot_threshold(gpu.temp_slowdown_c)
     lo = start.timestamp() if start else -math.inf
     hi = end.timestamp() if end else math.inf
@@ -211,7 +215,7 @@ def _middle_cycles(turns_of, rows: list[tuple], cycles: Hysteresis) -> None:
 # --- pages -----------------------------------------------------------------------------------
 
 
-def wear_lifetime(*, gpu) -> dict:
+def wear_lifetime(*, gpu: Gpu) -> dict:
     state = WearState.objects.filter(gpu=gpu).first()
     if state is None:
         return {"powered_hours": 0.0, "busy_hours": 0.0, "hot_hours": 0.0, "fan_high_hours": 0.0,
@@ -227,7 +231,7 @@ def wear_lifetime(*, gpu) -> dict:
     }
 
 
-def wear_monthly(*, gpu) -> list[dict]:
+def wear_monthly(*, gpu: Gpu) -> list[dict]:
     """Per calendar month (UTC): hours powered, busy, hot, fan-high, and energy. Cycles per month
     are the lifetime count's growth over the month. Summed here in day order: a database's SUM of
     floats adds in whatever order the rows lie, which moves as rows are rewritten."""
@@ -252,7 +256,7 @@ def wear_monthly(*, gpu) -> list[dict]:
     return out
 
 
-def thermal_resistance_daily(*, gpu) -> list[dict]:
+def thermal_resistance_daily(*, gpu: Gpu) -> list[dict]:
     """(mean temperature − 25 °C) / mean power over busy readings, per day: dust raises it."""
     rows = (
         WearDay.objects.filter(gpu=gpu, load_n__gt=0)
@@ -285,7 +289,7 @@ INSPECT_FACTOR = 1.5
 INSPECT_MAX = 5
 
 
-def _age_days(gpu, state_first: dt.datetime | None, now: dt.datetime) -> float:
+def _age_days(gpu: Gpu, state_first: dt.datetime | None, now: dt.datetime) -> float:
     started = None
     if gpu.install_date:
         started = dt.datetime.combine(gpu.install_date, dt.time(), tzinfo=dt.UTC)
@@ -412,7 +416,7 @@ def meters_since(*, host_ids: list[int], since: dict[int, dt.datetime]) -> dict[
     return out
 
 
-def gpu_wear_panel(*, gpu) -> dict:
+def gpu_wear_panel(*, gpu: Gpu) -> dict:
     """The GPU page's Wear panel: lifetime totals, monthly figures, thermal resistance per day and
     the cleanings (its own and its host's) to mark on that chart. Four queries."""
     cleanings = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.db import connection, transaction
 from django.db.models import F, OuterRef, Q, Subquery
@@ -29,6 +30,9 @@ from portal.telemetry.pipeline import Prepared
 from portal.wear import hours, meters
 from portal.wear.meters import Bucket, Hysteresis, Streak, Turns
 from portal.wear.models import WearDay, WearHour, WearState
+
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu
 
 CHUNK = 50_000  # readings per query (all GPUs of a task together)
 
@@ -281,7 +285,7 @@ def _continued(states: dict[int, WearState], gpu_ids) -> tuple[dict[int, int], d
 
 
 def _count_new(
-    gpus: dict, states: dict[int, WearState], by_gpu: dict[int, list[tuple]], continued_rows=None
+    gpus: dict[int, Gpu], states: dict[int, WearState], by_gpu: dict[int, list[tuple]], continued_rows=None
 ) -> _Counted:
     """Count new readings ({gpu_id: meters tuples in ts order, all newer than the GPU's newest
     counted one}) onward from each GPU's state: one query for the hour rows they continue (unless
@@ -337,7 +341,7 @@ def _count_new(
     return counted
 
 
-def _extend_many(gpus: dict, states: dict[int, WearState], gpu_ids: list[int]) -> None:
+def _extend_many(gpus: dict[int, Gpu], states: dict[int, WearState], gpu_ids: list[int]) -> None:
     """Count the readings newer than the newest counted one of every GPU in `gpu_ids` (ascending),
     read from the database in chunks of CHUNK, each chunk's rows written in a transaction of their
     own (or the caller's)."""
@@ -356,7 +360,7 @@ def _extend_many(gpus: dict, states: dict[int, WearState], gpu_ids: list[int]) -
         pending = [gpu_id for gpu_id in pending if gpu_id >= rows[-1][0]]
 
 
-def _rebuild(gpu, state: WearState, hot_c: float, late_from: float, late_to: float) -> None:
+def _rebuild(gpu: Gpu, state: WearState, hot_c: float, late_from: float, late_to: float) -> None:
     """Recompute the hours a late stretch [late_from, late_to] touches, from raw readings."""
     last = state.last_ts.timestamp()
     h0 = meters.hour_of(late_from)
@@ -473,7 +477,7 @@ def wear_prepare(block) -> Prepared:
     return Prepared(apply=counted.save, current=unchanged)
 
 
-def _update_many(ranges: dict, gpus: dict) -> None:
+def _update_many(ranges: dict, gpus: dict[int, Gpu]) -> None:
     """Bring the meters of the GPUs in `ranges` ({gpu_id: (late_from, late_to)} epoch s: the span
     of their readings in the block, which may reach back to counted ones) up to date, in the pass's
     transaction: late stretches GPU by GPU (rare: batches that arrive out of order), then the new

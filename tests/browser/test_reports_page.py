@@ -59,3 +59,26 @@ def test_the_failure_rates_numbers_sit_under_their_headers(page, portal_server, 
         assert cell["x"] + cell["width"] - text < 12, (column, cell, text)  # the number at the right edge
     published = table.locator("tbody tr:first-child td.text")
     assert published.evaluate("el => getComputedStyle(el).textAlign") in ("left", "start")
+
+
+def test_the_usage_tables_say_they_are_empty_at_the_left(page, portal_server, login):
+    """A usage table with no rows says so in one cell whose text starts at the left, under the
+    first header (the Users, Accounts and Models tables right-align every cell for their numbers,
+    and "No job ran in the period." sat at the right edge)."""
+    login(page, "viewer", portal_server.credentials["viewer"])
+    page.goto("/reports/usage?from=2001-01-01&to=2001-02-01")  # long before the demo's GPUs: no rows
+    people = page.locator("table.usage-people")
+    for name, table in (
+        ("users", people.nth(0)),
+        ("accounts", people.nth(1)),
+        ("models", page.locator("table.usage-models")),
+    ):
+        cell = table.locator("tbody td[colspan]")
+        expect(cell).to_have_class(re.compile(r"\bempty\b"))
+        assert cell.evaluate("el => getComputedStyle(el).textAlign") in ("left", "start"), name
+        box = cell.bounding_box()
+        text_left = cell.evaluate(
+            "el => { const r = document.createRange(); r.selectNodeContents(el);"
+            " return r.getBoundingClientRect().left; }"
+        )
+        assert text_left - box["x"] < 12, (name, box, text_left)  # the sentence at the left edge

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import transaction
 
 from portal.core.errors import InvalidInput
 from portal.maintenance.models import RuleConfig
 from portal.maintenance.rules import RULES
+
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Host
 
 
 class RuleParams:
@@ -62,7 +67,9 @@ def _check_params(rule_key: str, params: dict) -> dict:
 
 
 @transaction.atomic
-def rule_config_set(*, rule: str, params: dict, enabled: bool = True, host=None, user=None) -> RuleConfig:
+def rule_config_set(
+    *, rule: str, params: dict, enabled: bool = True, host: Host | None = None, user=None
+) -> RuleConfig:
     """Save an admin's thresholds for a rule (fleet-wide, or for one host). Unknown settings,
     non-numbers and negative values are refused with the offending field named."""
     clean = _check_params(rule, params)

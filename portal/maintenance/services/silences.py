@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 
 from portal.core.errors import InvalidInput
 from portal.maintenance.models import Silence
 
+if TYPE_CHECKING:  # types in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu, Host
 
-def silence_create(*, host, ends_at: dt.datetime, comment: str, user=None, gpu=None, starts_at=None) -> Silence:
+
+def silence_create(
+    *, host: Host, ends_at: dt.datetime, comment: str, user=None, gpu: Gpu | None = None, starts_at=None
+) -> Silence:
     starts_at = starts_at or timezone.now()
     errors = {}
     if ends_at <= starts_at:

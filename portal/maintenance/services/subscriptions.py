@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.core.exceptions import ValidationError
 from django.core.validators import EmailValidator, URLValidator
 
@@ -9,6 +11,9 @@ from portal.core.errors import InvalidInput
 from portal.maintenance import chat, transports
 from portal.maintenance.models import Severity, Subscription
 from portal.maintenance.rules import RULES
+
+if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Host
 
 
 def subscription_create(
@@ -18,7 +23,7 @@ def subscription_create(
     target: str,
     min_severity: str,
     rules: list[str] | None = None,
-    host=None,
+    host: Host | None = None,
     secret: str = "",
 ) -> Subscription:
     """Subscribe `user` to tickets at or above `min_severity` (of `rules`, empty: all; on `host`,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -29,6 +30,9 @@ from portal.maintenance.models import (
 )
 from portal.maintenance.rules import RULES
 from portal.maintenance.rules.base import fingerprint
+
+if TYPE_CHECKING:  # types in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu, Host, MaintenanceRecord
 
 REOPEN_WITHIN = dt.timedelta(hours=24)
 
@@ -166,7 +170,7 @@ def _reopen_recent(firing: _Firing) -> Ticket | None:
     return recent
 
 
-def _subject(host_id: int, gpu_id: int | None) -> tuple:
+def _subject(host_id: int, gpu_id: int | None) -> tuple[Host, Gpu | None]:
     """The host and GPU (None for a host ticket) a new ticket is about."""
     if gpu_id is None:
         return fleet_selectors.hosts().get(pk=host_id), None
@@ -385,7 +389,7 @@ BASELINE_RESETS = {
 }
 
 
-def tickets_resolve_by_record(*, record) -> list[Ticket]:
+def tickets_resolve_by_record(*, record: MaintenanceRecord) -> list[Ticket]:
     """Logging the record a ticket asks for (a cleaning for "cleaning due", a connection check
     for a degraded PCIe link, …) resolves it and links both ways (ticket.resolved_by_record,
     record.resolved_tickets). A record on a whole host counts for each of its GPUs. Records

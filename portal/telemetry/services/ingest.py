@@ -44,8 +44,8 @@ from portal.telemetry.schemas import BatchIn
 from portal.telemetry.services import partitions
 from portal.telemetry.services.batches import batch_seen
 
-if TYPE_CHECKING:  # a type in annotations only: fleet's rows are reached through its selectors
-    from portal.fleet.models import Host
+if TYPE_CHECKING:  # types in annotations only: fleet's rows are reached through its selectors
+    from portal.fleet.models import Gpu, Host
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ def _sync_inventory(host: "Host", batch: BatchIn, known: dict[str, dict], seen_a
     return gpu_ids
 
 
-def _swap_check(*, host, new_gpu, batch: BatchIn, seen_at: dt.datetime) -> None:
+def _swap_check(*, host: "Host", new_gpu: "Gpu", batch: BatchIn, seen_at: dt.datetime) -> None:
     """A new GPU at the PCI bus id of one that left its slot for repair is its replacement: the
     old one is retired and linked to it (fleet.swaps). It left when it is out for repair, or when
     it has a repair record and no reading since; a GPU the agent still lists, or one reporting
@@ -408,7 +408,7 @@ def _upsert_latest(rows: list[tuple], received_at: dt.datetime) -> None:
         cursor.execute(sql, params)
 
 
-def reading_batch_ingest(*, host, batch: BatchIn, now: dt.datetime | None = None) -> IngestResult:
+def reading_batch_ingest(*, host: "Host", batch: BatchIn, now: dt.datetime | None = None) -> IngestResult:
     now = now or timezone.now()
     if batch.host.hostname != host.hostname:
         raise Forbidden(f"this token belongs to host {host.hostname!r}, not {batch.host.hostname!r}")
@@ -453,7 +453,7 @@ def reading_batch_ingest(*, host, batch: BatchIn, now: dt.datetime | None = None
     return result
 
 
-def _hand_on(*, host, batch_pk: int, gpu_ids: dict[str, int], rows: list[tuple]) -> IngestResult:
+def _hand_on(*, host: "Host", batch_pk: int, gpu_ids: dict[str, int], rows: list[tuple]) -> IngestResult:
     """Once the batch commits, hand it to the consumers (hooks.batch_stored); what ingest answers."""
     touched = sorted({row[0] for row in rows} | set(gpu_ids.values()))
     transaction.on_commit(
@@ -542,7 +542,7 @@ def _unique_violation(error: IntegrityError) -> bool:
 
 
 def _ingest_in_one_statement(
-    *, host, batch: BatchIn, known: dict[str, dict], now: dt.datetime, timestamps: list[dt.datetime]
+    *, host: "Host", batch: BatchIn, known: dict[str, dict], now: dt.datetime, timestamps: list[dt.datetime]
 ) -> IngestResult:
     gpu_ids = {uuid: row["id"] for uuid, row in known.items()}
     rows = reading_rows(batch, gpu_ids)
