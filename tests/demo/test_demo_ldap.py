@@ -22,7 +22,7 @@ def test_demo_with_a_directory_signs_its_people_in(tmp_path):
     log = tmp_path / "demo.log"
     port = free_port()
     command = ["demo", "--ldap", "--no-agents", "--no-slurm", "--port", str(port)]
-    with manage_until_stopped(command, env, log, up_within_s=120, stop=signal.SIGINT) as demo:
+    with manage_until_stopped(command, env, log, up_within_s=240, stop=signal.SIGINT) as demo:
         output = log.read_text()
         for name, (password, *_rest) in DEMO_PEOPLE.items():
             assert f"{name} / {password}" in output
