@@ -212,16 +212,22 @@ def retired_at_of(gpu: Gpu, retired_times: dict[int, dt.datetime]) -> dt.datetim
     return retired_times.get(gpu.pk, gpu.created_at)  # no row: retired before its history began
 
 
-def _out_for_repair_seconds(changes, low: dt.datetime, high: dt.datetime) -> float:
-    total = 0.0
+def out_for_repair_intervals(changes, low: dt.datetime, high: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The GPU's out-for-repair intervals inside [low, high), in order, from its status changes
+    ((changed_at, to_status), oldest first): an out_for_repair row lasts until the next change."""
+    out = []
     for i, (changed_at, to_status) in enumerate(changes):
         if to_status != GpuStatus.OUT_FOR_REPAIR:
             continue
         until = changes[i + 1][0] if i + 1 < len(changes) else high
         a, b = max(changed_at, low), min(until, high)
         if b > a:
-            total += (b - a).total_seconds()
-    return total
+            out.append((a, b))
+    return out
+
+
+def _out_for_repair_seconds(changes, low: dt.datetime, high: dt.datetime) -> float:
+    return sum((b - a).total_seconds() for a, b in out_for_repair_intervals(changes, low, high))
 
 
 def gpu_service_hours(gpu: Gpu, changes, retired_at: dt.datetime | None, start: dt.datetime, end: dt.datetime) -> float:

@@ -42,7 +42,6 @@ from django.db.models.functions import NullIf
 from django.utils.translation import gettext
 
 from portal.core import engine
-from portal.fleet.selectors import GpuStatus
 from portal.jobs import selectors as jobs_selectors
 from portal.jobs.selectors import flat_out_stretches
 from portal.jobs.spans import IDLE_HOURS, IDLE_UTILIZATION_PCT
@@ -55,6 +54,7 @@ from portal.reports.selectors import (
     gpu_start,
     json_rounded,
     listed_gpus,
+    out_for_repair_intervals,
     retired_at_of,
     retired_times_of,
     status_changes_of,
@@ -204,20 +204,6 @@ class DayBuckets:
         return [(self.first_day + i * DAY).date() for i in range(self.count)]
 
 
-def _out_intervals(changes, low: dt.datetime, high: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
-    """The GPU's out-for-repair intervals inside [low, high), in order (as the reliability report
-    subtracts them: an out_for_repair row lasts until the next status change)."""
-    out = []
-    for i, (changed_at, to_status) in enumerate(changes):
-        if to_status != GpuStatus.OUT_FOR_REPAIR:
-            continue
-        until = changes[i + 1][0] if i + 1 < len(changes) else high
-        a, b = max(changed_at, low), min(until, high)
-        if b > a:
-            out.append((a, b))
-    return out
-
-
 # --- the listed GPUs and their service ------------------------------------------------------------
 
 
@@ -243,7 +229,7 @@ def _service(query: UsageQuery, available: DayBuckets) -> list[dict]:
         hours = 0.0
         if high > low:
             cursor = low
-            for a, b in [*_out_intervals(history.get(gpu.pk, []), low, high), (high, high)]:
+            for a, b in [*out_for_repair_intervals(history.get(gpu.pk, []), low, high), (high, high)]:
                 if a > cursor:
                     available.add(cursor.timestamp(), a.timestamp())
                     hours += (a - cursor).total_seconds() / HOUR

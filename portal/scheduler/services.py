@@ -661,31 +661,35 @@ def _drain_for_ticket(action: SchedulerAction, adapter: SchedulerAdapter) -> Non
 
 
 def _drain_for_burn_in(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
-    """Drained until the burn-in passes; a node drained already keeps its reason (a person's stays
-    theirs, and the burn-in keeps any other drain from ending: `scheduler_resume_blockers`)."""
-    if not _burn_in_waiting(action.host_id):
-        return _finish(action, Action.State.SKIPPED, messages.BURN_IN_PASSED_FIRST(node=action.node))
-    node = adapter.node(action.node)
-    if "drain" in node.state:
-        was = (messages.WAS_DRAINED(node=action.node, reason=node.reason) if node.reason
-               else messages.WAS_DRAINED_NO_REASON(node=action.node))  # fmt: skip
-        return _finish(action, Action.State.SKIPPED, was)
-    adapter.drain(action.node, action.reason)
-    return _finish(action, Action.State.DONE, messages.BURN_IN_DRAINED(node=action.node, reason=action.reason))
+    """Drained until the burn-in passes (the burn-in keeps any other drain from ending:
+    `scheduler_resume_blockers`)."""
+    return _drain_while(
+        action, adapter, holds=_burn_in_waiting(action.host_id),
+        over_first=messages.BURN_IN_PASSED_FIRST, drained=messages.BURN_IN_DRAINED,
+    )  # fmt: skip
 
 
 def _drain_for_window(action: SchedulerAction, adapter: SchedulerAdapter) -> None:
-    """Drained while a window is under way on the host; a node drained already keeps its reason
-    (a person's stays theirs; the window keeps any other drain from ending: `scheduler_resume_blockers`)."""
-    if not hooks.window_holds.ask(host_id=action.host_id):
-        return _finish(action, Action.State.SKIPPED, messages.WINDOW_OVER_FIRST(node=action.node))
+    """Drained while a window is under way on the host (the window keeps any other drain from
+    ending: `scheduler_resume_blockers`)."""
+    return _drain_while(
+        action, adapter, holds=hooks.window_holds.ask(host_id=action.host_id),
+        over_first=messages.WINDOW_OVER_FIRST, drained=messages.WINDOW_DRAINED,
+    )  # fmt: skip
+
+
+def _drain_while(action: SchedulerAction, adapter: SchedulerAdapter, *, holds: bool, over_first, drained) -> None:
+    """The node drained for as long as something holds it (a burn-in, a window): skipped when it
+    no longer holds; a node drained already keeps its reason (a person's stays theirs)."""
+    if not holds:
+        return _finish(action, Action.State.SKIPPED, over_first(node=action.node))
     node = adapter.node(action.node)
     if "drain" in node.state:
         was = (messages.WAS_DRAINED(node=action.node, reason=node.reason) if node.reason
                else messages.WAS_DRAINED_NO_REASON(node=action.node))  # fmt: skip
         return _finish(action, Action.State.SKIPPED, was)
     adapter.drain(action.node, action.reason)
-    return _finish(action, Action.State.DONE, messages.WINDOW_DRAINED(node=action.node, reason=action.reason))
+    return _finish(action, Action.State.DONE, drained(node=action.node, reason=action.reason))
 
 
 def _rest_resume_cancel(drain: SchedulerAction, outcome: Said) -> None:
