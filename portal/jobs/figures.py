@@ -24,10 +24,10 @@ def span_out(span: JobSpan) -> dict:
 def _span_row_out(key: str, span) -> dict:
     """span_out for a selectors.SPAN_ROW row: the same figures from the same columns (the
     properties of JobSpan, written out)."""
-    readings, count = span.readings, span.utilization_count
+    readings, count, newest = span.readings, span.utilization_count, span.gpu__latest__ts
     return {
         "job": key, "gpu": span.gpu__uuid, "host": span.gpu__host__hostname, "started_at": span.started_at,
-        "ended_at": span.ended_at, "running": span.gpu__latest__ts is not None and span.ended_at >= span.gpu__latest__ts,
+        "ended_at": span.ended_at, "running": newest is not None and span.ended_at >= newest,
         "gpu_hours": round((span.ended_at - span.started_at).total_seconds() / 3600.0, 4),
         "energy_kwh": None if span.energy_mj is None else round(span.energy_mj / 3.6e9, 6),
         "utilization_gpu_mean_pct": round(span.utilization_sum / count, 2) if count else None,
