@@ -99,14 +99,14 @@ def jobs_list(request, filters: Query[GpuJobFilters]):
         idle=filters.idle,
     )  # fmt: skip
     page = list(jobs[filters.offset : filters.offset + filters.limit])
-    return _json([job_out(detail) for detail in selectors.jobs_detail(page)])
+    return _json([job_out(detail) for detail in selectors.jobs_rows(page)])
 
 
 @router.get("/jobs/{path:key}", response={200: GpuJobOut, **ERRORS})
 def job_get(request, key: str):
     """One job by its key (URL-encoded: `slurm%3A4242`, `k8s%3Alab%2Ftrain-0`); 404 for a job never seen."""
     require_perm(request, "fleet.view_gpu")
-    (detail,) = selectors.jobs_detail([selectors.job_get(key=key)])
+    (detail,) = selectors.jobs_rows([selectors.job_get(key=key)])
     return _json(job_out(detail))
 
 

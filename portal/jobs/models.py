@@ -35,7 +35,7 @@ class Job(models.Model):
 
     key = models.CharField(max_length=128, unique=True)
     scheduler = models.CharField(max_length=8, choices=Scheduler.choices)
-    user = models.CharField(max_length=128, null=True, blank=True, db_index=True)
+    user = models.CharField(max_length=128, null=True, blank=True)
     name = models.CharField(max_length=200, null=True, blank=True)
     account = models.CharField(max_length=128, null=True, blank=True)
     lookup = models.CharField(max_length=8, choices=Lookup.choices, default=Lookup.PENDING)
@@ -62,6 +62,14 @@ class Job(models.Model):
         ordering = ["-started_at", "-id"]
         indexes = [
             models.Index(fields=["-started_at", "-id"], name="job_started"),
+            # The list's filters in the list's order (selectors.job_list): a user's newest jobs, the
+            # idle ones, the interrupted ones, read from the index's head rather than filtered out
+            # of every job's.
+            models.Index(fields=["user", "-started_at", "-id"], name="job_user_started"),
+            models.Index(fields=["-started_at", "-id"], name="job_idle_started", condition=models.Q(idle=True)),
+            models.Index(
+                fields=["-started_at", "-id"], name="job_interrupted_started", condition=models.Q(interrupted=True)
+            ),
             models.Index(fields=["ended_at"], name="job_ended"),
             models.Index(fields=["lookup"], name="job_lookup", condition=models.Q(lookup="pending")),
         ]

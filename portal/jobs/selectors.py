@@ -146,6 +146,65 @@ def jobs_detail(jobs: list[Job]) -> list[JobDetail]:
     return details
 
 
+# A span as the API writes it, read as a row: its own columns, its GPU's uuid and host, and the
+# GPU's newest reading time (`running`).
+SPAN_ROW = (*SPAN_COLUMNS, "gpu__uuid", "gpu__host__hostname", "gpu__latest__ts")
+# A hardware ticket as a job's answer shows it, read as a row.
+TICKET_ROW = ("id", "title", "severity", "gpu_id", "gpu__uuid", "first_seen")
+
+
+@dataclass
+class JobRows:
+    """A job with its spans (SPAN_ROW named tuples, oldest first) and the hardware tickets opened on
+    its GPUs while it ran (TICKET_ROW named tuples, oldest first): what the API writes
+    (figures.job_out)."""
+
+    job: Job
+    spans: list[tuple]
+    tickets: list[tuple]
+
+
+def jobs_rows(jobs: list[Job]) -> list[JobRows]:
+    """jobs_detail's answer as rows, for the API: a page of 100 jobs holds 400 spans, and a model
+    instance each for a span, its GPU and its host cost most of the request. Two queries, whatever
+    the number of jobs."""
+    if not jobs:
+        return []
+    job_ids = [job.pk for job in jobs]
+    rows = list(
+        JobSpan.objects.filter(job_id__in=job_ids).order_by("started_at", "id").values_list(*SPAN_ROW, named=True)
+    )  # fmt: skip
+    spans: dict[int, list[tuple]] = defaultdict(list)
+    for row in rows:
+        spans[row.job_id].append(row)
+    tickets = _ticket_rows_on(rows, job_ids=job_ids)
+    by_gpu: dict[int, list[tuple[int, tuple]]] = defaultdict(list)
+    for n, ticket in enumerate(tickets):
+        by_gpu[ticket.gpu_id].append((n, ticket))
+    out = []
+    for job in jobs:
+        its = spans.get(job.pk, [])
+        hit = {
+            n: ticket for span in its for n, ticket in by_gpu.get(span.gpu_id, ())
+            if ran_at(span, ticket.first_seen)
+        }  # fmt: skip
+        out.append(JobRows(job=job, spans=its, tickets=[hit[n] for n in sorted(hit)]))
+    return out
+
+
+def _ticket_rows_on(rows: list[tuple], *, job_ids: list[int]) -> list[tuple]:
+    if not rows:
+        return []
+    start = min(row.started_at for row in rows)
+    end = max(row.ended_at for row in rows) + RAN_SLACK
+    gpus = JobSpan.objects.filter(job_id__in=job_ids).values("gpu_id")  # a subquery: no list of ids to send
+    return list(
+        maintenance.tickets().filter(
+            gpu_id__in=gpus, rule__in=HARDWARE_RULES, first_seen__gte=start, first_seen__lte=end,
+        ).order_by("first_seen", "id").values_list(*TICKET_ROW, named=True)
+    )  # fmt: skip
+
+
 def _tickets_on(spans: list[JobSpan], *, job_ids: list[int]) -> list[Ticket]:
     if not spans:
         return []

@@ -140,3 +140,25 @@ def test_the_list_runs_a_constant_number_of_queries(lab, viewer, client_for, dja
     client.get("/api/v1/jobs")
     with django_assert_max_num_queries(9):
         assert len(client.get("/api/v1/jobs").json()) == Job.objects.count()
+
+
+def test_the_lists_spans_are_the_gpus_spans_figure_for_figure(lab, viewer, client_for):
+    """The list is written from rows (selectors.jobs_rows), a GPU's spans from model instances
+    (figures.span_out): the same span reads the same in both, running and rounding included."""
+    client = client_for(viewer)
+    Ticket.objects.create(fingerprint="x", rule="xid_hardware", host=lab["a"], gpu=lab["a"].gpus.get(index=1),
+                          title="XID 48", severity="critical", first_seen=START + 20 * STEP,
+                          last_seen=START + 20 * STEP)  # fmt: skip
+    listed = {job["job"]: job for job in client.get("/api/v1/jobs").json()}
+    on_gpus = [
+        span for uuid in (lab["ua0"], lab["ua1"], lab["ub0"]) for span in client.get(f"/api/v1/gpus/{uuid}/jobs").json()
+    ]
+    assert len(on_gpus) == sum(len(job["gpus"]) for job in listed.values()) == 5
+    for span in on_gpus:
+        assert span in listed[span["job"]]["gpus"]
+    assert listed["slurm:200"]["running"] is True and listed["slurm:100"]["running"] is False
+    assert [t["title"] for t in listed["slurm:100"]["tickets"]] == ["XID 48"]
+    assert listed["k8s:lab/eval-1"]["tickets"] == listed["slurm:100"]["tickets"]  # on GPU 1 then too
+    assert listed["user:ana"]["tickets"] == []  # GPU 0 only
+    for key, job in listed.items():
+        assert client.get("/api/v1/jobs/" + quote(key, safe="")).json() == job
