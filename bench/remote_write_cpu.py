@@ -6,7 +6,9 @@ snappy, the WriteRequest's decoding, remote_write_store; the agents: gunzip, bat
 reading_batch_ingest), requests of bench/remote_write.py's shape (20 hosts, each request 10 GPUs
 × 10 timestamps × 15 dcgm-exporter series = 1,500 samples, 100 readings; the agents' 100-reading
 gzip batches). CPU time (time.process_time), not wall-clock, so that the figures mean something on
-a busy machine: µs per value (the agents' reading × 15) and per sample, and their ratio. The first
+a busy machine: µs per value (the agents' reading × 15) and per sample, and their ratio. With
+`--asgi`, each request is posted to its endpoint's ASGI application as the server calls it (the
+view, its token check, its thread hop and answer included). The first
 round of each is uncounted (hosts and GPUs created, the GPUs' first readings handed on by a
 pass). `--profile` prints a cProfile of the remote write's rounds instead (the 40 functions with
 the most cumulative time; BENCH_SORT=tottime: the most own time), `--pyinstrument` pyinstrument's
@@ -35,7 +37,10 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "10"))  # requests per host, the fir
 
 def main() -> None:
     profile = "--profile" in sys.argv
-    keep = django_setup(DJANGO_SETTINGS_MODULE="bench.settings")  # noqa: F841 (the database's folder)
+    keep = django_setup(  # noqa: F841 (the database's folder)
+        DJANGO_SETTINGS_MODULE="bench.settings", PLAIN_HTTP="true", ALLOWED_HOSTS="127.0.0.1",
+        REMOTE_WRITE_RATE_PER_S="1000000", REMOTE_WRITE_RATE_BURST="1000000",
+    )  # fmt: skip
     from django.db import transaction
 
     from bench.remote_write import SERIES, remote_bodies
@@ -47,7 +52,8 @@ def main() -> None:
     from portal.telemetry.services import host_token_issue
     from portal.telemetry.services.ingest import reading_batch_ingest
 
-    source = ingest_source_issue(name="bench", hosts="rw-*").record
+    issued = ingest_source_issue(name="bench", hosts="rw-*")
+    source, source_token = issued.record, issued.token
     start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
     start_ms = int(start.timestamp() * 1000)
     remote = {f"rw-{n:02d}": remote_bodies(f"rw-{n:02d}", start_ms, ROUNDS) for n in range(HOSTS)}
@@ -69,6 +75,42 @@ def main() -> None:
     from portal.telemetry.services import host_token_authenticate
 
     hosts = {token: host_token_authenticate(token) for token in agents}
+    if "--asgi" in sys.argv:
+        import asyncio
+
+        from portal.asgi import INGEST_APPS, INGEST_PATH, REMOTE_WRITE_PATH
+
+        loop = asyncio.new_event_loop()
+
+        def posted(path: str, headers: list, body: bytes, status: int) -> None:
+            sent = []
+
+            async def receive():
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            async def send(message):
+                sent.append(message)
+
+            scope = {
+                "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+                "headers": [(b"host", b"127.0.0.1"), (b"content-length", str(len(body)).encode()), *headers],
+                "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
+            }  # fmt: skip
+            loop.run_until_complete(INGEST_APPS[path](scope, receive, send))
+            assert sent[0]["status"] == status, sent
+
+        def remote_one(body: bytes) -> None:  # noqa: F811
+            headers = [(b"authorization", f"Bearer {source_token}".encode()), (b"content-encoding", b"snappy"),
+                       (b"content-type", b"application/x-protobuf")]  # fmt: skip
+            posted(REMOTE_WRITE_PATH, headers, body, 204)
+
+        def agent_one(token, body: bytes) -> None:  # noqa: F811
+            headers = [(b"authorization", f"Bearer {token.token}".encode()), (b"content-encoding", b"gzip"),
+                       (b"content-type", b"application/json")]  # fmt: skip
+            posted(INGEST_PATH, headers, body, 202)
+
+        hosts = {token: type("Token", (), {"token": token}) for token in agents}
 
     def run(kind: str, rounds: range) -> float:
         began = time.process_time()
