@@ -53,41 +53,36 @@ SERIES = {
 VALUES_PER_READING = len(SERIES)
 
 
-def _host_series(hostname: str) -> list[tuple[bytes, bytes]]:
-    """A host's series as write_request_encode writes them: (the series' label entries, its value
-    as a sample's first field), in the order of remote_bodies."""
-    from portal.remote_write.wire import _DOUBLE, _field
+def _host_series(hostname: str) -> list[tuple[bytes, float]]:
+    """A host's series: (its label entries as sent, its value), in the order of remote_bodies."""
+    from portal.remote_write.wire import labels_encode
 
     out = []
     for gpu in range(GPUS):
         base = {"UUID": f"GPU-{hostname}-{gpu:04d}", "gpu": str(gpu), "Hostname": hostname,
                 "modelName": "NVIDIA H100 80GB HBM3", "pci_bus_id": f"00000000:{gpu + 16:02X}:00.0",
                 "DCGM_FI_DRIVER_VERSION": "580.65.06", "instance": "exporter:9400", "job": "dcgm"}  # fmt: skip
-        for name, value in SERIES.items():
-            labels = {**base, "__name__": name}
-            entries = b"".join(
-                _field(1, _field(1, key.encode()) + _field(2, text.encode())) for key, text in sorted(labels.items())
-            )
-            out.append((entries, b"\x09" + _DOUBLE.pack(float(value))))
+        out.extend((labels_encode({**base, "__name__": name}), float(value)) for name, value in SERIES.items())
     return out
 
 
-_series_of: dict[str, list[tuple[bytes, bytes]]] = {}
+_series_of: dict[str, list[tuple[bytes, float]]] = {}
 
 
 def remote_bodies(hostname: str, start_ms: int, count: int, first: int = 0) -> list[bytes]:
     """count WriteRequests of one host from its first-th on, each 10 timestamps (1 s apart) of
-    its GPUs' 15 series: the bytes write_request_encode writes, the labels encoded once per host
-    (the clients make them as they post, and their CPU is the machine's the portal runs on)."""
-    from portal.remote_write.wire import _field, _varint_encode, snappy_compress
+    its GPUs' 15 series (write_request_encode's bytes, the labels encoded once per host and a
+    request's samples once per value: the clients make them as they post, on the machine the
+    portal runs on)."""
+    from portal.remote_write.wire import sample_encode, series_encode, snappy_compress
 
     series = _series_of.get(hostname) or _series_of.setdefault(hostname, _host_series(hostname))
     bodies = []
     for number in range(first, first + count):
-        stamps = [b"\x10" + _varint_encode(start_ms + 1000 * (number * STEPS + step)) for step in range(STEPS)]
-        body = b"".join(
-            _field(1, entries + b"".join(_field(2, value + stamp) for stamp in stamps)) for entries, value in series
-        )
+        stamps = [start_ms + 1000 * (number * STEPS + step) for step in range(STEPS)]
+        values = map(float, SERIES.values())
+        samples = {value: b"".join(sample_encode(stamp, value) for stamp in stamps) for value in values}
+        body = b"".join(series_encode(entries, samples[value]) for entries, value in series)
         bodies.append(snappy_compress(body))
     return bodies
 

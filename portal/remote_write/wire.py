@@ -290,19 +290,29 @@ def _field(number: int, payload: bytes) -> bytes:
     return _varint_encode(number << 3 | _LEN) + _varint_encode(len(payload)) + payload
 
 
+def labels_encode(labels: dict[str, str]) -> bytes:
+    """A series' label entries, sorted by name as Prometheus sends them."""
+    return b"".join(
+        _field(1, _field(1, name.encode()) + _field(2, value.encode())) for name, value in sorted(labels.items())
+    )
+
+
+def sample_encode(timestamp: int, value: float) -> bytes:
+    """One sample field of a series (its value written even when 0)."""
+    return _field(2, bytes([1 << 3 | _FIXED64]) + _DOUBLE.pack(value) + bytes([2 << 3]) + _varint_encode(timestamp))
+
+
+def series_encode(labels: bytes, samples: bytes) -> bytes:
+    """One series field of a WriteRequest: label entries (labels_encode), then sample fields (sample_encode)."""
+    return _field(1, labels + samples)
+
+
 def write_request_encode(series: list[tuple[dict[str, str], list[tuple[int, float]]]]) -> bytes:
     """A WriteRequest of (labels, [(timestamp ms, value)]) series, labels sorted by name as Prometheus sends them."""
-    out = bytearray()
-    for labels, samples in series:
-        body = b"".join(
-            _field(1, _field(1, name.encode()) + _field(2, value.encode())) for name, value in sorted(labels.items())
-        )
-        for timestamp, value in samples:
-            body += _field(
-                2, bytes([1 << 3 | _FIXED64]) + _DOUBLE.pack(value) + bytes([2 << 3]) + _varint_encode(timestamp)
-            )
-        out += _field(1, body)
-    return bytes(out)
+    return b"".join(
+        series_encode(labels_encode(labels), b"".join(sample_encode(timestamp, value) for timestamp, value in samples))
+        for labels, samples in series
+    )
 
 
 def snappy_compress(body: bytes) -> bytes:
