@@ -6,8 +6,10 @@ field already stored is never changed, and a request sent again stores nothing n
 complete when a later reading of its GPU has arrived holding every field the GPU's readings have,
 or two scrape intervals after its first part arrived; readings of a GPU go on in time order, so no
 rule ever judges half a reading. Complete readings are handed on in bulk, one batch per host, as
-an ingest-v1 batch validated and stored by the agents' own path (batch_parse and
-reading_batch_ingest: the same bulk insert, the same pipeline after it).
+an ingest-v1 batch stored by the agents' own path (reading_batch_ingest: the same bulk insert, the
+same pipeline after it), its readings built as the Reading structs ingest's fast path reads, from
+values held to each field's rules when they were stored (mapping.value_usable), its host entry
+and inventory checked as an agent's (ingest_fast.batch_of_readings).
 
 Both the write (for the readings its samples complete, in its own transaction) and the pass (for
 readings completed by waiting) settle a host's GPUs the same way (`_settle`), with the GPUs' rows
