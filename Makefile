@@ -12,7 +12,7 @@ LDAP_PACKAGES := slapd ldap-utils libldap2-dev libsasl2-dev
 # again, and pytest rewrote every test module's asserts again in each worker.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pipeline-jobs bench-pipeline-against bench-remote-write bench-pages bench-reports bench-usage bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
+.PHONY: demo demo-ldap ldap-deps test-deps test test-postgres test-fast test-agent agent-dist lint serve serve-small worker beat bench bench-agent bench-agent-portal bench-agent-diagnose bench-ingest bench-ingest-cpu bench-ingest-commands bench-anomaly bench-live bench-pipeline bench-pipeline-jobs bench-pipeline-against bench-remote-write bench-remote-write-cpu bench-pages bench-reports bench-usage bench-wear bench-checklists bench-storage bench-storage-db bench-retention soak install messages gettext browser promtool axe strace clean
 
 $(STAMP): requirements.txt requirements-ldap.txt requirements-dev.txt agents/requirements.txt | ldap-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -180,6 +180,10 @@ bench-agent: $(STAMP)
 # Remote write (Prometheus) against the agents' path, same run; BENCH_SECONDS=600 for the long run.
 bench-remote-write: $(STAMP)
 	$(PY) bench/remote_write.py
+
+# The web side of a remote write in process (CPU per sample beside the agents' per value).
+bench-remote-write-cpu: $(STAMP)
+	$(PY) bench/remote_write_cpu.py --asgi
 
 # The agent's catch-up after an outage, against the real portal (SQLite, scratch VAR_DIR).
 bench-agent-portal: $(STAMP)

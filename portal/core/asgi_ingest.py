@@ -1,4 +1,5 @@
-"""A small ASGI application for the agents' ingest endpoint, in place of Django's handler.
+"""A small ASGI application for the ingest endpoints (the agents', Prometheus remote write), in
+place of Django's handler.
 
 The portal's middleware (WhiteNoise, django-auditlog) is sync-only. Behind it, every request
 is run on Django's single "thread-sensitive" thread, which serialises a server process's
@@ -7,7 +8,8 @@ request for its request_started / request_finished signals and runs a disconnect
 beside the view: a sixth of ingest's CPU. Ingest needs none of it (no session, no CSRF, no
 static files, no audit actor; the view manages its database connections on its own worker
 thread), so its path gets this application: read the body, build the request, await the view,
-send the answer. The view checks the Host header itself.
+send the answer. The view checks the Host header itself (and what else the middleware would
+have: the plain-HTTP redirect or refusal).
 """
 
 import io
@@ -37,11 +39,11 @@ async def _read_body(receive, limit: int) -> bytes | None:
 
 
 class IngestASGIApp:
-    def __init__(self, view):
-        self.view = view
+    def __init__(self, view, *, limit_setting: str = "INGEST_MAX_BODY_BYTES", name: str = "ingest"):
+        self.view, self.limit_setting, self.name = view, limit_setting, name
 
     async def __call__(self, scope, receive, send):
-        body = await _read_body(receive, settings.INGEST_MAX_BODY_BYTES)
+        body = await _read_body(receive, getattr(settings, self.limit_setting))
         if body is None:
             return
         try:
@@ -50,11 +52,11 @@ class IngestASGIApp:
             # The database is busy or away (SQLite's write lock past its busy timeout under load,
             # PostgreSQL restarting): nothing was stored, and the agent keeps the batch and
             # retries when told to.
-            log.warning("ingest: database unavailable (%s); answered 503", error)
+            log.warning("%s: database unavailable (%s); answered 503", self.name, error)
             response = JsonResponse({"error": "database busy, retry later"}, status=503)
             response["Retry-After"] = "1"
         except Exception:
-            log.exception("ingest request failed")
+            log.exception("%s request failed", self.name)
             response = JsonResponse({"error": "internal server error"}, status=500)
         # What CommonMiddleware sets on the portal's other answers; without it the server
         # falls back to chunked encoding.

@@ -133,21 +133,32 @@ def _field_adapter(field: str) -> pydantic.TypeAdapter:
     return pydantic.TypeAdapter(annotation, config=pydantic.ConfigDict(strict=True, allow_inf_nan=False))
 
 
-_usable: dict[tuple[str, float], float | None] = {}
+# field → value → value_usable's answer, kept per process (a GPU's values repeat: temperatures,
+# clocks, counters that stay at 0). Per field, so that a series' values are looked up together
+# (usable_kept); a counter that always moves (energy) only fills its own field's, up to the bound.
+_usable: dict[str, dict[float, float | None]] = {}
+MAX_KEPT_VALUES = 4096  # per field
+
+
+def usable_kept(field: str) -> dict[float, float | None]:
+    """The answers value_usable keeps for this field, by value (a value not in it: ask value_usable)."""
+    kept = _usable.get(field)
+    if kept is None:
+        kept = _usable[field] = {}
+    return kept
 
 
 def value_usable(field: str, value: float) -> float | None:
     """The sample's value as stored (a float), or None when a reading cannot use it: checked by the
-    reading field's own rules (ingest-v1.md's ranges), so that no stored sample fails its reading.
-    Answers are kept per process (a GPU's values repeat: temperatures, clocks, counters)."""
-    key = (field, value)
-    if key in _usable:
-        return _usable[key]
+    reading field's own rules (ingest-v1.md's ranges), so that no stored sample fails its reading."""
+    kept = usable_kept(field)
+    if value in kept:
+        return kept[value]
     answer = _value_usable(field, value)
-    if len(_usable) >= MAX_KEPT_IDENTITIES:
-        _usable.clear()
     if value == value:  # NaN never equals itself: not worth keeping
-        _usable[key] = answer
+        if len(kept) >= MAX_KEPT_VALUES:
+            kept.clear()
+        kept[value] = answer
     return answer
 
 

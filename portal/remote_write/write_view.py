@@ -1,6 +1,9 @@
 """POST /api/v1/prometheus/write: Prometheus remote write 1.0 (prometheus-v1.md). Small and
 strict like the agents' endpoint: a 4xx only where Prometheus must not send the request again,
-429/503 with Retry-After where it should."""
+429/503 with Retry-After where it should. Served like it without Django's handler and middleware
+(portal.core.asgi_ingest: the middleware ran every write on one thread, and cost more CPU than
+the write's own work): what the middleware would have checked is checked here (the Host header,
+the redirect to HTTPS)."""
 
 import logging
 import math
@@ -8,9 +11,10 @@ import math
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.db import OperationalError, close_old_connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.security import SecurityMiddleware
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
@@ -54,6 +58,8 @@ def _body(request: HttpRequest) -> bytes | JsonResponse:
         body = request.body
     except RequestDataTooBig:
         return _error(413, f"body larger than {limit} bytes")
+    if len(body) > limit:  # the ASGI application reads at most limit + 1 bytes
+        return _error(413, f"body larger than {limit} bytes")
     try:
         return snappy_decompress(body, limit=limit)
     except OverflowError:
@@ -96,6 +102,13 @@ def _handle(request: HttpRequest) -> HttpResponse:
 @never_cache
 @login_not_required
 async def prometheus_write(request: HttpRequest) -> HttpResponse:
+    try:
+        request.get_host()
+    except DisallowedHost:
+        return _error(400, "Host header not in ALLOWED_HOSTS")
+    redirect = SecurityMiddleware(lambda request: None).process_request(request)  # SECURE_SSL_REDIRECT
+    if redirect is not None:
+        return redirect
     if request.method != "POST":
         return JsonResponse({"error": "use POST"}, status=405, headers={"Allow": "POST"})
     return await sync_to_async(_handle, thread_sensitive=not run_in_pool)(request)

@@ -197,3 +197,41 @@ def batch_from_values(values: dict) -> BatchIn:
         )  # fmt: skip
     except (msgspec.ValidationError, pydantic_core.ValidationError):
         return BatchIn.model_validate(values)
+
+
+# The host entry and inventory a producer inside the portal sends with every batch repeat from
+# batch to batch: each distinct one checked once (pydantic), kept per process.
+_hosts_checked: dict[tuple, HostIn] = {}
+_inventories_checked: dict[tuple, tuple] = {}
+CHECKED_KEPT_MAX = 1024
+
+
+def _checked(kept: dict, key: tuple, check):
+    answer = kept.get(key)
+    if answer is None:
+        answer = check()
+        if len(kept) >= CHECKED_KEPT_MAX:
+            kept.clear()
+        kept[key] = answer
+    return answer
+
+
+def batch_of_readings(*, batch_id: uuid.UUID, sent_at: dt.datetime, host: dict, gpus: list[dict],
+                      readings: list) -> BatchIn:  # fmt: skip
+    """A batch whose readings a producer inside the portal built itself as `Reading` structs (remote
+    write), every value already held to the reading's rules as it made them (the field's own
+    bounds and type, a UUID by its pattern, a time inside the acceptance window, job keys by their
+    pattern): the readings are not checked again, the host entry and inventory are, by pydantic
+    as batch_parse checks them (ValidationError). For the producer's readings, this is
+    batch_from_values without writing each reading as a dict only for msgspec to read it back."""
+    if len(readings) > MAX_READINGS_PER_BATCH:  # BatchIn's own error for it
+        return BatchIn.model_validate({"batch_id": batch_id, "sent_at": sent_at, "host": host, "gpus": gpus,
+                                       "readings": msgspec.to_builtins(readings)})  # fmt: skip
+    host_key = tuple(host.items())
+    gpus_key = tuple(tuple(gpu.items()) for gpu in gpus)
+    return BatchIn.model_construct(
+        batch_id=batch_id, sent_at=sent_at,
+        host=_checked(_hosts_checked, host_key, lambda: HostIn.model_validate(host)),
+        gpus=_checked(_inventories_checked, gpus_key, lambda: _gpus.validate_python(gpus)),
+        readings=readings,
+    )  # fmt: skip

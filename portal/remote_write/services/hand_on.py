@@ -6,8 +6,10 @@ field already stored is never changed, and a request sent again stores nothing n
 complete when a later reading of its GPU has arrived holding every field the GPU's readings have,
 or two scrape intervals after its first part arrived; readings of a GPU go on in time order, so no
 rule ever judges half a reading. Complete readings are handed on in bulk, one batch per host, as
-an ingest-v1 batch validated and stored by the agents' own path (batch_parse and
-reading_batch_ingest: the same bulk insert, the same pipeline after it).
+an ingest-v1 batch stored by the agents' own path (reading_batch_ingest: the same bulk insert, the
+same pipeline after it), its readings built as the Reading structs ingest's fast path reads, from
+values held to each field's rules when they were stored (mapping.value_usable), its host entry
+and inventory checked as an agent's (ingest_fast.batch_of_readings).
 
 Both the write (for the readings its samples complete, in its own transaction) and the pass (for
 readings completed by waiting) settle a host's GPUs the same way (`_settle`), with the GPUs' rows
@@ -36,9 +38,8 @@ from portal.core.errors import ApplicationError, Forbidden
 from portal.core.locks import pass_lock
 from portal.remote_write import mapping
 from portal.remote_write.models import FedHost, IngestSource, PendingReading, SourceGpu
-from portal.telemetry.ingest_fast import batch_from_values
+from portal.telemetry.ingest_fast import Reading, XidEvent, batch_of_readings
 from portal.telemetry.metrics import REMAPPED_ROWS_PENDING
-from portal.telemetry.schemas import ReadingIn
 from portal.telemetry.selectors import throttle_names
 from portal.telemetry.services.ingest import reading_batch_ingest
 
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NAMESPACE = uuid_module.UUID("6d1c0c4e-5a0f-4b7e-9a55-7265d0746577")
-_METRICS = [name for name in ReadingIn.model_fields if name not in {"gpu_uuid", "ts", "xid_events", "jobs"}]
 # Prometheus's queue sends a shard's batch up to batch_send_deadline (5 s by default) after its
 # first sample, and shards send independently: the parts of one scrape may arrive that far apart
 # however short the scrape interval. A reading no later one completes waits at least this long.
@@ -165,60 +165,79 @@ def _complete(gpu: SourceGpu, pending: GpuPending, now: dt.datetime) -> tuple[li
     return late, complete
 
 
-# How a stored value becomes its reading field (the XID and remapped-rows counters apart).
+# How a stored value becomes its reading field (the XID and remapped-rows counters apart), and
+# where it goes among the arguments of ingest_fast.Reading (its metrics, in the registry's order).
 _BOOL, _MASK, _FLOAT, _INT = range(4)
 _KINDS = {
     **dict.fromkeys(mapping.BOOL_FIELDS, _BOOL), **dict.fromkeys(mapping.MASK_FIELDS, _MASK),
     **dict.fromkeys(mapping.FLOAT_FIELDS, _FLOAT),
 }  # fmt: skip
 _names = functools.lru_cache(maxsize=4096)(throttle_names)  # a GPU's masks repeat
+_METRIC_NAMES = Reading.__struct_fields__[2:-2]  # gpu_uuid, ts, the metrics, xid_events, jobs
+assert Reading.__struct_fields__[-2:] == ("xid_events", "jobs")
+_SLOT = {name: position for position, name in enumerate(_METRIC_NAMES)}
+_PLAN = {
+    name: (_SLOT[name], _KINDS.get(name, _INT))
+    for name in mapping.SERIES_FIELDS.values() if name not in (mapping.XID_RAW, mapping.REMAPPED_RAW)
+}  # fmt: skip
+_REMAPPED_SLOT = _SLOT[REMAPPED_ROWS_PENDING.name]
+_NO_METRICS = [None] * len(_METRIC_NAMES)
+_jobs_kept: dict[str, tuple[str, ...]] = {}  # a pending reading's jobs (JSON) as the reading's tuple
 
 
-def _reading(gpu: SourceGpu, pending: Pending) -> dict:
-    """The ingest-v1 reading of one GPU's samples at one timestamp (fields without a series: null);
-    moves the GPU's XID and remapped-rows baselines on."""
-    reading = dict.fromkeys(_METRICS)
-    reading["gpu_uuid"], reading["ts"], reading["xid_events"] = gpu.uuid, pending.ts, []
+def _jobs(raw: str) -> tuple[str, ...]:
+    jobs = _jobs_kept.get(raw)
+    if jobs is None:
+        if len(_jobs_kept) >= 4096:
+            _jobs_kept.clear()
+        jobs = _jobs_kept[raw] = tuple(orjson.loads(raw))
+    return jobs
+
+
+def _reading(gpu: SourceGpu, pending: Pending) -> Reading:
+    """The ingest-v1 reading of one GPU's samples at one timestamp (fields without a series: null),
+    built as the struct ingest's fast path reads: every value was held to its field's rules when
+    it was stored (mapping.value_usable), and is converted here to the field's type. Moves the
+    GPU's XID and remapped-rows baselines on."""
+    metrics = _NO_METRICS.copy()
+    events = ()
     for name, value in pending.values.items():
-        kind = _KINDS.get(name, _INT)
-        if kind == _FLOAT:
-            reading[name] = value
+        plan = _PLAN.get(name)
+        if plan is not None:
+            slot, kind = plan
+            if kind == _FLOAT:
+                metrics[slot] = value
+            elif kind == _INT:
+                metrics[slot] = round(value)
+            elif kind == _BOOL:
+                metrics[slot] = value != 0
+            else:
+                metrics[slot] = list(_names(int(value)))
         elif name == mapping.XID_RAW:
             if gpu.xid_last is not None and value != gpu.xid_last and value != 0:
-                reading["xid_events"].append({"ts": pending.ts, "code": int(value)})
+                events = (XidEvent(pending.ts, int(value)),)
             gpu.xid_last = value
         elif name == mapping.REMAPPED_RAW:
-            reading[REMAPPED_ROWS_PENDING.name] = gpu.remapped_last is not None and value > gpu.remapped_last
+            metrics[_REMAPPED_SLOT] = gpu.remapped_last is not None and value > gpu.remapped_last
             gpu.remapped_last = value
-        elif kind == _INT:
-            reading[name] = round(value)
-        elif kind == _BOOL:
-            reading[name] = value != 0
-        else:
-            reading[name] = list(_names(int(value)))
-    if pending.jobs is not None:
-        reading["jobs"] = orjson.loads(pending.jobs)
-    return reading
+    jobs = None if pending.jobs is None else _jobs(pending.jobs)
+    return Reading(gpu.uuid, pending.ts, *metrics, events, jobs)
 
 
-def _batch(fed_host: FedHost, gpus: list[SourceGpu], readings: list[dict], now: dt.datetime):
-    """The readings as an ingest-v1 batch, checked as an agent's is (ingest_fast.batch_from_values:
-    the values themselves, not JSON written only to be read back)."""
-    key = ",".join(f"{reading['gpu_uuid']}@{reading['ts'].isoformat()}" for reading in readings)
+def _batch(fed_host: FedHost, gpus: list[SourceGpu], readings: list[Reading], now: dt.datetime):
+    """The readings as an ingest-v1 batch (ingest_fast.batch_of_readings: the readings as built,
+    the host entry and inventory checked as an agent's are)."""
+    key = ",".join(f"{reading.gpu_uuid}@{reading.ts.isoformat()}" for reading in readings)
     inventory = [
         {"uuid": gpu.uuid, "index": gpu.index, "name": gpu.name or None, "pci_bus_id": gpu.pci_bus_id or None}
         for gpu in gpus
         if gpu.index is not None
     ]
-    return batch_from_values(
-        {
-            "batch_id": uuid_module.uuid5(_NAMESPACE, f"{fed_host.host_id}|{key}"),
-            "sent_at": now,
-            "host": {"hostname": fed_host.host.hostname, "driver_version": fed_host.driver_version or None},
-            "gpus": inventory,
-            "readings": readings,
-        }
-    )
+    return batch_of_readings(
+        batch_id=uuid_module.uuid5(_NAMESPACE, f"{fed_host.host_id}|{key}"), sent_at=now,
+        host={"hostname": fed_host.host.hostname, "driver_version": fed_host.driver_version or None},
+        gpus=inventory, readings=readings,
+    )  # fmt: skip
 
 
 _STATE = ("handed_until", "xid_last", "remapped_last", "fields", "interval_s")

@@ -76,16 +76,54 @@ def _usable_samples(series: list[Series], now: dt.datetime, result: WriteResult)
     newest = int((now + MAX_FUTURE - EPOCH).total_seconds() * 1000)
     readings: Readings = {}
     identities: dict[str, mapping.SeriesIdentity] = {}
-    usable_value, stale = mapping.value_usable, mapping.is_stale_marker
+    by_gpu: dict[str, list[tuple[mapping.SeriesIdentity, Series]]] = {}
     for one in series:
         identity = mapping.identity_of(one.labels)
         if isinstance(identity, str):
-            result.skip(identity, len(one.samples))
+            result.skip(identity, len(one.values))
             continue
         identities[identity.uuid] = identity
+        gpu_series = by_gpu.get(identity.uuid)
+        if gpu_series is None:
+            by_gpu[identity.uuid] = [(identity, one)]
+        else:
+            gpu_series.append((identity, one))
+    for uuid, gpu_series in by_gpu.items():
+        readings[uuid] = _gpu_readings(gpu_series, oldest, newest) or _gpu_samples(gpu_series, oldest, newest, result)
+    return readings, identities
+
+
+def _gpu_readings(gpu_series: list, oldest: int, newest: int) -> dict[int, list] | None:
+    """One GPU's readings when its series are the usual ones (Prometheus scrapes a GPU's series
+    together): the same times, inside the window, every value one a reading can use (and none a
+    staleness marker), answered by values already kept; taken together, a reading a row of their
+    columns. None otherwise: sample by sample (_gpu_samples)."""
+    stamps = gpu_series[0][1].stamps
+    if not stamps or min(stamps) < oldest or max(stamps) > newest:
+        return None
+    names, columns, jobs = [], [], None
+    for identity, one in gpu_series:
+        if one.stamps != stamps:
+            return None
+        column = list(map(mapping.usable_kept(identity.field).get, one.values))
+        if None in column:
+            return None
+        names.append(identity.field)
+        columns.append(column)
+        if jobs is None:
+            jobs = identity.jobs_json
+    rows = zip(stamps, zip(*columns, strict=True), strict=True)
+    return {timestamp: [dict(zip(names, row, strict=True)), jobs] for timestamp, row in rows}
+
+
+def _gpu_samples(gpu_series: list, oldest: int, newest: int, result: WriteResult) -> dict[int, list]:
+    """One GPU's readings, sample by sample: stale markers ignored, samples outside the window or
+    with a value a reading cannot use skipped and counted."""
+    usable_value, stale = mapping.value_usable, mapping.is_stale_marker
+    gpu_readings: dict[int, list] = {}
+    for identity, one in gpu_series:
         name, jobs = identity.field, identity.jobs_json
-        gpu_readings = readings.setdefault(identity.uuid, {})
-        for timestamp, value in one.samples:
+        for timestamp, value in zip(one.stamps, one.values, strict=True):
             if value != value and stale(value):
                 continue  # Prometheus's "series gone": ignored
             if not oldest <= timestamp <= newest:
@@ -102,7 +140,7 @@ def _usable_samples(series: list[Series], now: dt.datetime, result: WriteResult)
                 reading[0][name] = usable
                 if reading[1] is None:
                     reading[1] = jobs
-    return readings, identities
+    return gpu_readings
 
 
 # The queries every write runs, hand-written rather than the ORM's: compiling the equivalent
