@@ -195,27 +195,24 @@ def jobs_rows(jobs: list[Job]) -> list[JobRows]:
 def _ticket_rows_on(rows: list[tuple], *, job_ids: list[int]) -> list[tuple]:
     if not rows:
         return []
-    start = min(row.started_at for row in rows)
-    end = max(row.ended_at for row in rows) + RAN_SLACK
-    gpus = JobSpan.objects.filter(job_id__in=job_ids).values("gpu_id")  # a subquery: no list of ids to send
-    return list(
-        maintenance.tickets().filter(
-            gpu_id__in=gpus, rule__in=HARDWARE_RULES, first_seen__gte=start, first_seen__lte=end,
-        ).order_by("first_seen", "id").values_list(*TICKET_ROW, named=True)
-    )  # fmt: skip
+    return list(_hardware_tickets_during(rows, job_ids=job_ids).values_list(*TICKET_ROW, named=True))
 
 
 def _tickets_on(spans: list[JobSpan], *, job_ids: list[int]) -> list[Ticket]:
     if not spans:
         return []
+    return list(_hardware_tickets_during(spans, job_ids=job_ids).select_related("gpu"))
+
+
+def _hardware_tickets_during(spans, *, job_ids: list[int]) -> QuerySet[Ticket]:
+    """The hardware tickets opened on the jobs' GPUs between their first span's start and their
+    last span's end (with RAN_SLACK), oldest first: span rows or instances alike."""
     start = min(span.started_at for span in spans)
     end = max(span.ended_at for span in spans) + RAN_SLACK
     gpus = JobSpan.objects.filter(job_id__in=job_ids).values("gpu_id")  # a subquery: no list of ids to send
-    return list(
-        maintenance.tickets().filter(
-            gpu_id__in=gpus, rule__in=HARDWARE_RULES, first_seen__gte=start, first_seen__lte=end,
-        ).select_related("gpu").order_by("first_seen", "id")
-    )  # fmt: skip
+    return maintenance.tickets().filter(
+        gpu_id__in=gpus, rule__in=HARDWARE_RULES, first_seen__gte=start, first_seen__lte=end,
+    ).order_by("first_seen", "id")  # fmt: skip
 
 
 def tickets_jobs(*, tickets: list) -> dict[int, list[str]]:
