@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 
 from portal.core import engine
+from tests.ci_checks import files_written
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "engine_differences.py"
@@ -21,21 +22,13 @@ def _check(root: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(arguments, capture_output=True, text=True, check=False)
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return tmp_path
-
-
 def test_no_module_of_the_repository_asks_the_engine_outside_the_engine_module():
     result = _check()
     assert result.returncode == 0, result.stdout
 
 
 def test_a_stray_question_to_the_engine_is_refused(tmp_path):
-    root = _tree(tmp_path, {
+    root = files_written(tmp_path, {
         "portal/a.py": 'from django.db import connection\n\nif connection.vendor == "postgresql":\n    pass\n',
         "portal/b.py": "from django.db import connections\n\nprint(connections['default'].vendor)\n",
         "portal/c.py": "def f(schema_editor):\n    return schema_editor.connection.vendor\n",
@@ -61,7 +54,7 @@ def test_a_stray_question_to_the_engine_is_refused(tmp_path):
 
 
 def test_the_engine_module_migrations_and_a_records_vendor_pass(tmp_path):
-    root = _tree(tmp_path, {
+    root = files_written(tmp_path, {
         "portal/core/engine.py": 'from django.db import connection\n\nPOSTGRES = connection.vendor == "postgresql"\n',
         "portal/x/migrations/0001_initial.py": "def forward(apps, schema_editor):\n"
                                                 "    return schema_editor.connection.vendor\n",

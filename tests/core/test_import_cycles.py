@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.ci_checks import files_written
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "import_cycles.py"
 
@@ -17,14 +19,6 @@ def _check(tree: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(arguments, capture_output=True, text=True, check=False, cwd=tree or ROOT)
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return tmp_path
-
-
 def test_neither_the_portal_nor_the_agent_has_an_import_cycle():
     result = _check()
     assert result.returncode == 0, result.stdout
@@ -32,7 +26,7 @@ def test_neither_the_portal_nor_the_agent_has_an_import_cycle():
 
 
 def test_a_loop_between_the_agents_modules_fails_even_through_an_import_inside_a_function(tmp_path):
-    tree = _tree(tmp_path, {
+    tree = files_written(tmp_path, {
         "agents/__init__.py": "",
         "agents/__main__.py": "from agents.cli import main\n",
         "agents/cli.py": "def main():\n    from agents.daemon import run\n\n    return run()\n",
@@ -49,7 +43,7 @@ def test_a_loop_between_the_agents_modules_fails_even_through_an_import_inside_a
 
 
 def test_an_agent_without_loops_passes(tmp_path):
-    tree = _tree(tmp_path, {
+    tree = files_written(tmp_path, {
         "agents/__init__.py": "",
         "agents/__main__.py": "from agents.cli import main\n",
         "agents/cli.py": "def main():\n    from agents.daemon import run\n\n    return run()\n",

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.ci_checks import files_written
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "own_models.py"
 
@@ -16,14 +18,6 @@ def _check(portal: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(arguments, capture_output=True, text=True, check=False)
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return tmp_path / "portal"
-
-
 def test_no_module_of_the_portal_reaches_another_apps_models_but_those_listed_to_be_emptied():
     result = _check()
     assert result.returncode == 0, result.stdout
@@ -31,7 +25,7 @@ def test_no_module_of_the_portal_reaches_another_apps_models_but_those_listed_to
 
 
 def test_each_way_into_another_apps_models_is_refused(tmp_path):
-    portal = _tree(tmp_path, {
+    portal = files_written(tmp_path, {
         "portal/fleet/models.py": "class Gpu:\n    pass\n",
         "portal/jobs/a.py": "from portal.fleet.models import Gpu\n",
         "portal/jobs/b.py": "from portal.fleet import models\n",
@@ -41,7 +35,7 @@ def test_each_way_into_another_apps_models_is_refused(tmp_path):
         "portal/jobs/f.py": 'from django.apps import apps\n\nGpu = apps.get_model("fleet", "Gpu")\n',
         "portal/jobs/g/__init__.py": 'from django.apps import apps\n\nHost = apps.get_model("fleet.Host")\n',
         "portal/api.py": "from portal.jobs.models import Job\n",
-    })  # fmt: skip
+    }) / "portal"  # fmt: skip
     result = _check(portal)
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
@@ -58,7 +52,7 @@ def test_each_way_into_another_apps_models_is_refused(tmp_path):
 
 
 def test_own_models_foreign_keys_migrations_the_demo_and_type_hints_pass(tmp_path):
-    portal = _tree(tmp_path, {
+    portal = files_written(tmp_path, {
         "portal/fleet/models.py": "class Gpu:\n    pass\n",
         "portal/fleet/selectors.py": "from portal.fleet.models import Gpu\n",
         "portal/jobs/models.py": "from portal.fleet.models import Gpu\n",
@@ -68,6 +62,6 @@ def test_own_models_foreign_keys_migrations_the_demo_and_type_hints_pass(tmp_pat
         "portal/jobs/selectors.py": "from typing import TYPE_CHECKING\n\nfrom portal.fleet import selectors\n"
                                     "from portal.jobs.models import Job\n\n"
                                     "if TYPE_CHECKING:\n    from portal.fleet.models import Gpu\n",
-    })  # fmt: skip
+    }) / "portal"  # fmt: skip
     result = _check(portal)
     assert result.returncode == 0, result.stdout

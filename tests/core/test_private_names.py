@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.ci_checks import files_written
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "private_names.py"
 
@@ -15,21 +17,13 @@ def _check(root: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(arguments, capture_output=True, text=True, check=False)
 
 
-def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = tmp_path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return tmp_path
-
-
 def test_no_module_of_the_repository_uses_another_ones_private_name():
     result = _check()
     assert result.returncode == 0, result.stdout
 
 
 def test_a_private_import_or_attribute_across_modules_fails(tmp_path):
-    root = _tree(tmp_path, {
+    root = files_written(tmp_path, {
         "portal/__init__.py": "",
         "portal/a.py": "_hidden = 1\nshared = 2\n",
         "portal/b.py": "from portal.a import _hidden, shared\n",
@@ -49,7 +43,7 @@ def test_a_private_import_or_attribute_across_modules_fails(tmp_path):
 
 
 def test_own_private_names_and_other_libraries_pass(tmp_path):
-    root = _tree(tmp_path, {
+    root = files_written(tmp_path, {
         "portal/__init__.py": "",
         "portal/a.py": "import os\nfrom collections import _sentinel\n\n_hidden = os._exit\nprint(_hidden)\n",
         "portal/migrations/0001.py": "from portal.a import _hidden\n",

@@ -1,20 +1,12 @@
 """Migration 0003: stored "silence" rule keys become "agent_silent" (and back)."""
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from tests.factories import HostFactory, UserFactory
+from tests.migrations import migrate_to, migrate_to_newest
 
 BEFORE = [("maintenance", "0002_subscription_rules")]
 AFTER = [("maintenance", "0003_rule_agent_silent")]
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
 
 
 @pytest.mark.django_db(transaction=True)
@@ -22,9 +14,9 @@ def test_silence_rule_keys_are_renamed_everywhere_and_back():
     from django.utils import timezone
 
     try:
-        old = _migrate(BEFORE)
+        old = migrate_to(BEFORE)
     except Exception:
-        _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_newest()
         raise
     # Only maintenance is rolled back: other apps' tables are at their newest, so their rows are
     # made with today's models.
@@ -51,7 +43,7 @@ def test_silence_rule_keys_are_renamed_everywhere_and_back():
         key="overheat/gpu/1", rule="overheat", host_id=host.pk
     )
 
-    new = _migrate(AFTER)
+    new = migrate_to(AFTER)
     new_fp = f"agent_silent/host/{host.pk}"
     assert new.get_model("maintenance", "RuleConfig").objects.get().rule == "agent_silent"
     assert new.get_model("maintenance", "RuleState").objects.exclude(pk=other.pk).get().key == new_fp
@@ -62,8 +54,7 @@ def test_silence_rule_keys_are_renamed_everywhere_and_back():
     assert new.get_model("maintenance", "Subscription").objects.get().rules == ["agent_silent", "overheat"]
 
     try:
-        back = _migrate(BEFORE)
+        back = migrate_to(BEFORE)
         assert back.get_model("maintenance", "Ticket").objects.get().fingerprint == fp
     finally:  # every app back at its newest migration for the tests that follow
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrate_to_newest()

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 from django.apps import apps as django_apps
 from django.conf import settings as django_settings
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import translation
 
 from portal.core import messages
@@ -22,6 +20,7 @@ from portal.maintenance.models import Ticket, TicketEvent
 from portal.maintenance.rules import RULES
 from portal.maintenance.services.tickets import ticket_auto_resolve, ticket_fire, ticket_update
 from tests.factories import GpuFactory, HostFactory
+from tests.migrations import migrate_to, migrate_to_newest
 
 pytestmark = pytest.mark.django_db
 CATALOGUE = Path(django_settings.BASE_DIR) / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
@@ -136,19 +135,12 @@ def test_the_migration_reads_the_english_stored_before_once(gpu):
     assert ticket.action_msg == action.stored() and str(action) == ticket.action
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.mark.django_db(transaction=True)
 def test_migrating_forwards_fills_the_messages_of_rows_written_before():
     try:
-        old = _migrate([("maintenance", "0008_agent_silent_unit_gpu_fleet_agent")])
+        old = migrate_to([("maintenance", "0008_agent_silent_unit_gpu_fleet_agent")])
     except Exception:
-        _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_newest()
         raise
     gpu = GpuFactory(host=HostFactory(hostname="dgx-07"), index=2)
     ticket = old.get_model("maintenance", "Ticket").objects.create(
@@ -160,7 +152,7 @@ def test_migrating_forwards_fills_the_messages_of_rows_written_before():
     Event.objects.create(ticket=ticket, kind="escalated", at=T0, note="warning → critical")
     Event.objects.create(ticket=ticket, kind="state", at=T0, note="looked at it, fans fine")
 
-    new = _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    new = migrate_to_newest()
     migrated = new.get_model("maintenance", "Ticket").objects.get(pk=ticket.pk)
     assert messages.english(migrated.title_msg) == migrated.title and migrated.action_msg["params"] == {
         "action": "overheat"

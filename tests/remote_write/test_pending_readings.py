@@ -5,13 +5,12 @@ import datetime as dt
 
 import orjson
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from portal.remote_write.models import IngestSource
 from portal.remote_write.services.hand_on import remote_readings_hand_on
 from portal.telemetry.models import Reading
+from tests.migrations import migrate_to, migrate_to_newest
 from tests.remote_write.helpers import FULL, UUID_A, body, labels, now_ms, pending_samples, post, sample_series
 
 BOTH = {"DCGM_FI_DEV_GPU_TEMP": 70, "DCGM_FI_DEV_POWER_USAGE": 300}
@@ -70,19 +69,12 @@ BEFORE = [("remote_write", "0001_initial")]
 AFTER = [("remote_write", "0002_pending_readings")]
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.mark.django_db(transaction=True)
 def test_migration_carries_waiting_samples_over_as_one_row_per_reading():
     from tests.factories import HostFactory
 
     try:
-        old = _migrate(BEFORE)
+        old = migrate_to(BEFORE)
         host = HostFactory(hostname="prom-mig-1")
         source = old.get_model("remote_write", "IngestSource").objects.create(
             name="mig", hosts="*", prefix="p", secret_hash="h"
@@ -96,10 +88,10 @@ def test_migration_carries_waiting_samples_over_as_one_row_per_reading():
             (t1, "temperature_c", 60, None), (t1, "power_w", 300.5, '["slurm:7"]'), (t2, "temperature_c", 61, None)
         ]:  # fmt: skip
             samples.create(gpu=gpu, ts=ts, field=name, value=value, jobs=jobs, received_at=now)
-        new = _migrate(AFTER)
+        new = migrate_to(AFTER)
         rows = {row.ts: row for row in new.get_model("remote_write", "PendingReading").objects.all()}
         assert orjson.loads(rows[t1].samples) == {"temperature_c": 60, "power_w": 300.5}
         assert rows[t1].jobs == '["slurm:7"]' and rows[t2].jobs is None
         assert orjson.loads(rows[t2].samples) == {"temperature_c": 61}
     finally:
-        _migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_newest()
