@@ -177,28 +177,6 @@ def decode_only(body: bytes):
     return msgspec.json.decode(body)
 
 
-_readings = msgspec.convert  # (a name the bench's profiles can tell apart)
-
-
-def batch_from_values(values: dict) -> BatchIn:
-    """A batch given as Python values (what its JSON would decode to, times as aware datetimes)
-    rather than JSON bytes, checked as batch_parse checks them: the readings by msgspec's Reading,
-    the host and inventory by pydantic; what msgspec refuses is handed to BatchIn, which raises
-    the exact ValidationError. For a producer of readings inside the portal (remote write), which
-    would otherwise write JSON only for batch_parse to read it back."""
-    try:
-        readings = _readings(values["readings"], list[Reading])
-        if len(readings) > MAX_READINGS_PER_BATCH or not all(_instant_ok(reading.ts) for reading in readings):
-            raise msgspec.ValidationError("handed to BatchIn")
-        return BatchIn.model_construct(
-            batch_id=uuid.UUID(str(values["batch_id"])), sent_at=values["sent_at"],
-            host=HostIn.model_validate(values["host"]), gpus=_gpus.validate_python(values.get("gpus") or ()),
-            readings=readings,
-        )  # fmt: skip
-    except (msgspec.ValidationError, pydantic_core.ValidationError):
-        return BatchIn.model_validate(values)
-
-
 # The host entry and inventory a producer inside the portal sends with every batch repeat from
 # batch to batch: each distinct one checked once (pydantic), kept per process.
 _hosts_checked: dict[tuple, HostIn] = {}
@@ -222,8 +200,8 @@ def batch_of_readings(*, batch_id: uuid.UUID, sent_at: dt.datetime, host: dict, 
     write), every value already held to the reading's rules as it made them (the field's own
     bounds and type, a UUID by its pattern, a time inside the acceptance window, job keys by their
     pattern): the readings are not checked again, the host entry and inventory are, by pydantic
-    as batch_parse checks them (ValidationError). For the producer's readings, this is
-    batch_from_values without writing each reading as a dict only for msgspec to read it back."""
+    as batch_parse checks them (ValidationError), without writing each reading as JSON only for
+    msgspec to read it back."""
     if len(readings) > MAX_READINGS_PER_BATCH:  # BatchIn's own error for it
         return BatchIn.model_validate({"batch_id": batch_id, "sent_at": sent_at, "host": host, "gpus": gpus,
                                        "readings": msgspec.to_builtins(readings)})  # fmt: skip

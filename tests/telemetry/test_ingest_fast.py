@@ -257,27 +257,3 @@ def test_numbers_and_repeated_keys_as_written(raw_reading):
 def test_batches_of_real_gpus_take_the_fast_path(fixture):
     """What NVML really reported on an H200, as the agent sends it: fast, or the speed is gone unnoticed."""
     assert _agree(_body(json.loads(fixture.read_text()))) == "fast"
-
-
-def _values(batch: dict) -> dict:
-    """The batch as Python values: what its JSON decodes to, times as aware datetimes."""
-    values = json.loads(_body(batch))
-    for reading in values["readings"]:
-        reading["ts"] = dt.datetime.fromisoformat(reading["ts"].replace("Z", "+00:00"))
-    values["sent_at"] = dt.datetime.fromisoformat(values["sent_at"].replace("Z", "+00:00"))
-    return values
-
-
-def test_batch_from_values_gives_what_batch_parse_gives_for_its_json():
-    batch = _batch()
-    built, parsed = ingest_fast.batch_from_values(_values(batch)), ingest_fast.batch_parse(_body(batch))
-    assert (built.batch_id, built.sent_at, built.host, built.gpus) == (
-        parsed.batch_id, parsed.sent_at, parsed.host, parsed.gpus,
-    )  # fmt: skip
-    assert built.readings == parsed.readings
-
-
-@pytest.mark.parametrize("fields", [{"temperature_c": -500}, {"throttle_reasons": ["no such reason"]}])
-def test_batch_from_values_refuses_what_batch_in_refuses(fields):
-    with pytest.raises(ValidationError):
-        ingest_fast.batch_from_values(_values(_batch(readings=[_reading(**fields)])))
