@@ -1,5 +1,8 @@
-"""What the write sends: a hand-on pass soon after samples were stored, at most once per
-PIPELINE_DEBOUNCE_S per process (a pass takes every GPU's complete readings). Beat's
+"""What the write sends when ingest refused readings it completed (they stay pending): a hand-on
+pass soon, at most once per PIPELINE_DEBOUNCE_S per process (a pass takes every GPU's complete
+readings, and settles a refused GPU's on their own). Not after every write: the readings a write
+completes are handed on by the write itself, and a pass after each one read every pending row
+to find nothing (a quarter of the worker's CPU under a steady stream of writes). Beat's
 `remote-write-hand-on` runs the same pass for readings that complete by waiting."""
 
 import logging

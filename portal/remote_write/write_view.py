@@ -93,7 +93,7 @@ def _handle(request: HttpRequest) -> HttpResponse:
     finally:
         if run_in_pool:
             close_old_connections()
-    if result.stored:
+    if result.left_for_pass:
         enqueue.hand_on_soon()
     return HttpResponse(status=204)
 

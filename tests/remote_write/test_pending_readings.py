@@ -11,7 +11,7 @@ from portal.remote_write.models import IngestSource
 from portal.remote_write.services.hand_on import remote_readings_hand_on
 from portal.telemetry.models import Reading
 from tests.migrations import migrate_to, migrate_to_newest
-from tests.remote_write.helpers import FULL, UUID_A, body, labels, now_ms, pending_samples, post, sample_series
+from tests.remote_write.helpers import FULL, UUID_A, UUID_B, body, labels, now_ms, pending_samples, post, sample_series
 
 BOTH = {"DCGM_FI_DEV_GPU_TEMP": 70, "DCGM_FI_DEV_POWER_USAGE": 300}
 
@@ -63,6 +63,43 @@ def test_parts_of_one_reading_in_three_requests_are_one_row_then_one_reading(sou
     assert len(samples) == len(FULL)
     assert remote_readings_hand_on(now=timezone.now() + dt.timedelta(minutes=5)).readings == 1
     assert not pending_samples()
+
+
+@pytest.mark.django_db
+def test_a_write_sends_no_pass_that_would_hand_on_other_hosts_readings(source, settings, monkeypatch):
+    """The pass after every write read every pending row to find nothing: a write hands on what it
+    completes itself, and readings completed by waiting are the beat's pass's."""
+    from portal.remote_write.services import hand_on
+
+    write(source, sample_series(BOTH, now_ms(-60)))  # prom-node-1's first reading: waits
+    monkeypatch.setattr(hand_on, "MIN_WAIT_S", 0.0)
+    settings.REMOTE_WRITE_SCRAPE_INTERVAL_S = 0.0  # from now on a reading completes by waiting at once
+    write(source, sample_series(BOTH, now_ms(-30), uuid=UUID_B, hostname="prom-node-2"))
+    assert stored() == []  # prom-node-1's: no pass ran after the second write
+    assert [uuid for uuid, _ in pending_samples()] == [UUID_A]
+    assert remote_readings_hand_on().readings == 1
+    assert stored() == [(70, 300)]
+
+
+@pytest.mark.django_db
+def test_readings_ingest_refused_in_a_write_are_handed_on_by_the_pass_it_sends(source, settings):
+    first = now_ms(-120)
+    write(source, sample_series(BOTH, first))
+    assert remote_readings_hand_on(now=timezone.now() + dt.timedelta(minutes=5)).readings == 1
+    settings.MAX_GPUS_PER_HOST = 1  # a second GPU of the host is past the bound: ingest's 403
+    steps = (first + 15_000, first + 30_000)
+    write(source, [series for ts in steps for uuid, gpu in ((UUID_A, "0"), (UUID_B, "1"))
+                   for series in sample_series(BOTH, ts, uuid=uuid, gpu=gpu)])  # fmt: skip
+    # The write's batch (GPU A's completed reading, GPU B in the inventory) refused; the pass the
+    # write sent handed GPU A's on alone; GPU B's first readings wait, the newest of A too.
+    assert stored() == [(70, 300), (70, 300)]
+    assert sorted(pending_samples()) == sorted(
+        [(UUID_A, ms_instant(steps[1])), (UUID_B, ms_instant(steps[0])), (UUID_B, ms_instant(steps[1]))]
+    )
+
+
+def ms_instant(stamp: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(stamp / 1000, dt.UTC)
 
 
 BEFORE = [("remote_write", "0001_initial")]

@@ -77,11 +77,13 @@ class HandOnResult:
     readings: int = 0
     skipped: int = 0  # samples
     dropped: int = 0  # samples
+    left: int = 0  # complete readings a write could not hand on: the pass's to try
 
     def add(self, other: HandOnResult) -> None:
         self.readings += other.readings
         self.skipped += other.skipped
         self.dropped += other.dropped
+        self.left += other.left
 
 
 @dataclass
@@ -328,6 +330,7 @@ def settle(fed_host: FedHost, host: Host, work: list[GpuWork], now: dt.datetime,
     except (ApplicationError, ValidationError) as error:
         if not refuse:
             log.info("remote write: readings of host %s left for the pass: %s", fed_host.host_id, error)
+            result.left = sum(len(one.complete) for one in work)
             for one in work:
                 one.complete = []
             _pending_write(work, handed=False)

@@ -43,6 +43,7 @@ class WriteResult:
     stored: int = 0
     skipped: int = 0
     dropped: int = 0
+    left_for_pass: int = 0  # complete readings ingest refused in this write: the pass tries them
     skipped_why: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     dropped_why: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
@@ -295,4 +296,4 @@ def _store(readings: Readings, identities, fed: dict[str, FedHost], gpus: dict[s
                 current.jobs, current.changed = jobs, True
         by_host[identities[uuid].hostname].append(hand_on.GpuWork(gpu, gpu_pending))
     for hostname, work in by_host.items():
-        hand_on.settle(fed[hostname], fed[hostname].host, work, now, refuse=False)
+        result.left_for_pass += hand_on.settle(fed[hostname], fed[hostname].host, work, now, refuse=False).left
