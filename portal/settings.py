@@ -323,15 +323,15 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 # Static files collected under hashed names (cached by browsers for ever) with brotli and gzip
-# copies beside each: always with DEBUG off (WhiteNoise's compressed manifest storage), and in the
-# demo (DEMO, which manage.py sets for it: its GPU page loads ~0.45 MiB, not 1.5), whose storage
-# compresses less and faster (portal/core/staticfiles.py). `manage.py run` and `demo` collect them
-# first, only when the sources changed. A developer's DEBUG serves the source files as they change.
+# copies of the hashed ones (portal/core/staticfiles.py): always with DEBUG off, and in the demo
+# (DEMO, which manage.py sets for it: its GPU page loads ~0.45 MiB, not 1.5), whose storage
+# compresses less and faster. `manage.py run` and `demo` collect them first, only when the sources
+# changed. A developer's DEBUG serves the source files as they change.
 STATIC_COMPRESSED = not DEBUG or DEMO
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "portal.core.staticfiles.ProductionStaticFilesStorage"
         if not DEBUG
         else "portal.core.staticfiles.DemoStaticFilesStorage"
         if DEMO

@@ -1,13 +1,14 @@
-"""Static files for the demo: compressed and hashed as in production, at a cost a start can pay.
+"""Static files compressed and hashed: in production (DEBUG off) and in the demo.
 
-The demo (`manage.py demo`, DEBUG and DEMO on) serves what `collectstatic` wrote, as production
-does: hashed names browsers keep for ever, brotli and gzip copies beside each. WhiteNoise's own
-storage compresses every file twice (the plain name and the hashed one), source maps included, at
-brotli's slowest quality: ~67 s of CPU over 36 MB, which a demo start cannot pay. This storage
-compresses only the hashed files (the ones the pages' URLs name), no source maps (only a
-developer's tools ask for them), at brotli quality 9 (15x faster than 11, ~8 % larger: plotly.js
-410 → 444 KB); and `static_collect` runs `collectstatic` only when the sources changed since the
-last run wrote its stamp under STATIC_ROOT.
+`collectstatic` writes hashed names browsers keep for ever, brotli and gzip copies beside each.
+WhiteNoise's own storage compresses every file twice (the plain name and the hashed one), source
+maps included: ~38 s of CPU over 36 MB at each deploy and at a new portal's first start. The
+pages only ever name the hashed files ({% static %} through the manifest), so these storages
+compress only those, no source maps (only a developer's tools ask for them, and they get them
+uncompressed); the plain copies are still collected and served. Production keeps brotli's best
+quality (its files are compressed once a deploy); the demo uses quality 9 (15x faster than 11,
+~8 % larger: plotly.js 410 → 444 KB), and `static_collect` runs `collectstatic` only when the
+sources changed since the last run wrote its stamp under STATIC_ROOT.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ class QuickCompressor(Compressor):
         return brotli.compress(data, quality=BROTLI_QUALITY)
 
 
-class DemoStaticFilesStorage(CompressedManifestStaticFilesStorage):
+class ProductionStaticFilesStorage(CompressedManifestStaticFilesStorage):
+    def compress_files(self, paths):
+        wanted = [path for path in paths if HASHED.search(path) and not path.endswith(".map")]
+        return super().compress_files(wanted)
+
+
+class DemoStaticFilesStorage(ProductionStaticFilesStorage):
     def url(self, name, force=True):
         # Django's manifest storage names the plain file while DEBUG is on; the demo's browsers
         # should get the hashed one, which WhiteNoise marks immutable.
@@ -44,10 +51,6 @@ class DemoStaticFilesStorage(CompressedManifestStaticFilesStorage):
 
     def create_compressor(self, **kwargs) -> Compressor:
         return QuickCompressor(**kwargs)
-
-    def compress_files(self, paths):
-        wanted = [path for path in paths if HASHED.search(path) and not path.endswith(".map")]
-        return super().compress_files(wanted)
 
 
 def static_sources_digest() -> str:
