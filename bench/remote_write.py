@@ -42,6 +42,7 @@ SECONDS = float(os.environ.get("BENCH_SECONDS", "60"))
 AGENT = os.environ.get("BENCH_AGENT", "1") != "0"  # 0: the remote write phase alone
 AGENT_SECONDS = float(os.environ.get("BENCH_AGENT_SECONDS", SECONDS))  # the agent phase's own length
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "4"))
+AGENT_POSTS_PER_S = 300  # batches prepared per second of the agents' phase
 HOSTS, GPUS, STEPS = 20, 10, 10
 SERIES = {
     "DCGM_FI_DEV_GPU_TEMP": 60, "DCGM_FI_DEV_POWER_USAGE": 300.5, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 1e9,
@@ -201,8 +202,10 @@ def main() -> None:
     source_token = ingest_source_issue(name="bench", hosts="rw-*").token
     agent_hosts = [f"ag-{n:02d}" for n in range(HOSTS)]
     tokens = {h: host_token_issue(hostname=h, label="bench", create_host=True).token for h in agent_hosts}
-    posts_per_host = int(AGENT_SECONDS * 40 / HOSTS) + 5 if AGENT else 0  # more than the clients can post in the time
-    start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)
+    # More than the clients can post in the time (~200 batches a second on 2 cores: at 40, the agents'
+    # phase of a 60 s run ran out of batches after 13 to 17 s), each 10 s of readings, all in the past.
+    posts_per_host = int(AGENT_SECONDS * AGENT_POSTS_PER_S / HOSTS) + 5 if AGENT else 0
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(hours=2) - dt.timedelta(seconds=posts_per_host * STEPS)
     print(f"preparing {posts_per_host * HOSTS} agent requests…")
     agent_work: list[list] = [[] for _ in range(CLIENTS)]
     for number, hostname in enumerate(agent_hosts):
