@@ -242,9 +242,7 @@ def write_request_decode(body: bytes) -> list[Series]:
                 position = _skip(body, position, end, key & 7)
                 continue
             inner, position = _length(body, position, end)
-        labels_end = inner
-        while labels_end + 1 < position and body[labels_end] == 0x0A and body[labels_end + 1] < 0x80:
-            labels_end += 2 + body[labels_end + 1]  # the usual labels (_labels_run)
+        labels_end = _labels_run(body, inner, position)
         run = run_match(body, labels_end, position) if inner < labels_end < position else None
         if run is not None and run.end() == position:
             found = find(body, labels_end, position)

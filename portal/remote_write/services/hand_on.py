@@ -184,16 +184,12 @@ _PLAN = {
 }  # fmt: skip
 _REMAPPED_SLOT = _SLOT[REMAPPED_ROWS_PENDING.name]
 _NO_METRICS = [None] * len(_METRIC_NAMES)
-_jobs_kept: dict[str, tuple[str, ...]] = {}  # a pending reading's jobs (JSON) as the reading's tuple
 
 
+@functools.lru_cache(maxsize=4096)  # a GPU's jobs repeat from reading to reading
 def _jobs(raw: str) -> tuple[str, ...]:
-    jobs = _jobs_kept.get(raw)
-    if jobs is None:
-        if len(_jobs_kept) >= 4096:
-            _jobs_kept.clear()
-        jobs = _jobs_kept[raw] = tuple(orjson.loads(raw))
-    return jobs
+    """A pending reading's jobs (JSON) as the reading's tuple."""
+    return tuple(orjson.loads(raw))
 
 
 def _reading(gpu: SourceGpu, pending: Pending) -> Reading:
