@@ -186,7 +186,7 @@ class TicketFeedConsumer(LiveConsumer):
     following = False  # the ticket events other processes record (publish.TicketFollower)
 
     async def resolve_group(self):
-        self.following = publish.ticket_follower.feed_opened()
+        self.following = await publish.ticket_follower.feed_opened()
         return publish.TICKETS_GROUP
 
     async def _leave(self):

@@ -415,22 +415,28 @@ class TicketFollower:
         with self._lock:
             return event_pk in self._queued_here
 
-    def feed_opened(self) -> bool:
+    async def feed_opened(self) -> bool:
         """A ticket feed connected (on the running loop): follow while any is open. False when
-        there is nothing to follow (a shared layer: every process sends its own)."""
+        there is nothing to follow (a shared layer: every process sends its own).
+
+        The first feed's cursor is read before this returns, so before the feed says hello: an
+        event another process records once the feed is open is after the cursor, never under it."""
         if not isinstance(get_channel_layer(), InMemoryChannelLayer):
             return False
         self._feeds += 1
-        loop = asyncio.get_running_loop()
-        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._task = loop.create_task(self._follow())
+        if not self._following_on_this_loop():
+            cursor = await database_sync_to_async(maintenance_selectors.ticket_event_last_pk)()
+            if not self._following_on_this_loop():  # another feed may have started it meanwhile
+                self._task = asyncio.get_running_loop().create_task(self._follow(cursor))
         return True
+
+    def _following_on_this_loop(self) -> bool:
+        return self._task is not None and not self._task.done() and self._task.get_loop() is asyncio.get_running_loop()
 
     def feed_closed(self) -> None:
         self._feeds = max(0, self._feeds - 1)
 
-    async def _follow(self) -> None:
-        cursor = await database_sync_to_async(maintenance_selectors.ticket_event_last_pk)()
+    async def _follow(self, cursor: int) -> None:
         while self._feeds > 0:
             await asyncio.sleep(self.FOLLOW_EVERY_S)
             try:

@@ -370,3 +370,36 @@ async def test_tickets_another_process_changes_reach_the_feed_once(
     assert (event["event"], event["ticket_id"], event["gpu_id"]) == ("opened", ticket.pk, gpus[0].pk)
     assert event["titles"]["zh-hans"].startswith("GPU 过热") and sum(event["open_counts"].values()) == 1
     assert [(e["event"], e["by"]) for e in acknowledged["events"]] == [("acknowledged", "charlie")]
+
+
+async def test_a_ticket_another_process_opens_just_after_hello_reaches_the_feed(
+    fleet, viewer_user, connect, another_process, settings, monkeypatch
+):
+    """The follower's first look at the events may be slow (a busy database): the feed says hello
+    only after it, so a ticket opened elsewhere right after the hello is never taken for old."""
+    from django.utils import timezone
+
+    from portal.maintenance import selectors as maintenance_selectors
+    from portal.maintenance.services.tickets import ticket_fire
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    last_event_pk = maintenance_selectors.ticket_event_last_pk
+
+    def slow_last_event_pk():
+        time.sleep(1.0)
+        return last_event_pk()
+
+    monkeypatch.setattr(maintenance_selectors, "ticket_event_last_pk", slow_last_event_pk)
+    host, gpus = fleet
+    communicator, connected, _ = await connect("/ws/live/tickets/", viewer_user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=3)  # hello
+        with another_process():
+            ticket, _what = await asyncio.to_thread(
+                lambda: ticket_fire(rule="overheat", host_id=host.pk, gpu_id=gpus[0].pk, at=timezone.now(), value=91.0)
+            )
+        opened = await communicator.receive_json_from(timeout=5)
+    finally:
+        await communicator.disconnect()
+    assert [(e["event"], e["ticket_id"]) for e in opened["events"]] == [("opened", ticket.pk)]
