@@ -37,8 +37,10 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 
+# Not "daphne": its app only swaps in an ASGI `runserver`, which nothing here uses (`manage.py run`
+# and `serve` start Daphne themselves), and it imports Twisted into every process, a sixth of a
+# `manage.py` command's start.
 INSTALLED_APPS = [
-    "daphne",
     "portal.accounts.apps.PortalAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",

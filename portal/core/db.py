@@ -1,8 +1,8 @@
 """Database helpers for the few hot statements the portal runs per request or per batch."""
 
+import functools
 from contextlib import contextmanager
 
-import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.utils import CursorDebugWrapper
@@ -11,14 +11,22 @@ from django.db.models import BigIntegerField, Func
 from portal.core import engine
 
 
-class _PreparedCursor(psycopg.Cursor):
-    """Server-side binding, each statement prepared once per connection. Django's own cursors
-    bind on the client and never prepare, so PostgreSQL parses and plans a statement every
-    time. Behind a pooler in transaction mode (PgBouncer before 1.21) turn them off with
-    DATABASE_PREPARED_STATEMENTS=false."""
+@functools.cache
+def _cursor_classes() -> tuple[type, type]:
+    """psycopg's cursor, and one that prepares: made on first use, so that a portal on SQLite never
+    loads psycopg (its C library is a tenth of a process's start)."""
+    import psycopg
 
-    def execute(self, query, params=None, *, prepare=True, binary=None):
-        return super().execute(query, params, prepare=prepare, binary=binary)
+    class PreparedCursor(psycopg.Cursor):
+        """Server-side binding, each statement prepared once per connection. Django's own cursors
+        bind on the client and never prepare, so PostgreSQL parses and plans a statement every
+        time. Behind a pooler in transaction mode (PgBouncer before 1.21) turn them off with
+        DATABASE_PREPARED_STATEMENTS=false."""
+
+        def execute(self, query, params=None, *, prepare=True, binary=None):
+            return super().execute(query, params, prepare=prepare, binary=binary)
+
+    return psycopg.Cursor, PreparedCursor
 
 
 class _LoggedCursor(CursorDebugWrapper):
@@ -47,7 +55,8 @@ def hot_cursor():
     # (DATABASE_CONN_MAX_AGE), not on one opened for a single request.
     keeps_connection = db.settings_dict.get("CONN_MAX_AGE") != 0
     prepare = settings.DATABASE_PREPARED_STATEMENTS and keeps_connection
-    cursor_class = _PreparedCursor if prepare else psycopg.Cursor
+    plain, prepared = _cursor_classes()
+    cursor_class = prepared if prepare else plain
     raw = cursor_class(db.connection)
     return _LoggedCursor(raw, db) if db.queries_logged else db.make_cursor(raw)
 

@@ -11,7 +11,8 @@ Registered as the `portalfs` transport when `portal.celery` loads (web server, w
 all load it); settings.CELERY_BROKER_URL names it when REDIS_URL is unset.
 
 With REDIS_URL, `register` also points the redis:// and rediss:// schemes at kombu's Redis
-transport with one fix (RedisTransport): see RedisChannel.
+transport with one fix (portal.ops.broker_redis, imported by kombu only when such a URL is used:
+the Redis client is a tenth of the start of a process that never talks to Redis).
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ from pathlib import Path
 from queue import Empty
 from time import monotonic
 
-import redis
 from kombu.transport import TRANSPORT_ALIASES, filesystem
-from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 
@@ -96,31 +95,7 @@ class Transport(filesystem.Transport):
     Channel = Channel
 
 
-class RedisChannel(kombu_redis.Channel):
-    """kombu's Redis channel, whose close on a lost connection is a connection error.
-
-    When Redis goes away while the worker waits in BRPOP and holds unacknowledged tasks (every
-    portal task is acks_late), Celery collects the connection: the channel's close fails reading
-    the BRPOP reply, which leaves the channel open, and the transport is detached from the
-    connection. Celery's next close of the channel then hands the unacknowledged tasks back
-    through a client built from the detached transport's settings, which are None: an
-    AttributeError, which Celery does not take for a broker error, so the worker exited
-    ("Unrecoverable error") instead of reconnecting (found by the soak's Redis restart; kombu
-    5.7.0). Raised as a connection error, Celery ignores it and reconnects; the tasks stay in
-    Redis's unacked set, restored after the visibility timeout, and beat's sweeps redo the work
-    of those lost with a Redis that keeps nothing."""
-
-    def _connparams(self, asynchronous=False):
-        if self.connection.client is None:
-            raise redis.exceptions.ConnectionError("the broker connection was closed")
-        return super()._connparams(asynchronous=asynchronous)
-
-
-class RedisTransport(kombu_redis.Transport):
-    Channel = RedisChannel
-
-
 def register() -> None:
     TRANSPORT_ALIASES[ALIAS] = f"{__name__}:Transport"
     for scheme in ("redis", "rediss"):
-        TRANSPORT_ALIASES[scheme] = f"{__name__}:RedisTransport"
+        TRANSPORT_ALIASES[scheme] = "portal.ops.broker_redis:RedisTransport"

@@ -15,7 +15,7 @@ import time
 import pytest
 from kombu import Connection, Exchange, Queue
 
-from portal.ops import broker
+from portal.ops import broker, broker_redis
 from portal.ops.supervise import free_port
 from tests.conftest import skip_or_fail
 
@@ -48,7 +48,7 @@ def redis_server(tmp_path):
 def test_the_redis_scheme_uses_the_portals_transport():
     broker.register()
     assert Connection("redis://127.0.0.1:1/0").transport_cls == "redis"
-    assert isinstance(Connection("redis://127.0.0.1:1/0").transport, broker.RedisTransport)
+    assert isinstance(Connection("redis://127.0.0.1:1/0").transport, broker_redis.RedisTransport)
 
 
 def test_a_lost_redis_while_tasks_are_unacknowledged_is_a_connection_error(redis_server):

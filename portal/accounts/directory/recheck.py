@@ -27,7 +27,6 @@ import math
 from django.conf import settings
 from django.utils import timezone
 
-from portal.accounts.directory.oidc import oidc_account_recheck
 from portal.accounts.directory.services import REVOKED, UNAVAILABLE, VOUCHED, account_event_record
 from portal.accounts.models import AccountEvent, Source, UserProfile
 
@@ -40,9 +39,13 @@ LOCAL_MARK = "local"
 
 
 def _checker(source: str):
+    # Imported here: the OIDC client (requests, PyJWT) is a tenth of a start of a process that
+    # never signs anyone in (the worker, a management command), and python-ldap is an optional
+    # extra, needed only where LDAP accounts exist.
     if source == Source.OIDC:
+        from portal.accounts.directory.oidc import oidc_account_recheck
+
         return oidc_account_recheck
-    # Imported here: python-ldap is an optional extra, needed only where LDAP accounts exist.
     from portal.accounts.directory.ldap import ldap_account_recheck
 
     return ldap_account_recheck
