@@ -341,31 +341,43 @@ def another_process(monkeypatch):
     return block
 
 
+@contextlib.asynccontextmanager
+async def feed_with_a_ticket_opened_elsewhere(connect, user, another_process, gpu):
+    """A ticket feed on the in-memory layer, past its hello, and an overheat ticket of `gpu` opened
+    as by another process: yields (communicator, ticket, the feed's message of it)."""
+    from django.utils import timezone
+
+    from portal.maintenance.services.tickets import ticket_fire
+
+    communicator, connected, _ = await connect("/ws/live/tickets/", user)
+    try:
+        assert connected
+        await communicator.receive_json_from(timeout=3)  # hello
+        with another_process():
+            ticket, _what = await asyncio.to_thread(
+                lambda: ticket_fire(rule="overheat", host_id=gpu.host_id, gpu_id=gpu.pk, at=timezone.now(), value=91.0)
+            )
+        opened = await communicator.receive_json_from(timeout=5)
+        yield communicator, ticket, opened
+    finally:
+        await communicator.disconnect()
+
+
 async def test_tickets_another_process_changes_reach_the_feed_once(
     fleet, viewer_user, connect, another_process, settings
 ):
     """The in-memory layer: the worker that opens and resolves tickets is another process."""
-    from django.utils import timezone
-
-    from portal.maintenance.services.tickets import ticket_fire, ticket_transition
+    from portal.maintenance.services.tickets import ticket_transition
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    host, gpus = fleet
-    communicator, connected, _ = await connect("/ws/live/tickets/", viewer_user)
-    try:
-        assert connected
-        await communicator.receive_json_from(timeout=2)  # hello
-        with another_process():
-            ticket, _what = await asyncio.to_thread(
-                lambda: ticket_fire(rule="overheat", host_id=host.pk, gpu_id=gpus[0].pk, at=timezone.now(), value=91.0)
-            )
-        opened = await communicator.receive_json_from(timeout=5)
+    _host, gpus = fleet
+    async with feed_with_a_ticket_opened_elsewhere(connect, viewer_user, another_process, gpus[0]) as (
+        communicator, ticket, opened,
+    ):  # fmt: skip
         # Changed in this process: queued by the hook, and not a second time by the follower.
         await asyncio.to_thread(lambda: ticket_transition(ticket=ticket, to_state="acknowledged", user=viewer_user))
         acknowledged = await communicator.receive_json_from(timeout=5)
         assert await communicator.receive_nothing(timeout=2.5)
-    finally:
-        await communicator.disconnect()
     [event] = opened["events"]
     assert (event["event"], event["ticket_id"], event["gpu_id"]) == ("opened", ticket.pk, gpus[0].pk)
     assert event["titles"]["zh-hans"].startswith("GPU 过热") and sum(event["open_counts"].values()) == 1
@@ -377,10 +389,7 @@ async def test_a_ticket_another_process_opens_just_after_hello_reaches_the_feed(
 ):
     """The follower's first look at the events may be slow (a busy database): the feed says hello
     only after it, so a ticket opened elsewhere right after the hello is never taken for old."""
-    from django.utils import timezone
-
     from portal.maintenance import selectors as maintenance_selectors
-    from portal.maintenance.services.tickets import ticket_fire
 
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     last_event_pk = maintenance_selectors.ticket_event_last_pk
@@ -390,16 +399,9 @@ async def test_a_ticket_another_process_opens_just_after_hello_reaches_the_feed(
         return last_event_pk()
 
     monkeypatch.setattr(maintenance_selectors, "ticket_event_last_pk", slow_last_event_pk)
-    host, gpus = fleet
-    communicator, connected, _ = await connect("/ws/live/tickets/", viewer_user)
-    try:
-        assert connected
-        await communicator.receive_json_from(timeout=3)  # hello
-        with another_process():
-            ticket, _what = await asyncio.to_thread(
-                lambda: ticket_fire(rule="overheat", host_id=host.pk, gpu_id=gpus[0].pk, at=timezone.now(), value=91.0)
-            )
-        opened = await communicator.receive_json_from(timeout=5)
-    finally:
-        await communicator.disconnect()
+    _host, gpus = fleet
+    async with feed_with_a_ticket_opened_elsewhere(connect, viewer_user, another_process, gpus[0]) as (
+        _communicator, ticket, opened,
+    ):  # fmt: skip
+        pass
     assert [(e["event"], e["ticket_id"]) for e in opened["events"]] == [("opened", ticket.pk)]
