@@ -18,6 +18,11 @@ def ms(moment: dt.datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def instant(stamp_ms: int) -> dt.datetime:
+    """The moment of a sample's timestamp (milliseconds since the epoch): `ms` the other way."""
+    return dt.datetime.fromtimestamp(stamp_ms / 1000, dt.UTC)
+
+
 def now_ms(offset_s: float = 0) -> int:
     return ms(timezone.now() + dt.timedelta(seconds=offset_s))
 

@@ -15,7 +15,18 @@ from portal.remote_write.services.hand_on import remote_readings_hand_on
 from portal.remote_write.services.sources import ingest_source_issue
 from portal.telemetry.models import Reading, XidEvent
 from portal.telemetry.services import host_token_issue
-from tests.remote_write.helpers import FULL, HOSTNAME, UUID_A, UUID_B, body, labels, now_ms, post, sample_series
+from tests.remote_write.helpers import (
+    FULL,
+    HOSTNAME,
+    UUID_A,
+    UUID_B,
+    body,
+    instant,
+    labels,
+    now_ms,
+    post,
+    sample_series,
+)
 
 pytestmark = pytest.mark.django_db
 LATER = dt.timedelta(minutes=5)  # past two scrape intervals: every pending reading is complete
@@ -40,7 +51,7 @@ def test_every_series_gives_its_field(source):
     write(source, sample_series(FULL, ts))
     assert hand_on_all().readings == 1
     (reading,) = stored()
-    assert reading.ts == dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
+    assert reading.ts == instant(ts)
     assert (reading.temperature_c, reading.power_w, reading.energy_mj) == (64, 412.5, 123456789.0)
     assert (reading.utilization_gpu_pct, reading.utilization_memory_pct, reading.memory_used_mib) == (97, 41, 80211)
     assert (reading.sm_clock_mhz, reading.mem_clock_mhz, reading.fan_speed_pct) == (1980, 2619, 30)
@@ -93,7 +104,7 @@ def test_xid_series_change_is_an_xid_event(source):
     hand_on_all()
     events = list(XidEvent.objects.order_by("ts").values_list("code", "ts"))
     assert [code for code, _ in events] == [79, 48]
-    assert events[0][1] == dt.datetime.fromtimestamp((base + 2 * 15_000) / 1000, dt.UTC)
+    assert events[0][1] == instant(base + 2 * 15_000)
 
 
 @pytest.mark.parametrize(

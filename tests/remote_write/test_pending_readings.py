@@ -11,7 +11,18 @@ from portal.remote_write.models import IngestSource
 from portal.remote_write.services.hand_on import remote_readings_hand_on
 from portal.telemetry.models import Reading
 from tests.migrations import migrate_to, migrate_to_newest
-from tests.remote_write.helpers import FULL, UUID_A, UUID_B, body, labels, now_ms, pending_samples, post, sample_series
+from tests.remote_write.helpers import (
+    FULL,
+    UUID_A,
+    UUID_B,
+    body,
+    instant,
+    labels,
+    now_ms,
+    pending_samples,
+    post,
+    sample_series,
+)
 
 BOTH = {"DCGM_FI_DEV_GPU_TEMP": 70, "DCGM_FI_DEV_POWER_USAGE": 300}
 
@@ -41,7 +52,7 @@ def test_a_request_of_many_timestamps_is_a_row_each_and_the_write_hands_on_what_
     # No pass ran: the write itself handed on the three readings a later one completes.
     assert stored() == [(70, 300), (71, 301), (72, 302), (73, 303)]
     (key,) = pending_samples()  # the newest waits for a later reading, or two scrape intervals
-    assert key == (UUID_A, dt.datetime.fromtimestamp(steps[-1] / 1000, dt.UTC))
+    assert key == (UUID_A, instant(steps[-1]))
     assert IngestSource.objects.get().samples_stored == 2 + 8
 
 
@@ -94,12 +105,8 @@ def test_readings_ingest_refused_in_a_write_are_handed_on_by_the_pass_it_sends(s
     # write sent handed GPU A's on alone; GPU B's first readings wait, the newest of A too.
     assert stored() == [(70, 300), (70, 300)]
     assert sorted(pending_samples()) == sorted(
-        [(UUID_A, ms_instant(steps[1])), (UUID_B, ms_instant(steps[0])), (UUID_B, ms_instant(steps[1]))]
+        [(UUID_A, instant(steps[1])), (UUID_B, instant(steps[0])), (UUID_B, instant(steps[1]))]
     )
-
-
-def ms_instant(stamp: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(stamp / 1000, dt.UTC)
 
 
 BEFORE = [("remote_write", "0001_initial")]
